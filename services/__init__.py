@@ -1,0 +1,1 @@
+"""Riverlog services: one package per concern. Services never import each other."""

@@ -1,0 +1,1 @@
+"""Riverlog for PySpark: the `riverlog` Python data source."""

@@ -1,0 +1,1 @@
+"""The `riverlog` command line, modelled on Kafka's tools."""

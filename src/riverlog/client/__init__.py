@@ -1,0 +1,1 @@
+"""The Python SDK: Producer, Consumer and AdminClient over the gateway API."""

@@ -1,0 +1,216 @@
+from riverlog.v1 import common_pb2 as _common_pb2
+from riverlog.v1 import errors_pb2 as _errors_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class CreatableTopic(_message.Message):
+    __slots__ = ("name", "num_partitions", "replication_factor", "configs")
+    class ConfigsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NUM_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    num_partitions: int
+    replication_factor: int
+    configs: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., num_partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., configs: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class CreateTopicsRequest(_message.Message):
+    __slots__ = ("topics", "validate_only")
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[CreatableTopic]
+    validate_only: bool
+    def __init__(self, topics: _Optional[_Iterable[_Union[CreatableTopic, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class TopicResult(_message.Message):
+    __slots__ = ("name", "error_code", "error_message", "topic_id")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    topic_id: str
+    def __init__(self, name: _Optional[str] = ..., error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., topic_id: _Optional[str] = ...) -> None: ...
+
+class CreateTopicsResponse(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[TopicResult]
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicResult, _Mapping]]] = ...) -> None: ...
+
+class DeleteTopicsRequest(_message.Message):
+    __slots__ = ("names",)
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DeleteTopicsResponse(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[TopicResult]
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicResult, _Mapping]]] = ...) -> None: ...
+
+class CreatePartitionsRequest(_message.Message):
+    __slots__ = ("topics", "validate_only")
+    class Topic(_message.Message):
+        __slots__ = ("name", "count")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        COUNT_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        count: int
+        def __init__(self, name: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[CreatePartitionsRequest.Topic]
+    validate_only: bool
+    def __init__(self, topics: _Optional[_Iterable[_Union[CreatePartitionsRequest.Topic, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class CreatePartitionsResponse(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[TopicResult]
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicResult, _Mapping]]] = ...) -> None: ...
+
+class AlterConfigsRequest(_message.Message):
+    __slots__ = ("topics", "validate_only")
+    class Op(_message.Message):
+        __slots__ = ("name", "value", "type")
+        class Type(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+            __slots__ = ()
+            SET: _ClassVar[AlterConfigsRequest.Op.Type]
+            DELETE: _ClassVar[AlterConfigsRequest.Op.Type]
+        SET: AlterConfigsRequest.Op.Type
+        DELETE: AlterConfigsRequest.Op.Type
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        TYPE_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        value: str
+        type: AlterConfigsRequest.Op.Type
+        def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ..., type: _Optional[_Union[AlterConfigsRequest.Op.Type, str]] = ...) -> None: ...
+    class Topic(_message.Message):
+        __slots__ = ("name", "ops")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        OPS_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        ops: _containers.RepeatedCompositeFieldContainer[AlterConfigsRequest.Op]
+        def __init__(self, name: _Optional[str] = ..., ops: _Optional[_Iterable[_Union[AlterConfigsRequest.Op, _Mapping]]] = ...) -> None: ...
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[AlterConfigsRequest.Topic]
+    validate_only: bool
+    def __init__(self, topics: _Optional[_Iterable[_Union[AlterConfigsRequest.Topic, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class AlterConfigsResponse(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[TopicResult]
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicResult, _Mapping]]] = ...) -> None: ...
+
+class DescribeConfigsRequest(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, topics: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DescribeConfigsResponse(_message.Message):
+    __slots__ = ("topics",)
+    class Topic(_message.Message):
+        __slots__ = ("name", "error_code", "error_message", "configs")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        CONFIGS_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        error_code: _errors_pb2.ErrorCode
+        error_message: str
+        configs: _containers.RepeatedCompositeFieldContainer[_common_pb2.ConfigEntry]
+        def __init__(self, name: _Optional[str] = ..., error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., configs: _Optional[_Iterable[_Union[_common_pb2.ConfigEntry, _Mapping]]] = ...) -> None: ...
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[DescribeConfigsResponse.Topic]
+    def __init__(self, topics: _Optional[_Iterable[_Union[DescribeConfigsResponse.Topic, _Mapping]]] = ...) -> None: ...
+
+class ListTopicsRequest(_message.Message):
+    __slots__ = ("include_internal",)
+    INCLUDE_INTERNAL_FIELD_NUMBER: _ClassVar[int]
+    include_internal: bool
+    def __init__(self, include_internal: _Optional[bool] = ...) -> None: ...
+
+class ListTopicsResponse(_message.Message):
+    __slots__ = ("names",)
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DescribeTopicsRequest(_message.Message):
+    __slots__ = ("names", "include_internal")
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_INTERNAL_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    include_internal: bool
+    def __init__(self, names: _Optional[_Iterable[str]] = ..., include_internal: _Optional[bool] = ...) -> None: ...
+
+class DescribeTopicsResponse(_message.Message):
+    __slots__ = ("topics",)
+    class Topic(_message.Message):
+        __slots__ = ("name", "error_code", "error_message", "metadata")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        METADATA_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        error_code: _errors_pb2.ErrorCode
+        error_message: str
+        metadata: _common_pb2.TopicMetadata
+        def __init__(self, name: _Optional[str] = ..., error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., metadata: _Optional[_Union[_common_pb2.TopicMetadata, _Mapping]] = ...) -> None: ...
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[DescribeTopicsResponse.Topic]
+    def __init__(self, topics: _Optional[_Iterable[_Union[DescribeTopicsResponse.Topic, _Mapping]]] = ...) -> None: ...
+
+class MetadataInstance(_message.Message):
+    __slots__ = ("instance_id", "host", "port", "is_controller")
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    IS_CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    instance_id: int
+    host: str
+    port: int
+    is_controller: bool
+    def __init__(self, instance_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., is_controller: _Optional[bool] = ...) -> None: ...
+
+class DescribeClusterRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DescribeClusterResponse(_message.Message):
+    __slots__ = ("cluster_id", "controller_id", "controller_epoch", "metadata_instances", "nodes", "metadata_version")
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    METADATA_INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    METADATA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: str
+    controller_id: int
+    controller_epoch: int
+    metadata_instances: _containers.RepeatedCompositeFieldContainer[MetadataInstance]
+    nodes: _containers.RepeatedCompositeFieldContainer[_common_pb2.Node]
+    metadata_version: int
+    def __init__(self, cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., metadata_instances: _Optional[_Iterable[_Union[MetadataInstance, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., metadata_version: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,92 @@
+from riverlog.v1 import admin_pb2 as _admin_pb2
+from riverlog.v1 import common_pb2 as _common_pb2
+from riverlog.v1 import errors_pb2 as _errors_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class RegisterNodeRequest(_message.Message):
+    __slots__ = ("node",)
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    node: _common_pb2.Node
+    def __init__(self, node: _Optional[_Union[_common_pb2.Node, _Mapping]] = ...) -> None: ...
+
+class RegisterNodeResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "lease_id", "lease_ttl_ms", "cluster_id")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    lease_id: int
+    lease_ttl_ms: int
+    cluster_id: str
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., lease_id: _Optional[int] = ..., lease_ttl_ms: _Optional[int] = ..., cluster_id: _Optional[str] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("node_id", "lease_id")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    lease_id: int
+    def __init__(self, node_id: _Optional[int] = ..., lease_id: _Optional[int] = ...) -> None: ...
+
+class HeartbeatResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "lease_ttl_ms")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    lease_ttl_ms: int
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., lease_ttl_ms: _Optional[int] = ...) -> None: ...
+
+class UnregisterNodeRequest(_message.Message):
+    __slots__ = ("node_id", "lease_id")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    lease_id: int
+    def __init__(self, node_id: _Optional[int] = ..., lease_id: _Optional[int] = ...) -> None: ...
+
+class UnregisterNodeResponse(_message.Message):
+    __slots__ = ("error_code", "error_message")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class WatchRequest(_message.Message):
+    __slots__ = ("node_id",)
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    def __init__(self, node_id: _Optional[int] = ...) -> None: ...
+
+class MetadataUpdate(_message.Message):
+    __slots__ = ("version", "controller_id", "controller_epoch", "snapshot", "nodes", "removed_nodes", "topics", "removed_topics", "cluster_id")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_NODES_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_TOPICS_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    controller_id: int
+    controller_epoch: int
+    snapshot: bool
+    nodes: _containers.RepeatedCompositeFieldContainer[_common_pb2.Node]
+    removed_nodes: _containers.RepeatedScalarFieldContainer[int]
+    topics: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicMetadata]
+    removed_topics: _containers.RepeatedScalarFieldContainer[str]
+    cluster_id: str
+    def __init__(self, version: _Optional[int] = ..., controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., snapshot: _Optional[bool] = ..., nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., removed_nodes: _Optional[_Iterable[int]] = ..., topics: _Optional[_Iterable[_Union[_common_pb2.TopicMetadata, _Mapping]]] = ..., removed_topics: _Optional[_Iterable[str]] = ..., cluster_id: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,49 @@
+from riverlog.v1 import data_pb2 as _data_pb2
+from riverlog.v1 import errors_pb2 as _errors_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class DescribeLogDirsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DescribeLogDirsResponse(_message.Message):
+    __slots__ = ("node_id", "log_dirs")
+    class PartitionInfo(_message.Message):
+        __slots__ = ("topic", "partition", "size_bytes", "log_start_offset", "log_end_offset", "high_watermark", "segment_count")
+        TOPIC_FIELD_NUMBER: _ClassVar[int]
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+        LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+        SEGMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+        topic: str
+        partition: int
+        size_bytes: int
+        log_start_offset: int
+        log_end_offset: int
+        high_watermark: int
+        segment_count: int
+        def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., size_bytes: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., segment_count: _Optional[int] = ...) -> None: ...
+    class LogDir(_message.Message):
+        __slots__ = ("path", "error_code", "partitions", "total_bytes")
+        PATH_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+        path: str
+        error_code: _errors_pb2.ErrorCode
+        partitions: _containers.RepeatedCompositeFieldContainer[DescribeLogDirsResponse.PartitionInfo]
+        total_bytes: int
+        def __init__(self, path: _Optional[str] = ..., error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., partitions: _Optional[_Iterable[_Union[DescribeLogDirsResponse.PartitionInfo, _Mapping]]] = ..., total_bytes: _Optional[int] = ...) -> None: ...
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    LOG_DIRS_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    log_dirs: _containers.RepeatedCompositeFieldContainer[DescribeLogDirsResponse.LogDir]
+    def __init__(self, node_id: _Optional[int] = ..., log_dirs: _Optional[_Iterable[_Union[DescribeLogDirsResponse.LogDir, _Mapping]]] = ...) -> None: ...
