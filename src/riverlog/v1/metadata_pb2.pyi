@@ -85,8 +85,8 @@ class MetadataUpdate(_message.Message):
     controller_epoch: int
     snapshot: bool
     nodes: _containers.RepeatedCompositeFieldContainer[_common_pb2.Node]
-    removed_nodes: _containers.RepeatedScalarFieldContainer[int]
+    removed_nodes: _containers.RepeatedCompositeFieldContainer[_common_pb2.Node]
     topics: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicMetadata]
     removed_topics: _containers.RepeatedScalarFieldContainer[str]
     cluster_id: str
-    def __init__(self, version: _Optional[int] = ..., controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., snapshot: _Optional[bool] = ..., nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., removed_nodes: _Optional[_Iterable[int]] = ..., topics: _Optional[_Iterable[_Union[_common_pb2.TopicMetadata, _Mapping]]] = ..., removed_topics: _Optional[_Iterable[str]] = ..., cluster_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, version: _Optional[int] = ..., controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., snapshot: _Optional[bool] = ..., nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., removed_nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[_common_pb2.TopicMetadata, _Mapping]]] = ..., removed_topics: _Optional[_Iterable[str]] = ..., cluster_id: _Optional[str] = ...) -> None: ...

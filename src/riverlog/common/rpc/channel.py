@@ -1,0 +1,41 @@
+"""Client channels with the options every Riverlog caller needs (message sizes, keepalive,
+tracing), for asyncio services and for the synchronous SDK."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from riverlog.common import tracing
+
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+CLIENT_ID_KEY = "riverlog-client-id"
+
+CHANNEL_OPTIONS: list[tuple[str, Any]] = [
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.keepalive_time_ms", 20_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+    # Each channel its own TCP connection, so separate clients do not share one HTTP/2 pipe.
+    ("grpc.use_local_subchannel_pool", 1),
+    ("grpc.enable_retries", 0),
+]
+
+
+def aio_channel(target: str) -> grpc.aio.Channel:
+    """An asyncio channel to `host:port`; traced when tracing is configured."""
+    return grpc.aio.insecure_channel(
+        target, options=CHANNEL_OPTIONS, interceptors=tracing.aio_client_interceptors()
+    )
+
+
+def sync_channel(target: str) -> grpc.Channel:
+    """A blocking channel to `host:port`; traced when tracing is configured."""
+    channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+    interceptor = tracing.client_interceptor()
+    if interceptor is not None:
+        channel = grpc.intercept_channel(channel, interceptor)
+    return channel

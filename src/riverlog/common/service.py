@@ -1,0 +1,83 @@
+"""What every service process shares: command-line basics, logging, and running an asyncio
+main until SIGTERM/SIGINT with a graceful stop."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+
+from riverlog.common import tracing
+
+
+def base_arg_parser(service: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"python -m riverlog.services.{service}")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind and advertise")
+    parser.add_argument("--port", type=int, default=0, help="gRPC port (0: any free port)")
+    parser.add_argument(
+        "--metadata",
+        default=os.environ.get("RIVERLOG_METADATA", "127.0.0.1:9093"),
+        help="comma-separated metadata service addresses",
+    )
+    parser.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting by its Kafka name; repeatable",
+    )
+    parser.add_argument("--ready-file", help="write the bound address here once serving")
+    parser.add_argument("--log-level", default=os.environ.get("RIVERLOG_LOG_LEVEL", "INFO"))
+    return parser
+
+
+def parse_overrides(items: list[str]) -> dict[str, str]:
+    """`key=value` strings into a dict; raises ValueError naming the bad item."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"expected KEY=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def setup_logging(level: str, name: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format=f"%(asctime)s %(levelname)s {name} %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def write_ready_file(path: str | None, info: dict[str, object]) -> None:
+    """Announce readiness atomically as JSON (at least "address" and "pid"): launchers poll
+    for this file."""
+    if not path:
+        return
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"pid": os.getpid(), **info}, f)
+    os.replace(tmp, path)
+
+
+def run(main: Callable[[asyncio.Event], Awaitable[None]], service_name: str) -> None:
+    """Run `main(stop_event)` until it returns; SIGTERM/SIGINT set the event."""
+    tracing.configure_tracing(service_name)
+
+    async def runner() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await main(stop)
+
+    try:
+        asyncio.run(runner())
+    finally:
+        tracing.shutdown()
