@@ -27,7 +27,7 @@ from riverlog.v1 import common_pb2 as riverlog_dot_v1_dot_common__pb2
 from riverlog.v1 import errors_pb2 as riverlog_dot_v1_dot_errors__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ariverlog/v1/metadata.proto\x12\x0briverlog.v1\x1a\x17riverlog/v1/admin.proto\x1a\x18riverlog/v1/common.proto\x1a\x18riverlog/v1/errors.proto\"6\n\x13RegisterNodeRequest\x12\x1f\n\x04node\x18\x01 \x01(\x0b\x32\x11.riverlog.v1.Node\"\x95\x01\n\x14RegisterNodeResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x10\n\x08lease_id\x18\x03 \x01(\x03\x12\x14\n\x0clease_ttl_ms\x18\x04 \x01(\x05\x12\x12\n\ncluster_id\x18\x05 \x01(\t\"5\n\x10HeartbeatRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12\x10\n\x08lease_id\x18\x02 \x01(\x03\"l\n\x11HeartbeatResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x14\n\x0clease_ttl_ms\x18\x03 \x01(\x05\":\n\x15UnregisterNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12\x10\n\x08lease_id\x18\x02 \x01(\x03\"[\n\x16UnregisterNodeResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\"\x1f\n\x0cWatchRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\"\x88\x02\n\x0eMetadataUpdate\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12\x15\n\rcontroller_id\x18\x02 \x01(\x05\x12\x18\n\x10\x63ontroller_epoch\x18\x03 \x01(\x05\x12\x10\n\x08snapshot\x18\x04 \x01(\x08\x12 \n\x05nodes\x18\x05 \x03(\x0b\x32\x11.riverlog.v1.Node\x12(\n\rremoved_nodes\x18\x06 \x03(\x0b\x32\x11.riverlog.v1.Node\x12*\n\x06topics\x18\x07 \x03(\x0b\x32\x1a.riverlog.v1.TopicMetadata\x12\x16\n\x0eremoved_topics\x18\x08 \x03(\t\x12\x12\n\ncluster_id\x18\t \x01(\t2\x96\x08\n\x0fMetadataService\x12S\n\x0cRegisterNode\x12 .riverlog.v1.RegisterNodeRequest\x1a!.riverlog.v1.RegisterNodeResponse\x12J\n\tHeartbeat\x12\x1d.riverlog.v1.HeartbeatRequest\x1a\x1e.riverlog.v1.HeartbeatResponse\x12Y\n\x0eUnregisterNode\x12\".riverlog.v1.UnregisterNodeRequest\x1a#.riverlog.v1.UnregisterNodeResponse\x12\x41\n\x05Watch\x12\x19.riverlog.v1.WatchRequest\x1a\x1b.riverlog.v1.MetadataUpdate0\x01\x12S\n\x0c\x43reateTopics\x12 .riverlog.v1.CreateTopicsRequest\x1a!.riverlog.v1.CreateTopicsResponse\x12S\n\x0c\x44\x65leteTopics\x12 .riverlog.v1.DeleteTopicsRequest\x1a!.riverlog.v1.DeleteTopicsResponse\x12_\n\x10\x43reatePartitions\x12$.riverlog.v1.CreatePartitionsRequest\x1a%.riverlog.v1.CreatePartitionsResponse\x12S\n\x0c\x41lterConfigs\x12 .riverlog.v1.AlterConfigsRequest\x1a!.riverlog.v1.AlterConfigsResponse\x12\\\n\x0f\x44\x65scribeConfigs\x12#.riverlog.v1.DescribeConfigsRequest\x1a$.riverlog.v1.DescribeConfigsResponse\x12M\n\nListTopics\x12\x1e.riverlog.v1.ListTopicsRequest\x1a\x1f.riverlog.v1.ListTopicsResponse\x12Y\n\x0e\x44\x65scribeTopics\x12\".riverlog.v1.DescribeTopicsRequest\x1a#.riverlog.v1.DescribeTopicsResponse\x12\\\n\x0f\x44\x65scribeCluster\x12#.riverlog.v1.DescribeClusterRequest\x1a$.riverlog.v1.DescribeClusterResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ariverlog/v1/metadata.proto\x12\x0briverlog.v1\x1a\x17riverlog/v1/admin.proto\x1a\x18riverlog/v1/common.proto\x1a\x18riverlog/v1/errors.proto\"6\n\x13RegisterNodeRequest\x12\x1f\n\x04node\x18\x01 \x01(\x0b\x32\x11.riverlog.v1.Node\"\xb4\x01\n\x14RegisterNodeResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x10\n\x08lease_id\x18\x03 \x01(\x03\x12\x14\n\x0clease_ttl_ms\x18\x04 \x01(\x05\x12\x12\n\ncluster_id\x18\x05 \x01(\t\x12\x1d\n\x15heartbeat_interval_ms\x18\x06 \x01(\x05\"5\n\x10HeartbeatRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12\x10\n\x08lease_id\x18\x02 \x01(\x03\"l\n\x11HeartbeatResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x14\n\x0clease_ttl_ms\x18\x03 \x01(\x05\":\n\x15UnregisterNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12\x10\n\x08lease_id\x18\x02 \x01(\x03\"[\n\x16UnregisterNodeResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\"\x1f\n\x0cWatchRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\"\x88\x02\n\x0eMetadataUpdate\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12\x15\n\rcontroller_id\x18\x02 \x01(\x05\x12\x18\n\x10\x63ontroller_epoch\x18\x03 \x01(\x05\x12\x10\n\x08snapshot\x18\x04 \x01(\x08\x12 \n\x05nodes\x18\x05 \x03(\x0b\x32\x11.riverlog.v1.Node\x12(\n\rremoved_nodes\x18\x06 \x03(\x0b\x32\x11.riverlog.v1.Node\x12*\n\x06topics\x18\x07 \x03(\x0b\x32\x1a.riverlog.v1.TopicMetadata\x12\x16\n\x0eremoved_topics\x18\x08 \x03(\t\x12\x12\n\ncluster_id\x18\t \x01(\t2\x96\x08\n\x0fMetadataService\x12S\n\x0cRegisterNode\x12 .riverlog.v1.RegisterNodeRequest\x1a!.riverlog.v1.RegisterNodeResponse\x12J\n\tHeartbeat\x12\x1d.riverlog.v1.HeartbeatRequest\x1a\x1e.riverlog.v1.HeartbeatResponse\x12Y\n\x0eUnregisterNode\x12\".riverlog.v1.UnregisterNodeRequest\x1a#.riverlog.v1.UnregisterNodeResponse\x12\x41\n\x05Watch\x12\x19.riverlog.v1.WatchRequest\x1a\x1b.riverlog.v1.MetadataUpdate0\x01\x12S\n\x0c\x43reateTopics\x12 .riverlog.v1.CreateTopicsRequest\x1a!.riverlog.v1.CreateTopicsResponse\x12S\n\x0c\x44\x65leteTopics\x12 .riverlog.v1.DeleteTopicsRequest\x1a!.riverlog.v1.DeleteTopicsResponse\x12_\n\x10\x43reatePartitions\x12$.riverlog.v1.CreatePartitionsRequest\x1a%.riverlog.v1.CreatePartitionsResponse\x12S\n\x0c\x41lterConfigs\x12 .riverlog.v1.AlterConfigsRequest\x1a!.riverlog.v1.AlterConfigsResponse\x12\\\n\x0f\x44\x65scribeConfigs\x12#.riverlog.v1.DescribeConfigsRequest\x1a$.riverlog.v1.DescribeConfigsResponse\x12M\n\nListTopics\x12\x1e.riverlog.v1.ListTopicsRequest\x1a\x1f.riverlog.v1.ListTopicsResponse\x12Y\n\x0e\x44\x65scribeTopics\x12\".riverlog.v1.DescribeTopicsRequest\x1a#.riverlog.v1.DescribeTopicsResponse\x12\\\n\x0f\x44\x65scribeCluster\x12#.riverlog.v1.DescribeClusterRequest\x1a$.riverlog.v1.DescribeClusterResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,19 +37,19 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REGISTERNODEREQUEST']._serialized_start=120
   _globals['_REGISTERNODEREQUEST']._serialized_end=174
   _globals['_REGISTERNODERESPONSE']._serialized_start=177
-  _globals['_REGISTERNODERESPONSE']._serialized_end=326
-  _globals['_HEARTBEATREQUEST']._serialized_start=328
-  _globals['_HEARTBEATREQUEST']._serialized_end=381
-  _globals['_HEARTBEATRESPONSE']._serialized_start=383
-  _globals['_HEARTBEATRESPONSE']._serialized_end=491
-  _globals['_UNREGISTERNODEREQUEST']._serialized_start=493
-  _globals['_UNREGISTERNODEREQUEST']._serialized_end=551
-  _globals['_UNREGISTERNODERESPONSE']._serialized_start=553
-  _globals['_UNREGISTERNODERESPONSE']._serialized_end=644
-  _globals['_WATCHREQUEST']._serialized_start=646
-  _globals['_WATCHREQUEST']._serialized_end=677
-  _globals['_METADATAUPDATE']._serialized_start=680
-  _globals['_METADATAUPDATE']._serialized_end=944
-  _globals['_METADATASERVICE']._serialized_start=947
-  _globals['_METADATASERVICE']._serialized_end=1993
+  _globals['_REGISTERNODERESPONSE']._serialized_end=357
+  _globals['_HEARTBEATREQUEST']._serialized_start=359
+  _globals['_HEARTBEATREQUEST']._serialized_end=412
+  _globals['_HEARTBEATRESPONSE']._serialized_start=414
+  _globals['_HEARTBEATRESPONSE']._serialized_end=522
+  _globals['_UNREGISTERNODEREQUEST']._serialized_start=524
+  _globals['_UNREGISTERNODEREQUEST']._serialized_end=582
+  _globals['_UNREGISTERNODERESPONSE']._serialized_start=584
+  _globals['_UNREGISTERNODERESPONSE']._serialized_end=675
+  _globals['_WATCHREQUEST']._serialized_start=677
+  _globals['_WATCHREQUEST']._serialized_end=708
+  _globals['_METADATAUPDATE']._serialized_start=711
+  _globals['_METADATAUPDATE']._serialized_end=975
+  _globals['_METADATASERVICE']._serialized_start=978
+  _globals['_METADATASERVICE']._serialized_end=2024
 # @@protoc_insertion_point(module_scope)

@@ -16,18 +16,20 @@ class RegisterNodeRequest(_message.Message):
     def __init__(self, node: _Optional[_Union[_common_pb2.Node, _Mapping]] = ...) -> None: ...
 
 class RegisterNodeResponse(_message.Message):
-    __slots__ = ("error_code", "error_message", "lease_id", "lease_ttl_ms", "cluster_id")
+    __slots__ = ("error_code", "error_message", "lease_id", "lease_ttl_ms", "cluster_id", "heartbeat_interval_ms")
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     LEASE_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_TTL_MS_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
     error_code: _errors_pb2.ErrorCode
     error_message: str
     lease_id: int
     lease_ttl_ms: int
     cluster_id: str
-    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., lease_id: _Optional[int] = ..., lease_ttl_ms: _Optional[int] = ..., cluster_id: _Optional[str] = ...) -> None: ...
+    heartbeat_interval_ms: int
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., lease_id: _Optional[int] = ..., lease_ttl_ms: _Optional[int] = ..., cluster_id: _Optional[str] = ..., heartbeat_interval_ms: _Optional[int] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("node_id", "lease_id")
