@@ -41,6 +41,7 @@ from .varint import read_unsigned
 
 Buffer = bytes | bytearray | memoryview
 _MIN_INT64 = -(1 << 63)
+_SIGNED = tuple((z >> 1) ^ -(z & 1) for z in range(1 << 14))  # varints of <= 2 bytes
 
 _make_record = cast(Callable[[tuple[Any, ...]], Record], partial(tuple.__new__, Record))
 
@@ -126,6 +127,7 @@ def _decode_into(
 ) -> int:
     """Append the records of one batch at or above `min_offset` to `out`; return how many."""
     read = read_unsigned
+    signed = _SIGNED
     add_offset = out.offsets.append
     add_ts = out.timestamps.append
     add_key = out.keys.append
@@ -148,22 +150,24 @@ def _decode_into(
             end = pos + (z >> 1)
             z = recs[pos + 1]  # after the attributes byte: timestampDelta
             if z < 0x80:
+                ts = base_ts + signed[z]
                 pos += 2
             elif (b := recs[pos + 2]) < 0x80:
-                z = (z & 0x7F) | (b << 7)
+                ts = base_ts + signed[(z & 0x7F) | (b << 7)]
                 pos += 3
             else:
                 z, pos = read(recs, pos + 1)
-            ts = base_ts + ((z >> 1) ^ -(z & 1))
+                ts = base_ts + ((z >> 1) ^ -(z & 1))
             z = recs[pos]  # offsetDelta
             if z < 0x80:
+                offset = base_offset + signed[z]
                 pos += 1
             elif (b := recs[pos + 1]) < 0x80:
-                z = (z & 0x7F) | (b << 7)
+                offset = base_offset + signed[(z & 0x7F) | (b << 7)]
                 pos += 2
             else:
                 z, pos = read(recs, pos)
-            offset = base_offset + ((z >> 1) ^ -(z & 1))
+                offset = base_offset + ((z >> 1) ^ -(z & 1))
             z = recs[pos]  # keyLength
             if z < 0x80:
                 pos += 1
