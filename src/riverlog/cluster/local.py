@@ -1,0 +1,316 @@
+"""A whole Riverlog cluster on this machine, as real processes on loopback: etcd, metadata
+instances, storage nodes and gateways, each started by module name (`python -m
+riverlog.services.<role>`), never imported. Tests, benchmarks and `riverlog cluster up` use it;
+fault tests reach single processes through `processes` to kill, pause or restart them.
+
+Layout of the data directory: `cluster.json` (the state file, see `state.py`), `logs/<name>.log`
+(one per process, appended across restarts), `run/<name>.ready` (ready files), `data/etcd` and
+`data/storage-<id>` (etcd's data and each storage node's log dir). Node ids start at 1.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+from riverlog.v1 import admin_pb2
+
+from .errors import ClusterError
+from .etcd import etcd_ports, etcd_spec
+from .process import ManagedProcess, ProcessSpec
+from .readiness import HOST, ClusterView, describe_cluster, wait_for_storage_nodes
+from .state import ClusterLayout, read_state, state_path, write_state
+
+SERVICE_ROLES = ("metadata", "storage", "gateway")
+START_ORDER = ("etcd", *SERVICE_ROLES)
+STOP_ORDER = tuple(reversed(START_ORDER))
+DEFAULT_START_TIMEOUT = 120.0
+
+
+class LocalCluster:
+    """A local cluster rooted at `data_dir`.
+
+    Lifecycle: `start(timeout)` → use → `stop()` (also as a context manager). One thread drives
+    it. `LocalCluster.attach(data_dir)` rebuilds one started elsewhere from its state file, to
+    inspect or stop it. `extra_config` maps a role ("metadata", "storage", "gateway") to
+    settings passed as `--config key=value`; `racks` are dealt to storage nodes in turn.
+    `service_modules` (role → module run with `python -m`) and `env` (added to each service's
+    environment) exist for the launcher's own tests.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path | str,
+        storage_nodes: int = 3,
+        metadata_nodes: int = 3,
+        gateways: int = 1,
+        etcd_url: str | None = None,
+        extra_config: Mapping[str, Mapping[str, str]] | None = None,
+        racks: Sequence[str] | None = None,
+        *,
+        python: str | None = None,
+        service_modules: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        if metadata_nodes < 1 or storage_nodes < 0 or gateways < 0:
+            raise ValueError("need at least one metadata instance; counts cannot be negative")
+        unknown = set(extra_config or {}) - set(SERVICE_ROLES)
+        if unknown:
+            raise ValueError(f"extra_config roles must be among {SERVICE_ROLES}: {unknown}")
+        self.data_dir = Path(data_dir).expanduser().resolve()
+        self.layout = ClusterLayout(
+            storage_nodes=storage_nodes,
+            metadata_nodes=metadata_nodes,
+            gateways=gateways,
+            etcd_url=etcd_url,
+            extra_config={r: dict(c) for r, c in (extra_config or {}).items()},
+            racks=list(racks) if racks else None,
+        )
+        self.python = python or sys.executable
+        self.service_modules = {r: f"riverlog.services.{r}" for r in SERVICE_ROLES}
+        self.service_modules.update(service_modules or {})
+        self.env = dict(env or {})
+        self.processes: dict[str, ManagedProcess] = {}
+        self._etcd_url = etcd_url
+        self._previous_etcd_ports: tuple[int | None, int | None] = (None, None)
+
+    @classmethod
+    def attach(cls, data_dir: Path | str) -> LocalCluster:
+        """The cluster recorded in `data_dir/cluster.json` (started by another process).
+        Raises ClusterNotFoundError when there is none."""
+        path = Path(data_dir).expanduser().resolve()
+        layout, etcd_url, procs = read_state(path)
+        cluster = cls(
+            path,
+            storage_nodes=layout.storage_nodes,
+            metadata_nodes=layout.metadata_nodes,
+            gateways=layout.gateways,
+            etcd_url=layout.etcd_url,
+            extra_config=layout.extra_config,
+            racks=layout.racks,
+        )
+        cluster._etcd_url = etcd_url
+        for proc in procs:
+            proc.on_change = cluster.save_state
+            cluster.processes[proc.name] = proc
+        return cluster
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- addresses ---------------------------------------------------------------------------
+
+    @property
+    def etcd_url(self) -> str:
+        if self._etcd_url is None:
+            raise ClusterError("etcd is not started")
+        return self._etcd_url
+
+    def by_role(self, role: str) -> list[ManagedProcess]:
+        """The processes of one role, by node id."""
+        found = [p for p in self.processes.values() if p.role == role]
+        return sorted(found, key=lambda p: p.node_id or 0)
+
+    def _addresses(self, role: str) -> list[str]:
+        return [p.address for p in self.by_role(role) if p.address is not None]
+
+    @property
+    def metadata_addresses(self) -> list[str]:
+        return self._addresses("metadata")
+
+    @property
+    def storage_addresses(self) -> list[str]:
+        return self._addresses("storage")
+
+    @property
+    def gateway_addresses(self) -> list[str]:
+        return self._addresses("gateway")
+
+    @property
+    def gateway_address(self) -> str:
+        """The first gateway's `host:port`: what clients bootstrap from."""
+        addresses = self.gateway_addresses
+        if not addresses:
+            raise ClusterError("the cluster has no gateway running")
+        return addresses[0]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """Every gateway, comma-separated (Kafka's `bootstrap.servers` form)."""
+        return ",".join(self.gateway_addresses)
+
+    def _one(self, role: str, node_id: int) -> ManagedProcess:
+        name = f"{role}-{node_id}"
+        if name not in self.processes:
+            raise KeyError(f"no {name} in this cluster")
+        return self.processes[name]
+
+    def metadata(self, instance_id: int) -> ManagedProcess:
+        return self._one("metadata", instance_id)
+
+    def storage(self, node_id: int) -> ManagedProcess:
+        return self._one("storage", node_id)
+
+    def gateway(self, node_id: int) -> ManagedProcess:
+        return self._one("gateway", node_id)
+
+    @property
+    def running(self) -> bool:
+        """True while any of its processes is alive."""
+        return any(p.alive for p in self.processes.values())
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self, timeout: float = DEFAULT_START_TIMEOUT) -> LocalCluster:
+        """Start etcd, the metadata instances, the storage nodes and the gateways, in that
+        order, each tier in parallel; then wait until every gateway reports every storage
+        node live. On any failure everything started is stopped and ClusterError raised."""
+        deadline = time.monotonic() + timeout
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._refuse_if_running()
+        try:
+            for role in START_ORDER:
+                self._start_tier(role, deadline)
+                self.save_state()
+            self.wait_ready(max(1.0, deadline - time.monotonic()))
+        except BaseException:
+            self.stop(grace=5.0)
+            raise
+        return self
+
+    def _refuse_if_running(self) -> None:
+        if any(p.alive for p in self.processes.values()):
+            raise ClusterError(f"cluster in {self.data_dir} is already started")
+        if not state_path(self.data_dir).exists():
+            return
+        previous = LocalCluster.attach(self.data_dir)
+        live = [f"{p.name} (pid {p.pid})" for p in previous.processes.values() if p.alive]
+        if live:
+            raise ClusterError(
+                f"a cluster is already running in {self.data_dir}: {', '.join(live)}; "
+                "stop it first (riverlog cluster down)"
+            )
+        if "etcd" in previous.processes and self.layout.etcd_url is None:
+            # Ask for the same etcd ports again, so the URL stays the one etcd's data knows.
+            self._previous_etcd_ports = etcd_ports(previous.processes["etcd"].spec.args)
+
+    def _start_tier(self, role: str, deadline: float) -> None:
+        if role == "etcd":
+            if self.layout.etcd_url is not None:
+                return
+            self._start_etcd(deadline)
+            return
+        procs = [self._add(spec) for spec in self._specs(role)]
+        for proc in procs:
+            proc.spawn()
+        for proc in procs:
+            proc.wait_ready(max(0.1, deadline - time.monotonic()))
+
+    def _start_etcd(self, deadline: float) -> None:
+        client, peer = self._previous_etcd_ports
+        for attempt in range(3):
+            spec = etcd_spec(self.data_dir / "data" / "etcd", self._log("etcd"), client, peer)
+            proc = self._add(spec)
+            try:
+                proc.start(max(0.1, deadline - time.monotonic()))
+            except ClusterError:
+                if proc.alive or attempt == 2 or time.monotonic() >= deadline:
+                    raise
+                client = peer = None  # a port was taken between choosing and binding: retry
+                continue
+            self._etcd_url = spec.health_url.rsplit("/", 1)[0] if spec.health_url else None
+            return
+
+    def _add(self, spec: ProcessSpec) -> ManagedProcess:
+        proc = ManagedProcess(spec, on_change=self.save_state)
+        self.processes[spec.name] = proc
+        return proc
+
+    def _log(self, name: str) -> Path:
+        return self.data_dir / "logs" / f"{name}.log"
+
+    def _specs(self, role: str) -> list[ProcessSpec]:
+        count = {
+            "metadata": self.layout.metadata_nodes,
+            "storage": self.layout.storage_nodes,
+            "gateway": self.layout.gateways,
+        }[role]
+        return [self.service_spec(role, node_id) for node_id in range(1, count + 1)]
+
+    def service_spec(self, role: str, node_id: int) -> ProcessSpec:
+        """The command line of one service process, as agreed with the service owners."""
+        name = f"{role}-{node_id}"
+        ready = self.data_dir / "run" / f"{name}.ready"
+        ready.parent.mkdir(parents=True, exist_ok=True)
+        args = [self.python, "-m", self.service_modules[role]]
+        if role == "metadata":
+            args += ["--instance-id", str(node_id), "--host", HOST, "--port", "0"]
+            args += ["--etcd", self.etcd_url]
+        else:
+            args += ["--node-id", str(node_id), "--host", HOST, "--port", "0"]
+            if role == "storage":
+                log_dir = self.data_dir / "data" / name
+                log_dir.mkdir(parents=True, exist_ok=True)
+                args += ["--zero-copy-port", "0", "--log-dirs", str(log_dir)]
+            if not self.metadata_addresses:
+                raise ClusterError(f"cannot start {name}: no metadata instance is ready")
+            args += ["--metadata", ",".join(self.metadata_addresses)]
+        args += ["--ready-file", str(ready)]
+        if role == "storage" and self.layout.racks:
+            args += ["--rack", self.layout.racks[(node_id - 1) % len(self.layout.racks)]]
+        for key, value in self.layout.extra_config.get(role, {}).items():
+            args += ["--config", f"{key}={value}"]
+        return ProcessSpec(
+            name=name,
+            role=role,
+            node_id=node_id,
+            args=tuple(args),
+            log_path=self._log(name),
+            ready_file=ready,
+            env=self.env,
+        )
+
+    def wait_ready(
+        self, timeout: float = 60.0, storage_nodes: Collection[int] | None = None
+    ) -> ClusterView | None:
+        """Wait until every live gateway reports a controller and `storage_nodes` (default:
+        every live storage node) live; returns the last gateway's view (None: no gateway)."""
+        gateways = [p.address for p in self.by_role("gateway") if p.alive and p.address]
+        if not gateways:
+            return None
+        if storage_nodes is None:
+            storage_nodes = [p.node_id or 0 for p in self.by_role("storage") if p.alive]
+        return wait_for_storage_nodes(gateways, storage_nodes, timeout)
+
+    def describe_cluster(self, timeout: float = 5.0) -> admin_pb2.DescribeClusterResponse:
+        """DescribeCluster through the first gateway."""
+        return describe_cluster(self.gateway_address, timeout)
+
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM every process, gateways first and etcd last (each tier in parallel), and
+        SIGKILL whatever is still running `grace` seconds later. By PID only."""
+        try:
+            for role in STOP_ORDER:
+                procs = [p for p in self.by_role(role) if p.alive]
+                for proc in procs:
+                    proc.begin_stop()
+                tier_deadline = time.monotonic() + grace
+                for proc in procs:
+                    proc.finish_stop(max(0.0, tier_deadline - time.monotonic()))
+        finally:
+            if self.processes and self.data_dir.exists():
+                self.save_state()
+
+    def save_state(self) -> None:
+        write_state(self.data_dir, self.layout, self._etcd_url, self.processes.values())

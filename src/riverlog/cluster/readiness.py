@@ -1,0 +1,145 @@
+"""How the launcher knows a cluster is usable: etcd answers its /health endpoint, and a gateway
+reports a controller and every storage node live (DescribeCluster, with GetMetadata as the
+fallback for a gateway that does not serve it). A ready file only says one process is serving;
+only the gateway's view says the processes found each other.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+import grpc
+
+from riverlog.common.rpc.channel import CLIENT_ID_KEY, sync_channel
+from riverlog.common.rpc.status import from_rpc_error
+from riverlog.v1 import admin_pb2, common_pb2, gateway_pb2, gateway_pb2_grpc
+
+from .errors import ClusterError
+
+HOST = "127.0.0.1"
+LAUNCHER_CLIENT_ID = "riverlog-launcher"
+
+
+def free_port(host: str = HOST, preferred: int | None = None) -> int:
+    """A TCP port on `host` that was free a moment ago (`preferred` when it still is)."""
+    candidates = [preferred, 0] if preferred else [0]
+    for port in candidates:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            # As servers bind (Go and gRPC set it): connections in TIME_WAIT do not block.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((host, port or 0))
+            except OSError:
+                continue
+            return int(s.getsockname()[1])
+    raise ClusterError(f"no free port on {host}")  # pragma: no cover - bind to 0 never fails
+
+
+def etcd_healthy(health_url: str, timeout: float = 1.0) -> bool:
+    """True when etcd's `/health` endpoint says {"health": "true"}."""
+    try:
+        with urllib.request.urlopen(health_url, timeout=timeout) as response:
+            body = json.loads(response.read().decode())
+    except (OSError, urllib.error.URLError, ValueError):
+        return False
+    return isinstance(body, dict) and str(body.get("health")) == "true"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """What one gateway knows about the cluster."""
+
+    cluster_id: str
+    controller_id: int
+    controller_epoch: int
+    storage_nodes: frozenset[int]
+    gateways: frozenset[int]
+    response: admin_pb2.DescribeClusterResponse
+
+    def missing(self, storage_nodes: Collection[int]) -> list[int]:
+        return sorted(set(storage_nodes) - self.storage_nodes)
+
+
+def describe_cluster(
+    address: str, timeout: float = 5.0, client_id: str = LAUNCHER_CLIENT_ID
+) -> admin_pb2.DescribeClusterResponse:
+    """One DescribeCluster call through the gateway at `address`; raises RiverlogError."""
+    with sync_channel(address) as channel:
+        stub = gateway_pb2_grpc.GatewayStub(channel)  # type: ignore[no-untyped-call]
+        metadata = ((CLIENT_ID_KEY, client_id),)
+        try:
+            response: admin_pb2.DescribeClusterResponse = stub.DescribeCluster(
+                admin_pb2.DescribeClusterRequest(), timeout=timeout, metadata=metadata
+            )
+            return response
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.UNIMPLEMENTED:
+                raise from_rpc_error(e) from None
+        try:
+            meta: gateway_pb2.GetMetadataResponse = stub.GetMetadata(
+                gateway_pb2.GetMetadataRequest(), timeout=timeout, metadata=metadata
+            )
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+    return admin_pb2.DescribeClusterResponse(
+        cluster_id=meta.cluster_id,
+        controller_id=meta.controller_id,
+        controller_epoch=-1,
+        nodes=list(meta.nodes),
+        metadata_version=meta.metadata_version,
+    )
+
+
+def cluster_view(address: str, timeout: float = 5.0) -> ClusterView:
+    response = describe_cluster(address, timeout)
+    return ClusterView(
+        cluster_id=response.cluster_id,
+        controller_id=response.controller_id,
+        controller_epoch=response.controller_epoch,
+        storage_nodes=frozenset(
+            n.node_id for n in response.nodes if n.kind == common_pb2.NODE_KIND_STORAGE
+        ),
+        gateways=frozenset(
+            n.node_id for n in response.nodes if n.kind == common_pb2.NODE_KIND_GATEWAY
+        ),
+        response=response,
+    )
+
+
+def wait_for_storage_nodes(
+    gateway_addresses: Sequence[str], storage_nodes: Collection[int], timeout: float
+) -> ClusterView:
+    """Block until every gateway reports a controller and all `storage_nodes` live.
+
+    Raises ClusterError naming what was still missing when `timeout` runs out."""
+    deadline = time.monotonic() + timeout
+    last = "no answer yet"
+    view: ClusterView | None = None
+    pending = list(gateway_addresses)
+    while pending:
+        address = pending[0]
+        try:
+            view = cluster_view(address, timeout=min(5.0, max(0.5, deadline - time.monotonic())))
+        except Exception as e:  # any failure is "not yet": the gateway may still be starting
+            last = f"gateway {address}: {e}"
+        else:
+            missing = view.missing(storage_nodes)
+            if view.controller_id >= 0 and not missing:
+                pending.pop(0)
+                continue
+            last = (
+                f"gateway {address} sees controller {view.controller_id}, "
+                f"storage nodes {sorted(view.storage_nodes)}; missing {missing}"
+            )
+        if time.monotonic() >= deadline:
+            raise ClusterError(f"cluster not ready after {timeout:.0f}s: {last}")
+        time.sleep(0.1)
+    if view is None:  # no gateways: nothing to ask
+        raise ClusterError("no gateway to ask whether the cluster is ready")
+    return view
