@@ -1,0 +1,104 @@
+"""Settings of a metadata instance, by Kafka's names where Kafka has one.
+
+`MetadataConfig.from_args` takes the process flags and the `--config key=value` overrides and
+checks every value up front, so a bad setting stops the process at start with a clear message
+rather than misbehaving later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Final
+
+# Kafka name → dataclass field, with the bounds each value must respect.
+_KEYS: Final[dict[str, tuple[str, int, int]]] = {
+    "broker.session.timeout.ms": ("session_timeout_ms", 1_000, 3_600_000),
+    "broker.heartbeat.interval.ms": ("heartbeat_interval_ms", 10, 600_000),
+    "num.partitions": ("num_partitions", 1, 100_000),
+    "default.replication.factor": ("default_replication_factor", 1, 1_000),
+    "metadata.controller.lease.ms": ("controller_lease_ms", 1_000, 600_000),
+    "metadata.etcd.timeout.ms": ("etcd_timeout_ms", 100, 600_000),
+    "metadata.forward.timeout.ms": ("forward_timeout_ms", 100, 600_000),
+}
+_STRING_KEYS: Final[dict[str, str]] = {"metadata.etcd.prefix": "etcd_prefix"}
+DEFAULT_PREFIX: Final = "/riverlog/"
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataConfig:
+    """One metadata instance's configuration (immutable once the process started)."""
+
+    instance_id: int
+    host: str = "127.0.0.1"
+    port: int = 0
+    etcd_endpoints: tuple[str, ...] = ("http://127.0.0.1:2379",)
+    # broker.session.timeout.ms: the TTL of a node's lease; it is gone this long after its
+    # last heartbeat.
+    session_timeout_ms: int = 9_000
+    # broker.heartbeat.interval.ms: how often nodes are told to heartbeat (capped at a third
+    # of the session timeout).
+    heartbeat_interval_ms: int = 2_000
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    # metadata.controller.lease.ms: the TTL of this instance's lease, which holds the
+    # controller key while this instance is the controller.
+    controller_lease_ms: int = 6_000
+    etcd_timeout_ms: int = 5_000
+    forward_timeout_ms: int = 10_000
+    # metadata.etcd.prefix: the root of every key; distinct prefixes share one etcd.
+    etcd_prefix: str = DEFAULT_PREFIX
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def told_heartbeat_interval_ms(self) -> int:
+        return max(1, min(self.heartbeat_interval_ms, self.session_timeout_ms // 3))
+
+    @classmethod
+    def from_args(
+        cls,
+        instance_id: int,
+        host: str,
+        port: int,
+        etcd: str,
+        overrides: Mapping[str, str],
+    ) -> MetadataConfig:
+        """Build and check; raises ValueError naming the bad key or value."""
+        if instance_id < 0:
+            raise ValueError(f"--instance-id must be >= 0, got {instance_id}")
+        endpoints = tuple(e.strip() for e in etcd.split(",") if e.strip())
+        if not endpoints:
+            raise ValueError("--etcd needs at least one endpoint")
+        values: dict[str, object] = {}
+        for key, raw in overrides.items():
+            if key in _STRING_KEYS:
+                values[_STRING_KEYS[key]] = raw
+                continue
+            if key not in _KEYS:
+                known = ", ".join(sorted([*_KEYS, *_STRING_KEYS]))
+                raise ValueError(f"unknown setting {key!r} (known: {known})")
+            name, low, high = _KEYS[key]
+            try:
+                value = int(raw)
+            except ValueError:
+                raise ValueError(f"{key} must be an integer, got {raw!r}") from None
+            if not low <= value <= high:
+                raise ValueError(f"{key} must be in [{low}, {high}], got {value}")
+            values[name] = value
+        prefix = str(values.get("etcd_prefix", DEFAULT_PREFIX))
+        if not prefix.startswith("/") or not prefix.endswith("/") or len(prefix) < 2:
+            raise ValueError(f"metadata.etcd.prefix must look like /name/, got {prefix!r}")
+        return cls(
+            instance_id=instance_id,
+            host=host,
+            port=port,
+            etcd_endpoints=endpoints,
+            **values,  # type: ignore[arg-type]
+        )
+
+    def describe(self) -> dict[str, object]:
+        """Every setting, for the start-up log line."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}

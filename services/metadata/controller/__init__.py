@@ -1,0 +1,1 @@
+"""The controller: election, placement, partition changes, topics and node registration."""

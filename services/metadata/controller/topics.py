@@ -1,0 +1,269 @@
+"""Topic administration on the controller: create, delete, add partitions and alter configs,
+each an etcd write fenced by the controller epoch (`ControllerElection.write`).
+
+Each topic of a request is handled on its own and gets its own result: one bad topic never
+fails the others, and a rejected topic changes nothing. A topic's partitions are written
+before its `topics/<name>` record (etcd caps operations per transaction), and the image shows
+a topic only with its record, so readers never see half a topic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import random
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from riverlog.common.errors import ERRORS, ErrorCode, RiverlogError
+
+from ..config import MetadataConfig
+from ..image import MetadataImage
+from ..records import TopicRecord, partition_encode
+from ..store import Compare, Op
+from . import topic_validation as v
+from .election import ControllerElection
+from .partition_change import new_partition
+from .placement import NodePlacement, assign_replicas, start_index_for_new_partitions
+
+log = logging.getLogger(__name__)
+
+_OPS_PER_TXN = 100  # etcd's default --max-txn-ops is 128
+
+
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TopicResult:
+    name: str
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str = ""
+    topic_id: str = ""
+
+
+def new_topic_id() -> str:
+    """A fresh topic id: 22 url-safe base64 characters of a random UUID, as Kafka's."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class TopicController:
+    """Topic writes. Called from RPC handlers on the event loop of the controller."""
+
+    def __init__(
+        self,
+        election: ControllerElection,
+        image: MetadataImage,
+        config: MetadataConfig,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.election = election
+        self.image = image
+        self.config = config
+        self.keys = image.keys
+        self.rng = rng or random.Random()
+        # One topic change at a time: a multi-transaction create or grow never interleaves
+        # with another change of the same topic.
+        self._writes = asyncio.Lock()
+
+    def _storage_nodes(self) -> list[NodePlacement]:
+        return [
+            NodePlacement(n.node_id, n.rack) for n in self.image.cluster.nodes_of_kind("storage")
+        ]
+
+    async def _per_topic(
+        self, names: Sequence[str], handle: Callable[[str, int], Awaitable[str]]
+    ) -> list[TopicResult]:
+        """Run `handle(name, index)` for each topic; an error becomes that topic's result.
+        Duplicate names fail as INVALID_REQUEST. After a fencing error the rest are refused
+        too (this instance is no longer the controller)."""
+        dup = v.duplicates(names)
+        results: list[TopicResult] = []
+        fenced: RiverlogError | None = None
+        for i, name in enumerate(names):
+            if name in dup:
+                results.append(
+                    TopicResult(name, ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+                )
+                continue
+            if fenced is not None:
+                results.append(TopicResult(name, fenced.code, fenced.message))
+                continue
+            try:
+                async with self._writes:
+                    topic_id = await handle(name, i)
+                results.append(TopicResult(name, topic_id=topic_id))
+            except RiverlogError as exc:
+                if exc.code in (ErrorCode.STALE_CONTROLLER_EPOCH, ErrorCode.NOT_CONTROLLER):
+                    fenced = exc
+                results.append(TopicResult(name, exc.code, exc.message))
+            except Exception:
+                log.exception("topic %r: unexpected error", name)
+                results.append(
+                    TopicResult(
+                        name,
+                        ErrorCode.UNKNOWN_SERVER_ERROR,
+                        ERRORS[ErrorCode.UNKNOWN_SERVER_ERROR].message,
+                    )
+                )
+        return results
+
+    # --- create ---------------------------------------------------------------------------------
+
+    async def create_topics(
+        self, topics: Sequence[NewTopic], validate_only: bool = False
+    ) -> list[TopicResult]:
+        created: list[str] = []
+
+        async def create(name: str, i: int) -> str:
+            topic_id = await self._create(topics[i], validate_only, created)
+            created.append(name)
+            return topic_id
+
+        return await self._per_topic([t.name for t in topics], create)
+
+    async def _create(self, topic: NewTopic, validate_only: bool, created: list[str]) -> str:
+        v.validate_topic_name(topic.name)
+        if topic.name in self.image.cluster.topics:
+            raise RiverlogError(
+                f"Topic '{topic.name}' already exists.", ErrorCode.TOPIC_ALREADY_EXISTS
+            )
+        v.check_collision(topic.name, [*self.image.cluster.topics, *created])
+        partitions = v.resolve_partitions(topic.num_partitions, self.config.num_partitions)
+        nodes = self._storage_nodes()
+        rf = v.resolve_replication_factor(
+            topic.replication_factor, self.config.default_replication_factor, len(nodes)
+        )
+        configs = v.validate_configs(dict(topic.configs))
+        assignment = assign_replicas(nodes, partitions, rf, rng=self.rng)
+        if validate_only:
+            return ""
+        topic_id = new_topic_id()
+        record = TopicRecord(topic_id, partitions, configs, v.is_internal(topic.name))
+        topic_key = self.keys.topic(topic.name)
+        absent = Compare(topic_key, mod_revision=0)
+        # Clear leftovers of an interrupted create, then write partitions, then the record.
+        ops = [Op(self.keys.partitions_of(topic.name), prefix=True)]
+        ops += [
+            Op(self.keys.partition(topic.name, p), partition_encode(new_partition(p, replicas)))
+            for p, replicas in sorted(assignment.items())
+        ]
+        ops.append(Op(topic_key, record.encode()))
+        for start in range(0, len(ops), _OPS_PER_TXN):
+            chunk = ops[start : start + _OPS_PER_TXN]
+            if await self.election.write([absent], chunk) is None:
+                raise _exists(topic.name)
+        log.info(
+            "created topic %s (%s): %d partitions, rf %d", topic.name, topic_id, partitions, rf
+        )
+        return topic_id
+
+    # --- delete ---------------------------------------------------------------------------------
+
+    async def delete_topics(self, names: Sequence[str]) -> list[TopicResult]:
+        async def delete(name: str, _: int) -> str:
+            entry = await self.image.store.get(self.keys.topic(name))
+            if entry is None:
+                raise _unknown(name)
+            ops = [
+                Op(self.keys.topic(name)),
+                Op(self.keys.partitions_of(name), prefix=True),
+            ]
+            if (
+                await self.election.write([Compare(self.keys.topic(name), entry.mod_revision)], ops)
+                is None
+            ):
+                raise _unknown(name)
+            log.info("deleted topic %s", name)
+            return TopicRecord.decode(entry.value).topic_id
+
+        return await self._per_topic(list(names), delete)
+
+    # --- add partitions --------------------------------------------------------------------------
+
+    async def create_partitions(
+        self, counts: Sequence[tuple[str, int]], validate_only: bool = False
+    ) -> list[TopicResult]:
+        async def grow(name: str, i: int) -> str:
+            return await self._grow(name, counts[i][1], validate_only)
+
+        return await self._per_topic([name for name, _ in counts], grow)
+
+    async def _grow(self, name: str, count: int, validate_only: bool) -> str:
+        entry = await self.image.store.get(self.keys.topic(name))
+        info = self.image.cluster.topics.get(name)
+        if entry is None or info is None:
+            raise _unknown(name)
+        record = TopicRecord.decode(entry.value)
+        v.validate_partition_increase(name, record.partitions, count)
+        nodes = self._storage_nodes()
+        rf = len(info.partitions[0].replicas) if info.partitions else 1
+        start = (
+            start_index_for_new_partitions(nodes, info.partitions[0].replicas[0])
+            if info.partitions
+            else -1
+        )
+        assignment = assign_replicas(
+            nodes,
+            count - record.partitions,
+            rf,
+            start_index=start,
+            start_partition=record.partitions,
+            rng=self.rng,
+        )
+        if validate_only:
+            return record.topic_id
+        same = Compare(self.keys.topic(name), entry.mod_revision)
+        ops = [
+            Op(self.keys.partition(name, p), partition_encode(new_partition(p, replicas)))
+            for p, replicas in sorted(assignment.items())
+        ]
+        grown = TopicRecord(record.topic_id, count, record.configs, record.internal)
+        ops.append(Op(self.keys.topic(name), grown.encode()))
+        for begin in range(0, len(ops), _OPS_PER_TXN):
+            if await self.election.write([same], ops[begin : begin + _OPS_PER_TXN]) is None:
+                raise RiverlogError(
+                    f"Topic {name} changed concurrently; retry.", ErrorCode.INVALID_PARTITIONS
+                )
+        log.info("topic %s: %d → %d partitions", name, record.partitions, count)
+        return record.topic_id
+
+    # --- alter configs ---------------------------------------------------------------------------
+
+    async def alter_configs(
+        self, changes: Sequence[tuple[str, Sequence[v.ConfigOp]]], validate_only: bool = False
+    ) -> list[TopicResult]:
+        async def alter(name: str, i: int) -> str:
+            for _ in range(5):
+                entry = await self.image.store.get(self.keys.topic(name))
+                if entry is None:
+                    raise _unknown(name)
+                record = TopicRecord.decode(entry.value)
+                configs = v.apply_config_ops(record.configs, changes[i][1])
+                if validate_only:
+                    return record.topic_id
+                new = TopicRecord(record.topic_id, record.partitions, configs, record.internal)
+                same = Compare(self.keys.topic(name), entry.mod_revision)
+                if await self.election.write([same], [Op(self.keys.topic(name), new.encode())]):
+                    log.info("topic %s configs: %s", name, configs)
+                    return record.topic_id
+            raise RiverlogError(f"Topic {name} keeps changing; retry.", ErrorCode.INVALID_REQUEST)
+
+        return await self._per_topic([name for name, _ in changes], alter)
+
+
+def _exists(name: str) -> RiverlogError:
+    return RiverlogError(f"Topic '{name}' already exists.", ErrorCode.TOPIC_ALREADY_EXISTS)
+
+
+def _unknown(name: str) -> RiverlogError:
+    return RiverlogError(
+        f"This server does not host this topic: {name!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    )

@@ -1,0 +1,275 @@
+"""The in-memory cluster image of one metadata instance, fed by a single etcd watch of the
+whole prefix, and published to Watch subscribers as a snapshot followed by deltas.
+
+Every instance (controller or standby) keeps one, so every instance serves reads and Watch
+streams without touching etcd. Versions are etcd revisions. When the etcd watch breaks, the
+image re-reads everything and sends each subscriber a fresh snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from riverlog.common.cluster.image import (
+    ClusterDelta,
+    ClusterImage,
+    NodeInfo,
+    NodeKey,
+    PartitionInfo,
+    TopicInfo,
+)
+
+from .records import (
+    ControllerRecord,
+    InstanceRecord,
+    TopicRecord,
+    node_decode,
+    partition_decode,
+    topic_info,
+)
+from .store import Change, EtcdStore
+
+log = logging.getLogger(__name__)
+
+SUBSCRIBER_QUEUE = 1024
+
+
+@dataclass
+class Subscription:
+    """One Watch stream's feed. `next()` yields deltas in version order, or a fresh snapshot
+    when the subscriber fell behind or the image was rebuilt."""
+
+    image: MetadataImage
+    queue: asyncio.Queue[ClusterDelta] = field(
+        default_factory=lambda: asyncio.Queue(SUBSCRIBER_QUEUE)
+    )
+    resync: bool = False
+
+    def offer(self, delta: ClusterDelta) -> None:
+        try:
+            self.queue.put_nowait(delta)
+        except asyncio.QueueFull:
+            self.resync = True
+            self.queue = asyncio.Queue(SUBSCRIBER_QUEUE)
+            self.queue.put_nowait(self.image.cluster.to_snapshot())
+
+    async def next(self) -> ClusterDelta:
+        if self.resync:
+            self.resync = False
+            self.queue = asyncio.Queue(SUBSCRIBER_QUEUE)
+            return self.image.cluster.to_snapshot()
+        return await self.queue.get()
+
+
+class MetadataImage:
+    """Owned by the event loop. Lifecycle: `await start()` (initial read + watch), `stop()`."""
+
+    def __init__(self, store: EtcdStore) -> None:
+        self.store = store
+        self.keys = store.keys
+        self.cluster = ClusterImage.empty()
+        self.controller: ControllerRecord | None = None
+        self.last_epoch = 0
+        self.instances: dict[int, InstanceRecord] = {}
+        self.node_leases: dict[NodeKey, int] = {}
+        self._topic_records: dict[str, TopicRecord] = {}
+        self._partitions: dict[str, dict[int, PartitionInfo]] = {}
+        self._subscribers: set[Subscription] = set()
+        self._listeners: list[Callable[[], None]] = []
+        self._changed = asyncio.Event()
+        self._inbox: asyncio.Queue[tuple[int, list[Change] | None]] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self._reload()
+        self._task = asyncio.create_task(self._drain(), name="metadata-image")
+
+    async def stop(self) -> None:
+        self.store.cancel_watch()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def add_listener(self, callback: Callable[[], None]) -> None:
+        """`callback()` after every change (on the loop); read the image from it."""
+        self._listeners.append(callback)
+
+    def subscribe(self) -> tuple[ClusterDelta, Subscription]:
+        """The current snapshot and a feed of every later delta (atomic: nothing is missed)."""
+        sub = Subscription(self)
+        self._subscribers.add(sub)
+        return self.cluster.to_snapshot(), sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        self._subscribers.discard(sub)
+
+    async def wait_for_version(self, version: int, timeout_s: float = 10.0) -> bool:
+        """Wait until the image reflects etcd revision `version`; False on timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self.cluster.version < version:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), remaining)
+        return True
+
+    # --- feeding -------------------------------------------------------------------------------
+
+    async def _reload(self) -> None:
+        """Read everything, rebuild, and watch from the next revision."""
+        while True:
+            try:
+                revision, entries = await self.store.read_all()
+                self._rebuild(revision, {k: v.value for k, v in entries.items()})
+                await self.store.watch(revision + 1, self._thread_feed())
+                return
+            except Exception as exc:
+                log.warning("cannot read the image from etcd (%s); retrying", exc)
+                await asyncio.sleep(0.5)
+
+    def _thread_feed(self) -> Callable[[int, list[Change] | None], None]:
+        """A callback for etcd3's watch thread that hands each response to the loop."""
+        loop = asyncio.get_running_loop()
+
+        def feed(revision: int, changes: list[Change] | None) -> None:
+            loop.call_soon_threadsafe(self._inbox.put_nowait, (revision, changes))
+
+        return feed
+
+    async def _drain(self) -> None:
+        while True:
+            revision, changes = await self._inbox.get()
+            if changes is None:
+                self.store.cancel_watch()
+                while not self._inbox.empty():
+                    self._inbox.get_nowait()
+                await self._reload()
+                continue
+            self._apply(revision, changes)
+
+    def _rebuild(self, revision: int, values: dict[str, bytes]) -> None:
+        self.controller = None
+        self.instances.clear()
+        self.node_leases.clear()
+        self._topic_records.clear()
+        self._partitions.clear()
+        nodes: dict[NodeKey, NodeInfo] = {}
+        cluster_id = ""
+        for key, value in values.items():
+            cluster_id = self._absorb(key, value, nodes, set()) or cluster_id
+        topics = {
+            name: topic_info(name, rec, self._partitions.get(name, {}))
+            for name, rec in self._topic_records.items()
+        }
+        self.cluster = ClusterImage(
+            version=revision,
+            cluster_id=cluster_id,
+            controller_id=self.controller.instance_id if self.controller else -1,
+            controller_epoch=self.controller.epoch if self.controller else self.last_epoch,
+            nodes=MappingProxyType(nodes),
+            topics=MappingProxyType(topics),
+        )
+        self._publish(self.cluster.to_snapshot())
+
+    def _absorb(
+        self, key: str, value: bytes | None, nodes: dict[NodeKey, NodeInfo], topics: set[str]
+    ) -> str | None:
+        """Fold one key's new value (None: deleted) into the state; returns a cluster id read.
+        Touched topic names go into `topics`; `nodes` is updated in place."""
+        rel = self.keys.relative(key)
+        head, _, rest = rel.partition("/")
+        try:
+            if rel == "cluster_id" and value is not None:
+                return value.decode()
+            if rel == "controller":
+                self.controller = ControllerRecord.decode(value) if value is not None else None
+            elif rel == "controller_epoch" and value is not None:
+                self.last_epoch = int(value)
+            elif head == "instances":
+                if value is None:
+                    self.instances.pop(int(rest), None)
+                else:
+                    self.instances[int(rest)] = InstanceRecord.decode(value)
+            elif head == "nodes":
+                kind, _, node_id = rest.partition("/")
+                if value is None:
+                    nodes.pop((kind, int(node_id)), None)
+                    self.node_leases.pop((kind, int(node_id)), None)
+                else:
+                    node, lease = node_decode(value)
+                    nodes[node.key] = node
+                    self.node_leases[node.key] = lease
+            elif head == "topics":
+                topics.add(rest)
+                if value is None:
+                    self._topic_records.pop(rest, None)
+                else:
+                    self._topic_records[rest] = TopicRecord.decode(value)
+            elif head == "partitions":
+                topic, _, p = rest.rpartition("/")
+                topics.add(topic)
+                parts = self._partitions.setdefault(topic, {})
+                if value is None:
+                    parts.pop(int(p), None)
+                    if not parts:
+                        del self._partitions[topic]
+                else:
+                    parts[int(p)] = partition_decode(int(p), value)
+        except (ValueError, KeyError, TypeError) as exc:
+            log.error("ignoring malformed etcd value at %s: %s", key, exc)
+        return None
+
+    def _apply(self, revision: int, changes: list[Change]) -> None:
+        if revision <= self.cluster.version:
+            return
+        nodes = dict(self.cluster.nodes)
+        touched: set[str] = set()
+        cluster_id = self.cluster.cluster_id
+        for change in changes:
+            cluster_id = self._absorb(change.key, change.value, nodes, touched) or cluster_id
+        topics = dict(self.cluster.topics)
+        upserts: list[TopicInfo] = []
+        removed: list[str] = []
+        for name in sorted(touched):
+            record = self._topic_records.get(name)
+            if record is None:
+                if topics.pop(name, None) is not None:
+                    removed.append(name)
+                continue
+            info = topic_info(name, record, self._partitions.get(name, {}))
+            topics[name] = info
+            upserts.append(info)
+        old_nodes = self.cluster.nodes
+        delta = ClusterDelta(
+            version=revision,
+            controller_id=self.controller.instance_id if self.controller else -1,
+            controller_epoch=self.controller.epoch if self.controller else self.last_epoch,
+            cluster_id=cluster_id,
+            nodes=tuple(n for k, n in sorted(nodes.items()) if old_nodes.get(k) != n),
+            removed_nodes=tuple(sorted(k for k in old_nodes if k not in nodes)),
+            topics=tuple(upserts),
+            removed_topics=tuple(removed),
+        )
+        self.cluster = self.cluster.apply_delta(delta)
+        self._publish(delta)
+
+    def _publish(self, delta: ClusterDelta) -> None:
+        for sub in list(self._subscribers):
+            sub.offer(delta)
+        self._changed.set()
+        for listener in list(self._listeners):
+            try:
+                listener()
+            except Exception:
+                log.exception("image listener failed")

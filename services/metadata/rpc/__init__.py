@@ -1,0 +1,1 @@
+"""gRPC adapters of the metadata service: the servicer and its proto converters."""

@@ -1,0 +1,88 @@
+"""Converters between the metadata protos and the service's domain types (`x_to_proto` /
+`x_from_proto`). The image types' own converters live in `riverlog.common.cluster.image`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from riverlog.common.cluster.image import ClusterImage, node_to_proto, topic_to_proto
+from riverlog.v1 import admin_pb2, common_pb2
+
+from ..controller.topic_validation import ConfigOp, describe_configs
+from ..controller.topics import NewTopic, TopicResult
+from ..records import InstanceRecord
+
+_OP_TYPES = {
+    admin_pb2.AlterConfigsRequest.Op.SET: "SET",
+    admin_pb2.AlterConfigsRequest.Op.DELETE: "DELETE",
+}
+
+
+def new_topic_from_proto(msg: admin_pb2.CreatableTopic) -> NewTopic:
+    return NewTopic(
+        name=msg.name,
+        num_partitions=msg.num_partitions,
+        replication_factor=msg.replication_factor,
+        configs=tuple(sorted(msg.configs.items())),
+    )
+
+
+def config_ops_from_proto(ops: Sequence[admin_pb2.AlterConfigsRequest.Op]) -> list[ConfigOp]:
+    return [ConfigOp(op.name, op.value, _OP_TYPES.get(op.type, f"type {op.type}")) for op in ops]
+
+
+def topic_result_to_proto(result: TopicResult) -> admin_pb2.TopicResult:
+    return admin_pb2.TopicResult(
+        name=result.name,
+        error_code=int(result.error_code),  # type: ignore[arg-type]
+        error_message=result.error_message,
+        topic_id=result.topic_id,
+    )
+
+
+def topic_results_to_proto(results: Sequence[TopicResult]) -> list[admin_pb2.TopicResult]:
+    return [topic_result_to_proto(r) for r in results]
+
+
+def config_entries_to_proto(
+    overrides: dict[str, str] | None,
+) -> list[common_pb2.ConfigEntry]:
+    return [
+        common_pb2.ConfigEntry(name=name, value=value, is_default=is_default)
+        for name, value, is_default in describe_configs(overrides or {})
+    ]
+
+
+def describe_topic_to_proto(
+    image: ClusterImage, name: str, error_code: int, error_message: str
+) -> admin_pb2.DescribeTopicsResponse.Topic:
+    out = admin_pb2.DescribeTopicsResponse.Topic(
+        name=name,
+        error_code=error_code,  # type: ignore[arg-type]
+        error_message=error_message,
+    )
+    topic = image.topics.get(name)
+    if topic is not None:
+        out.metadata.CopyFrom(topic_to_proto(topic))
+    return out
+
+
+def cluster_to_proto(
+    image: ClusterImage, instances: Sequence[InstanceRecord]
+) -> admin_pb2.DescribeClusterResponse:
+    return admin_pb2.DescribeClusterResponse(
+        cluster_id=image.cluster_id,
+        controller_id=image.controller_id,
+        controller_epoch=image.controller_epoch,
+        metadata_instances=[
+            admin_pb2.MetadataInstance(
+                instance_id=i.instance_id,
+                host=i.host,
+                port=i.port,
+                is_controller=i.instance_id == image.controller_id,
+            )
+            for i in sorted(instances, key=lambda i: i.instance_id)
+        ],
+        nodes=[node_to_proto(n) for _, n in sorted(image.nodes.items())],
+        metadata_version=image.version,
+    )

@@ -1,0 +1,236 @@
+"""The MetadataService servicer: thin handlers that convert protos, call the domain (registry,
+topic controller, image) and convert back.
+
+Reads and Watch are served from this instance's image. Writes run here when this instance is
+the controller, and are forwarded to the controller otherwise (once: see `peers/controller`).
+Per-topic problems travel in per-topic results; whole-request failures are raised as
+RiverlogError and mapped by the shared interceptor.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from riverlog.common.cluster.image import delta_to_proto, node_from_proto
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.v1 import admin_pb2, metadata_pb2, metadata_pb2_grpc
+
+from ..controller.cluster import NodeRegistry
+from ..controller.election import ControllerElection
+from ..controller.topic_validation import is_internal
+from ..controller.topics import TopicController
+from ..image import MetadataImage
+from ..peers.controller import ControllerPeer, was_forwarded
+from . import converters as conv
+
+log = logging.getLogger(__name__)
+
+
+class MetadataServicer(metadata_pb2_grpc.MetadataServiceServicer):
+    def __init__(
+        self,
+        image: MetadataImage,
+        election: ControllerElection,
+        topics: TopicController,
+        registry: NodeRegistry,
+        peer: ControllerPeer,
+    ) -> None:
+        self.image = image
+        self.election = election
+        self.topics = topics
+        self.registry = registry
+        self.peer = peer
+
+    # --- membership ---------------------------------------------------------------------------
+
+    async def RegisterNode(
+        self, request: metadata_pb2.RegisterNodeRequest, context: grpc.aio.ServicerContext
+    ) -> metadata_pb2.RegisterNodeResponse:
+        try:
+            node = node_from_proto(request.node)
+            granted = await self.registry.register(node)
+        except ValueError as exc:
+            return _register_error(RiverlogError(str(exc), ErrorCode.INVALID_REQUEST))
+        except RiverlogError as exc:
+            if exc.code == ErrorCode.NETWORK_EXCEPTION:
+                raise
+            return _register_error(exc)
+        return metadata_pb2.RegisterNodeResponse(
+            lease_id=granted.lease_id,
+            lease_ttl_ms=granted.lease_ttl_ms,
+            heartbeat_interval_ms=granted.heartbeat_interval_ms,
+            cluster_id=granted.cluster_id,
+        )
+
+    async def Heartbeat(
+        self, request: metadata_pb2.HeartbeatRequest, context: grpc.aio.ServicerContext
+    ) -> metadata_pb2.HeartbeatResponse:
+        try:
+            ttl = await self.registry.heartbeat(request.node_id, request.lease_id)
+        except RiverlogError as exc:
+            if exc.code == ErrorCode.NETWORK_EXCEPTION:
+                raise
+            return metadata_pb2.HeartbeatResponse(
+                error_code=int(exc.code),  # type: ignore[arg-type]
+                error_message=exc.message,
+            )
+        return metadata_pb2.HeartbeatResponse(lease_ttl_ms=ttl)
+
+    async def UnregisterNode(
+        self, request: metadata_pb2.UnregisterNodeRequest, context: grpc.aio.ServicerContext
+    ) -> metadata_pb2.UnregisterNodeResponse:
+        try:
+            await self.registry.unregister(request.node_id, request.lease_id)
+        except RiverlogError as exc:
+            if exc.code == ErrorCode.NETWORK_EXCEPTION:
+                raise
+            return metadata_pb2.UnregisterNodeResponse(
+                error_code=int(exc.code),  # type: ignore[arg-type]
+                error_message=exc.message,
+            )
+        return metadata_pb2.UnregisterNodeResponse()
+
+    async def Watch(
+        self, request: metadata_pb2.WatchRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[metadata_pb2.MetadataUpdate]:
+        snapshot, sub = self.image.subscribe()
+        log.debug("watch opened by %d at version %d", request.node_id, snapshot.version)
+        try:
+            yield delta_to_proto(snapshot)
+            while True:
+                yield delta_to_proto(await sub.next())
+        finally:
+            self.image.unsubscribe(sub)
+
+    # --- writes (controller) --------------------------------------------------------------------
+
+    async def _write(
+        self,
+        method: str,
+        request: Any,
+        context: grpc.aio.ServicerContext,
+        local: Callable[[], Awaitable[Any]],
+    ) -> Any:
+        if self.election.is_controller:
+            return await local()
+        holder = self.image.controller
+        if holder is None or was_forwarded(context.invocation_metadata()):
+            raise RiverlogError(
+                "no controller is known to this instance yet", ErrorCode.NOT_CONTROLLER
+            )
+        if holder.instance_id == self.election.instance_id:
+            raise RiverlogError("this instance was deposed as controller", ErrorCode.NOT_CONTROLLER)
+        return await self.peer.forward(holder.address, method, request)
+
+    async def CreateTopics(
+        self, request: admin_pb2.CreateTopicsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.CreateTopicsResponse:
+        async def local() -> admin_pb2.CreateTopicsResponse:
+            topics = [conv.new_topic_from_proto(t) for t in request.topics]
+            results = await self.topics.create_topics(topics, request.validate_only)
+            return admin_pb2.CreateTopicsResponse(topics=conv.topic_results_to_proto(results))
+
+        result: admin_pb2.CreateTopicsResponse = await self._write(
+            "CreateTopics", request, context, local
+        )
+        return result
+
+    async def DeleteTopics(
+        self, request: admin_pb2.DeleteTopicsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.DeleteTopicsResponse:
+        async def local() -> admin_pb2.DeleteTopicsResponse:
+            results = await self.topics.delete_topics(list(request.names))
+            return admin_pb2.DeleteTopicsResponse(topics=conv.topic_results_to_proto(results))
+
+        result: admin_pb2.DeleteTopicsResponse = await self._write(
+            "DeleteTopics", request, context, local
+        )
+        return result
+
+    async def CreatePartitions(
+        self, request: admin_pb2.CreatePartitionsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.CreatePartitionsResponse:
+        async def local() -> admin_pb2.CreatePartitionsResponse:
+            counts = [(t.name, t.count) for t in request.topics]
+            results = await self.topics.create_partitions(counts, request.validate_only)
+            return admin_pb2.CreatePartitionsResponse(topics=conv.topic_results_to_proto(results))
+
+        result: admin_pb2.CreatePartitionsResponse = await self._write(
+            "CreatePartitions", request, context, local
+        )
+        return result
+
+    async def AlterConfigs(
+        self, request: admin_pb2.AlterConfigsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.AlterConfigsResponse:
+        async def local() -> admin_pb2.AlterConfigsResponse:
+            changes = [(t.name, conv.config_ops_from_proto(t.ops)) for t in request.topics]
+            results = await self.topics.alter_configs(changes, request.validate_only)
+            return admin_pb2.AlterConfigsResponse(topics=conv.topic_results_to_proto(results))
+
+        result: admin_pb2.AlterConfigsResponse = await self._write(
+            "AlterConfigs", request, context, local
+        )
+        return result
+
+    # --- reads (any instance) -------------------------------------------------------------------
+
+    async def DescribeConfigs(
+        self, request: admin_pb2.DescribeConfigsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.DescribeConfigsResponse:
+        image = self.image.cluster
+        out = admin_pb2.DescribeConfigsResponse()
+        for name in request.topics:
+            entry = out.topics.add(name=name)
+            topic = image.topics.get(name)
+            if topic is None:
+                entry.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                entry.error_message = f"This server does not host this topic: {name!r}"
+                continue
+            entry.configs.extend(conv.config_entries_to_proto(dict(topic.configs)))
+        return out
+
+    async def ListTopics(
+        self, request: admin_pb2.ListTopicsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.ListTopicsResponse:
+        names = sorted(
+            name
+            for name, topic in self.image.cluster.topics.items()
+            if request.include_internal or not (topic.internal or is_internal(name))
+        )
+        return admin_pb2.ListTopicsResponse(names=names)
+
+    async def DescribeTopics(
+        self, request: admin_pb2.DescribeTopicsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.DescribeTopicsResponse:
+        image = self.image.cluster
+        names = list(request.names) or sorted(
+            name
+            for name, topic in image.topics.items()
+            if request.include_internal or not topic.internal
+        )
+        out = admin_pb2.DescribeTopicsResponse()
+        for name in names:
+            if name in image.topics:
+                out.topics.append(conv.describe_topic_to_proto(image, name, 0, ""))
+            else:
+                message = f"This server does not host this topic: {name!r}"
+                code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                out.topics.append(conv.describe_topic_to_proto(image, name, code, message))
+        return out
+
+    async def DescribeCluster(
+        self, request: admin_pb2.DescribeClusterRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.DescribeClusterResponse:
+        return conv.cluster_to_proto(self.image.cluster, list(self.image.instances.values()))
+
+
+def _register_error(exc: RiverlogError) -> metadata_pb2.RegisterNodeResponse:
+    return metadata_pb2.RegisterNodeResponse(
+        error_code=int(exc.code),  # type: ignore[arg-type]
+        error_message=exc.message,
+    )

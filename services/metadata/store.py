@@ -1,0 +1,295 @@
+"""The etcd key schema and the only module that talks to etcd (through etcd3, synchronous: every
+call runs in a worker thread so the event loop never blocks).
+
+Keys, under a root prefix P (default `/riverlog/`, `metadata.etcd.prefix`):
+
+    P cluster_id                  text, written once (put-if-absent)
+    P controller                  JSON {instance_id, epoch, host, port}; on the holder's lease
+    P controller_epoch            decimal counter; +1 in the transaction that wins an election
+    P instances/<id>              JSON {instance_id, host, port}; on that instance's lease
+    P nodes/<kind>/<id>           JSON node registration + lease_id; on the node's lease
+    P topics/<name>               JSON {topic_id, partitions, configs, internal}
+    P partitions/<topic>/<p>      JSON {replicas, leader, leader_epoch, isr, partition_epoch}
+
+Writes are transactions built from `Compare`s and `Op`s. A controller write also compares
+the controller key with the writer's own record (`fenced_txn`), so a deposed controller cannot
+change topics or partitions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import etcd3
+import etcd3.events
+import etcd3.exceptions
+import etcd3.transactions
+import etcd3.utils
+from etcd3.client import Endpoint
+
+from riverlog.common.errors import ErrorCode, RiverlogError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A key's value as etcd holds it."""
+
+    value: bytes
+    mod_revision: int
+    lease: int
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One watched event: `value` None means the key was deleted."""
+
+    key: str
+    value: bytes | None
+    mod_revision: int
+    lease: int
+
+
+@dataclass(frozen=True, slots=True)
+class Compare:
+    """`key` must have this mod revision (0: the key must be absent) or, when `value` is
+    given, exactly this value."""
+
+    key: str
+    mod_revision: int = 0
+    value: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """A put (value given), a delete of one key, or a delete of everything under `key`."""
+
+    key: str
+    value: bytes | None = None
+    lease: int = 0
+    prefix: bool = False
+
+
+WatchCallback = Callable[[int, list[Change] | None], None]
+
+
+class Keys:
+    """Key names under one root prefix."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.cluster_id = prefix + "cluster_id"
+        self.controller = prefix + "controller"
+        self.controller_epoch = prefix + "controller_epoch"
+        self.instances = prefix + "instances/"
+        self.nodes = prefix + "nodes/"
+        self.topics = prefix + "topics/"
+        self.partitions = prefix + "partitions/"
+
+    def instance(self, instance_id: int) -> str:
+        return f"{self.instances}{instance_id}"
+
+    def node(self, kind: str, node_id: int) -> str:
+        return f"{self.nodes}{kind}/{node_id}"
+
+    def topic(self, name: str) -> str:
+        return self.topics + name
+
+    def partition(self, topic: str, partition: int) -> str:
+        return f"{self.partitions}{topic}/{partition}"
+
+    def partitions_of(self, topic: str) -> str:
+        return f"{self.partitions}{topic}/"
+
+    def relative(self, key: str) -> str:
+        return key[len(self.prefix) :] if key.startswith(self.prefix) else key
+
+
+def _unavailable(exc: Exception) -> RiverlogError:
+    return RiverlogError(f"etcd is unavailable: {exc!r}", ErrorCode.NETWORK_EXCEPTION)
+
+
+class EtcdStore:
+    """Async access to etcd. One per process; safe to call from any task of its loop."""
+
+    def __init__(self, endpoints: Sequence[str], prefix: str, timeout_s: float = 5.0) -> None:
+        self.keys = Keys(prefix)
+        eps = []
+        for url in endpoints:
+            parts = urlsplit(url if "://" in url else f"http://{url}")
+            host, port = parts.hostname or "127.0.0.1", parts.port or 2379
+            eps.append(Endpoint(host, port, secure=False, time_retry=0.5))
+        self._client = etcd3.MultiEndpointEtcd3Client(
+            endpoints=eps, timeout=timeout_s, failover=True
+        )
+        self._watch_id: Any = None
+
+    async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await asyncio.to_thread(fn, *args, **kwargs)
+        except etcd3.exceptions.Etcd3Exception as exc:
+            raise _unavailable(exc) from exc
+        except ValueError as exc:  # etcd3: "Trying to use a failed node"
+            raise _unavailable(exc) from exc
+
+    def close(self) -> None:
+        self.cancel_watch()
+        self._client.close()
+
+    # --- reads ----------------------------------------------------------------------------
+
+    async def get(self, key: str) -> Entry | None:
+        value, meta = await self._run(self._client.get, key)
+        if meta is None:
+            return None
+        return Entry(value, meta.mod_revision, meta.lease_id)
+
+    async def read_all(self) -> tuple[int, dict[str, Entry]]:
+        """Every key under the prefix and the revision they are read at."""
+
+        def read() -> tuple[int, dict[str, Entry]]:
+            response = self._client.get_prefix_response(self.keys.prefix)
+            entries = {
+                kv.key.decode(): Entry(kv.value, kv.mod_revision, kv.lease) for kv in response.kvs
+            }
+            return int(response.header.revision), entries
+
+        result: tuple[int, dict[str, Entry]] = await self._run(read)
+        return result
+
+    # --- transactions -----------------------------------------------------------------------
+
+    def _compare(self, c: Compare) -> Any:
+        tx = self._client.transactions
+        if c.value is not None:
+            return tx.value(c.key) == c.value
+        return tx.mod(c.key) == c.mod_revision
+
+    def _op(self, op: Op) -> Any:
+        tx = self._client.transactions
+        if op.value is not None:
+            return tx.put(op.key, op.value, op.lease or None)
+        if op.prefix:
+            end = etcd3.utils.prefix_range_end(etcd3.utils.to_bytes(op.key))
+            return etcd3.transactions.Delete(op.key, range_end=end)
+        return tx.delete(op.key)
+
+    async def txn(self, compares: Sequence[Compare], ops: Sequence[Op]) -> int | None:
+        """Apply `ops` atomically if every compare holds; the new revision, or None."""
+
+        def run() -> int | None:
+            response = self._client.kvstub.Txn(
+                etcd3.etcdrpc.TxnRequest(
+                    compare=[self._compare(c).build_message() for c in compares],
+                    success=self._client._ops_to_requests([self._op(o) for o in ops]),
+                    failure=[],
+                ),
+                self._client.timeout,
+                credentials=self._client.call_credentials,
+                metadata=self._client.metadata,
+            )
+            return int(response.header.revision) if response.succeeded else None
+
+        try:
+            result: int | None = await self._run(run)
+        except Exception as exc:
+            if isinstance(exc, RiverlogError):
+                raise
+            raise _unavailable(exc) from exc  # grpc errors from the raw stub call
+        return result
+
+    async def fenced_txn(
+        self, controller_value: bytes, compares: Sequence[Compare], ops: Sequence[Op]
+    ) -> int | None:
+        """A controller write: `txn` that also requires the controller key to still hold
+        `controller_value`. Raises STALE_CONTROLLER_EPOCH when it does not; None when only
+        another compare failed (a concurrent change: re-read and retry)."""
+        fence = Compare(self.keys.controller, value=controller_value)
+        revision = await self.txn([fence, *compares], ops)
+        if revision is not None:
+            return revision
+        current = await self.get(self.keys.controller)
+        if current is None or current.value != controller_value:
+            raise RiverlogError(
+                "this instance is no longer the controller", ErrorCode.STALE_CONTROLLER_EPOCH
+            )
+        return None
+
+    async def ensure_cluster_id(self, candidate: str) -> str:
+        """The cluster id: `candidate` if this is the first instance ever, else the stored one."""
+        key = self.keys.cluster_id
+        await self.txn([Compare(key, mod_revision=0)], [Op(key, candidate.encode())])
+        entry = await self.get(key)
+        if entry is None:
+            raise RiverlogError("the cluster id vanished from etcd", ErrorCode.NETWORK_EXCEPTION)
+        return entry.value.decode()
+
+    # --- leases -----------------------------------------------------------------------------
+
+    async def grant_lease(self, ttl_ms: int) -> int:
+        ttl_s = max(1, -(-ttl_ms // 1000))
+        lease = await self._run(self._client.lease, ttl_s)
+        return int(lease.id)
+
+    async def refresh_lease(self, lease_id: int) -> int:
+        """Keep a lease alive; its remaining TTL in seconds, 0 when it no longer exists."""
+
+        def refresh() -> int:
+            responses = list(self._client.refresh_lease(lease_id))
+            return int(responses[0].TTL) if responses else 0
+
+        result: int = await self._run(refresh)
+        return result
+
+    async def revoke_lease(self, lease_id: int) -> None:
+        """Revoke, deleting every key on the lease; an unknown lease is not an error."""
+        try:
+            await self._run(self._client.revoke_lease, lease_id)
+        except RiverlogError:
+            raise
+        except Exception as exc:  # grpc NOT_FOUND: already gone
+            log.debug("revoke of lease %x: %s", lease_id, exc)
+
+    # --- watch ------------------------------------------------------------------------------
+
+    async def watch(self, start_revision: int, callback: WatchCallback) -> None:
+        """Call `callback(revision, changes)` from etcd3's watch thread for every change under
+        the prefix from `start_revision` on; `changes` None means the watch broke (re-read)."""
+
+        def on_response(response: Any) -> None:
+            if response is None or isinstance(response, Exception):
+                log.warning("etcd watch broke: %r", response)
+                callback(0, None)
+                return
+            changes = [
+                Change(
+                    key=ev.key.decode(),
+                    value=None if isinstance(ev, etcd3.events.DeleteEvent) else ev.value,
+                    mod_revision=int(ev.mod_revision),
+                    lease=int(ev.lease),
+                )
+                for ev in response.events
+            ]
+            callback(int(response.header.revision), changes)
+
+        self.cancel_watch()
+        self._watch_id = await self._run(
+            self._client.add_watch_prefix_callback,
+            self.keys.prefix,
+            on_response,
+            start_revision=start_revision,
+        )
+
+    def cancel_watch(self) -> None:
+        if self._watch_id is not None:
+            watch_id, self._watch_id = self._watch_id, None
+            try:
+                self._client.cancel_watch(watch_id)
+            except Exception as exc:
+                log.debug("cancel watch: %r", exc)

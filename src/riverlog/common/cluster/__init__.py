@@ -1,0 +1,26 @@
+"""Following and joining the cluster from any process: the cluster image and its Watch deltas,
+a failover client of the metadata service, membership (register + heartbeat) and a watcher."""
+
+from .client import MetadataClient, parse_addresses
+from .image import (
+    ClusterDelta,
+    ClusterImage,
+    NodeInfo,
+    PartitionInfo,
+    TopicInfo,
+)
+from .membership import MembershipSession, Registration
+from .watcher import MetadataWatcher
+
+__all__ = [
+    "ClusterDelta",
+    "ClusterImage",
+    "MembershipSession",
+    "MetadataClient",
+    "MetadataWatcher",
+    "NodeInfo",
+    "PartitionInfo",
+    "Registration",
+    "TopicInfo",
+    "parse_addresses",
+]

@@ -1,0 +1,148 @@
+"""Cluster membership for any Riverlog process: register with the metadata service, keep the
+lease alive by heartbeat, register again when the lease lapsed, unregister on the way out.
+
+The lease itself lives in etcd (the metadata service holds none of it in memory), so any
+metadata instance may answer a heartbeat. A node that stops heartbeating for longer than
+`broker.session.timeout.ms` disappears from the cluster image.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from riverlog.common.errors import ErrorCode, RiverlogError, error_for
+from riverlog.v1 import metadata_pb2
+
+from .client import MetadataClient
+from .image import NodeInfo, node_to_proto
+
+log = logging.getLogger(__name__)
+
+_BACKOFF_START_S = 0.1
+_BACKOFF_MAX_S = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """What the metadata service granted: the lease and how often to heartbeat."""
+
+    lease_id: int
+    lease_ttl_ms: int
+    heartbeat_interval_ms: int
+    cluster_id: str
+
+
+RegisteredCallback = Callable[[Registration], Awaitable[None] | None]
+
+
+class MembershipSession:
+    """One node's membership. Lifecycle: `await start()` (returns once registered), then a
+    heartbeat task runs on the caller's event loop until `await stop()` (which unregisters).
+
+    `fenced` becomes True when a newer incarnation of the same node id took over: the session
+    then stops heartbeating and the owner should exit.
+    """
+
+    def __init__(
+        self,
+        client: MetadataClient,
+        node: NodeInfo,
+        on_registered: RegisteredCallback | None = None,
+    ) -> None:
+        self.client = client
+        self.node = node
+        self.on_registered = on_registered
+        self.registration: Registration | None = None
+        self.fenced = False
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+
+    @property
+    def lease_id(self) -> int:
+        return self.registration.lease_id if self.registration else 0
+
+    async def start(self) -> Registration:
+        """Register, retrying with backoff while the service is unreachable; raises
+        RiverlogError for a refusal (NODE_ID_IN_USE, a bad registration)."""
+        registration = await self._register_until_answered()
+        self._task = asyncio.create_task(self._heartbeat_loop(), name="membership-heartbeat")
+        return registration
+
+    async def stop(self) -> None:
+        """Stop heartbeating and release the registration (best effort)."""
+        self._stopping.set()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self.registration is not None and not self.fenced:
+            try:
+                await self.client.unregister_node(self.node.node_id, self.registration.lease_id)
+            except RiverlogError as exc:
+                log.info("unregister of %s failed: %s", self.node.key, exc)
+        self.registration = None
+
+    async def _register_once(self) -> Registration:
+        request = metadata_pb2.RegisterNodeRequest(node=node_to_proto(self.node))
+        response = await self.client.register_node(request)
+        if int(response.error_code) != ErrorCode.NONE:
+            raise error_for(response.error_code, response.error_message)
+        ttl = response.lease_ttl_ms
+        interval = response.heartbeat_interval_ms or max(ttl // 3, 1)
+        registration = Registration(
+            lease_id=response.lease_id,
+            lease_ttl_ms=ttl,
+            heartbeat_interval_ms=min(interval, max(ttl // 3, 1)),
+            cluster_id=response.cluster_id,
+        )
+        self.registration = registration
+        log.info("registered %s (lease %x, ttl %d ms)", self.node.key, registration.lease_id, ttl)
+        if self.on_registered is not None:
+            result = self.on_registered(registration)
+            if inspect.isawaitable(result):
+                await result
+        return registration
+
+    async def _register_until_answered(self) -> Registration:
+        backoff = _BACKOFF_START_S
+        while True:
+            try:
+                return await self._register_once()
+            except RiverlogError as exc:
+                if not exc.retriable or self._stopping.is_set():
+                    raise
+                log.info("registration of %s failed (%s); retrying", self.node.key, exc)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, _BACKOFF_MAX_S)
+
+    async def _heartbeat_loop(self) -> None:
+        while not self._stopping.is_set():
+            assert self.registration is not None
+            await asyncio.sleep(self.registration.heartbeat_interval_ms / 1000)
+            try:
+                response = await self.client.heartbeat(
+                    self.node.node_id, self.registration.lease_id
+                )
+            except RiverlogError as exc:
+                log.warning("heartbeat of %s failed: %s", self.node.key, exc)
+                continue
+            if int(response.error_code) == ErrorCode.NONE:
+                continue
+            if int(response.error_code) != ErrorCode.UNKNOWN_NODE:
+                log.warning("heartbeat of %s refused: %s", self.node.key, response.error_message)
+                continue
+            log.warning("lease of %s lapsed; registering again", self.node.key)
+            try:
+                await self._register_until_answered()
+            except RiverlogError as exc:
+                if exc.code == ErrorCode.NODE_ID_IN_USE:
+                    log.error("%s was taken over by a newer incarnation", self.node.key)
+                    self.fenced = True
+                    return
+                log.warning("registration of %s refused: %s", self.node.key, exc)
