@@ -1,0 +1,170 @@
+"""The storage node's settings: one frozen value built from the command line, so every component
+reads typed numbers and a bad `--config key=value` stops the process at startup with a message
+naming the key, instead of surfacing as an odd failure later.
+
+Keys are Kafka's broker names. Broker-level log defaults (`log.segment.bytes`,
+`log.retention.ms`, `message.max.bytes`, ...) become the base of every partition's log config;
+a topic's own overrides from the metadata service apply on top of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Final
+
+from riverlog.common.errors import ErrorCode, RiverlogError
+
+LONG_MAX: Final = 2**63 - 1
+
+# Broker keys that only set a default for a topic-level key (Kafka's LogConfig synonyms).
+TOPIC_DEFAULT_SYNONYMS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "log.segment.bytes": "segment.bytes",
+        "log.roll.ms": "segment.ms",
+        "log.index.size.max.bytes": "segment.index.bytes",
+        "log.index.interval.bytes": "index.interval.bytes",
+        "log.retention.ms": "retention.ms",
+        "log.retention.bytes": "retention.bytes",
+        "message.max.bytes": "max.message.bytes",
+        "log.message.timestamp.type": "message.timestamp.type",
+        "log.cleanup.policy": "cleanup.policy",
+        "log.segment.delete.delay.ms": "file.delete.delay.ms",
+        "min.insync.replicas": "min.insync.replicas",
+        "unclean.leader.election.enable": "unclean.leader.election.enable",
+        "log.flush.interval.messages": "flush.messages",
+    }
+)
+
+# Broker keys the node itself reads, with Kafka's defaults.
+_NODE_DEFAULTS: Final[Mapping[str, int]] = MappingProxyType(
+    {
+        "log.retention.check.interval.ms": 300_000,
+        "log.flush.offset.checkpoint.interval.ms": 60_000,
+        # Kafka: the longest a message sits unflushed; here the period of a flush of every log
+        # (and the default of the topic key flush.ms). LONG_MAX: leave it to the OS.
+        "log.flush.interval.ms": LONG_MAX,
+        "fetch.max.bytes": 57_671_680,
+        "zero.copy.max.request.bytes": 1_048_576,
+        "controlled.shutdown.grace.ms": 5_000,
+    }
+)
+_NODE_MINIMUMS: Final[Mapping[str, int]] = MappingProxyType(
+    {
+        "log.retention.check.interval.ms": 1,
+        "log.flush.offset.checkpoint.interval.ms": 1,
+        "log.flush.interval.ms": 1,
+        "fetch.max.bytes": 0,
+        "zero.copy.max.request.bytes": 64,
+        "controlled.shutdown.grace.ms": 0,
+    }
+)
+
+
+def known_keys() -> list[str]:
+    return sorted([*_NODE_DEFAULTS, *TOPIC_DEFAULT_SYNONYMS])
+
+
+def _invalid(message: str) -> RiverlogError:
+    return RiverlogError(message, ErrorCode.INVALID_CONFIG)
+
+
+@dataclass(frozen=True, slots=True)
+class StorageConfig:
+    """Everything the storage node process was started with. Build it with `from_settings`."""
+
+    node_id: int
+    host: str
+    port: int
+    zero_copy_port: int
+    log_dirs: tuple[Path, ...]
+    metadata_addresses: tuple[str, ...]
+    rack: str = ""
+    ready_file: str | None = None
+    log_retention_check_interval_ms: int = 300_000
+    log_flush_offset_checkpoint_interval_ms: int = 60_000
+    log_flush_interval_ms: int = LONG_MAX
+    fetch_max_bytes: int = 57_671_680
+    zero_copy_max_request_bytes: int = 1_048_576
+    controlled_shutdown_grace_ms: int = 5_000
+    # Topic-level keys (`segment.bytes`, ...) with the broker's defaults for them.
+    log_defaults: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    @classmethod
+    def from_settings(
+        cls,
+        *,
+        node_id: int,
+        host: str,
+        port: int,
+        zero_copy_port: int,
+        log_dirs: str,
+        metadata: str,
+        rack: str = "",
+        ready_file: str | None = None,
+        overrides: Mapping[str, str] | None = None,
+    ) -> StorageConfig:
+        """Validate the command-line values and `--config` overrides; raises
+        RiverlogError(INVALID_CONFIG) naming the first bad item."""
+        if node_id < 0:
+            raise _invalid(f"--node-id must be at least 0, got {node_id}")
+        for name, value in (("--port", port), ("--zero-copy-port", zero_copy_port)):
+            if not 0 <= value <= 65535:
+                raise _invalid(f"{name} must be a port number (0: any free port), got {value}")
+        dirs = tuple(Path(d.strip()) for d in log_dirs.split(",") if d.strip())
+        if not dirs:
+            raise _invalid("--log-dirs needs at least one directory")
+        if len(set(dirs)) != len(dirs):
+            raise _invalid(f"--log-dirs lists a directory twice: {log_dirs}")
+        addresses = tuple(a.strip() for a in metadata.split(",") if a.strip())
+        if not addresses:
+            raise _invalid("--metadata needs at least one host:port")
+        node_values: dict[str, int] = dict(_NODE_DEFAULTS)
+        log_defaults: dict[str, str] = {}
+        for key, raw in (overrides or {}).items():
+            if key in _NODE_DEFAULTS:
+                node_values[key] = _parse_long(key, raw, _NODE_MINIMUMS[key])
+            elif key in TOPIC_DEFAULT_SYNONYMS:
+                log_defaults[TOPIC_DEFAULT_SYNONYMS[key]] = raw.strip()
+            elif key == "log.retention.hours":
+                hours = _parse_long(key, raw, -1)
+                log_defaults.setdefault("retention.ms", str(-1 if hours < 0 else hours * 3600_000))
+            else:
+                raise _invalid(f"unknown storage config {key!r}; known: {', '.join(known_keys())}")
+        if node_values["log.flush.interval.ms"] != LONG_MAX:
+            log_defaults.setdefault("flush.ms", str(node_values["log.flush.interval.ms"]))
+        return cls(
+            node_id=node_id,
+            host=host,
+            port=port,
+            zero_copy_port=zero_copy_port,
+            log_dirs=dirs,
+            metadata_addresses=addresses,
+            rack=rack,
+            ready_file=ready_file,
+            log_retention_check_interval_ms=node_values["log.retention.check.interval.ms"],
+            log_flush_offset_checkpoint_interval_ms=node_values[
+                "log.flush.offset.checkpoint.interval.ms"
+            ],
+            log_flush_interval_ms=node_values["log.flush.interval.ms"],
+            fetch_max_bytes=node_values["fetch.max.bytes"],
+            zero_copy_max_request_bytes=node_values["zero.copy.max.request.bytes"],
+            controlled_shutdown_grace_ms=node_values["controlled.shutdown.grace.ms"],
+            log_defaults=MappingProxyType(log_defaults),
+        )
+
+    @property
+    def flush_enabled(self) -> bool:
+        return self.log_flush_interval_ms != LONG_MAX
+
+
+def _parse_long(key: str, raw: str, minimum: int) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise _invalid(f"invalid value {raw!r} for {key}: expected an integer") from None
+    if value < minimum:
+        raise _invalid(f"invalid value {raw!r} for {key}: must be at least {minimum}")
+    return value
