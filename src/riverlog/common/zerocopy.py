@@ -1,0 +1,229 @@
+"""Client of a storage node's zero-copy fetch channel: a plain TCP socket next to the gRPC port
+where the node sends stored record batches with `os.sendfile`, from its segment files straight
+to the socket, instead of copying them through a protobuf message.
+
+Wire format (all lengths big-endian u32):
+
+    request   [length][FetchRequest protobuf]
+    response  [length][FetchResponse protobuf]  then, for each partition in response order,
+              exactly `zero_copy_records_size` raw bytes (whole stored batches)
+
+The response's partitions carry `zero_copy_records_size` instead of `records`; the clients here
+read the raw bytes into one preallocated buffer and hand back a FetchResponse with `records`
+filled (and `zero_copy_records_size` cleared), so callers see what the gRPC Fetch returns.
+One request at a time per connection (no pipelining); the connection stays open across calls.
+Used by gateways, the SDK benchmark and, with replication, follower storage nodes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+from typing import Final
+
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.v1 import data_pb2
+
+FRAME_HEADER: Final = struct.Struct(">I")
+MAX_RESPONSE_HEADER_BYTES: Final = 64 * 1024 * 1024
+MAX_RECORDS_BYTES: Final = 1024 * 1024 * 1024
+DEFAULT_TIMEOUT_S: Final = 30.0
+
+
+def encode_frame(payload: bytes) -> bytes:
+    return FRAME_HEADER.pack(len(payload)) + payload
+
+
+def records_total(response: data_pb2.FetchResponse) -> int:
+    """Raw bytes that follow a response header on the socket; raises on a nonsense header."""
+    total = 0
+    for p in response.partitions:
+        if p.zero_copy_records_size < 0:
+            raise RiverlogError("negative zero_copy_records_size", ErrorCode.CORRUPT_MESSAGE)
+        total += p.zero_copy_records_size
+    if total > MAX_RECORDS_BYTES:
+        raise RiverlogError(f"zero-copy response of {total} bytes", ErrorCode.CORRUPT_MESSAGE)
+    return total
+
+
+def fill_records(response: data_pb2.FetchResponse, raw: bytes | bytearray | memoryview) -> None:
+    """Move the raw bytes into each partition's `records`, in response order."""
+    view = memoryview(raw)
+    pos = 0
+    for p in response.partitions:
+        size = p.zero_copy_records_size
+        if size:
+            p.records = bytes(view[pos : pos + size])
+        pos += size
+        p.zero_copy_records_size = 0
+
+
+def _parse_header(payload: bytes | bytearray) -> data_pb2.FetchResponse:
+    response = data_pb2.FetchResponse()
+    try:
+        response.ParseFromString(bytes(payload))
+    except Exception as exc:  # protobuf's DecodeError has no stable import path
+        raise RiverlogError(
+            f"undecodable fetch response: {exc}", ErrorCode.CORRUPT_MESSAGE
+        ) from None
+    return response
+
+
+def _check_header_length(length: int) -> None:
+    if length > MAX_RESPONSE_HEADER_BYTES:
+        raise RiverlogError(f"response header of {length} bytes", ErrorCode.CORRUPT_MESSAGE)
+
+
+class ZeroCopyFetchClient:
+    """A blocking client over one persistent connection; not thread-safe (one caller at a time).
+
+    Any failure closes the connection (its framing state is unknown) and raises RiverlogError
+    (NETWORK_EXCEPTION, REQUEST_TIMED_OUT or CORRUPT_MESSAGE); the next call reconnects.
+    """
+
+    def __init__(self, host: str, port: int, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.host = host
+        self.port = port
+        self.timeout_s = timeout_s
+        self._sock: socket.socket | None = None
+        self._buffer = bytearray(0)
+
+    def __enter__(self) -> ZeroCopyFetchClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def _connect(self) -> socket.socket:
+        if self._sock is None:
+            try:
+                sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
+            except OSError as exc:
+                raise RiverlogError(
+                    f"cannot connect to {self.host}:{self.port}: {exc}", ErrorCode.NETWORK_EXCEPTION
+                ) from None
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._sock = sock
+        return self._sock
+
+    def fetch(self, request: data_pb2.FetchRequest) -> data_pb2.FetchResponse:
+        sock = self._connect()
+        sock.settimeout(self.timeout_s + max(request.max_wait_ms, 0) / 1000.0)
+        try:
+            sock.sendall(encode_frame(request.SerializeToString()))
+            header = self._recv_exactly(sock, FRAME_HEADER.size)
+            (length,) = FRAME_HEADER.unpack(header)
+            _check_header_length(length)
+            response = _parse_header(self._recv_exactly(sock, length))
+            total = records_total(response)
+            if len(self._buffer) < total:
+                self._buffer = bytearray(total)
+            view = memoryview(self._buffer)[:total]
+            self._recv_into(sock, view)
+            fill_records(response, view)
+            return response
+        except TimeoutError:
+            self.close()
+            raise RiverlogError(
+                f"no zero-copy answer from {self.host}:{self.port}", ErrorCode.REQUEST_TIMED_OUT
+            ) from None
+        except OSError as exc:
+            self.close()
+            raise RiverlogError(
+                f"zero-copy channel to {self.host}:{self.port} failed: {exc}",
+                ErrorCode.NETWORK_EXCEPTION,
+            ) from None
+        except RiverlogError:
+            self.close()
+            raise
+
+    @staticmethod
+    def _recv_into(sock: socket.socket, view: memoryview) -> None:
+        pos = 0
+        while pos < len(view):
+            n = sock.recv_into(view[pos:])
+            if n == 0:
+                raise ConnectionResetError("the storage node closed the connection")
+            pos += n
+
+    def _recv_exactly(self, sock: socket.socket, size: int) -> bytearray:
+        out = bytearray(size)
+        self._recv_into(sock, memoryview(out))
+        return out
+
+
+class AsyncZeroCopyFetchClient:
+    """The asyncio variant: one persistent connection; concurrent `fetch` calls queue on a
+    lock (no pipelining). Failures close the connection and raise RiverlogError."""
+
+    def __init__(self, host: str, port: int, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.host = host
+        self.port = port
+        self.timeout_s = timeout_s
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._lock = asyncio.Lock()
+
+    async def __aenter__(self) -> AsyncZeroCopyFetchClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        writer, self._writer, self._reader = self._writer, None, None
+        if writer is not None:
+            writer.close()
+            try:
+                await writer.wait_closed()
+            except OSError:
+                pass
+
+    async def fetch(self, request: data_pb2.FetchRequest) -> data_pb2.FetchResponse:
+        timeout = self.timeout_s + max(request.max_wait_ms, 0) / 1000.0
+        async with self._lock:
+            try:
+                return await asyncio.wait_for(self._exchange(request), timeout)
+            except TimeoutError:
+                await self.close()
+                raise RiverlogError(
+                    f"no zero-copy answer from {self.host}:{self.port}",
+                    ErrorCode.REQUEST_TIMED_OUT,
+                ) from None
+            except (OSError, asyncio.IncompleteReadError) as exc:
+                await self.close()
+                raise RiverlogError(
+                    f"zero-copy channel to {self.host}:{self.port} failed: {exc}",
+                    ErrorCode.NETWORK_EXCEPTION,
+                ) from None
+            except RiverlogError:
+                await self.close()
+                raise
+            except asyncio.CancelledError:
+                # The caller gave up mid-frame: the stream's framing is lost with it.
+                if self._writer is not None:
+                    self._writer.close()
+                self._writer = self._reader = None
+                raise
+
+    async def _exchange(self, request: data_pb2.FetchRequest) -> data_pb2.FetchResponse:
+        if self._writer is None:
+            self._reader, self._writer = await asyncio.open_connection(
+                self.host, self.port, limit=1024 * 1024
+            )
+        assert self._reader is not None
+        self._writer.write(encode_frame(request.SerializeToString()))
+        await self._writer.drain()
+        (length,) = FRAME_HEADER.unpack(await self._reader.readexactly(FRAME_HEADER.size))
+        _check_header_length(length)
+        response = _parse_header(await self._reader.readexactly(length))
+        total = records_total(response)
+        raw = await self._reader.readexactly(total) if total else b""
+        fill_records(response, raw)
+        return response
