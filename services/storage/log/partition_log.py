@@ -1,0 +1,460 @@
+"""The log of one partition replica: segments in a directory `<topic>-<partition>`, the API
+the storage service codes against (Kafka's UnifiedLog and LocalLog, without tiered storage).
+
+Offsets a caller sees:
+
+    log_start_offset <= high_watermark <= log_end_offset
+    (first readable)    (committed: consumers read below it)    (next offset to assign)
+
+and the recovery point, below which everything has been fsynced. Appends go to the last
+(active) segment, rolling first when it is full or old; reads find the segment by binary search
+over base offsets and the position by its sparse offset index, and return byte ranges of the
+stored files; nothing on these paths decodes records.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+from riverlog.common.clock import Clock
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.types import TopicPartition
+
+from . import retention
+from .checkpoint import fsync_dir
+from .config import LogConfig
+from .file_records import FetchSlice, FileRecords
+from .loader import LogLoader
+from .log_validator import (
+    AppendInfo,
+    Payload,
+    ValidatedAppend,
+    validate_follower_append,
+    validate_leader_append,
+)
+from .segment import LogSegment
+
+logger = logging.getLogger(__name__)
+
+DELETE_DIR_SUFFIX = "-delete"
+
+
+class PartitionLog:
+    """One partition's log. Lifecycle: `open` (loads and recovers the directory) → appends,
+    reads and maintenance → `close` (flushes) or `delete` (removes the directory).
+
+    Threading: not thread-safe. Every method is called from the storage node's one event-loop
+    thread; nothing blocks for long except `flush` (fsync) and `open` (recovery).
+
+    The high watermark is kept here but owned by the caller: a single-replica leader sets it to
+    `log_end_offset` after each append (`log.high_watermark = log.log_end_offset`); with
+    replication, the partition layer moves it to the ISR's minimum log end offset. Reads for
+    consumers pass it as `max_offset`; retention and DeleteRecords never go past it.
+    """
+
+    def __init__(
+        self,
+        dir: Path,
+        tp: TopicPartition,
+        config: LogConfig,
+        clock: Clock,
+        segments: list[LogSegment],
+        log_start_offset: int,
+        recovery_point: int,
+    ) -> None:
+        self._dir = dir
+        self._tp = tp
+        self._config = config
+        self._clock = clock
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._log_start_offset = log_start_offset
+        self._recovery_point = recovery_point
+        self._high_watermark = log_start_offset
+        self._dir_dirty = False
+        self._closed = False
+        self.last_flush_ms = clock.time_ms()
+
+    @classmethod
+    def open(
+        cls,
+        dir: Path,
+        tp: TopicPartition,
+        config: LogConfig,
+        clock: Clock,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clean_shutdown: bool = False,
+    ) -> PartitionLog:
+        """Load (creating if needed) the log in `dir`, recovering it unless `clean_shutdown`.
+        The high watermark starts at the log start offset; the caller restores it."""
+        loaded = LogLoader(
+            dir, tp, config, clock, recovery_point, log_start_offset, clean_shutdown
+        ).load()
+        return cls(
+            dir,
+            tp,
+            config,
+            clock,
+            loaded.segments,
+            loaded.log_start_offset,
+            loaded.recovery_point,
+        )
+
+    # -- properties -------------------------------------------------------------------------
+
+    @property
+    def dir(self) -> Path:
+        return self._dir
+
+    @property
+    def tp(self) -> TopicPartition:
+        return self._tp
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        if not self._log_start_offset <= offset <= self.log_end_offset:
+            raise ValueError(
+                f"{self._tp}: high watermark {offset} outside [{self._log_start_offset}, "
+                f"{self.log_end_offset}]"
+            )
+        self._high_watermark = offset
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark clamped to [log start, log end] (Kafka's rule, for values
+        from elsewhere: a checkpoint, a leader); returns the value set."""
+        self._high_watermark = min(max(offset, self._log_start_offset), self.log_end_offset)
+        return self._high_watermark
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    # -- appends ----------------------------------------------------------------------------
+
+    def append_as_leader(self, payload: Payload, leader_epoch: int) -> AppendInfo:
+        """Validate every batch, assign offsets from the log end offset, stamp the leader
+        epoch (and the append time with LogAppendTime), and append. Nothing is written when
+        any batch is invalid: RiverlogError CORRUPT_MESSAGE, MESSAGE_TOO_LARGE,
+        RECORD_LIST_TOO_LARGE or INVALID_RECORD says which and where."""
+        now = self._clock.time_ms()
+        validated = validate_leader_append(
+            payload, self._config, self.log_end_offset, leader_epoch, now
+        )
+        self._append(validated, now)
+        return validated.info
+
+    def append_as_follower(self, payload: Payload) -> AppendInfo:
+        """Append batches whose offsets the leader assigned; they must start at or after the
+        log end offset and increase (else INVALID_RECORD)."""
+        validated = validate_follower_append(payload, self._config, self.log_end_offset)
+        self._append(validated, self._clock.time_ms())
+        return validated.info
+
+    def _append(self, validated: ValidatedAppend, now_ms: int) -> None:
+        self._check_open()
+        info = validated.info
+        segment = self._maybe_roll(info.valid_bytes, info.max_timestamp, info.last_offset, now_ms)
+        try:
+            segment.append(validated.data, validated.batches)
+        except OSError as exc:
+            raise RiverlogError(
+                f"{self._tp}: write to {segment.log.path} failed: {exc}",
+                ErrorCode.KAFKA_STORAGE_ERROR,
+            ) from exc
+        if self.log_end_offset - self._recovery_point >= self._config.flush_messages:
+            self.flush()
+
+    def _maybe_roll(
+        self, size: int, max_timestamp: int, last_offset: int, now_ms: int
+    ) -> LogSegment:
+        active = self._segments[-1]
+        cfg = self._config
+        if active.should_roll(
+            size, max_timestamp, last_offset, now_ms, cfg.segment_bytes, cfg.segment_ms
+        ):
+            return self.roll()
+        return active
+
+    def roll(self) -> LogSegment:
+        """Seal the active segment and start a new one at the log end offset. A no-op when
+        the active segment is empty. Returns the active segment."""
+        self._check_open()
+        active = self._segments[-1]
+        if active.size == 0:
+            return active
+        base = active.next_offset
+        active.on_become_inactive()
+        segment = self._new_segment(base)
+        self._segments.append(segment)
+        self._bases.append(base)
+        return segment
+
+    def _new_segment(self, base: int) -> LogSegment:
+        segment = LogSegment.open(
+            self._dir,
+            base,
+            self._config.segment_index_bytes,
+            self._config.index_interval_bytes,
+            self._clock.time_ms(),
+        )
+        stale = segment.size or segment.offset_index.entries or segment.time_index.entries
+        if stale:  # leftover files where the new segment goes: they hold nothing we keep
+            segment.log.truncate_to(0)
+            segment.offset_index.reset()
+            segment.time_index.reset()
+        self._dir_dirty = True
+        return segment
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+    ) -> FetchSlice:
+        """Whole stored batches from the one holding `fetch_offset`: at most `max_bytes`
+        (but the first batch whole, however big, when `min_one_message`), and none holding an
+        offset at or beyond `max_offset` (the high watermark for consumers; None for the log
+        end). May span segments. Raises OFFSET_OUT_OF_RANGE unless log start <= fetch_offset
+        <= log end. Close the returned slice when its bytes are sent."""
+        self._check_open()
+        log_end = self.log_end_offset
+        if not self._log_start_offset <= fetch_offset <= log_end:
+            raise RiverlogError(
+                f"{self._tp}: offset {fetch_offset} is outside [{self._log_start_offset}, "
+                f"{log_end}]",
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+            )
+        if max_bytes < 0:
+            raise RiverlogError(f"max_bytes {max_bytes} < 0", ErrorCode.INVALID_FETCH_SIZE)
+        if fetch_offset == log_end or (max_offset is not None and fetch_offset >= max_offset):
+            return FetchSlice()
+        parts: list[tuple[FileRecords, int, int]] = []
+        remaining = max_bytes
+        index = bisect.bisect_right(self._bases, fetch_offset) - 1
+        offset = fetch_offset
+        while index < len(self._segments):
+            segment = self._segments[index]
+            found = segment.read_range(offset, remaining, max_offset, min_one_message and not parts)
+            if found is not None:
+                position, size = found
+                if size:
+                    parts.append((segment.log, position, size))
+                    remaining -= size
+                if position + size < segment.size or remaining <= 0:
+                    break
+            index += 1
+            if index < len(self._segments):
+                offset = self._segments[index].base_offset
+                if max_offset is not None and offset >= max_offset:
+                    break
+        return FetchSlice(parts)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the earliest record at or after the log start offset whose
+        timestamp is >= `timestamp`, or None when there is none. Uses the time and offset
+        indexes, then decodes the timestamps of one batch. Latest and earliest are the caller's
+        (`log_end_offset` / `high_watermark`, `log_start_offset`)."""
+        self._check_open()
+        for segment in self._segments:
+            if segment.size == 0 or segment.largest_timestamp < timestamp:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
+            if found is not None:
+                return found
+        return None
+
+    # -- deletion and retention -------------------------------------------------------------
+
+    def delete_records(self, offset: int) -> int:
+        """Move the log start offset up to `offset` (DeleteRecords) and delete the segments
+        wholly below it; returns the new log start offset. The offset must be within
+        [0, high watermark], else OFFSET_OUT_OF_RANGE."""
+        self._check_open()
+        if not 0 <= offset <= self._high_watermark:
+            raise RiverlogError(
+                f"{self._tp}: cannot delete records before {offset}: the high watermark is "
+                f"{self._high_watermark}",
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+            )
+        if offset > self._log_start_offset:
+            self._log_start_offset = offset
+            if offset == self.log_end_offset:
+                self.roll()  # the active segment is wholly below the new start
+            self._delete_prefix(
+                retention.log_start_offset_breached(self._segments, self._high_watermark, offset)
+            )
+        return self._log_start_offset
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete the segments that retention.ms, retention.bytes or the log start offset
+        allow (never the active one, never past the high watermark); returns how many."""
+        self._check_open()
+        hw, segments = self._high_watermark, self._segments
+        deleted = self._delete_prefix(
+            retention.retention_ms_breached(segments, hw, self._config, now_ms)
+        )
+        deleted += self._delete_prefix(
+            retention.retention_bytes_breached(self._segments, hw, self._config)
+        )
+        deleted += self._delete_prefix(
+            retention.log_start_offset_breached(self._segments, hw, self._log_start_offset)
+        )
+        return deleted
+
+    def _delete_prefix(self, count: int) -> int:
+        """Delete the `count` oldest segments (never the active one) and move the log start
+        offset to the new first segment if it was below it."""
+        count = min(count, len(self._segments) - 1)
+        if count <= 0:
+            return 0
+        doomed = self._segments[:count]
+        del self._segments[:count]
+        del self._bases[:count]
+        self._log_start_offset = max(self._log_start_offset, self._bases[0])
+        self._high_watermark = max(self._high_watermark, self._log_start_offset)
+        self._recovery_point = max(self._recovery_point, self._log_start_offset)
+        for segment in doomed:
+            logger.info("%s: deleting segment %d", self._tp, segment.base_offset)
+            segment.delete()
+        return count
+
+    # -- truncation (replication) -----------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every batch holding an offset >= `offset` (a follower diverging from its
+        leader). Whole batches only, so the log end offset may end up below `offset` if it
+        falls inside a batch. Returns False when there was nothing to remove."""
+        self._check_open()
+        if offset < 0:
+            raise RiverlogError(f"cannot truncate to {offset}", ErrorCode.INVALID_OFFSET)
+        if offset >= self.log_end_offset:
+            return False
+        if offset <= self._bases[0]:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        cut = bisect.bisect_left(self._bases, offset)  # segments from here start at >= offset
+        for segment in reversed(self._segments[cut:]):
+            segment.delete()
+        del self._segments[cut:]
+        del self._bases[cut:]
+        last = self._segments[-1]
+        last.truncate_to(offset)
+        last.make_active(self._config.segment_index_bytes)
+        self._clamp_to_log_end()
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start empty at `offset` (a follower far behind or ahead of
+        its leader's log start)."""
+        self._check_open()
+        if offset < 0:
+            raise RiverlogError(f"cannot start at {offset}", ErrorCode.INVALID_OFFSET)
+        for segment in reversed(self._segments):
+            segment.delete()
+        segment = self._new_segment(offset)
+        self._segments = [segment]
+        self._bases = [offset]
+        self._log_start_offset = offset
+        self._high_watermark = offset
+        self._recovery_point = min(self._recovery_point, offset)
+
+    def _clamp_to_log_end(self) -> None:
+        log_end = self.log_end_offset
+        self._log_start_offset = min(self._log_start_offset, log_end)
+        self._high_watermark = min(self._high_watermark, log_end)
+        self._recovery_point = min(self._recovery_point, log_end)
+
+    # -- durability and lifecycle -----------------------------------------------------------
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsync every segment holding offsets from the recovery point up to `offset` (the
+        log end when None), and the directory when segments were created; then move the
+        recovery point there. Between flushes the page cache and recovery protect the data."""
+        self._check_open()
+        target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
+        if target > self._recovery_point:
+            first = max(bisect.bisect_right(self._bases, self._recovery_point) - 1, 0)
+            last = bisect.bisect_left(self._bases, target)
+            for segment in self._segments[first:last]:
+                segment.flush()
+        if self._dir_dirty:
+            fsync_dir(self._dir)
+            self._dir_dirty = False
+        self._recovery_point = max(self._recovery_point, target)
+        self.last_flush_ms = self._clock.time_ms()
+
+    def update_config(self, config: LogConfig) -> None:
+        """Use `config` from now on; index sizes and intervals apply to new segments."""
+        self._config = config
+
+    def close(self) -> None:
+        """Flush, seal the indexes and release the files. Idempotent."""
+        if self._closed:
+            return
+        self.flush()
+        for segment in self._segments:
+            segment.close()
+        self._closed = True
+
+    def delete(self) -> None:
+        """Remove the log and its directory (renamed `<dir>.<id>-delete` first, so a crash
+        half-way leaves a name the log manager removes at startup)."""
+        if not self._closed:
+            for segment in self._segments:
+                segment.close()
+            self._closed = True
+        doomed = self._dir.with_name(f"{self._dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        os.replace(self._dir, doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RiverlogError(f"{self._tp}: the log is closed", ErrorCode.KAFKA_STORAGE_ERROR)
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({self._tp}, start={self._log_start_offset}, "
+            f"hw={self._high_watermark}, end={self.log_end_offset}, "
+            f"segments={len(self._segments)})"
+        )
