@@ -1,0 +1,191 @@
+"""The gateway process: parse the command line, wire config → metadata → families → server.
+
+Start-up order: follow the metadata (first snapshot received), bind and serve the Gateway API,
+register as a `gateway` node (so the cluster lists it), then write the ready file. Shutdown runs
+it backwards: unregister, drain the server, stop following, close channels. Several gateways may
+run at once, each with its own `--node-id`.
+
+    python -m riverlog.services.gateway --node-id N --host 127.0.0.1 --port P \\
+        --metadata A1[,A2,...] [--ready-file F] [--config key=value ...]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from riverlog.common.cluster import (
+    ClusterImage,
+    MembershipSession,
+    MetadataClient,
+    MetadataWatcher,
+    NodeInfo,
+    parse_addresses,
+)
+from riverlog.common.errors import RiverlogError
+from riverlog.common.rpc.server import RpcServer
+from riverlog.common.service import (
+    base_arg_parser,
+    parse_overrides,
+    run,
+    setup_logging,
+    write_ready_file,
+)
+
+from .admin import Admin
+from .config import GatewayConfig
+from .context import ClientIdLogFilter
+from .fetch import Fetcher
+from .offsets import Offsets
+from .peers.metadata import MetadataPeer
+from .peers.storage import StoragePeers
+from .produce import Producer
+from .records import PlainRecords
+from .routing.metadata_cache import MetadataCache
+from .routing.router import Router
+from .rpc.servicer import SERVICE_NAME, Families, GatewayServicer, add_to_server
+
+log = logging.getLogger(__name__)
+
+KIND = "gateway"
+_FENCE_CHECK_S = 1.0
+_STOP_GRACE_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    node_id: int
+    host: str
+    port: int
+    metadata: list[str]
+    ready_file: str | None
+    config: GatewayConfig
+
+
+def parse_args(argv: Sequence[str] | None = None) -> tuple[Options, str]:
+    """The process options and the log level; exits with a usage message on bad input."""
+    parser = base_arg_parser(KIND)
+    parser.add_argument("--node-id", type=int, required=True, help="this gateway's node id")
+    args = parser.parse_args(argv)
+    try:
+        config = GatewayConfig.from_overrides(parse_overrides(args.config))
+        metadata = parse_addresses(args.metadata)
+    except (ValueError, RiverlogError) as exc:
+        parser.error(str(exc))
+    if args.node_id < 0:
+        parser.error("--node-id must not be negative")
+    options = Options(args.node_id, args.host, args.port, metadata, args.ready_file, config)
+    return options, str(args.log_level)
+
+
+class Gateway:
+    """One gateway's components. Lifecycle: `await start()`, serve until told to stop, then
+    `await stop()`; all on one event loop."""
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        config = options.config
+        self.client = MetadataClient(options.metadata)
+        self.watcher = MetadataWatcher(self.client, options.node_id)
+        self.cache = MetadataCache(self.watcher)
+        self.storage = StoragePeers()
+        router = Router(self.cache, config)
+        producer = Producer(router, self.storage, config)
+        fetcher = Fetcher(router, self.storage, config)
+        families = Families(
+            config=config,
+            producer=producer,
+            fetcher=fetcher,
+            offsets=Offsets(router, self.storage, config),
+            records=PlainRecords(self.cache, producer, fetcher),
+            admin=Admin(self.cache, config),
+            metadata=MetadataPeer(self.client),
+        )
+        self.server = RpcServer(
+            options.host, options.port, [(add_to_server, GatewayServicer(families), SERVICE_NAME)]
+        )
+        self.membership: MembershipSession | None = None
+
+    @property
+    def address(self) -> str:
+        return self.server.address
+
+    async def _prune(self, old: ClusterImage, new: ClusterImage) -> None:
+        if old.nodes.keys() != new.nodes.keys():
+            await self.storage.prune(new.nodes.keys())
+
+    async def start(self) -> None:
+        startup_s = self.options.config.metadata_startup_timeout_ms / 1000
+        image = await self.watcher.start(timeout_s=startup_s)
+        self.watcher.add_listener(self._prune)
+        log.info(
+            "metadata snapshot %d: %d topics, %d nodes",
+            image.version,
+            len(image.topics),
+            len(image.nodes),
+        )
+        await self.server.start()
+        node = NodeInfo(
+            kind=KIND,
+            node_id=self.options.node_id,
+            host=self.options.host,
+            port=self.server.port,
+            incarnation=time.time_ns(),
+        )
+        self.membership = MembershipSession(self.client, node)
+        await self.membership.start()
+        log.info("gateway %d serving on %s", self.options.node_id, self.address)
+
+    @property
+    def fenced(self) -> bool:
+        return self.membership is not None and self.membership.fenced
+
+    async def stop(self) -> None:
+        if self.membership is not None:
+            with contextlib.suppress(RiverlogError):
+                await self.membership.stop()
+        await self.server.stop(_STOP_GRACE_S)
+        await self.watcher.stop()
+        await self.storage.close()
+        await self.client.close()
+
+
+async def serve(options: Options, stop: asyncio.Event) -> None:
+    gateway = Gateway(options)
+    try:
+        await gateway.start()
+        write_ready_file(
+            options.ready_file, {"address": gateway.address, "node_id": options.node_id}
+        )
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), _FENCE_CHECK_S)
+            if gateway.fenced:
+                log.error(
+                    "gateway %d was replaced by a newer incarnation; exiting", options.node_id
+                )
+                break
+    finally:
+        await gateway.stop()
+
+
+def _install_log_filter() -> None:
+    log_filter = ClientIdLogFilter()
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(log_filter)
+        fmt = handler.formatter._fmt if handler.formatter else None
+        if fmt and "%(client_id)" not in fmt:
+            handler.setFormatter(
+                logging.Formatter(fmt.replace("%(message)s", "[%(client_id)s] %(message)s"))
+            )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    options, log_level = parse_args(argv)
+    setup_logging(log_level, f"gateway-{options.node_id}")
+    _install_log_filter()
+    run(lambda stop: serve(options, stop), "riverlog-gateway")

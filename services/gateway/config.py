@@ -1,0 +1,102 @@
+"""The gateway's settings: one frozen dataclass with Kafka's key names, built from `--config`.
+
+A gateway holds no state of its own, so everything it can be told is about time and size: how
+long a request may take at most (retries on stale routes included), how it backs off while the
+metadata catches up, how many requests one stream may have in flight, and the fetch size caps.
+Unknown keys and bad values are refused at start-up with a message naming the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Final
+
+from riverlog.common.errors import ErrorCode, RiverlogError
+
+_MIB: Final = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    """Settings by Kafka name (the attribute is the key with dots as underscores).
+
+    Lifecycle: built once in `app.main` and shared read-only by every component.
+    """
+
+    request_timeout_ms: int = 30_000
+    """Upper bound of one request at the gateway, retries on stale routes included. A client's
+    gRPC deadline, when shorter, wins."""
+
+    retry_backoff_ms: int = 100
+    """First pause before re-sending a partition after a stale-route error when no newer metadata
+    arrives sooner; doubles at each retry of the same request."""
+
+    retry_backoff_max_ms: int = 1_000
+    """Cap of the pause above."""
+
+    max_block_ms: int = 5_000
+    """How long a partition with no leader (an election in progress) waits for the metadata to
+    show one before LEADER_NOT_AVAILABLE; also how long topic admin calls wait for this gateway's
+    metadata to show their effect."""
+
+    max_in_flight_requests_per_connection: int = 64
+    """Requests one ProduceStream or FetchStream may have in progress at once; the stream stops
+    reading while the limit is reached."""
+
+    fetch_max_bytes: int = 50 * _MIB
+    """Cap on a fetch's max_bytes (larger asks are lowered to it)."""
+
+    max_partition_fetch_bytes: int = _MIB
+    """A partition's share when a fetch leaves partition_max_bytes at 0."""
+
+    metadata_startup_timeout_ms: int = 60_000
+    """How long start-up waits for the first metadata snapshot."""
+
+    @classmethod
+    def from_overrides(cls, overrides: Mapping[str, str]) -> GatewayConfig:
+        """Defaults with `key=value` overrides by Kafka name; RiverlogError(INVALID_CONFIG) for
+        an unknown key or a value that is not a positive integer."""
+        known = {f.name.replace("_", "."): f.name for f in fields(cls)}
+        values: dict[str, int] = {}
+        for key, raw in overrides.items():
+            attr = known.get(key)
+            if attr is None:
+                allowed = ", ".join(sorted(known))
+                raise RiverlogError(
+                    f"unknown gateway setting {key!r} (one of {allowed})", ErrorCode.INVALID_CONFIG
+                )
+            try:
+                value = int(raw)
+            except ValueError:
+                raise RiverlogError(
+                    f"invalid value {raw!r} for {key}: expected an integer",
+                    ErrorCode.INVALID_CONFIG,
+                ) from None
+            if value <= 0:
+                raise RiverlogError(
+                    f"invalid value {raw!r} for {key}: must be positive", ErrorCode.INVALID_CONFIG
+                )
+            values[attr] = value
+        config = cls(**values)
+        if config.retry_backoff_max_ms < config.retry_backoff_ms:
+            raise RiverlogError(
+                "retry.backoff.max.ms must be at least retry.backoff.ms", ErrorCode.INVALID_CONFIG
+            )
+        return config
+
+    @property
+    def request_timeout_s(self) -> float:
+        return self.request_timeout_ms / 1000
+
+    @property
+    def retry_backoff_s(self) -> float:
+        return self.retry_backoff_ms / 1000
+
+    @property
+    def retry_backoff_max_s(self) -> float:
+        return self.retry_backoff_max_ms / 1000
+
+    @property
+    def max_block_s(self) -> float:
+        return self.max_block_ms / 1000

@@ -1,0 +1,177 @@
+"""Fetch of raw record batches: check, split by leader, long-poll all leaders at once, merge.
+
+Leaders answer with stored batch bytes, which the gateway hands back as they are (FetchRecords
+in `records.py` is the only fetch path that decodes). Long-poll parameters are passed through
+with ONE overall `max_wait_ms`: every leader is asked at the same time, and a partition re-sent
+after a stale route only waits for what is left of it. The response-wide `max_bytes` is shared
+between the leaders of one request, so a fetch touching many leaders cannot add up to more than
+a gRPC message can carry.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from riverlog.common.cluster import NodeInfo
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.types import TopicPartition
+
+from .config import GatewayConfig
+from .context import Deadline, RequestContext
+from .routing.router import Router, merge
+from .validation import item_errors, offset_error, require
+
+log = logging.getLogger(__name__)
+
+_INT32_MAX = 2**31 - 1
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchOptions:
+    """The request-wide part of a fetch, as the client sent it."""
+
+    max_wait_ms: int = 0
+    min_bytes: int = 0
+    max_bytes: int = 0
+    isolation_level: int = READ_UNCOMMITTED
+    replica_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPart:
+    tp: TopicPartition
+    fetch_offset: int
+    partition_max_bytes: int = 0
+    current_leader_epoch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartResult:
+    tp: TopicPartition
+    error_code: int = ErrorCode.NONE
+    error_message: str = ""
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: bytes = b""
+    log_end_offset: int = -1
+
+    @classmethod
+    def failed(cls, part: FetchPart, error: RiverlogError) -> FetchPartResult:
+        return cls(part.tp, int(error.code), error.message)
+
+
+class FetchSender(Protocol):
+    """Sends one leader its share of a fetch (implemented by `peers.storage`)."""
+
+    async def fetch(
+        self, node: NodeInfo, options: FetchOptions, parts: list[FetchPart], deadline: Deadline
+    ) -> list[FetchPartResult]: ...
+
+
+class Fetcher:
+    """Handles Fetch, each request of FetchStream, and the fetch under FetchRecords. Stateless;
+    safe to call from many tasks at once."""
+
+    def __init__(self, router: Router, sender: FetchSender, config: GatewayConfig) -> None:
+        self.router = router
+        self.sender = sender
+        self.config = config
+
+    def check(self, options: FetchOptions) -> FetchOptions:
+        """The options as forwarded (sizes capped); RiverlogError for a request wrong as a
+        whole."""
+        require(
+            options.replica_id is None,
+            "replica_id is for storage nodes replicating a partition; clients leave it unset",
+        )
+        require(
+            options.max_bytes > 0,
+            f"max_bytes must be positive, got {options.max_bytes}",
+            ErrorCode.INVALID_FETCH_SIZE,
+        )
+        require(options.min_bytes >= 0, f"min_bytes must not be negative, got {options.min_bytes}")
+        require(
+            options.max_wait_ms >= 0, f"max_wait_ms must not be negative, got {options.max_wait_ms}"
+        )
+        require(
+            options.isolation_level in (READ_UNCOMMITTED, READ_COMMITTED),
+            f"unknown isolation level {options.isolation_level}",
+        )
+        return FetchOptions(
+            max_wait_ms=min(options.max_wait_ms, self.config.request_timeout_ms),
+            min_bytes=options.min_bytes,
+            max_bytes=min(options.max_bytes, self.config.fetch_max_bytes),
+            isolation_level=options.isolation_level,
+        )
+
+    def _part(self, part: FetchPart, max_bytes: int) -> FetchPart:
+        size = part.partition_max_bytes or min(self.config.max_partition_fetch_bytes, max_bytes)
+        size = min(size, max_bytes)
+        if size == part.partition_max_bytes:
+            return part
+        return FetchPart(part.tp, part.fetch_offset, size, part.current_leader_epoch)
+
+    async def fetch(
+        self, ctx: RequestContext, options: FetchOptions, parts: Sequence[FetchPart]
+    ) -> list[FetchPartResult]:
+        """One result per part, in order; RiverlogError for a request wrong as a whole."""
+        options = self.check(options)
+        errors = item_errors([p.tp for p in parts], lambda i: _part_error(parts[i]))
+        answered = {i: FetchPartResult.failed(parts[i], e) for i, e in errors.items()}
+        routed = [i for i in range(len(parts)) if i not in answered]
+        if not routed:
+            return merge(len(parts), answered, [], [])
+        items = [self._part(parts[i], options.max_bytes) for i in routed]
+        # The client's max_wait is one wait for the whole request, retries included.
+        wait_until = time.monotonic() + options.max_wait_ms / 1000
+        share = max(options.max_bytes // self._leader_count(items), 1)
+
+        async def send(
+            node: NodeInfo, batch: list[FetchPart], deadline: Deadline
+        ) -> list[FetchPartResult]:
+            wait_ms = max(int((wait_until - time.monotonic()) * 1000), 0)
+            leader_options = FetchOptions(
+                # Leave the leader time to answer before the call's own deadline.
+                max_wait_ms=min(wait_ms, int(deadline.remaining() * 900)),
+                min_bytes=options.min_bytes,
+                max_bytes=min(share, sum(p.partition_max_bytes for p in batch)),
+                isolation_level=options.isolation_level,
+            )
+            return await self.sender.fetch(node, leader_options, batch, deadline)
+
+        results = await self.router.dispatch(items, send, FetchPartResult.failed, ctx.deadline)
+        return merge(len(parts), answered, routed, results)
+
+    def _leader_count(self, items: Sequence[FetchPart]) -> int:
+        """How many leaders the items go to now (at least 1), to share max_bytes between."""
+        leaders = set()
+        for item in items:
+            try:
+                leaders.add(self.router.cache.route(item.tp).node.node_id)
+            except RiverlogError:
+                continue
+        return max(len(leaders), 1)
+
+    async def fetch_or_fail(
+        self, ctx: RequestContext, options: FetchOptions, parts: Sequence[FetchPart]
+    ) -> list[FetchPartResult]:
+        """`fetch`, with a request-wide error given to every partition instead of raised."""
+        try:
+            return await self.fetch(ctx, options, parts)
+        except RiverlogError as exc:
+            return [FetchPartResult.failed(p, exc) for p in parts]
+
+
+def _part_error(part: FetchPart) -> RiverlogError | None:
+    if part.partition_max_bytes < 0:
+        return RiverlogError(
+            f"partition_max_bytes of {part.tp} is negative", ErrorCode.INVALID_FETCH_SIZE
+        )
+    return offset_error(part.fetch_offset)

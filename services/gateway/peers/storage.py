@@ -1,0 +1,283 @@
+"""Typed calls to storage nodes (StorageService) for the gateway's request families.
+
+One asyncio gRPC channel per storage node, opened on first use and reused by every request
+(a node that comes back at another address gets a new one; channels of nodes that left the
+cluster are closed). Every call carries the request's remaining time as its deadline and the
+client id in `riverlog-client-id`; calls are made from the request's own task, so the tracing
+interceptor of the shared channel makes each one a child of the incoming call's span. Failures
+come back as RiverlogError (rebuilt from the status and its code trailer), never as grpc errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+import grpc
+
+from riverlog.common.cluster import NodeInfo
+from riverlog.common.cluster.image import NodeKey
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.rpc.channel import CLIENT_ID_KEY, aio_channel
+from riverlog.common.rpc.status import from_rpc_error
+from riverlog.common.types import TopicPartition
+from riverlog.v1 import data_pb2, storage_pb2_grpc
+
+from ..context import Deadline, current_request
+from ..fetch import FetchOptions, FetchPart, FetchPartResult
+from ..offsets import (
+    DeleteRecordsPart,
+    DeleteRecordsPartResult,
+    ListOffsetsPart,
+    ListOffsetsPartResult,
+)
+from ..produce import ProduceOptions, ProducePart, ProducePartResult
+from ..routing.router import Routed
+
+log = logging.getLogger(__name__)
+
+_R = TypeVar("_R")
+_P = TypeVar("_P", bound=Routed)
+
+
+class StoragePeers:
+    """Clients of every storage node. Lifecycle: one per gateway process, used from its event
+    loop; `close()` at shutdown. Implements the families' sender protocols."""
+
+    def __init__(self) -> None:
+        self._channels: dict[NodeKey, tuple[str, grpc.aio.Channel, Any]] = {}
+
+    def _stub(self, node: NodeInfo) -> Any:
+        entry = self._channels.get(node.key)
+        if entry is not None and entry[0] == node.address:
+            return entry[2]
+        if entry is not None:
+            log.info("storage node %d moved to %s", node.node_id, node.address)
+            _close_later(entry[1])
+        channel = aio_channel(node.address)
+        stub = storage_pb2_grpc.StorageServiceStub(channel)  # type: ignore[no-untyped-call]
+        self._channels[node.key] = (node.address, channel, stub)
+        return stub
+
+    async def prune(self, live: Iterable[NodeKey]) -> None:
+        """Close the channels of nodes no longer in the cluster."""
+        keep = set(live)
+        for key in [k for k in self._channels if k not in keep]:
+            _, channel, _ = self._channels.pop(key)
+            await channel.close()
+
+    async def close(self) -> None:
+        channels, self._channels = self._channels, {}
+        for _, channel, _ in channels.values():
+            await channel.close()
+
+    async def _call(self, node: NodeInfo, method: str, request: Any, deadline: Deadline) -> Any:
+        timeout = deadline.remaining()
+        if timeout <= 0:
+            raise RiverlogError(
+                "the request deadline passed before the leader could be asked",
+                ErrorCode.REQUEST_TIMED_OUT,
+            )
+        ctx = current_request.get()
+        metadata = ((CLIENT_ID_KEY, ctx.client_id),) if ctx is not None else None
+        try:
+            return await getattr(self._stub(node), method)(
+                request, timeout=timeout, metadata=metadata
+            )
+        except grpc.RpcError as exc:
+            error = from_rpc_error(exc)
+            raise RiverlogError(
+                f"storage node {node.node_id} at {node.address}: {error.message}", error.code
+            ) from None
+
+    # --- the families' senders ----------------------------------------------------------------
+
+    async def produce(
+        self,
+        node: NodeInfo,
+        options: ProduceOptions,
+        parts: list[ProducePart],
+        deadline: Deadline,
+    ) -> list[ProducePartResult]:
+        request = data_pb2.ProduceRequest(
+            acks=options.acks,  # type: ignore[arg-type]
+            timeout_ms=options.timeout_ms,
+            transactional_id=options.transactional_id,
+            partitions=[_produce_part_to_proto(p) for p in parts],
+        )
+        response = await self._call(node, "Produce", request, deadline)
+        return _aligned(
+            node, parts, response.partitions, _produce_result_from_proto, ProducePartResult.failed
+        )
+
+    async def fetch(
+        self, node: NodeInfo, options: FetchOptions, parts: list[FetchPart], deadline: Deadline
+    ) -> list[FetchPartResult]:
+        request = data_pb2.FetchRequest(
+            max_wait_ms=options.max_wait_ms,
+            min_bytes=options.min_bytes,
+            max_bytes=options.max_bytes,
+            isolation_level=options.isolation_level,  # type: ignore[arg-type]
+            partitions=[_fetch_part_to_proto(p) for p in parts],
+        )
+        response = await self._call(node, "Fetch", request, deadline)
+        return _aligned(
+            node, parts, response.partitions, _fetch_result_from_proto, FetchPartResult.failed
+        )
+
+    async def list_offsets(
+        self,
+        node: NodeInfo,
+        isolation_level: int,
+        parts: list[ListOffsetsPart],
+        deadline: Deadline,
+    ) -> list[ListOffsetsPartResult]:
+        request = data_pb2.ListOffsetsRequest(
+            isolation_level=isolation_level,  # type: ignore[arg-type]
+            partitions=[_list_offsets_part_to_proto(p) for p in parts],
+        )
+        response = await self._call(node, "ListOffsets", request, deadline)
+        return _aligned(
+            node,
+            parts,
+            response.partitions,
+            _list_offsets_result_from_proto,
+            ListOffsetsPartResult.failed,
+        )
+
+    async def delete_records(
+        self, node: NodeInfo, timeout_ms: int, parts: list[DeleteRecordsPart], deadline: Deadline
+    ) -> list[DeleteRecordsPartResult]:
+        request = data_pb2.DeleteRecordsRequest(
+            timeout_ms=timeout_ms,
+            partitions=[
+                data_pb2.DeleteRecordsPartition(
+                    topic=p.tp.topic, partition=p.tp.partition, offset=p.offset
+                )
+                for p in parts
+            ],
+        )
+        response = await self._call(node, "DeleteRecords", request, deadline)
+        return _aligned(
+            node,
+            parts,
+            response.partitions,
+            _delete_records_result_from_proto,
+            DeleteRecordsPartResult.failed,
+        )
+
+
+def _close_later(channel: grpc.aio.Channel) -> None:
+    """Close a replaced channel without making the caller wait (calls on it may still end)."""
+    task = asyncio.get_running_loop().create_task(channel.close(grace=5.0))
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+
+
+_background: set[asyncio.Task[None]] = set()
+
+
+def _aligned(
+    node: NodeInfo,
+    parts: Sequence[_P],
+    answers: Iterable[Any],
+    convert: Callable[[TopicPartition, Any], _R],
+    failed: Callable[[_P, RiverlogError], _R],
+) -> list[_R]:
+    """The leader's per-partition answers in the order of `parts`, matched by topic and
+    partition; a partition it left out gets UNKNOWN_SERVER_ERROR."""
+    by_tp = {(a.topic, a.partition): a for a in answers}
+    out: list[_R] = []
+    for part in parts:
+        tp = part.tp
+        answer = by_tp.get((tp.topic, tp.partition))
+        if answer is None:
+            error = RiverlogError(
+                f"storage node {node.node_id} returned no result for {tp}",
+                ErrorCode.UNKNOWN_SERVER_ERROR,
+            )
+            out.append(failed(part, error))
+        else:
+            out.append(convert(tp, answer))
+    return out
+
+
+# --- converters ---------------------------------------------------------------------------------
+
+
+def _produce_part_to_proto(part: ProducePart) -> data_pb2.ProducePartition:
+    msg = data_pb2.ProducePartition(
+        topic=part.tp.topic, partition=part.tp.partition, records=part.records
+    )
+    if part.current_leader_epoch is not None:
+        msg.current_leader_epoch = part.current_leader_epoch
+    return msg
+
+
+def _produce_result_from_proto(
+    tp: TopicPartition, msg: data_pb2.ProducePartitionResponse
+) -> ProducePartResult:
+    return ProducePartResult(
+        tp,
+        int(msg.error_code),
+        msg.error_message,
+        msg.base_offset,
+        msg.log_append_time_ms,
+        msg.log_start_offset,
+        msg.last_offset,
+    )
+
+
+def _fetch_part_to_proto(part: FetchPart) -> data_pb2.FetchPartition:
+    msg = data_pb2.FetchPartition(
+        topic=part.tp.topic,
+        partition=part.tp.partition,
+        fetch_offset=part.fetch_offset,
+        partition_max_bytes=part.partition_max_bytes,
+    )
+    if part.current_leader_epoch is not None:
+        msg.current_leader_epoch = part.current_leader_epoch
+    return msg
+
+
+def _fetch_result_from_proto(
+    tp: TopicPartition, msg: data_pb2.FetchPartitionResponse
+) -> FetchPartResult:
+    return FetchPartResult(
+        tp,
+        int(msg.error_code),
+        msg.error_message,
+        msg.high_watermark,
+        msg.last_stable_offset,
+        msg.log_start_offset,
+        msg.records,
+        msg.log_end_offset,
+    )
+
+
+def _list_offsets_part_to_proto(part: ListOffsetsPart) -> data_pb2.ListOffsetsPartition:
+    msg = data_pb2.ListOffsetsPartition(
+        topic=part.tp.topic,
+        partition=part.tp.partition,
+        spec=part.spec,  # type: ignore[arg-type]
+        timestamp_ms=part.timestamp_ms,
+    )
+    if part.current_leader_epoch is not None:
+        msg.current_leader_epoch = part.current_leader_epoch
+    return msg
+
+
+def _list_offsets_result_from_proto(
+    tp: TopicPartition, msg: data_pb2.ListOffsetsPartitionResponse
+) -> ListOffsetsPartResult:
+    return ListOffsetsPartResult(
+        tp, int(msg.error_code), msg.error_message, msg.timestamp_ms, msg.offset, msg.leader_epoch
+    )
+
+
+def _delete_records_result_from_proto(
+    tp: TopicPartition, msg: data_pb2.DeleteRecordsPartitionResponse
+) -> DeleteRecordsPartResult:
+    return DeleteRecordsPartResult(tp, int(msg.error_code), msg.error_message, msg.low_watermark)

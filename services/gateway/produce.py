@@ -1,0 +1,158 @@
+"""Produce of pre-encoded record batches: check, split by leader, forward untouched, merge.
+
+This is the SDK's hot path. The gateway reads nothing of a batch beyond the framing of its
+headers (magic and lengths, to refuse garbage before it travels), so the bytes a producer
+encoded are the bytes the leader validates, stamps with offsets and stores. Each request's
+partitions are grouped by leader and sent to all leaders at once; partitions whose leader turned
+out stale are re-routed and re-sent alone (see `routing.router`); results come back in request
+order. `produce_or_fail` is the stream flavour: a bad request becomes per-partition errors
+instead of ending the stream.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from riverlog.common.cluster import NodeInfo
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.types import TopicPartition
+
+from .config import GatewayConfig
+from .context import Deadline, RequestContext
+from .routing.router import Router, merge
+from .validation import batch_payload_error, item_errors, require
+
+log = logging.getLogger(__name__)
+
+_INT32_MAX = 2**31 - 1
+
+
+class Acks(enum.IntEnum):
+    """The wire values of `riverlog.v1.Acks` (not Kafka's numbers)."""
+
+    LEADER = 0
+    NONE = 1
+    ALL = 2
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceOptions:
+    """The request-wide part of a produce. `timeout_ms` is how long the leader may wait for
+    acknowledgements (acks=all); 0 means the gateway's request.timeout.ms."""
+
+    acks: int = Acks.LEADER
+    timeout_ms: int = 0
+    transactional_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ProducePart:
+    """One partition's batches, as the producer encoded them."""
+
+    tp: TopicPartition
+    records: bytes
+    current_leader_epoch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProducePartResult:
+    """One partition's outcome, as the leader gave it (or as the gateway decided)."""
+
+    tp: TopicPartition
+    error_code: int = ErrorCode.NONE
+    error_message: str = ""
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    last_offset: int = -1
+
+    @classmethod
+    def failed(cls, part: ProducePart, error: RiverlogError) -> ProducePartResult:
+        return cls(part.tp, int(error.code), error.message)
+
+
+class ProduceSender(Protocol):
+    """Sends one leader its share of a produce (implemented by `peers.storage`)."""
+
+    async def produce(
+        self,
+        node: NodeInfo,
+        options: ProduceOptions,
+        parts: list[ProducePart],
+        deadline: Deadline,
+    ) -> list[ProducePartResult]: ...
+
+
+class Producer:
+    """Handles Produce and each request of ProduceStream. Stateless; safe to call from many
+    tasks of the gateway's event loop at once."""
+
+    def __init__(self, router: Router, sender: ProduceSender, config: GatewayConfig) -> None:
+        self.router = router
+        self.sender = sender
+        self.config = config
+
+    def check(self, options: ProduceOptions) -> ProduceOptions:
+        """The options as forwarded; RiverlogError for a request that is wrong as a whole."""
+        if options.acks not in Acks._value2member_map_:
+            raise RiverlogError(
+                f"unknown acks value {options.acks} (ACKS_LEADER=0, ACKS_NONE=1, ACKS_ALL=2)",
+                ErrorCode.INVALID_REQUIRED_ACKS,
+            )
+        require(
+            0 <= options.timeout_ms <= _INT32_MAX,
+            f"timeout_ms must be between 0 and {_INT32_MAX}, got {options.timeout_ms}",
+        )
+        if options.timeout_ms == 0:
+            return ProduceOptions(
+                options.acks, self.config.request_timeout_ms, options.transactional_id
+            )
+        return options
+
+    async def produce(
+        self, ctx: RequestContext, options: ProduceOptions, parts: Sequence[ProducePart]
+    ) -> list[ProducePartResult]:
+        """One result per part, in order. Raises RiverlogError only for a request that is wrong
+        as a whole (unknown acks, negative timeout)."""
+        options = self.check(options)
+        errors = item_errors([p.tp for p in parts], lambda i: batch_payload_error(parts[i].records))
+        answered = {i: ProducePartResult.failed(parts[i], e) for i, e in errors.items()}
+        routed = [i for i in range(len(parts)) if i not in answered]
+        if answered:
+            log.info(
+                "[%s] %d of %d partitions refused before routing", ctx, len(answered), len(parts)
+            )
+        if not routed:
+            return merge(len(parts), answered, [], [])
+
+        async def send(
+            node: NodeInfo, batch: list[ProducePart], deadline: Deadline
+        ) -> list[ProducePartResult]:
+            return await self.sender.produce(node, _bounded(options, deadline), batch, deadline)
+
+        results = await self.router.dispatch(
+            [parts[i] for i in routed], send, ProducePartResult.failed, ctx.deadline
+        )
+        return merge(len(parts), answered, routed, results)
+
+    async def produce_or_fail(
+        self, ctx: RequestContext, options: ProduceOptions, parts: Sequence[ProducePart]
+    ) -> list[ProducePartResult]:
+        """`produce`, with a request-wide error given to every partition instead of raised (for
+        streams, where one bad request must not end the others)."""
+        try:
+            return await self.produce(ctx, options, parts)
+        except RiverlogError as exc:
+            return [ProducePartResult.failed(p, exc) for p in parts]
+
+
+def _bounded(options: ProduceOptions, deadline: Deadline) -> ProduceOptions:
+    """The leader may not wait for acks longer than the request has left."""
+    left_ms = int(deadline.remaining() * 1000)
+    if options.timeout_ms <= left_ms:
+        return options
+    return ProduceOptions(options.acks, max(left_ms, 1), options.transactional_id)

@@ -1,0 +1,270 @@
+"""Plain records for clients with no batch encoder: the only gateway paths that touch records.
+
+ProduceRecords picks each record's partition (the one given; else Kafka's murmur2 of the key,
+as Kafka's default partitioner; else, for records without a key, one partition per request
+chosen round robin among the partitions that have a leader, so a request's keyless records
+make one batch, as Kafka's sticky partitioner does), encodes each partition's records into
+RecordBatch v2 with the shared `BatchBuilder` (a new batch past `BATCH_SIZE`), and sends them
+through the ordinary produce path; each record's offset is its batch's base offset plus its
+place in the partition. FetchRecords fetches one partition and decodes what came back, skipping
+records below the requested offset. Big payloads are encoded and decoded in a worker thread so
+the event loop keeps serving other requests meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from riverlog.common.clock import SYSTEM_CLOCK, Clock
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.partitioner import partition_for_key
+from riverlog.common.records import BatchBuilder, CompressionType, Record
+from riverlog.common.records.header import InvalidBatchError
+from riverlog.common.records.reader import iter_batches_records, next_fetch_offset
+from riverlog.common.types import TopicPartition
+
+from .context import RequestContext
+from .fetch import Fetcher, FetchOptions, FetchPart
+from .produce import ProduceOptions, ProducePart, Producer
+from .routing.metadata_cache import MetadataCache
+from .validation import require, topic_error
+
+log = logging.getLogger(__name__)
+
+BATCH_SIZE: Final = 1_000_000
+"""Records of one partition go into batches of about this many (uncompressed) bytes, under the
+default max.message.bytes of a topic."""
+
+THREAD_THRESHOLD: Final = 256 * 1024
+"""Payloads at least this big are encoded or decoded off the event loop."""
+
+DEFAULT_MAX_BYTES: Final = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class RecordResult:
+    """Where one produced record went, or why it did not."""
+
+    partition: int
+    offset: int = -1
+    error_code: int = ErrorCode.NONE
+    error_message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedRecords:
+    error_code: int = ErrorCode.NONE
+    error_message: str = ""
+    records: Sequence[Record] = ()
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    next_offset: int = -1
+
+
+class PlainRecords:
+    """Handles ProduceRecords and FetchRecords. The only state is the round-robin counter for
+    keyless records; used from the gateway's event loop only."""
+
+    def __init__(
+        self,
+        cache: MetadataCache,
+        producer: Producer,
+        fetcher: Fetcher,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.cache = cache
+        self.producer = producer
+        self.fetcher = fetcher
+        self.clock = clock
+        self._round_robin = itertools.count()
+
+    # --- produce ------------------------------------------------------------------------------
+
+    async def produce(
+        self,
+        ctx: RequestContext,
+        topic: str,
+        partition: int | None,
+        records: Sequence[Record],
+        options: ProduceOptions,
+        compression_type: str,
+    ) -> list[RecordResult]:
+        """One result per record, in request order; RiverlogError for a request wrong as a
+        whole (bad topic name or compression type, negative partition, unknown acks)."""
+        bad_topic = topic_error(topic)
+        if bad_topic is not None:
+            raise bad_topic
+        codec = _codec(compression_type)
+        options = self.producer.check(options)
+        require(partition is None or partition >= 0, f"partition {partition} is negative")
+        if not records:
+            return []
+        try:
+            count = self.cache.partition_count(topic)
+        except RiverlogError as exc:
+            failed = RecordResult(-1 if partition is None else partition, -1, exc.code, exc.message)
+            return [failed] * len(records)
+        if partition is not None and partition >= count:
+            error = RiverlogError(
+                f"topic {topic!r} has {count} partitions; there is no partition {partition}",
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            )
+            return [RecordResult(partition, -1, error.code, error.message)] * len(records)
+
+        results: list[RecordResult | None] = [None] * len(records)
+        by_partition: dict[int, list[int]] = {}
+        sticky = -1
+        for index, record in enumerate(records):
+            if record.timestamp < 0:
+                results[index] = RecordResult(
+                    -1,
+                    -1,
+                    ErrorCode.INVALID_TIMESTAMP,
+                    f"record {index} has a negative timestamp ({record.timestamp})",
+                )
+                continue
+            if partition is not None:
+                chosen = partition
+            elif record.key is not None:
+                chosen = partition_for_key(record.key, count)
+            else:
+                if sticky < 0:
+                    sticky = self._next_sticky(topic)
+                chosen = sticky
+            by_partition.setdefault(chosen, []).append(index)
+
+        now = self.clock.time_ms()
+        groups = sorted(by_partition.items())
+        size = sum(len(r.value or b"") + len(r.key or b"") for r in records)
+        encode = [(p, [records[i] for i in idx]) for p, idx in groups]
+        if size >= THREAD_THRESHOLD:
+            payloads = await asyncio.to_thread(_encode_all, encode, codec, now)
+        else:
+            payloads = _encode_all(encode, codec, now)
+        parts = [
+            ProducePart(TopicPartition(topic, p), data)
+            for (p, _), data in zip(groups, payloads, strict=True)
+        ]
+        part_results = await self.producer.produce(ctx, options, parts)
+        for (p, indexes), outcome in zip(groups, part_results, strict=True):
+            for position, index in enumerate(indexes):
+                if outcome.error_code != ErrorCode.NONE:
+                    results[index] = RecordResult(p, -1, outcome.error_code, outcome.error_message)
+                elif outcome.base_offset < 0:  # acks=0: no offsets assigned
+                    results[index] = RecordResult(p, -1)
+                else:
+                    results[index] = RecordResult(p, outcome.base_offset + position)
+        return [
+            r if r is not None else RecordResult(-1, -1, ErrorCode.UNKNOWN_SERVER_ERROR)
+            for r in results
+        ]
+
+    def _next_sticky(self, topic: str) -> int:
+        available = self.cache.available_partitions(topic)
+        return available[next(self._round_robin) % len(available)]
+
+    # --- fetch --------------------------------------------------------------------------------
+
+    async def fetch(
+        self,
+        ctx: RequestContext,
+        tp: TopicPartition,
+        offset: int,
+        *,
+        max_records: int,
+        max_bytes: int,
+        max_wait_ms: int,
+        isolation_level: int,
+    ) -> FetchedRecords:
+        """Decoded records from `offset` on; per-partition problems in `error_code`,
+        RiverlogError for a request wrong as a whole (negative sizes or wait)."""
+        require(max_records >= 0, f"max_records must not be negative, got {max_records}")
+        require(
+            max_bytes >= 0,
+            f"max_bytes must not be negative, got {max_bytes}",
+            ErrorCode.INVALID_FETCH_SIZE,
+        )
+        options = FetchOptions(
+            max_wait_ms=max_wait_ms,
+            min_bytes=1,
+            max_bytes=max_bytes or DEFAULT_MAX_BYTES,
+            isolation_level=isolation_level,
+        )
+        [result] = await self.fetcher.fetch(
+            ctx, options, [FetchPart(tp, offset, options.max_bytes)]
+        )
+        if result.error_code != ErrorCode.NONE:
+            return FetchedRecords(
+                result.error_code,
+                result.error_message,
+                high_watermark=result.high_watermark,
+                log_start_offset=result.log_start_offset,
+                next_offset=offset,
+            )
+        if len(result.records) >= THREAD_THRESHOLD:
+            decoded = await asyncio.to_thread(_decode, result.records, offset, max_records)
+        else:
+            decoded = _decode(result.records, offset, max_records)
+        records, next_offset, error = decoded
+        return FetchedRecords(
+            int(error.code) if error else ErrorCode.NONE,
+            error.message if error else "",
+            records,
+            result.high_watermark,
+            result.log_start_offset,
+            next_offset,
+        )
+
+
+def _codec(name: str) -> CompressionType:
+    if not name:
+        return CompressionType.NONE
+    try:
+        return CompressionType.from_name(name)
+    except ValueError as exc:
+        raise RiverlogError(str(exc), ErrorCode.UNSUPPORTED_COMPRESSION_TYPE) from None
+
+
+def _encode_all(
+    groups: list[tuple[int, list[Record]]], codec: CompressionType, now_ms: int
+) -> list[bytes]:
+    return [_encode(records, codec, now_ms) for _, records in groups]
+
+
+def _encode(records: Sequence[Record], codec: CompressionType, now_ms: int) -> bytes:
+    """The records as back-to-back batches of about BATCH_SIZE bytes each."""
+    out: list[bytes] = []
+    builder = BatchBuilder(codec, batch_size=BATCH_SIZE)
+    for record in records:
+        timestamp = record.timestamp or now_ms
+        if not builder.append(timestamp, record.key, record.value, record.headers):
+            out.append(builder.build())
+            builder = BatchBuilder(codec, batch_size=BATCH_SIZE)
+            builder.append(timestamp, record.key, record.value, record.headers)
+    out.append(builder.build())
+    return out[0] if len(out) == 1 else b"".join(out)
+
+
+def _decode(
+    data: bytes, offset: int, max_records: int
+) -> tuple[list[Record], int, RiverlogError | None]:
+    """Records at or past `offset` (at most `max_records`, 0: all), where to fetch next, and
+    the corruption that stopped decoding, if any."""
+    records: list[Record] = []
+    error: RiverlogError | None = None
+    try:
+        for record in iter_batches_records(data, offset):
+            records.append(record)
+            if max_records and len(records) >= max_records:
+                return records, record.offset + 1, None
+    except InvalidBatchError as exc:
+        error = RiverlogError(f"a fetched batch is corrupt: {exc}", ErrorCode.CORRUPT_MESSAGE)
+    if error is not None:
+        return records, records[-1].offset + 1 if records else offset, error
+    last = records[-1].offset + 1 if records else offset
+    return records, max(last, next_fetch_offset(data, offset)), None

@@ -1,0 +1,1 @@
+"""Routing requests to partition leaders by the pushed metadata."""

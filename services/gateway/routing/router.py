@@ -1,0 +1,204 @@
+"""Send per-partition work to partition leaders: group by leader, call leaders in parallel, merge
+results in request order, and retry only the partitions whose route turned out stale.
+
+Every data-plane family (produce, fetch, list offsets, delete records, plain records) goes
+through `Router.dispatch`. A partition is retried when its leader said it is not the leader (or
+does not host it), when its leader could not be reached, or when the cache shows no leader: the
+request then waits for a NEWER metadata image (pushed by the watcher; a backoff bounds the wait
+so a leader that merely lags behind the gateway's metadata is retried too) and routes again,
+until the request deadline, when the last answer stands. Partitions with no leader wait at most
+`max.block.ms`; unknown topics and partitions answer at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Final, Protocol, TypeVar
+
+from riverlog.common.cluster import NodeInfo
+from riverlog.common.cluster.image import NodeKey
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.types import TopicPartition
+
+from ..config import GatewayConfig
+from ..context import Deadline
+from .metadata_cache import MetadataCache
+
+log = logging.getLogger(__name__)
+
+# Answers from a leader (or failures to reach it) that mean "ask again once routes moved".
+RETRY_CODES: Final = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.BROKER_NOT_AVAILABLE,
+        ErrorCode.NETWORK_EXCEPTION,
+    }
+)
+
+
+class Routed(Protocol):
+    """A request item addressed to one partition."""
+
+    @property
+    def tp(self) -> TopicPartition: ...
+
+
+class Answered(Protocol):
+    """A per-partition result with a wire error code."""
+
+    @property
+    def error_code(self) -> int: ...
+
+
+ItemT = TypeVar("ItemT", bound=Routed)
+ResultT = TypeVar("ResultT", bound=Answered)
+
+SendFn = Callable[[NodeInfo, list[ItemT], Deadline], Awaitable[list[ResultT]]]
+"""Call one leader with its items; results aligned with the items. Raises RiverlogError when
+the whole call failed (unreachable node, deadline)."""
+
+ErrorFn = Callable[[ItemT, RiverlogError], ResultT]
+"""The result standing for an item that got `error` instead of an answer."""
+
+
+class _Group:
+    """The items of one request that go to one leader."""
+
+    __slots__ = ("indexes", "node")
+
+    def __init__(self, node: NodeInfo) -> None:
+        self.node = node
+        self.indexes: list[int] = []
+
+
+class Router:
+    """Routes items by the metadata cache. Stateless beyond its collaborators; any task of the
+    gateway's event loop may call it concurrently."""
+
+    def __init__(self, cache: MetadataCache, config: GatewayConfig) -> None:
+        self.cache = cache
+        self.config = config
+
+    def group(
+        self, items: Sequence[Routed], indexes: Sequence[int]
+    ) -> tuple[list[_Group], dict[int, RiverlogError]]:
+        """Items at `indexes` by leader node (groups in first-seen order, indexes ascending), and
+        the items that have no route with why."""
+        groups: dict[NodeKey, _Group] = {}
+        errors: dict[int, RiverlogError] = {}
+        for index in indexes:
+            try:
+                route = self.cache.route(items[index].tp)
+            except RiverlogError as exc:
+                errors[index] = exc
+                continue
+            group = groups.get(route.node.key)
+            if group is None or group.node != route.node:
+                # A new incarnation at another address replaces the old entry.
+                group = groups[route.node.key] = _Group(route.node)
+            group.indexes.append(index)
+        return list(groups.values()), errors
+
+    async def dispatch(
+        self,
+        items: Sequence[ItemT],
+        send: SendFn[ItemT, ResultT],
+        on_error: ErrorFn[ItemT, ResultT],
+        deadline: Deadline,
+    ) -> list[ResultT]:
+        """One result per item, in item order."""
+        results: dict[int, ResultT] = {}
+        pending = list(range(len(items)))
+        block_deadline = deadline.earlier(self.config.max_block_s)
+        backoff = self.config.retry_backoff_s
+        attempt = 0
+        while pending:
+            version = self.cache.version
+            groups, route_errors = self.group(items, pending)
+            retry: list[int] = []
+            for index, error in route_errors.items():
+                results[index] = on_error(items[index], error)
+                if error.code == ErrorCode.LEADER_NOT_AVAILABLE and not block_deadline.expired:
+                    retry.append(index)
+            if groups:
+                outcomes = await asyncio.gather(
+                    *(
+                        self._call(send, g.node, [items[i] for i in g.indexes], deadline)
+                        for g in groups
+                    )
+                )
+                for group, outcome in zip(groups, outcomes, strict=True):
+                    self._collect(items, group, outcome, on_error, results, retry)
+            if not retry or deadline.expired:
+                break
+            attempt += 1
+            waited = await self.cache.wait_newer(version, min(backoff, deadline.remaining()))
+            if not waited:
+                backoff = min(backoff * 2, self.config.retry_backoff_max_s)
+            if deadline.expired:
+                break
+            log.debug(
+                "retrying %d partitions (attempt %d, metadata %d -> %d)",
+                len(retry),
+                attempt,
+                version,
+                self.cache.version,
+            )
+            pending = sorted(retry)
+        return [results[i] for i in range(len(items))]
+
+    @staticmethod
+    def _collect(
+        items: Sequence[ItemT],
+        group: _Group,
+        outcome: list[ResultT] | RiverlogError,
+        on_error: ErrorFn[ItemT, ResultT],
+        results: dict[int, ResultT],
+        retry: list[int],
+    ) -> None:
+        if isinstance(outcome, RiverlogError):
+            log.info("storage node %d (%s): %s", group.node.node_id, group.node.address, outcome)
+            for index in group.indexes:
+                results[index] = on_error(items[index], outcome)
+                if outcome.code in RETRY_CODES:
+                    retry.append(index)
+            return
+        for index, result in zip(group.indexes, outcome, strict=True):
+            results[index] = result
+            if result.error_code in RETRY_CODES:
+                retry.append(index)
+
+    @staticmethod
+    async def _call(
+        send: SendFn[ItemT, ResultT], node: NodeInfo, batch: list[ItemT], deadline: Deadline
+    ) -> list[ResultT] | RiverlogError:
+        try:
+            results = await send(node, batch, deadline)
+        except RiverlogError as exc:
+            return exc
+        except Exception as exc:  # a bug in a peer: fail these partitions, not the process
+            log.exception("call to storage node %d failed unexpectedly", node.node_id)
+            return RiverlogError(
+                f"internal error: {type(exc).__name__}", ErrorCode.UNKNOWN_SERVER_ERROR
+            )
+        if len(results) != len(batch):
+            return RiverlogError(
+                f"storage node {node.node_id} answered {len(results)} of {len(batch)} partitions",
+                ErrorCode.UNKNOWN_SERVER_ERROR,
+            )
+        return results
+
+
+def merge(
+    size: int, answered: dict[int, ResultT], routed: Sequence[int], results: Sequence[ResultT]
+) -> list[ResultT]:
+    """Request-order results from those answered locally (by index) and those routed (the
+    items at `routed`, in that order)."""
+    out = dict(answered)
+    out.update(zip(routed, results, strict=True))
+    return [out[i] for i in range(size)]

@@ -1,0 +1,1 @@
+"""The gRPC edge of the gateway: the Gateway servicer and its proto converters."""

@@ -1,0 +1,242 @@
+"""Converters between the Gateway API's messages and the gateway's domain types.
+
+Named `x_from_proto` / `x_to_proto`, one pair per request family. Batch bytes are moved as they
+are (`bytes` in, `bytes` out); plain records become the shared `Record` tuple. The records path
+reads `has_key`/`has_value` leniently: a non-empty key or value counts as present even when the
+flag was left unset, so a client that forgets the flag does not lose its data to a null.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from riverlog.common.cluster.image import node_to_proto, topic_to_proto
+from riverlog.common.records import Record
+from riverlog.common.types import TopicPartition
+from riverlog.v1 import admin_pb2, common_pb2, data_pb2, gateway_pb2
+
+from ..admin import MetadataView
+from ..fetch import FetchOptions, FetchPart, FetchPartResult
+from ..offsets import (
+    DeleteRecordsPart,
+    DeleteRecordsPartResult,
+    ListOffsetsPart,
+    ListOffsetsPartResult,
+)
+from ..produce import ProduceOptions, ProducePart, ProducePartResult
+from ..records import FetchedRecords, RecordResult
+
+
+def _optional(msg: object, name: str) -> int | None:
+    return getattr(msg, name) if msg.HasField(name) else None  # type: ignore[attr-defined]
+
+
+# --- produce ------------------------------------------------------------------------------------
+
+
+def produce_from_proto(
+    msg: data_pb2.ProduceRequest,
+) -> tuple[ProduceOptions, list[ProducePart]]:
+    options = ProduceOptions(int(msg.acks), msg.timeout_ms, msg.transactional_id)
+    parts = [
+        ProducePart(
+            TopicPartition(p.topic, p.partition),
+            p.records,
+            _optional(p, "current_leader_epoch"),
+        )
+        for p in msg.partitions
+    ]
+    return options, parts
+
+
+def produce_to_proto(
+    results: Sequence[ProducePartResult], correlation_id: int = 0
+) -> data_pb2.ProduceResponse:
+    return data_pb2.ProduceResponse(
+        correlation_id=correlation_id,
+        partitions=[
+            data_pb2.ProducePartitionResponse(
+                topic=r.tp.topic,
+                partition=r.tp.partition,
+                error_code=r.error_code,  # type: ignore[arg-type]
+                error_message=r.error_message,
+                base_offset=r.base_offset,
+                log_append_time_ms=r.log_append_time_ms,
+                log_start_offset=r.log_start_offset,
+                last_offset=r.last_offset,
+            )
+            for r in results
+        ],
+    )
+
+
+# --- fetch --------------------------------------------------------------------------------------
+
+
+def fetch_from_proto(msg: data_pb2.FetchRequest) -> tuple[FetchOptions, list[FetchPart]]:
+    options = FetchOptions(
+        max_wait_ms=msg.max_wait_ms,
+        min_bytes=msg.min_bytes,
+        max_bytes=msg.max_bytes,
+        isolation_level=int(msg.isolation_level),
+        replica_id=_optional(msg, "replica_id"),
+    )
+    parts = [
+        FetchPart(
+            TopicPartition(p.topic, p.partition),
+            p.fetch_offset,
+            p.partition_max_bytes,
+            _optional(p, "current_leader_epoch"),
+        )
+        for p in msg.partitions
+    ]
+    return options, parts
+
+
+def fetch_to_proto(
+    results: Sequence[FetchPartResult], correlation_id: int = 0
+) -> data_pb2.FetchResponse:
+    return data_pb2.FetchResponse(
+        correlation_id=correlation_id,
+        partitions=[
+            data_pb2.FetchPartitionResponse(
+                topic=r.tp.topic,
+                partition=r.tp.partition,
+                error_code=r.error_code,  # type: ignore[arg-type]
+                error_message=r.error_message,
+                high_watermark=r.high_watermark,
+                last_stable_offset=r.last_stable_offset,
+                log_start_offset=r.log_start_offset,
+                records=r.records,
+                log_end_offset=r.log_end_offset,
+            )
+            for r in results
+        ],
+    )
+
+
+# --- offsets ------------------------------------------------------------------------------------
+
+
+def list_offsets_from_proto(msg: data_pb2.ListOffsetsRequest) -> list[ListOffsetsPart]:
+    return [
+        ListOffsetsPart(
+            TopicPartition(p.topic, p.partition),
+            int(p.spec),
+            p.timestamp_ms,
+            _optional(p, "current_leader_epoch"),
+        )
+        for p in msg.partitions
+    ]
+
+
+def list_offsets_to_proto(results: Sequence[ListOffsetsPartResult]) -> data_pb2.ListOffsetsResponse:
+    return data_pb2.ListOffsetsResponse(
+        partitions=[
+            data_pb2.ListOffsetsPartitionResponse(
+                topic=r.tp.topic,
+                partition=r.tp.partition,
+                error_code=r.error_code,  # type: ignore[arg-type]
+                error_message=r.error_message,
+                timestamp_ms=r.timestamp_ms,
+                offset=r.offset,
+                leader_epoch=r.leader_epoch,
+            )
+            for r in results
+        ]
+    )
+
+
+def delete_records_from_proto(msg: data_pb2.DeleteRecordsRequest) -> list[DeleteRecordsPart]:
+    return [
+        DeleteRecordsPart(TopicPartition(p.topic, p.partition), p.offset) for p in msg.partitions
+    ]
+
+
+def delete_records_to_proto(
+    results: Sequence[DeleteRecordsPartResult],
+) -> data_pb2.DeleteRecordsResponse:
+    return data_pb2.DeleteRecordsResponse(
+        partitions=[
+            data_pb2.DeleteRecordsPartitionResponse(
+                topic=r.tp.topic,
+                partition=r.tp.partition,
+                error_code=r.error_code,  # type: ignore[arg-type]
+                error_message=r.error_message,
+                low_watermark=r.low_watermark,
+            )
+            for r in results
+        ]
+    )
+
+
+# --- plain records ------------------------------------------------------------------------------
+
+
+def record_from_proto(msg: common_pb2.Record) -> Record:
+    return Record(
+        offset=-1,
+        timestamp=msg.timestamp_ms,
+        key=msg.key if msg.has_key or msg.key else None,
+        value=msg.value if msg.has_value or msg.value else None,
+        headers=[(h.key, h.value) for h in msg.headers],
+    )
+
+
+def record_to_proto(record: Record) -> common_pb2.Record:
+    return common_pb2.Record(
+        key=record.key or b"",
+        has_key=record.key is not None,
+        value=record.value or b"",
+        has_value=record.value is not None,
+        headers=[common_pb2.Header(key=k, value=v or b"") for k, v in record.headers],
+        timestamp_ms=record.timestamp,
+        offset=record.offset,
+        timestamp_type=record.timestamp_type,
+    )
+
+
+def produce_records_to_proto(results: Sequence[RecordResult]) -> gateway_pb2.ProduceRecordsResponse:
+    return gateway_pb2.ProduceRecordsResponse(
+        results=[
+            gateway_pb2.RecordResult(
+                partition=r.partition,
+                offset=r.offset,
+                error_code=r.error_code,  # type: ignore[arg-type]
+                error_message=r.error_message,
+            )
+            for r in results
+        ]
+    )
+
+
+def fetch_records_to_proto(result: FetchedRecords) -> gateway_pb2.FetchRecordsResponse:
+    return gateway_pb2.FetchRecordsResponse(
+        error_code=result.error_code,  # type: ignore[arg-type]
+        error_message=result.error_message,
+        records=[record_to_proto(r) for r in result.records],
+        high_watermark=result.high_watermark,
+        log_start_offset=result.log_start_offset,
+        next_offset=result.next_offset,
+    )
+
+
+# --- metadata -----------------------------------------------------------------------------------
+
+
+def metadata_to_proto(view: MetadataView) -> gateway_pb2.GetMetadataResponse:
+    return gateway_pb2.GetMetadataResponse(
+        cluster_id=view.cluster_id,
+        controller_id=view.controller_id,
+        topics=[topic_to_proto(t) for t in view.topics],
+        nodes=[node_to_proto(n) for n in view.nodes],
+        errors=[
+            admin_pb2.TopicResult(
+                name=e.name,
+                error_code=e.error_code,  # type: ignore[arg-type]
+                error_message=e.error_message,
+            )
+            for e in view.errors
+        ],
+        metadata_version=view.version,
+    )
