@@ -68,9 +68,9 @@ class RecordColumns:
 
 def _check_header(data: bytes, pos: int) -> tuple[BatchHeader, int]:
     """The header of the complete batch at `pos` and its size, or size -1 for a torn tail."""
-    size = peek_size(data, pos)
-    if size < 0:
+    if len(data) - pos < LOG_OVERHEAD:
         return _NO_HEADER, -1
+    size = peek_size(data, pos)  # (its -1 for "too short" is ruled out above)
     if size < HEADER_SIZE:
         raise InvalidBatchError(f"batch length {size - LOG_OVERHEAD} at {pos} is below the header")
     if pos + size > len(data):
