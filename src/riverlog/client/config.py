@@ -1,0 +1,241 @@
+"""The SDK's configuration, with Kafka's key names: one typed, frozen dataclass per client.
+
+Each dataclass is the table: a field per key, named as the key with `.` written `_`
+(`linger.ms` is `linger_ms`), whose metadata holds the parser (type, bounds, allowed values)
+and a one-line doc. `from_kafka(conf, **kwargs)` accepts Kafka's names in a dict (string values
+are converted, as from a properties file) and the same names as keyword arguments. An unknown
+key, a value of the wrong type or out of range raises `ConfigError` naming the key; keys Kafka
+has but Riverlog does not support yet say so. The objects are immutable and safe to share
+between threads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Self, TypeVar
+
+T = TypeVar("T")
+Deserializer = Callable[[bytes | None], Any]
+Serializer = Callable[[Any], bytes | None]
+
+
+class ConfigError(ValueError):
+    """A configuration key is unknown, unsupported, missing or has an invalid value."""
+
+
+def _parse_int(lo: int | None, hi: int | None) -> Callable[[str, object], int]:
+    def parse(name: str, value: object) -> int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{name}: expected an integer, got {value!r}")
+        if isinstance(value, str):
+            try:
+                value = int(value.strip())
+            except ValueError:
+                raise ConfigError(f"{name}: expected an integer, got {value!r}") from None
+        if not isinstance(value, int):
+            raise ConfigError(f"{name}: expected an integer, got {value!r}")
+        if lo is not None and value < lo:
+            raise ConfigError(f"{name}: {value} is below the minimum {lo}")
+        if hi is not None and value > hi:
+            raise ConfigError(f"{name}: {value} is above the maximum {hi}")
+        return value
+
+    return parse
+
+
+def _parse_str(name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{name}: expected a string, got {value!r}")
+    return value
+
+
+def _parse_choice(choices: tuple[str, ...]) -> Callable[[str, object], str]:
+    def parse(name: str, value: object) -> str:
+        text = str(value).strip().lower()
+        if text not in choices:
+            raise ConfigError(f"{name}: {value!r} is not one of {', '.join(choices)}")
+        return text
+
+    return parse
+
+
+def _parse_bool(name: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ConfigError(f"{name}: expected true or false, got {value!r}")
+
+
+def _parse_servers(name: str, value: object) -> tuple[str, ...]:
+    items: list[object]
+    if isinstance(value, str):
+        items = list(value.split(","))
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    else:
+        raise ConfigError(f"{name}: expected 'host:port,host:port', got {value!r}")
+    servers = tuple(str(item).strip() for item in items if str(item).strip())
+    for server in servers:
+        host, sep, port = server.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"{name}: {server!r} is not host:port")
+    return servers
+
+
+def _parse_callable(name: str, value: object) -> Any:
+    if value is not None and not callable(value):
+        raise ConfigError(f"{name}: expected a callable or None, got {value!r}")
+    return value
+
+
+def _parse_acks(name: str, value: object) -> int:
+    text = str(value).strip().lower()
+    acks = {"0": 0, "1": 1, "all": -1, "-1": -1}.get(text)
+    if acks is None:
+        raise ConfigError(f"{name}: {value!r} is not one of 0, 1, all, -1")
+    return acks
+
+
+def _key(default: T, parse: Callable[[str, object], Any], doc: str) -> T:
+    meta = {"parse": parse, "doc": doc}
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def _int(default: int, doc: str, lo: int | None = 0, hi: int | None = None) -> int:
+    return _key(default, _parse_int(lo, hi), doc)
+
+
+def _callable(doc: str) -> Any:
+    """A key whose value is a callable (a serializer) or None."""
+    return _key(None, _parse_callable, doc)
+
+
+def _choice(default: str, choices: tuple[str, ...], doc: str) -> str:
+    return _key(default, _parse_choice(choices), doc)
+
+
+_UNSUPPORTED: dict[str, str] = {
+    "group.id": "consumer groups are not supported yet (assign partitions: Consumer.assign)",
+    "enable.auto.commit": "consumer groups are not supported yet",
+    "transactional.id": "transactions are not supported",
+    "enable.idempotence": "the idempotent producer is not supported (the gateway API has no "
+    "InitProducerId); delivery is at least once",
+    "security.protocol": "the gateway API is plaintext gRPC",
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _ClientConfig:
+    """Keys every client has."""
+
+    kind: ClassVar[str] = "client"
+
+    bootstrap_servers: tuple[str, ...] = _key(
+        (), _parse_servers, "Comma-separated host:port list of GATEWAY addresses (required)"
+    )
+    client_id: str = _key("", _parse_str, "Sent as riverlog-client-id on every call")
+    request_timeout_ms: int = _int(30_000, "Deadline of one RPC", lo=1)
+    retry_backoff_ms: int = _int(100, "Wait before retrying a retriable failure")
+    retry_backoff_max_ms: int = _int(1000, "Cap of the exponential retry back-off")
+    metadata_max_age_ms: int = _int(300_000, "Refresh cached topic metadata this often")
+
+    @classmethod
+    def keys(cls) -> dict[str, dataclasses.Field[Any]]:
+        """Kafka name → field, for every key of this client."""
+        return {f.name.replace("_", "."): f for f in dataclasses.fields(cls)}
+
+    @classmethod
+    def from_kafka(cls, conf: Mapping[str, object] | None = None, **kwargs: object) -> Self:
+        """Parse Kafka-named keys from `conf` and keyword arguments (`_` for `.`)."""
+        known = cls.keys()
+        values: dict[str, object] = {}
+        for raw, value in [*(conf or {}).items(), *kwargs.items()]:
+            name = raw.strip().replace("_", ".")
+            field = known.get(name)
+            if field is None:
+                if name in _UNSUPPORTED:
+                    raise ConfigError(f"{cls.kind} config {name!r}: {_UNSUPPORTED[name]}")
+                close = difflib.get_close_matches(name, known, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ConfigError(f"unknown {cls.kind} config {raw!r}{hint}")
+            values[field.name] = field.metadata["parse"](name, value)
+        config = cls(**values)  # type: ignore[arg-type]
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        """Checks across keys; subclasses extend."""
+        if not self.bootstrap_servers:
+            raise ConfigError(f"{self.kind} config 'bootstrap.servers' is required")
+        if self.retry_backoff_max_ms < self.retry_backoff_ms:
+            raise ConfigError("retry.backoff.max.ms must be at least retry.backoff.ms")
+
+    def get(self, name: str) -> object:
+        """A value by its Kafka name."""
+        return getattr(self, name.replace(".", "_"))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProducerConfig(_ClientConfig):
+    """Producer keys; defaults are Kafka 3.x's."""
+
+    kind: ClassVar[str] = "producer"
+
+    acks: int = _key(-1, _parse_acks, "0, 1 or all (-1): replicas that must have a record")
+    linger_ms: int = _int(5, "Wait this long for more records before sending a batch")
+    batch_size: int = _int(16_384, "Target bytes of one partition's batch", lo=1)
+    buffer_memory: int = _int(33_554_432, "Bytes of records waiting to be sent", lo=1)
+    max_block_ms: int = _int(60_000, "How long send() may block (buffer full, metadata)")
+    max_request_size: int = _int(1_048_576, "Bytes of one produce request", lo=1)
+    compression_type: str = _choice(
+        "none", ("none", "gzip", "snappy", "lz4", "zstd"), "Codec of every batch"
+    )
+    retries: int = _int(2_147_483_647, "Retries of a failed batch (bounded by delivery.timeout.ms)")
+    delivery_timeout_ms: int = _int(120_000, "Upper bound from send() to success or failure", lo=1)
+    max_in_flight_requests_per_connection: int = _int(5, "Unanswered produce requests", lo=1)
+    partitioner_ignore_keys: bool = _key(False, _parse_bool, "Sticky partitioning for keys too")
+    key_serializer: Serializer | None = _callable("Turns a key into bytes")  # noqa: RUF009
+    value_serializer: Serializer | None = _callable("Turns a value into bytes")  # noqa: RUF009
+
+    def validate(self) -> None:
+        _ClientConfig.validate(self)
+        if self.delivery_timeout_ms < self.linger_ms + self.request_timeout_ms:
+            raise ConfigError(
+                f"delivery.timeout.ms ({self.delivery_timeout_ms}) must be at least "
+                f"linger.ms + request.timeout.ms ({self.linger_ms + self.request_timeout_ms})"
+            )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConsumerConfig(_ClientConfig):
+    """Consumer keys (no groups yet); defaults are Kafka 3.x's."""
+
+    kind: ClassVar[str] = "consumer"
+
+    auto_offset_reset: str = _choice(
+        "latest", ("latest", "earliest", "none"), "Where to start without a valid position"
+    )
+    max_poll_records: int = _int(500, "Records one poll() returns at most", lo=1)
+    fetch_min_bytes: int = _int(1, "Bytes the gateway waits for before answering a fetch")
+    fetch_max_wait_ms: int = _int(500, "How long the gateway may wait for fetch.min.bytes")
+    fetch_max_bytes: int = _int(52_428_800, "Bytes of one fetch response", lo=1)
+    max_partition_fetch_bytes: int = _int(1_048_576, "Bytes per partition in a fetch", lo=1)
+    isolation_level: str = _choice(
+        "read_uncommitted", ("read_uncommitted", "read_committed"), "Read past open txns or not"
+    )
+    default_api_timeout_ms: int = _int(60_000, "Deadline of blocking offset look-ups", lo=1)
+    key_deserializer: Deserializer | None = _callable("Turns key bytes back")  # noqa: RUF009
+    value_deserializer: Deserializer | None = _callable("Turns value bytes back")  # noqa: RUF009
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AdminConfig(_ClientConfig):
+    """AdminClient keys."""
+
+    kind: ClassVar[str] = "admin"
+
+    default_api_timeout_ms: int = _int(60_000, "Deadline of one admin operation", lo=1)
+    retries: int = _int(5, "Retries of a retriable admin failure")

@@ -1,0 +1,7 @@
+"""The producer: `Producer.send` → RecordAccumulator (per-partition batches) → Sender thread →
+the gateway's Produce. See `producer.py` for the API and `sender.py` for delivery semantics."""
+
+from .future import RecordFuture, RecordMetadata
+from .producer import Producer
+
+__all__ = ["Producer", "RecordFuture", "RecordMetadata"]

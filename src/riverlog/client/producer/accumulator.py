@@ -1,0 +1,418 @@
+"""The producer's buffer: records appended into one open batch per partition until the batch is
+full (batch.size) or has waited linger.ms, then drained by the sender thread.
+
+Records are encoded as they are appended (the codec's BatchBuilder), so the sender only joins,
+compresses and checksums whole batches. Memory is bounded by buffer.memory, accounted per batch
+(each reserves max(batch.size, its first record)): when it is used up, `append` blocks up to
+max.block.ms for the sender to free some, and every waiting batch counts as ready meanwhile, as
+in Kafka's BufferPool. One lock guards the deques; an append holds it only for the encode of one
+record, and allocation, sender wake-ups and sticky-partition changes happen once per batch.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from riverlog.common.records.builder import BatchBuilder
+from riverlog.common.records.compression import CompressionType
+from riverlog.common.records.record import Header
+
+from ..errors import ClientClosedError, ClientTimeoutError, RecordTooLargeError
+from .future import BatchResult, RecordFuture
+
+_NO_HEADERS: tuple[Header, ...] = ()
+
+
+class ProducerBatch:
+    """One partition's batch, from the first append to its outcome.
+
+    Lifecycle: open (appended to under the accumulator lock) → closed (full, or drained) →
+    `data` built by the sender → in flight → completed, or re-enqueued for a retry with the same
+    bytes. `created` and `retry_at` are in the accumulator clock's seconds.
+    """
+
+    __slots__ = ("attempts", "builder", "closed", "count", "created", "data", "partition",
+                 "reserved", "result", "retry_at", "topic", "trace_context")  # fmt: skip
+
+    def __init__(self, topic: str, partition: int, builder: BatchBuilder, created: float) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.builder = builder
+        self.result = BatchResult(topic, partition)
+        self.created = created
+        self.count = 0
+        self.closed = False
+        self.data: bytes | None = None
+        self.attempts = 0
+        self.retry_at = 0.0
+        self.reserved = 0
+        self.trace_context: Any = None
+
+    def build(self) -> bytes:
+        """The batch bytes, built once (retries resend the same bytes)."""
+        if self.data is None:
+            self.data = self.builder.build()
+        return self.data
+
+    @property
+    def size(self) -> int:
+        """Bytes on the wire if built, else the uncompressed estimate."""
+        return len(self.data) if self.data is not None else self.builder.size_in_bytes
+
+    def __repr__(self) -> str:
+        return f"<ProducerBatch {self.topic}-{self.partition} records={self.count}>"
+
+
+class RecordAccumulator:
+    """Per-partition deques of batches, shared by the application threads (`append*`) and the
+    sender thread (`drain`, `reenqueue`, `expire`, `release`). Thread-safe throughout.
+
+    `wakeup` is called (outside no lock guarantee; it must be cheap and thread-safe) whenever
+    the sender may have new work: a batch was created (a linger deadline started), a batch
+    filled up, a flush began, or an append is waiting for memory.
+    """
+
+    def __init__(
+        self,
+        *,
+        batch_size: int,
+        linger_ms: int,
+        buffer_memory: int,
+        compression: CompressionType = CompressionType.NONE,
+        max_block_ms: int,
+        delivery_timeout_ms: int,
+        wakeup: Callable[[], None] = lambda: None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._batch_size = batch_size
+        self._linger = linger_ms / 1000
+        self._total_memory = buffer_memory
+        self._available = buffer_memory
+        self._compression = compression
+        self._max_block = max_block_ms / 1000
+        self._delivery_timeout = delivery_timeout_ms / 1000
+        self._wakeup = wakeup
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._space = threading.Condition(self._lock)
+        self._deques: dict[str, list[deque[ProducerBatch]]] = {}
+        self._active: dict[tuple[str, int], deque[ProducerBatch]] = {}
+        self._sticky: dict[str, int] = {}
+        self._incomplete: set[ProducerBatch] = set()
+        self._waiters = 0
+        self._flushes = 0
+        self._closed = False
+        self._drain_start = 0
+
+    # ---- application threads -------------------------------------------------------------
+
+    def append(
+        self,
+        topic: str,
+        partition: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[Header] | None,
+        on_done: Callable[[RecordFuture], None] | None = None,
+        trace_context: Any = None,
+    ) -> RecordFuture:
+        """Encode one record into `partition`'s open batch (a new one if it is full or sent)."""
+        with self._lock:
+            if self._closed:
+                raise ClientClosedError("producer", "cannot send after close()")
+            parts = self._deques.get(topic)
+            if parts is not None and partition < len(parts):
+                dq = parts[partition]
+            else:
+                dq = self._grow(topic, partition)
+            if dq:
+                batch = dq[-1]
+                if not batch.closed and batch.builder.append(
+                    timestamp, key, value, headers or _NO_HEADERS
+                ):
+                    index = batch.count
+                    batch.count = index + 1
+                    future = RecordFuture(
+                        batch.result,
+                        index,
+                        timestamp,
+                        -1 if key is None else len(key),
+                        -1 if value is None else len(value),
+                    )
+                    if on_done is not None:
+                        batch.result.callbacks.append((future, on_done))  # type: ignore[union-attr]
+                    if trace_context is not None and batch.trace_context is None:
+                        batch.trace_context = trace_context
+                    return future
+            return self._append_new(
+                dq, topic, partition, timestamp, key, value, headers, on_done, trace_context
+            )
+
+    def append_sticky(
+        self,
+        topic: str,
+        partitions: Sequence[int],
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[Header] | None,
+        on_done: Callable[[RecordFuture], None] | None = None,
+        trace_context: Any = None,
+    ) -> RecordFuture:
+        """Append to the topic's sticky partition (Kafka's partitioner for records without a
+        key): the same partition until its batch fills up or is sent, then another one chosen
+        at random from `partitions` (those with a leader; never empty)."""
+        with self._lock:
+            if self._closed:
+                raise ClientClosedError("producer", "cannot send after close()")
+            partition = self._sticky.get(topic, -1)
+            parts = self._deques.get(topic)
+            if parts is not None and 0 <= partition < len(parts) and parts[partition]:
+                batch = parts[partition][-1]
+                if not batch.closed:
+                    if batch.builder.append(timestamp, key, value, headers or _NO_HEADERS):
+                        index = batch.count
+                        batch.count = index + 1
+                        future = RecordFuture(
+                            batch.result,
+                            index,
+                            timestamp,
+                            -1 if key is None else len(key),
+                            -1 if value is None else len(value),
+                        )
+                        if on_done is not None:
+                            batch.result.callbacks.append((future, on_done))  # type: ignore[union-attr]
+                        if trace_context is not None and batch.trace_context is None:
+                            batch.trace_context = trace_context
+                        return future
+                    batch.closed = True  # full: ready now
+                    self._wakeup()
+            # The sticky partition has no open batch (none yet, full or sent): move on.
+            choices = [p for p in partitions if p != partition] or list(partitions)
+            partition = self._sticky[topic] = random.choice(choices)
+            if parts is not None and partition < len(parts):
+                dq = parts[partition]
+            else:
+                dq = self._grow(topic, partition)
+            if dq and not dq[-1].closed:  # keyed records opened a batch there
+                batch = dq[-1]
+                if batch.builder.append(timestamp, key, value, headers or _NO_HEADERS):
+                    return self._future(batch, timestamp, key, value, on_done, trace_context)
+            return self._append_new(
+                dq, topic, partition, timestamp, key, value, headers, on_done, trace_context
+            )
+
+    def _grow(self, topic: str, partition: int) -> deque[ProducerBatch]:
+        parts = self._deques.setdefault(topic, [])
+        while len(parts) <= partition:
+            parts.append(deque())
+        return parts[partition]
+
+    def _future(
+        self,
+        batch: ProducerBatch,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        on_done: Callable[[RecordFuture], None] | None,
+        trace_context: Any,
+    ) -> RecordFuture:
+        """The future of the record just appended to `batch` (lock held)."""
+        index = batch.count
+        batch.count = index + 1
+        key_size = -1 if key is None else len(key)
+        future = RecordFuture(
+            batch.result, index, timestamp, key_size, -1 if value is None else len(value)
+        )
+        if on_done is not None:
+            batch.result.callbacks.append((future, on_done))  # type: ignore[union-attr]
+        if trace_context is not None and batch.trace_context is None:
+            batch.trace_context = trace_context
+        return future
+
+    def _append_new(
+        self,
+        dq: deque[ProducerBatch],
+        topic: str,
+        partition: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[Header] | None,
+        on_done: Callable[[RecordFuture], None] | None,
+        trace_context: Any,
+    ) -> RecordFuture:
+        """Slow path, lock held: close the full batch, reserve memory, open a new batch."""
+        if dq and not dq[-1].closed:
+            dq[-1].closed = True  # full: ready now
+        estimate = 64 + (len(key) if key else 0) + (len(value) if value else 0)
+        size = max(self._batch_size, estimate)
+        if size > self._total_memory:
+            raise RecordTooLargeError(
+                f"a record of about {estimate} bytes is larger than buffer.memory "
+                f"({self._total_memory})"
+            )
+        self._allocate(size)
+        if dq and not dq[-1].closed:  # another thread opened a batch while we waited
+            self._free(size)
+            dq[-1].closed = True
+        builder = BatchBuilder(self._compression, batch_size=self._batch_size)
+        batch = ProducerBatch(topic, partition, builder, self._clock())
+        batch.reserved = size
+        try:
+            builder.append(timestamp, key, value, headers or _NO_HEADERS)
+        except BaseException:
+            self._free(size)
+            raise
+        dq.append(batch)
+        self._active[(topic, partition)] = dq
+        self._incomplete.add(batch)
+        self._wakeup()
+        return self._future(batch, timestamp, key, value, on_done, trace_context)
+
+    def _allocate(self, size: int) -> None:
+        """Reserve `size` bytes of buffer.memory, waiting up to max.block.ms (lock held)."""
+        if self._available >= size:
+            self._available -= size
+            return
+        deadline = self._clock() + self._max_block
+        self._waiters += 1
+        try:
+            while self._available < size:
+                remaining = deadline - self._clock()
+                if remaining <= 0:
+                    raise ClientTimeoutError(
+                        f"failed to allocate {size} bytes of buffer.memory within max.block.ms "
+                        f"({round(self._max_block * 1000)} ms): the producer sends slower than "
+                        "records are appended"
+                    )
+                if self._closed:
+                    raise ClientClosedError("producer", "closed while waiting for buffer memory")
+                self._wakeup()  # exhausted: every batch is ready, so the sender frees memory
+                self._space.wait(min(remaining, 0.1))
+        finally:
+            self._waiters -= 1
+        self._available -= size
+
+    def _free(self, size: int) -> None:
+        self._available += size
+        if self._waiters:
+            self._space.notify_all()
+
+    # ---- sender thread -------------------------------------------------------------------
+
+    def drain(
+        self, now: float, max_bytes: int, muted: frozenset[tuple[str, int]] | set[tuple[str, int]]
+    ) -> tuple[list[ProducerBatch], float]:
+        """Take the ready batches, oldest first per partition, up to `max_bytes` in all (at least
+        one batch). Returns them (closed) and the time at which the next check is due."""
+        out: list[ProducerBatch] = []
+        total = 0
+        next_check = now + 3600.0
+        linger = self._linger
+        with self._lock:
+            force = self._flushes > 0 or self._closed or self._waiters > 0
+            items = list(self._active.items())
+            if not items:
+                return out, next_check
+            start = self._drain_start % len(items)
+            self._drain_start += 1
+            for key, dq in items[start:] + items[:start]:
+                if key in muted:
+                    continue
+                while dq:
+                    batch = dq[0]
+                    if batch.retry_at > now:
+                        next_check = min(next_check, batch.retry_at)
+                        break
+                    if not (batch.closed or force or now >= batch.created + linger):
+                        next_check = min(next_check, batch.created + linger)
+                        break
+                    size = batch.size
+                    if out and total + size > max_bytes:
+                        return out, now
+                    dq.popleft()
+                    batch.closed = True
+                    out.append(batch)
+                    total += size
+                if not dq:
+                    del self._active[key]
+        return out, next_check
+
+    def reenqueue(self, batch: ProducerBatch, retry_at: float) -> None:
+        """Put a batch back at the front of its partition for a retry at `retry_at`."""
+        batch.retry_at = retry_at
+        with self._lock:
+            dq = self._grow(batch.topic, batch.partition)
+            dq.appendleft(batch)
+            self._active[(batch.topic, batch.partition)] = dq
+
+    def expire(self, now: float) -> list[ProducerBatch]:
+        """Remove and return the queued batches older than delivery.timeout.ms."""
+        expired: list[ProducerBatch] = []
+        limit = now - self._delivery_timeout
+        with self._lock:
+            for key, dq in list(self._active.items()):
+                while dq and dq[0].created <= limit:
+                    batch = dq.popleft()
+                    batch.closed = True
+                    expired.append(batch)
+                if not dq:
+                    del self._active[key]
+        return expired
+
+    def release(self, batch: ProducerBatch) -> None:
+        """The batch has its outcome: give back its memory."""
+        with self._lock:
+            self._incomplete.discard(batch)
+            self._free(batch.reserved)
+            batch.reserved = 0
+
+    def abort_queued(self) -> list[ProducerBatch]:
+        """Remove and return every batch still queued (a forced close)."""
+        with self._lock:
+            batches = [batch for dq in self._active.values() for batch in dq]
+            self._active.clear()
+            for parts in self._deques.values():
+                for dq in parts:
+                    dq.clear()
+            return batches
+
+    # ---- flush and close -----------------------------------------------------------------
+
+    def begin_flush(self) -> list[BatchResult]:
+        """Make every batch ready now; returns the results to wait for."""
+        with self._lock:
+            self._flushes += 1
+            results = [batch.result for batch in self._incomplete]
+        self._wakeup()
+        return results
+
+    def end_flush(self) -> None:
+        with self._lock:
+            self._flushes -= 1
+
+    def close(self) -> list[BatchResult]:
+        """Refuse further appends; every queued batch is ready from now on."""
+        with self._lock:
+            self._closed = True
+            self._space.notify_all()
+            results = [batch.result for batch in self._incomplete]
+        self._wakeup()
+        return results
+
+    def has_incomplete(self) -> bool:
+        return bool(self._incomplete)
+
+    def has_queued(self) -> bool:
+        return bool(self._active)
+
+    @property
+    def available_memory(self) -> int:
+        return self._available

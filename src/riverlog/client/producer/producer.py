@@ -1,0 +1,213 @@
+"""`Producer`: Kafka's producer API over the gateway, configured with Kafka's key names.
+
+`send` does the per-record work on the caller's thread (choose the partition, encode the record
+into its partition's batch) and returns a light future; a background sender thread ships whole
+batches. The send path is the SDK's hottest code: it reads cached metadata without a lock, calls
+no per-record helper it can inline, takes the accumulator lock once, and creates a five-slot
+future rather than a `concurrent.futures.Future`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from riverlog.common.partitioner import murmur2
+from riverlog.common.records.compression import CompressionType
+from riverlog.common.records.record import Header
+
+from .._connection import GatewayConnection
+from .._metadata import MetadataCache
+from ..config import ProducerConfig
+from ..errors import ClientClosedError, ClientTimeoutError, RecordTooLargeError
+from .accumulator import RecordAccumulator
+from .future import Callback, RecordFuture, delivery_callback
+from .sender import Sender
+
+_ids = itertools.count(1)
+_monotonic = time.monotonic
+_time_ns = time.time_ns
+
+
+class Producer:
+    """Sends records to topics; thread-safe (any thread may call any method).
+
+        with Producer({"bootstrap.servers": "127.0.0.1:9092", "linger.ms": 5}) as producer:
+            future = producer.send("events", b"value", key=b"key")
+            metadata = future.result(timeout=10)
+
+    Configuration: a dict of Kafka keys and/or keyword arguments with `_` for `.`
+    (`Producer(bootstrap_servers="...", acks="all")`); see `ProducerConfig`. Unknown keys raise
+    ConfigError. Tracing is picked up if configured before the producer is created.
+
+    Lifecycle: created → sending → `close()` (also on leaving a `with` block), which sends what
+    is pending first. Callbacks run on the sender thread: they must not call `flush` or `close`.
+    """
+
+    def __init__(self, conf: Mapping[str, object] | None = None, **kwargs: object) -> None:
+        self.config = config = ProducerConfig.from_kafka(conf, **kwargs)
+        client_id = config.client_id or f"riverlog-producer-{next(_ids)}"
+        self._conn = GatewayConnection(config.bootstrap_servers, client_id)
+        self._metadata = MetadataCache(
+            self._conn,
+            max_age_ms=config.metadata_max_age_ms,
+            retry_backoff_ms=config.retry_backoff_ms,
+            request_timeout_ms=config.request_timeout_ms,
+        )
+        self._topics = self._metadata.topics  # the same dict, read lock-free by send()
+        event = threading.Event()
+        self._sender = Sender(config, self._conn, self._metadata, event)
+        self._accumulator = RecordAccumulator(
+            batch_size=config.batch_size,
+            linger_ms=config.linger_ms,
+            buffer_memory=config.buffer_memory,
+            compression=CompressionType.from_name(config.compression_type),
+            max_block_ms=config.max_block_ms,
+            delivery_timeout_ms=config.delivery_timeout_ms,
+            wakeup=event.set,
+        )
+        self._sender.accumulator = self._accumulator
+        self._max_block_ms = config.max_block_ms
+        self._max_record = min(config.max_request_size, config.buffer_memory)
+        self._ignore_keys = config.partitioner_ignore_keys
+        self._key_serializer = config.key_serializer
+        self._value_serializer = config.value_serializer
+        from .. import tracing
+
+        self._traced = tracing.enabled()
+        self._close_lock = threading.Lock()
+        self._closed = False
+        self._sender.start()
+
+    @property
+    def client_id(self) -> str:
+        return self._conn.client_id
+
+    def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: Sequence[Header] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        callback: Callback | None = None,
+    ) -> RecordFuture:
+        """Queue one record; returns its future (`.result(timeout)` → RecordMetadata).
+
+        `value`/`key`: bytes or None (or anything the configured serializer takes). `headers`:
+        (str, bytes | None) pairs. `partition`: explicit, else murmur2 of the key, else the
+        sticky partition. `timestamp_ms`: default now. `callback(metadata, exception)` runs on
+        the sender thread once the outcome is known. Blocks up to max.block.ms when the topic is
+        not in the metadata yet or buffer.memory is used up, then raises ClientTimeoutError.
+        """
+        if self._key_serializer is not None:
+            key = self._key_serializer(key)
+        if self._value_serializer is not None:
+            value = self._value_serializer(value)
+        info = self._topics.get(topic)
+        if info is None or info.expires_at < _monotonic():
+            if self._closed:
+                raise ClientClosedError("producer", "cannot send after close()")
+            info = self._metadata.partitions(topic, self._max_block_ms)
+        if timestamp_ms is None:
+            timestamp_ms = _time_ns() // 1_000_000
+        if value is not None and len(value) > self._max_record:
+            raise RecordTooLargeError(
+                f"a record of {len(value)} bytes is larger than max.request.size or "
+                f"buffer.memory ({self._max_record})"
+            )
+        on_done = None if callback is None else delivery_callback(callback)
+        span = trace_context = None
+        if self._traced:
+            from ..tracing import start_send_span
+
+            span, trace_context, headers = start_send_span(topic, headers)
+        try:
+            if partition is None:
+                if key is None or self._ignore_keys:
+                    return self._accumulator.append_sticky(
+                        topic,
+                        info.available or range(info.num_partitions),
+                        timestamp_ms,
+                        key,
+                        value,
+                        headers,
+                        on_done,
+                        trace_context,
+                    )
+                partition = (murmur2(key) & 0x7FFFFFFF) % info.num_partitions
+            elif not 0 <= partition < info.num_partitions:
+                raise ValueError(
+                    f"partition {partition} of topic {topic!r} does not exist "
+                    f"({info.num_partitions} partitions)"
+                )
+            return self._accumulator.append(
+                topic, partition, timestamp_ms, key, value, headers, on_done, trace_context
+            )
+        finally:
+            if span is not None:
+                span.end()
+
+    def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partition ids, waiting up to max.block.ms for the topic to appear."""
+        info = self._metadata.partitions(topic, self._max_block_ms)
+        return list(range(info.num_partitions))
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send every record queued so far at once (ignoring linger.ms) and wait until each has
+        its outcome, success or failure (check the futures). Raises ClientTimeoutError if
+        `timeout` seconds pass first."""
+        results = self._accumulator.begin_flush()
+        try:
+            deadline = None if timeout is None else _monotonic() + timeout
+            for result in results:
+                remaining = None if deadline is None else max(deadline - _monotonic(), 0.0)
+                if not result.event.wait(remaining):
+                    raise ClientTimeoutError(f"flush did not complete within {timeout} s")
+        finally:
+            self._accumulator.end_flush()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Refuse new sends, deliver what is pending, stop the sender and close the channels.
+
+        Waits up to `timeout` seconds (None: until done); records still pending then fail with
+        ClientClosedError. Idempotent; must not be called from a send callback.
+        """
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        results = self._accumulator.close()
+        self._sender.initiate_close()
+        deadline = None if timeout is None else _monotonic() + timeout
+        for result in results:
+            remaining = None if deadline is None else max(deadline - _monotonic(), 0.0)
+            if not result.event.wait(remaining):
+                break
+        if self._accumulator.has_incomplete():
+            self._sender.force_close()
+        self._sender.join(None if deadline is None else max(deadline - _monotonic(), 1.0))
+        error = ClientClosedError("producer", "closed before delivery")
+        for batch in self._accumulator.abort_queued():
+            batch.result.complete(-1, -1, error)
+            self._accumulator.release(batch)
+        self._conn.close()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Producer {self.client_id} → {','.join(self._conn.servers)}>"

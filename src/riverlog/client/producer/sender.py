@@ -1,0 +1,266 @@
+"""The producer's background thread: drains ready batches into produce requests, keeps up to
+max.in.flight.requests.per.connection of them in flight as gRPC futures, and settles each
+batch: acknowledged, retried after a back-off, or failed.
+
+One thread does all of it, with no thread per request: `stub.Produce.future` returns at once,
+its done-callback (on a gRPC thread) only queues the outcome and wakes this thread. A request
+carries the ready batches of several partitions (all of a partition's ready batches back to
+back, their offsets following the base offset the leader answers), up to max.request.size.
+Retriable errors (the catalog's `retriable`) put the batch back at the front of its partition
+after retry.backoff.ms, doubling up to retry.backoff.max.ms, until `retries` or
+delivery.timeout.ms run out; errors that say the metadata changed also invalidate the topic's
+cached metadata. User callbacks run on this thread, as Kafka's do on its I/O thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+
+from riverlog.common.errors import ErrorCode, RiverlogError, error_for
+from riverlog.v1 import common_pb2, data_pb2
+
+from .._connection import GatewayConnection, rpc_error
+from .._metadata import MetadataCache
+from ..config import ProducerConfig
+from ..errors import ClientClosedError, ClientTimeoutError
+from .accumulator import ProducerBatch, RecordAccumulator
+
+log = logging.getLogger(__name__)
+
+_ACKS = {0: common_pb2.ACKS_NONE, 1: common_pb2.ACKS_LEADER, -1: common_pb2.ACKS_ALL}
+_IDLE_WAIT_S = 0.5  # re-check delivery timeouts at least this often
+
+
+class InFlight:
+    """One produce request awaiting its answer: its batches grouped by partition, in order."""
+
+    __slots__ = ("groups", "server", "span", "tps")
+
+    def __init__(
+        self, groups: dict[tuple[str, int], list[ProducerBatch]], server: int, span: Any
+    ) -> None:
+        self.groups = groups
+        self.server = server
+        self.span = span
+        self.tps = frozenset(groups)
+
+
+class Sender(threading.Thread):
+    """Lifecycle: `start()`; `wakeup()` from any thread when there may be work; `initiate_close()`
+    to finish every pending batch and stop; `force_close(error)` to stop at once, failing what
+    is left. Only this thread touches the in-flight table and settles batches (except a forced
+    close, which settles leftovers after the thread stopped)."""
+
+    def __init__(
+        self,
+        config: ProducerConfig,
+        conn: GatewayConnection,
+        metadata: MetadataCache,
+        wakeup_event: threading.Event,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(name=f"riverlog-producer-sender[{conn.client_id}]", daemon=True)
+        self._config = config
+        self._conn = conn
+        self._metadata = metadata
+        self._event = wakeup_event
+        self._clock = clock
+        self._acks = _ACKS[config.acks]
+        self._timeout_s = config.request_timeout_ms / 1000
+        self._max_in_flight = config.max_in_flight_requests_per_connection
+        self._guarantee_order = self._max_in_flight == 1
+        self._delivery_timeout_s = config.delivery_timeout_ms / 1000
+        self._completions: queue.SimpleQueue[tuple[InFlight, grpc.Future]] = queue.SimpleQueue()
+        self._in_flight: set[InFlight] = set()
+        self._muted: set[tuple[str, int]] = set()
+        self._running = True
+        self._forced = False
+        self.accumulator: RecordAccumulator  # set by the producer before start()
+        self.request_hook: Callable[[data_pb2.ProduceRequest], None] | None = None
+
+    def wakeup(self) -> None:
+        self._event.set()
+
+    # ---- the loop -----------------------------------------------------------------------
+
+    def run(self) -> None:
+        acc = self.accumulator
+        while True:
+            self._event.clear()
+            now = self._clock()
+            self._settle_completions(now)
+            if self._forced or (not self._running and not acc.has_incomplete()):
+                break
+            for batch in acc.expire(now):
+                self._expire(batch, now)
+            next_check = now + _IDLE_WAIT_S
+            while len(self._in_flight) < self._max_in_flight:
+                batches, next_check = acc.drain(now, self._config.max_request_size, self._muted)
+                if not batches:
+                    break
+                self._send(batches)
+            if len(self._in_flight) >= self._max_in_flight:
+                next_check = now + _IDLE_WAIT_S  # a completion wakes us
+            wait = min(next_check - now, _IDLE_WAIT_S)
+            if wait > 0:
+                self._event.wait(wait)
+        if self._forced:
+            for inflight in list(self._in_flight):
+                for batches in inflight.groups.values():
+                    for batch in batches:
+                        self._fail(batch, ClientClosedError("producer", "closed before delivery"))
+
+    def initiate_close(self) -> None:
+        """Send everything pending, then stop (the accumulator is already closed)."""
+        self._running = False
+        self._event.set()
+
+    def force_close(self) -> None:
+        """Stop without waiting for pending batches; they fail with ClientClosedError."""
+        self._running = False
+        self._forced = True
+        self._event.set()
+
+    # ---- sending ------------------------------------------------------------------------
+
+    def _send(self, batches: list[ProducerBatch]) -> None:
+        groups: dict[tuple[str, int], list[ProducerBatch]] = {}
+        for batch in batches:
+            groups.setdefault((batch.topic, batch.partition), []).append(batch)
+        partitions = [
+            data_pb2.ProducePartition(
+                topic=tp[0],
+                partition=tp[1],
+                records=b"".join([batch.build() for batch in group])
+                if len(group) > 1
+                else group[0].build(),
+            )
+            for tp, group in groups.items()
+        ]
+        request = data_pb2.ProduceRequest(
+            acks=self._acks, timeout_ms=self._config.request_timeout_ms, partitions=partitions
+        )
+        if self.request_hook is not None:
+            self.request_hook(request)
+        contexts = [b.trace_context for b in batches if b.trace_context is not None]
+        try:
+            stub, server = self._conn.stub()
+            if contexts:
+                from ..tracing import request_span
+
+                with request_span(contexts) as span:
+                    future = stub.Produce.future(
+                        request, timeout=self._timeout_s, metadata=self._conn.metadata
+                    )
+            else:
+                span = None
+                future = stub.Produce.future(
+                    request, timeout=self._timeout_s, metadata=self._conn.metadata
+                )
+        except Exception as e:  # closed client, or a channel that cannot take the call
+            error = rpc_error(e)
+            now = self._clock()
+            for group in groups.values():
+                self._retry_or_fail(group, error, now)
+            return
+        inflight = InFlight(groups, server, span)
+        self._in_flight.add(inflight)
+        if self._guarantee_order:
+            self._muted |= inflight.tps
+        future.add_done_callback(lambda f: self._on_done(inflight, f))
+
+    def _on_done(self, inflight: InFlight, future: grpc.Future) -> None:
+        """On a gRPC thread: hand the outcome to the sender thread."""
+        self._completions.put((inflight, future))
+        self._event.set()
+
+    # ---- settling -----------------------------------------------------------------------
+
+    def _settle_completions(self, now: float) -> None:
+        while True:
+            try:
+                inflight, future = self._completions.get_nowait()
+            except queue.Empty:
+                return
+            self._in_flight.discard(inflight)
+            if self._guarantee_order:
+                self._muted -= inflight.tps
+            if inflight.span is not None:
+                inflight.span.end()
+            try:
+                response = future.result()
+            except Exception as e:
+                error = rpc_error(e)
+                if isinstance(e, grpc.RpcError) and GatewayConnection.should_failover(e):
+                    self._conn.failover(inflight.server)
+                for group in inflight.groups.values():
+                    self._retry_or_fail(group, error, now)
+                continue
+            self._settle_response(inflight, response, now)
+
+    def _settle_response(
+        self, inflight: InFlight, response: data_pb2.ProduceResponse, now: float
+    ) -> None:
+        answers = {(p.topic, p.partition): p for p in response.partitions}
+        acked = self._acks != common_pb2.ACKS_NONE
+        for tp, group in inflight.groups.items():
+            answer = answers.get(tp)
+            if answer is None:
+                error = RiverlogError(
+                    f"the produce response has no answer for {tp[0]}-{tp[1]}",
+                    ErrorCode.UNKNOWN_SERVER_ERROR,
+                )
+                self._retry_or_fail(group, error, now)
+            elif answer.error_code != ErrorCode.NONE:
+                error = error_for(answer.error_code, answer.error_message)
+                self._retry_or_fail(group, error, now)
+            else:
+                base = answer.base_offset if acked else -1
+                append_time = answer.log_append_time_ms
+                for batch in group:
+                    batch.result.complete(base, append_time, None)
+                    self.accumulator.release(batch)
+                    if acked:
+                        base += batch.count
+
+    def _retry_or_fail(self, group: list[ProducerBatch], error: RiverlogError, now: float) -> None:
+        retry = error.retriable and self._acks != common_pb2.ACKS_NONE and not self._forced
+        if retry and error.refresh_metadata:
+            self._metadata.invalidate(group[0].topic)
+        for batch in reversed(group):  # appendleft in reverse keeps the partition's order
+            batch.attempts += 1
+            deadline = batch.created + self._delivery_timeout_s
+            if retry and batch.attempts <= self._config.retries and now < deadline:
+                backoff = self._config.retry_backoff_ms * 2 ** min(batch.attempts - 1, 16)
+                backoff = min(backoff, self._config.retry_backoff_max_ms)
+                backoff_s = backoff * random.uniform(0.8, 1.2) / 1000
+                log.debug("retrying %r after %s (attempt %d)", batch, error, batch.attempts)
+                self.accumulator.reenqueue(batch, now + backoff_s)
+            elif retry and now >= deadline:
+                self._expire(batch, now, error)
+            else:
+                self._fail(batch, error)
+
+    def _expire(self, batch: ProducerBatch, now: float, cause: BaseException | None = None) -> None:
+        waited = round((now - batch.created) * 1000)
+        last = f"; last error: {cause}" if cause is not None else ""
+        self._fail(
+            batch,
+            ClientTimeoutError(
+                f"expiring {batch.count} record(s) for {batch.topic}-{batch.partition}: "
+                f"{waited} ms has passed since batch creation (delivery.timeout.ms "
+                f"{self._config.delivery_timeout_ms}){last}"
+            ),
+        )
+
+    def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
+        batch.result.complete(-1, -1, error)
+        self.accumulator.release(batch)
