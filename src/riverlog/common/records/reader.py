@@ -66,24 +66,21 @@ class RecordColumns:
         return len(self.offsets)
 
 
-def _check_header(data: bytes, pos: int) -> tuple[BatchHeader, int]:
-    """The header of the complete batch at `pos` and its size, or size -1 for a torn tail."""
+def _check_header(data: bytes, pos: int) -> tuple[BatchHeader, int] | None:
+    """The header and size of the complete batch at `pos`; None at the end or a torn tail."""
     if len(data) - pos < LOG_OVERHEAD:
-        return _NO_HEADER, -1
+        return None
     size = peek_size(data, pos)  # (its -1 for "too short" is ruled out above)
     if size < HEADER_SIZE:
         raise InvalidBatchError(f"batch length {size - LOG_OVERHEAD} at {pos} is below the header")
     if pos + size > len(data):
-        return _NO_HEADER, -1
+        return None
     header = parse_header(data, pos)
     if header.magic != MAGIC:
         raise InvalidBatchError(f"unsupported magic {header.magic} at {pos} (only 2)")
     if header.last_offset_delta < 0 or header.records_count < 0:
         raise InvalidBatchError(f"negative record count or offset delta in the batch at {pos}")
     return header, size
-
-
-_NO_HEADER = BatchHeader(-1, 0, -1, MAGIC, 0, 0, 0, -1, -1, -1, -1, -1, 0)
 
 
 def _records_of(data: bytes, pos: int, size: int, header: BatchHeader) -> bytes:
@@ -239,9 +236,10 @@ def _decode_batches(
     pos = 0
     out.next_offset = min_offset
     while True:
-        header, size = _check_header(data, pos)
-        if size < 0:
+        found = _check_header(data, pos)
+        if found is None:
             return
+        header, size = found
         next_offset = header.base_offset + header.last_offset_delta + 1
         if next_offset > min_offset and (include_control or not header.attributes & CONTROL_MASK):
             if validate_crc:
@@ -318,9 +316,10 @@ def iter_record_timestamps(
     InvalidBatchError if the batch is corrupt or incomplete.
     """
     data = _as_bytes(batch)
-    header, size = _check_header(data, pos)
-    if size < 0:
+    found = _check_header(data, pos)
+    if found is None:
         raise InvalidBatchError(f"incomplete batch at {pos}")
+    header, size = found
     if validate_crc:
         validate_batch(data, pos)
     out = RecordColumns()
@@ -340,8 +339,9 @@ def next_fetch_offset(data: Buffer, position: int = 0) -> int:
     pos = 0
     result = position
     while True:
-        header, size = _check_header(buf, pos)
-        if size < 0:
+        found = _check_header(buf, pos)
+        if found is None:
             return result
+        header, size = found
         result = max(result, header.base_offset + header.last_offset_delta + 1)
         pos += size
