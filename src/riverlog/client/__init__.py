@@ -1,1 +1,49 @@
-"""The Python SDK: Producer, Consumer and AdminClient over the gateway API."""
+"""The Python SDK: Producer, Consumer and AdminClient over the gateway API, configured with
+Kafka's key names.
+
+    from riverlog.client import Producer, Consumer, AdminClient, NewTopic, TopicPartition
+
+Everything the cluster reports is a `RiverlogError` (with `code`, `retriable`); the client's own
+conditions are the subclasses in `riverlog.client.errors`. `riverlog.client.tracing` has
+`process_span(record)` for a consumer's processing span linked to the producer's.
+"""
+
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.types import TopicPartition
+
+from ._offsets import OffsetAndTimestamp
+from .admin import AdminClient, ClusterDescription, ConfigEntry, NewTopic, TopicDescription
+from .config import AdminConfig, ConfigError, ConsumerConfig, ProducerConfig
+from .consumer import Consumer, ConsumerRecord
+from .errors import (
+    ClientClosedError,
+    ClientTimeoutError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
+from .producer import Producer, RecordFuture, RecordMetadata
+
+__all__ = [
+    "AdminClient",
+    "AdminConfig",
+    "ClientClosedError",
+    "ClientTimeoutError",
+    "ClusterDescription",
+    "ConfigEntry",
+    "ConfigError",
+    "Consumer",
+    "ConsumerConfig",
+    "ConsumerRecord",
+    "ErrorCode",
+    "NewTopic",
+    "OffsetAndTimestamp",
+    "OffsetOutOfRangeError",
+    "Producer",
+    "ProducerConfig",
+    "RecordFuture",
+    "RecordMetadata",
+    "RecordTooLargeError",
+    "RiverlogError",
+    "TopicDescription",
+    "TopicPartition",
+]

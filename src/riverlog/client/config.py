@@ -227,6 +227,7 @@ class ConsumerConfig(_ClientConfig):
         "read_uncommitted", ("read_uncommitted", "read_committed"), "Read past open txns or not"
     )
     default_api_timeout_ms: int = _int(60_000, "Deadline of blocking offset look-ups", lo=1)
+    check_crcs: bool = _key(True, _parse_bool, "Verify the CRC-32C of every fetched batch")
     key_deserializer: Deserializer | None = _callable("Turns key bytes back")  # noqa: RUF009
     value_deserializer: Deserializer | None = _callable("Turns value bytes back")  # noqa: RUF009
 

@@ -1,0 +1,97 @@
+"""Which partitions a consumer reads and where it stands in each: the position (the next offset
+poll() returns), a pending offset reset, a back-off after a partition error, and an epoch that
+every seek bumps so answers to fetches sent before the seek are recognised and dropped.
+
+Kafka's SubscriptionState without groups: partitions come only from `assign()`. The fetch
+position (where the next fetch starts) is not kept here: it runs ahead of the position while a
+fetched chunk waits to be consumed, and the fetcher derives it from its buffer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from riverlog.common.types import TopicPartition
+
+EARLIEST = "earliest"
+LATEST = "latest"
+NONE = "none"
+
+
+class PartitionState:
+    """One assigned partition. `position` None: unknown, to be reset by `reset` (the policy
+    to apply: earliest, latest or none)."""
+
+    __slots__ = ("backoff_until", "epoch", "high_watermark", "log_start_offset", "position",
+                 "reset")  # fmt: skip
+
+    def __init__(self, reset: str) -> None:
+        self.position: int | None = None
+        self.reset: str | None = reset
+        self.epoch = 0
+        self.backoff_until = 0.0
+        self.high_watermark = -1
+        self.log_start_offset = -1
+
+    def seek(self, offset: int) -> None:
+        self.position = offset
+        self.reset = None
+        self.epoch += 1
+        self.backoff_until = 0.0
+
+    def request_reset(self, policy: str) -> None:
+        self.position = None
+        self.reset = policy
+        self.epoch += 1
+
+
+class SubscriptionState:
+    """The consumer's assignment. Used only by the thread that uses the Consumer (Kafka's
+    consumer is not thread-safe either)."""
+
+    def __init__(self, default_reset: str) -> None:
+        self.default_reset = default_reset
+        self.partitions: dict[TopicPartition, PartitionState] = {}
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Replace the assignment; partitions kept keep their position."""
+        wanted = list(dict.fromkeys(partitions))
+        for tp in wanted:
+            if not isinstance(tp, TopicPartition):
+                raise TypeError(f"assign() takes TopicPartition objects, not {tp!r}")
+        self.partitions = {
+            tp: self.partitions.get(tp) or PartitionState(self.default_reset) for tp in wanted
+        }
+
+    def state(self, tp: TopicPartition) -> PartitionState:
+        state = self.partitions.get(tp)
+        if state is None:
+            raise ValueError(f"{tp} is not assigned to this consumer")
+        return state
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        if offset < 0:
+            raise ValueError(f"cannot seek {tp} to a negative offset ({offset})")
+        self.state(tp).seek(offset)
+
+    def request_reset(self, tps: Iterable[TopicPartition], policy: str) -> None:
+        for tp in tps:
+            self.state(tp).request_reset(policy)
+
+    def needing_reset(self) -> dict[TopicPartition, str]:
+        """Partitions whose position must be looked up, with the policy to apply."""
+        return {
+            tp: state.reset
+            for tp, state in self.partitions.items()
+            if state.position is None and state.reset is not None
+        }
+
+    def fetchable(self, now: float | None = None) -> list[TopicPartition]:
+        """Partitions with a known position and no back-off running."""
+        now = time.monotonic() if now is None else now
+        return [
+            tp
+            for tp, state in self.partitions.items()
+            if state.position is not None and state.backoff_until <= now
+        ]
