@@ -4,11 +4,12 @@ The producer appends records to a BatchBuilder per partition until `append` refu
 (batch.size reached) and then calls `build()`: the 61-byte header of `header.py` (base offset 0,
 for the leader to rewrite), then the records of `record.py`, compressed as a whole when a codec
 is set, with the CRC-32C over attributes..end. Deterministic: the same appends give the same
-bytes, byte-identical to Kafka's own writers for compression none.
+bytes; uncompressed, they are byte-identical to kafka-python's (tests/.../test_records_golden.py),
+with partition leader epoch -1 as Kafka's Java producer writes it.
 
 This is the producer's per-record hot loop, so `append` avoids Python-level calls on the common
-path: varints below 2 bytes come from the precomputed `varint.ENCODED` table and a record is kept
-as a tuple of byte strings until `build()` joins them all with one `bytes.join`.
+path: varints of one or two bytes come from the precomputed `varint.ENCODED` table, and a record
+is kept as a tuple of byte strings until `build()` joins them all with one `bytes.join`.
 """
 
 from __future__ import annotations
