@@ -1,0 +1,237 @@
+"""The Gateway API against real processes (the session cluster: etcd, metadata, three storage
+nodes, one gateway): batches and plain records round trip, keyed records land on Kafka's
+murmur2 partition, streams answer every request, offsets and metadata are right."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from gateway_client import (
+    GatewayClient,
+    decode,
+    encode,
+    fetch_all,
+    fetch_request,
+    plain,
+    produce_request,
+)
+
+from riverlog.common.errors import ErrorCode
+from riverlog.common.partitioner import partition_for_key
+from riverlog.common.records import CompressionType
+from riverlog.v1 import common_pb2, data_pb2, gateway_pb2
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def client(gateway_address: str):
+    c = GatewayClient(gateway_address)
+    yield c
+    c.close()
+
+
+def test_batches_round_trip_across_leaders(client: GatewayClient, new_topic) -> None:
+    topic = new_topic(partitions=3)
+    sent = {p: [f"p{p}-{i}".encode() for i in range(5)] for p in range(3)}
+    codecs = [CompressionType.NONE, CompressionType.ZSTD, CompressionType.LZ4]
+    for round_ in range(2):
+        batches = {p: encode(sent[p], codecs[p]) for p in range(3)}
+        response = client.Produce(produce_request(topic, batches))
+        assert [(r.partition, r.error_code) for r in response.partitions] == [
+            (0, 0),
+            (1, 0),
+            (2, 0),
+        ]
+        assert all(r.base_offset == 5 * round_ for r in response.partitions)
+        assert all(r.last_offset == 5 * round_ + 4 for r in response.partitions)
+    for p in range(3):
+        records = fetch_all(client, topic, p, 10)
+        assert [r.value for r in records] == sent[p] * 2
+        assert [r.offset for r in records] == list(range(10))
+
+
+def test_fetch_long_poll_returns_when_data_arrives(client: GatewayClient, new_topic) -> None:
+    topic = new_topic(partitions=1)
+    result: dict[str, data_pb2.FetchResponse] = {}
+    poller = threading.Thread(
+        target=lambda: result.setdefault(
+            "r", client.Fetch(fetch_request(topic, {0: 0}, max_wait_ms=20_000))
+        )
+    )
+    poller.start()
+    client.Produce(produce_request(topic, {0: encode([b"late"])}))
+    poller.join(timeout=30)
+    assert not poller.is_alive()
+    [part] = result["r"].partitions
+    assert [r.value for r in decode(part.records)] == [b"late"]
+
+
+def test_produce_and_fetch_streams(client: GatewayClient, new_topic) -> None:
+    topic = new_topic(partitions=2)
+    requests = [
+        produce_request(topic, {i % 2: encode([f"m{i}".encode()])}, correlation_id=1000 + i)
+        for i in range(40)
+    ]
+    responses = list(client.stream("ProduceStream", requests))
+    assert sorted(r.correlation_id for r in responses) == [1000 + i for i in range(40)]
+    assert all(r.partitions[0].error_code == 0 for r in responses)
+    for p in (0, 1):
+        offsets = sorted(
+            r.partitions[0].base_offset for r in responses if r.partitions[0].partition == p
+        )
+        assert offsets == list(range(20))
+    # within a partition, the stream kept the order the requests were sent in
+    records = fetch_all(client, topic, 0, 20)
+    assert [r.value for r in records] == [f"m{i}".encode() for i in range(0, 40, 2)]
+    fetches = [fetch_request(topic, {p: 0}, correlation_id=p) for p in (0, 1)]
+    fetched = {r.correlation_id: r for r in client.stream("FetchStream", fetches)}
+    assert len(decode(fetched[1].partitions[0].records)) == 20
+
+
+def test_plain_records_round_trip(client: GatewayClient, new_topic) -> None:
+    topic = new_topic(partitions=1)
+    records = [
+        plain(b"k1", b"v1", [("h1", b"x"), ("h1", b"y")]),
+        plain(None, b"no key"),
+        plain(b"k3", None),  # a tombstone
+        plain(b"", b""),
+    ]
+    for codec in ("", "gzip", "snappy", "lz4", "zstd"):
+        response = client.ProduceRecords(
+            gateway_pb2.ProduceRecordsRequest(
+                topic=topic, partition=0, records=records, compression_type=codec
+            )
+        )
+        assert [r.error_code for r in response.results] == [0] * 4
+    offsets = [r.offset for r in response.results]
+    assert offsets == [16, 17, 18, 19]
+    fetched = client.FetchRecords(
+        gateway_pb2.FetchRecordsRequest(topic=topic, partition=0, offset=17, max_wait_ms=100)
+    )
+    assert fetched.error_code == 0
+    assert [r.offset for r in fetched.records] == list(range(17, 20))
+    assert fetched.next_offset == 20 and fetched.high_watermark == 20
+    first = client.FetchRecords(
+        gateway_pb2.FetchRecordsRequest(topic=topic, partition=0, offset=0, max_records=4)
+    )
+    got = [
+        (r.has_key, r.key, r.has_value, r.value, [(h.key, h.value) for h in r.headers])
+        for r in first.records
+    ]
+    assert got == [
+        (True, b"k1", True, b"v1", [("h1", b"x"), ("h1", b"y")]),
+        (False, b"", True, b"no key", []),
+        (True, b"k3", False, b"", []),
+        (True, b"", True, b"", []),
+    ]
+    assert first.next_offset == 4
+    assert all(r.timestamp_ms > 0 for r in first.records)
+
+
+def test_keyed_plain_records_land_on_the_murmur2_partition(
+    client: GatewayClient, new_topic
+) -> None:
+    topic = new_topic(partitions=4)
+    keys = [f"user-{i}".encode() for i in range(30)]
+    response = client.ProduceRecords(
+        gateway_pb2.ProduceRecordsRequest(topic=topic, records=[plain(k, k) for k in keys])
+    )
+    assert [r.partition for r in response.results] == [partition_for_key(k, 4) for k in keys]
+    for p in range(4):
+        fetched = client.FetchRecords(
+            gateway_pb2.FetchRecordsRequest(topic=topic, partition=p, offset=0)
+        )
+        assert [r.key for r in fetched.records] == [k for k in keys if partition_for_key(k, 4) == p]
+
+
+def test_offsets_and_delete_records(client: GatewayClient, new_topic) -> None:
+    topic = new_topic(partitions=2)
+    client.Produce(produce_request(topic, {0: encode([b"a", b"b", b"c"]), 1: encode([b"x"])}))
+    response = client.ListOffsets(
+        data_pb2.ListOffsetsRequest(
+            partitions=[
+                data_pb2.ListOffsetsPartition(
+                    topic=topic, partition=0, spec=common_pb2.OFFSET_SPEC_LATEST
+                ),
+                data_pb2.ListOffsetsPartition(
+                    topic=topic, partition=1, spec=common_pb2.OFFSET_SPEC_EARLIEST
+                ),
+            ]
+        )
+    )
+    assert [(r.error_code, r.offset) for r in response.partitions] == [(0, 3), (0, 0)]
+    deleted = client.DeleteRecords(
+        data_pb2.DeleteRecordsRequest(
+            partitions=[data_pb2.DeleteRecordsPartition(topic=topic, partition=0, offset=2)]
+        )
+    )
+    assert [(r.error_code, r.low_watermark) for r in deleted.partitions] == [(0, 2)]
+    earliest = client.ListOffsets(
+        data_pb2.ListOffsetsRequest(
+            partitions=[
+                data_pb2.ListOffsetsPartition(
+                    topic=topic, partition=0, spec=common_pb2.OFFSET_SPEC_EARLIEST
+                )
+            ]
+        )
+    )
+    assert earliest.partitions[0].offset == 2
+
+
+def test_get_metadata(client: GatewayClient, new_topic, cluster) -> None:
+    topic = new_topic(partitions=2, replication_factor=2)
+    response = client.GetMetadata(
+        gateway_pb2.GetMetadataRequest(topics=[topic, "no-such-topic", "bad name"])
+    )
+    [meta] = response.topics
+    assert meta.name == topic and [p.partition for p in meta.partitions] == [0, 1]
+    assert all(p.leader in p.isr and len(p.replicas) == 2 for p in meta.partitions)
+    assert [(e.name, e.error_code) for e in response.errors] == [
+        ("no-such-topic", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        ("bad name", ErrorCode.INVALID_TOPIC_EXCEPTION),
+    ]
+    kinds = {(n.kind, n.node_id) for n in response.nodes}
+    assert {(common_pb2.NODE_KIND_STORAGE, i) for i in (1, 2, 3)} <= kinds
+    assert (common_pb2.NODE_KIND_GATEWAY, 1) in kinds
+    assert response.metadata_version > 0 and response.cluster_id
+    everything = client.GetMetadata(gateway_pb2.GetMetadataRequest())
+    assert topic in {t.name for t in everything.topics}
+
+
+def test_admin_passthrough(client: GatewayClient, topic_name: str) -> None:
+    from riverlog.v1 import admin_pb2
+
+    created = client.CreateTopics(
+        admin_pb2.CreateTopicsRequest(
+            topics=[
+                admin_pb2.CreatableTopic(name=topic_name, num_partitions=2, replication_factor=1),
+                admin_pb2.CreatableTopic(name="", num_partitions=1, replication_factor=1),
+            ]
+        )
+    )
+    assert [(t.name, t.error_code) for t in created.topics] == [
+        (topic_name, 0),
+        ("", ErrorCode.INVALID_TOPIC_EXCEPTION),
+    ]
+    # the gateway waited until it routes the new topic: producing at once works
+    response = client.Produce(produce_request(topic_name, {1: encode([b"now"])}))
+    assert response.partitions[0].error_code == 0
+    grown = client.CreatePartitions(
+        admin_pb2.CreatePartitionsRequest(
+            topics=[admin_pb2.CreatePartitionsRequest.Topic(name=topic_name, count=3)]
+        )
+    )
+    assert grown.topics[0].error_code == 0
+    assert (
+        client.Produce(produce_request(topic_name, {2: encode([b"p2"])})).partitions[0].error_code
+        == 0
+    )
+    assert topic_name in client.ListTopics(admin_pb2.ListTopicsRequest()).names
+    cluster = client.DescribeCluster(admin_pb2.DescribeClusterRequest())
+    assert cluster.cluster_id and cluster.metadata_instances
+    deleted = client.DeleteTopics(admin_pb2.DeleteTopicsRequest(names=[topic_name]))
+    assert deleted.topics[0].error_code == 0
+    gone = client.Produce(produce_request(topic_name, {0: encode([b"x"])}))
+    assert gone.partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
