@@ -21,7 +21,7 @@ from typing import Final
 
 from .compression import CompressionType, compress
 from .header import (
-    _HEADER,
+    HEADER_STRUCT,
     CONTROL_MASK,
     CRC_START,
     HEADER_SIZE,
@@ -239,7 +239,7 @@ class BatchBuilder:
         out = bytearray(HEADER_SIZE)
         out += payload
         try:
-            _HEADER.pack_into(
+            HEADER_STRUCT.pack_into(
                 out,
                 0,
                 0,  # base offset: the leader assigns it

@@ -36,7 +36,7 @@ LOG_OVERHEAD = 12  # baseOffset + batchLength: the part not counted in batchLeng
 MAGIC = 2
 CRC_START = 21
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")  # the whole 61-byte header, in order
 _BASE_OFFSET = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
@@ -117,14 +117,19 @@ def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHead
     """Parse the header at `pos`; checks that it is complete, not that the batch is."""
     if len(buf) - pos < HEADER_SIZE:
         raise InvalidBatchError(f"truncated batch header at {pos}: {len(buf) - pos} bytes")
-    return BatchHeader(*_HEADER.unpack_from(buf, pos))
+    return BatchHeader(*HEADER_STRUCT.unpack_from(buf, pos))
 
 
 def peek_size(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
-    """Total size of the batch at `pos` from its first 12 bytes, or -1 if they are not there."""
+    """Total size of the batch at `pos` from its first 12 bytes, or -1 if they are not there.
+
+    Raises InvalidBatchError when the declared length cannot even hold a header, so a negative
+    or tiny length is never mistaken for an incomplete batch."""
     if len(buf) - pos < LOG_OVERHEAD:
         return -1
     _, length = _OFFSET_AND_LENGTH.unpack_from(buf, pos)
+    if length < HEADER_SIZE - LOG_OVERHEAD:
+        raise InvalidBatchError(f"batch length {length} at {pos} is below the header size")
     return int(length) + LOG_OVERHEAD
 
 
