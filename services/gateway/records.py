@@ -267,4 +267,7 @@ def _decode(
     if error is not None:
         return records, records[-1].offset + 1 if records else offset, error
     last = records[-1].offset + 1 if records else offset
-    return records, max(last, next_fetch_offset(data, offset)), None
+    try:
+        return records, max(last, next_fetch_offset(data, offset)), None
+    except InvalidBatchError:  # a torn tail after whole batches: fetch again from `last`
+        return records, last, None

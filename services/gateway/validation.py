@@ -15,7 +15,13 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.records.header import HEADER_SIZE, LOG_OVERHEAD, MAGIC, peek_size
+from riverlog.common.records.header import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    InvalidBatchError,
+    peek_size,
+)
 from riverlog.common.types import TopicPartition
 
 # Kafka's topic name rules (Topic.java): 1..249 of [a-zA-Z0-9._-], not "." or "..".
@@ -96,7 +102,10 @@ def batch_payload_error(data: bytes) -> RiverlogError | None:
     pos = 0
     end = len(data)
     while pos < end:
-        size = peek_size(data, pos)
+        try:
+            size = peek_size(data, pos)
+        except InvalidBatchError as exc:
+            return RiverlogError(f"invalid record batch framing: {exc}", ErrorCode.CORRUPT_MESSAGE)
         if end - pos < HEADER_SIZE or size < 0:
             return RiverlogError(
                 f"truncated record batch at byte {pos}: {end - pos} bytes, the header alone "

@@ -20,7 +20,7 @@ from riverlog.services.gateway.offsets import (
     ListOffsetsPartResult,
     Offsets,
 )
-from riverlog.services.gateway.produce import Producer, ProducePartResult
+from riverlog.services.gateway.produce import ProducePartResult, Producer
 from riverlog.services.gateway.routing.metadata_cache import MetadataCache
 from riverlog.services.gateway.routing.router import Router
 

@@ -54,6 +54,7 @@ async def test_zero_timeout_means_the_request_timeout(harness: Harness) -> None:
         (TopicPartition("t", -1), batch(), ErrorCode.INVALID_REQUEST, "negative"),
         (TopicPartition("t", 0), b"", ErrorCode.CORRUPT_MESSAGE, "no record batch"),
         (TopicPartition("t", 0), b"garbage" * 20, ErrorCode.CORRUPT_MESSAGE, "magic"),
+        (TopicPartition("t", 0), b"\x00" * 100, ErrorCode.CORRUPT_MESSAGE, "framing"),
         (TopicPartition("t", 0), batch()[:-3], ErrorCode.CORRUPT_MESSAGE, "torn"),
         (TopicPartition("t", 0), batch()[:30], ErrorCode.CORRUPT_MESSAGE, "truncated"),
         (TopicPartition("nope", 0), batch(), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown"),
