@@ -28,6 +28,7 @@ from riverlog.common.records.header import (
     LOG_OVERHEAD,
     MAGIC,
     BatchHeader,
+    InvalidBatchError,
     validate_batch,
 )
 
@@ -144,7 +145,10 @@ class FileRecords:
                 want = max(RECOVERY_CHUNK, _whole_size_at(self._fd, position))
                 buf = os.pread(self._fd, min(want, self._size - position), position)
                 buf_start, rel = position, 0
-            header = validate_batch(buf, rel, max_batch_size)
+            try:
+                header = validate_batch(buf, rel, max_batch_size)
+            except InvalidBatchError as exc:
+                raise InvalidBatchError(f"batch at position {position}: {exc}") from None
             yield position, header
             position += header.size
 

@@ -162,7 +162,7 @@ class LogLoader:
                 expected = None
                 continue
             size_before = segment.size
-            cut = segment.recover(expected)
+            cut = segment.recover(expected, contiguous=not self.config.compact_enabled)
             short = (
                 upper is not None
                 and segment.next_offset < upper

@@ -262,10 +262,14 @@ class LogSegment:
         self.offset_index.sanity_check(upper_bound_offset, self.size)
         self.time_index.sanity_check(upper_bound_offset, self.size)
 
-    def recover(self, min_base_offset: int | None = None) -> int:
-        """Validate every batch (magic, length, CRC, offsets increasing and >= the base
-        offset or `min_base_offset`), rebuild both indexes from them, and cut the file after
-        the last valid one. Returns the number of bytes cut."""
+    def recover(self, min_base_offset: int | None = None, contiguous: bool = True) -> int:
+        """Validate every batch (magic, length, CRC, offsets from the base offset or
+        `min_base_offset` on), rebuild both indexes from them, and cut the file after the last
+        valid one. Returns the number of bytes cut.
+
+        baseOffset is outside the CRC, so offsets are checked against the previous batch:
+        each batch must start exactly where the previous one ended when `contiguous` (any log
+        that no compaction touched), or after it otherwise."""
         self.offset_index.reset()
         self.time_index.reset()
         self._max_timestamp, self._offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
@@ -276,8 +280,8 @@ class LogSegment:
         reason = ""
         try:
             for position, header in self.log.validated_batches(0):
-                if header.base_offset < expected:
-                    reason = f"offset {header.base_offset} at {position}, expected >= {expected}"
+                if header.base_offset < expected or (contiguous and header.base_offset != expected):
+                    reason = f"offset {header.base_offset} at {position}, expected {expected}"
                     break
                 if header.last_offset - self.base_offset > U32_MAX:
                     reason = f"offset {header.last_offset} at {position} beyond the segment"

@@ -9,9 +9,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from storage_log_testkit import TS  # noqa: E402
+from storage_log_testkit import TS
 
-from riverlog.common.clock import ManualClock  # noqa: E402
+from riverlog.common.clock import ManualClock
 
 
 @pytest.fixture

@@ -91,3 +91,15 @@ def fill(
         log.high_watermark = log.log_end_offset
         if clock and advance_ms:
             clock.advance(advance_ms)
+
+
+def crash(log: PartitionLog) -> None:
+    """Drop the log as a kill -9 would: written bytes stay (they are in the page cache), but
+    nothing is flushed, no index is trimmed and no last time-index entry is written. Only the
+    process's descriptors and mappings are released."""
+    for segment in log.segments:
+        for index in (segment.offset_index, segment.time_index):
+            if index._mm is not None:
+                index._mm.close()
+                index._mm = None
+        segment.log.close()

@@ -89,8 +89,13 @@ def test_read_spans_segments(tmp_path: Path, clock: ManualClock) -> None:
     assert offsets_in(read_bytes(log, 1, batch_size * 3)) == [1, 2, 3]
     assert offsets_in(read_bytes(log, 1, max_offset=6)) == [1, 2, 3, 4, 5]
     with log.read(1, 1 << 20) as fetched:
-        assert [r.size for r in fetched.ranges] == [batch_size, 2 * batch_size, 2 * batch_size,
-                                                    2 * batch_size, batch_size]  # fmt: skip
+        assert [r.size for r in fetched.ranges] == [
+            batch_size,
+            2 * batch_size,
+            2 * batch_size,
+            2 * batch_size,
+            batch_size,
+        ]
         assert fetched.size == 8 * batch_size
 
 
