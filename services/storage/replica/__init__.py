@@ -1,1 +1,2 @@
-"""Partition replicas on this node: leadership, high watermark, and the produce, fetch and offsets logic over them."""
+"""Partition replicas on this node: leadership, the high watermark, and the produce, fetch
+and offsets logic over them."""

@@ -1,0 +1,146 @@
+"""Fetch on the leader: whole stored batches from each partition's fetch offset, within the
+request's byte budget, up to the high watermark, with Kafka's long poll.
+
+Budget (Kafka's rules): partitions are read in request order, each up to
+min(partition_max_bytes, what is left of max_bytes); the first partition that has data may
+return one whole batch even past the limits (so a batch larger than the limits still makes
+progress), later ones only what fits. Long poll: when fewer than `min_bytes` are available the
+fetch waits in the purgatory (a DelayedFetch) until appends bring enough, a partition turns to
+an error, or `max_wait_ms` passes, and is then read again. Bytes are never copied or decoded
+here: results hold `FetchSlice`s (file ranges) that the transport turns into bytes or sends
+with `os.sendfile`; the caller must `close_results()` once they are sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.types import TopicPartition
+
+from .purgatory import DelayedFetch, Purgatory
+from .replica_manager import ReplicaManager
+from .requests import FetchParams, FetchPartitionData, FetchPartitionResult
+
+
+def close_results(results: Iterable[FetchPartitionResult]) -> None:
+    """Release the file ranges the results pin (after the bytes were sent or copied)."""
+    for result in results:
+        records = result.records
+        if records is not None:
+            result.records = None
+            records.close()
+
+
+class FetchHandler:
+    """Serves fetches from the hosted partitions. Event-loop thread only."""
+
+    def __init__(
+        self,
+        replicas: ReplicaManager,
+        purgatory: Purgatory[TopicPartition],
+        fetch_max_bytes: int,
+    ) -> None:
+        self._replicas = replicas
+        self._purgatory = purgatory
+        self._fetch_max_bytes = fetch_max_bytes
+
+    def validate(self, params: FetchParams) -> None:
+        """Whole-request checks; raises INVALID_REQUEST (the interceptor maps it)."""
+        if params.max_bytes < 0:
+            raise RiverlogError(
+                f"max_bytes {params.max_bytes} is negative", ErrorCode.INVALID_REQUEST
+            )
+        if params.min_bytes < 0:
+            raise RiverlogError(
+                f"min_bytes {params.min_bytes} is negative", ErrorCode.INVALID_REQUEST
+            )
+        if params.max_wait_ms < 0:
+            raise RiverlogError(
+                f"max_wait_ms {params.max_wait_ms} is negative", ErrorCode.INVALID_REQUEST
+            )
+
+    def max_bytes(self, params: FetchParams) -> int:
+        """The request's budget: its max_bytes, capped by the node's fetch.max.bytes (0: the
+        node's)."""
+        if params.max_bytes <= 0:
+            return self._fetch_max_bytes
+        return min(params.max_bytes, self._fetch_max_bytes)
+
+    async def fetch(self, params: FetchParams) -> list[FetchPartitionResult]:
+        """Read now; wait (long poll) when there is less than min_bytes and no error."""
+        self.validate(params)
+        results = self.read_all(params)
+        if params.max_wait_ms <= 0 or not params.partitions or self._satisfied(params, results):
+            return results
+        close_results(results)
+
+        def available() -> tuple[int, bool]:
+            probe = self.read_all(params)
+            try:
+                return sum(r.size for r in probe), any(not r.ok for r in probe)
+            finally:
+                close_results(probe)
+
+        keys = [p.tp for p in params.partitions]
+        await DelayedFetch(
+            self._purgatory, keys, params.min_bytes, params.max_wait_ms, available
+        ).wait()
+        return self.read_all(params)
+
+    @staticmethod
+    def _satisfied(params: FetchParams, results: list[FetchPartitionResult]) -> bool:
+        if any(not r.ok for r in results):
+            return True
+        return sum(r.size for r in results) >= max(params.min_bytes, 1)
+
+    def read_all(self, params: FetchParams) -> list[FetchPartitionResult]:
+        remaining = self.max_bytes(params)
+        min_one_message = True
+        results: list[FetchPartitionResult] = []
+        for data in params.partitions:
+            result = self._read_partition(params, data, remaining, min_one_message)
+            results.append(result)
+            if result.size:
+                min_one_message = False
+                remaining = max(0, remaining - result.size)
+        return results
+
+    def _read_partition(
+        self, params: FetchParams, data: FetchPartitionData, remaining: int, min_one: bool
+    ) -> FetchPartitionResult:
+        result = FetchPartitionResult(data.tp)
+        try:
+            if data.partition_max_bytes < 0:
+                raise RiverlogError(
+                    f"{data.tp}: partition_max_bytes {data.partition_max_bytes} is negative",
+                    ErrorCode.INVALID_FETCH_SIZE,
+                )
+            is_consumer = params.replica_id is None
+            partition = self._replicas.get_partition(
+                data.tp, data.current_leader_epoch, require_leader=True
+            )
+            limit = remaining
+            if data.partition_max_bytes > 0:
+                limit = min(limit, data.partition_max_bytes)
+            if data.fetch_offset < 0:
+                raise RiverlogError(
+                    f"{data.tp}: fetch offset {data.fetch_offset} is negative",
+                    ErrorCode.OFFSET_OUT_OF_RANGE,
+                )
+            read = partition.read(
+                data.fetch_offset, max(limit, 0), min_one, up_to_high_watermark=is_consumer
+            )
+        except RiverlogError as exc:
+            result.fail(exc)
+            return result
+        result.records = read.records if read.records is not None and read.records.size else None
+        if read.records is not None and result.records is None:
+            read.records.close()
+        result.high_watermark = read.high_watermark
+        # No transactions yet: everything below the high watermark is stable, so
+        # READ_COMMITTED and READ_UNCOMMITTED read the same bound.
+        result.last_stable_offset = read.high_watermark
+        result.log_start_offset = read.log_start_offset
+        result.log_end_offset = read.log_end_offset
+        return result

@@ -1,0 +1,133 @@
+"""ListOffsets, DeleteRecords and DescribeLogDirs: the small requests about where a partition's
+log starts and ends and what it takes on disk.
+
+ListOffsets answers Kafka's special timestamps (latest, earliest, max timestamp) and lookups by
+timestamp through the log's time index, never past what a consumer may read (the high
+watermark). DeleteRecords moves the log start offset up on the leader, at most to the high
+watermark. DescribeLogDirs reports every log on disk, per configured directory.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from riverlog.common.errors import ErrorCode, RiverlogError
+
+from .replica_manager import ReplicaManager
+from .requests import (
+    NO_OFFSET,
+    NO_TIMESTAMP,
+    DeleteRecordsPartitionData,
+    DeleteRecordsPartitionResult,
+    ListOffsetsPartitionData,
+    ListOffsetsPartitionResult,
+    LogDirDescription,
+    OffsetSpec,
+    ReplicaDescription,
+)
+
+# Kafka's special timestamps, for clients that pass them with OFFSET_SPEC_TIMESTAMP.
+_SPECIAL_TIMESTAMPS = {-1: OffsetSpec.LATEST, -2: OffsetSpec.EARLIEST, -3: OffsetSpec.MAX_TIMESTAMP}
+
+
+class OffsetsHandler:
+    """Event-loop thread only."""
+
+    def __init__(self, replicas: ReplicaManager, log_dirs: Sequence[Path]) -> None:
+        self._replicas = replicas
+        self._log_dirs = list(log_dirs)
+
+    def list_offsets(
+        self, partitions: Iterable[ListOffsetsPartitionData]
+    ) -> list[ListOffsetsPartitionResult]:
+        results: list[ListOffsetsPartitionResult] = []
+        for data in partitions:
+            result = ListOffsetsPartitionResult(data.tp)
+            results.append(result)
+            try:
+                self._list_offset(data, result)
+            except RiverlogError as exc:
+                result.fail(exc)
+        return results
+
+    def _list_offset(
+        self, data: ListOffsetsPartitionData, result: ListOffsetsPartitionResult
+    ) -> None:
+        partition = self._replicas.get_partition(data.tp, data.current_leader_epoch)
+        result.leader_epoch = partition.leader_epoch
+        spec = data.spec
+        if spec is OffsetSpec.TIMESTAMP and data.timestamp_ms < 0:
+            special = _SPECIAL_TIMESTAMPS.get(data.timestamp_ms)
+            if special is None:
+                raise RiverlogError(
+                    f"{data.tp}: timestamp {data.timestamp_ms} is negative",
+                    ErrorCode.INVALID_REQUEST,
+                )
+            spec = special
+        # No transactions yet: the last stable offset is the high watermark.
+        last_fetchable = partition.high_watermark
+        if spec is OffsetSpec.LATEST:
+            result.offset = last_fetchable
+        elif spec is OffsetSpec.EARLIEST:
+            result.offset = partition.log_start_offset
+        else:
+            timestamp = data.timestamp_ms
+            if spec is OffsetSpec.MAX_TIMESTAMP:
+                # The first record carrying the largest timestamp: the segments know the
+                # largest, the time index finds its first record.
+                timestamp = max((s.max_timestamp for s in partition.log.segments), default=-1)
+            found = None if timestamp < 0 else partition.log.offset_for_timestamp(timestamp)
+            if found is not None and found[0] < last_fetchable:
+                result.offset, result.timestamp_ms = found
+            else:
+                result.offset, result.timestamp_ms = NO_OFFSET, NO_TIMESTAMP
+
+    def delete_records(
+        self, partitions: Iterable[DeleteRecordsPartitionData]
+    ) -> list[DeleteRecordsPartitionResult]:
+        results: list[DeleteRecordsPartitionResult] = []
+        seen = set()
+        for data in partitions:
+            result = DeleteRecordsPartitionResult(data.tp)
+            results.append(result)
+            try:
+                if data.tp in seen:
+                    raise RiverlogError(
+                        f"{data.tp} appears twice in the request", ErrorCode.INVALID_REQUEST
+                    )
+                seen.add(data.tp)
+                if data.offset < -1:
+                    raise RiverlogError(
+                        f"{data.tp}: offset {data.offset} is negative (-1: the high watermark)",
+                        ErrorCode.OFFSET_OUT_OF_RANGE,
+                    )
+                partition = self._replicas.get_partition(data.tp, None)
+                result.low_watermark = partition.delete_records(data.offset)
+            except RiverlogError as exc:
+                result.fail(exc)
+        return results
+
+    def describe_log_dirs(self) -> list[LogDirDescription]:
+        by_dir = {str(d): LogDirDescription(str(d)) for d in self._log_dirs}
+        for d in self._log_dirs:
+            if not os.access(d, os.R_OK | os.W_OK | os.X_OK):
+                by_dir[str(d)].error = ErrorCode.KAFKA_STORAGE_ERROR
+        for partition_log in self._replicas.log_manager.all_logs():
+            description = by_dir.get(str(partition_log.dir.parent))
+            if description is None:
+                continue
+            description.partitions.append(
+                ReplicaDescription(
+                    tp=partition_log.tp,
+                    size_bytes=partition_log.size_bytes,
+                    log_start_offset=partition_log.log_start_offset,
+                    log_end_offset=partition_log.log_end_offset,
+                    high_watermark=partition_log.high_watermark,
+                    segment_count=partition_log.segment_count,
+                )
+            )
+        for description in by_dir.values():
+            description.partitions.sort(key=lambda p: p.tp)
+        return list(by_dir.values())

@@ -1,0 +1,193 @@
+"""Which partitions this node hosts and in what role, kept in step with the cluster image.
+
+Kafka's ReplicaManager applying metadata deltas: for every partition whose replicas include this
+node a log is opened or created (with the topic's configs over the node's log defaults) and a
+`Partition` takes the leader, epoch and ISR of the image. Logs of deleted topics are deleted; a
+topic deleted and created again under the same name has a new topic id, so its old log (whose
+id is in the partition directory's `partition.metadata`, as Kafka keeps it) is deleted and the
+partition starts empty. Requests find their partition through `get_partition`, which turns
+"not here" into the error a client can act on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+from riverlog.common.cluster import ClusterImage, PartitionInfo, TopicInfo
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.types import TopicPartition
+
+from ..log import LogConfig, LogManager
+from .partition import Partition
+from .purgatory import Purgatory
+
+log = logging.getLogger(__name__)
+
+PARTITION_METADATA_FILE: Final = "partition.metadata"
+
+
+def read_topic_id(directory: Path) -> str | None:
+    """The topic id recorded in a partition directory (Kafka's `version: 0` / `topic_id: x`)."""
+    try:
+        text = (directory / PARTITION_METADATA_FILE).read_text(encoding="utf-8")
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "topic_id" and value.strip():
+            return value.strip()
+    return None
+
+
+def write_topic_id(directory: Path, topic_id: str) -> None:
+    path = directory / PARTITION_METADATA_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(f"version: 0\ntopic_id: {topic_id}\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+class ReplicaManager:
+    """The hosted partitions. Lifecycle: built after the LogManager has loaded the log dirs;
+    `apply_image()` with the first complete image, then again as a MetadataWatcher listener at
+    every change. Only the event-loop thread calls it."""
+
+    def __init__(
+        self,
+        node_id: int,
+        log_manager: LogManager,
+        base_config: LogConfig,
+        purgatory: Purgatory[TopicPartition],
+    ) -> None:
+        self.node_id = node_id
+        self.log_manager = log_manager
+        self.base_config = base_config
+        self.purgatory = purgatory
+        self.image = ClusterImage.empty()
+        self._partitions: dict[TopicPartition, Partition] = {}
+
+    @property
+    def partitions(self) -> Mapping[TopicPartition, Partition]:
+        return self._partitions
+
+    def log_config(self, topic_configs: Mapping[str, str]) -> LogConfig:
+        """The node's defaults with the topic's overrides (keys the log does not read, such as
+        compression.type, are validated and ignored by LogConfig)."""
+        overrides = dict(topic_configs)
+        try:
+            return LogConfig.from_overrides(overrides, self.base_config)
+        except RiverlogError as exc:
+            log.error("topic configs %s rejected (%s); using the node defaults", overrides, exc)
+            return self.base_config
+
+    # --- following the image ------------------------------------------------------------------
+
+    def on_image(self, old: ClusterImage, new: ClusterImage) -> None:
+        """MetadataWatcher listener."""
+        self.apply_image(new)
+
+    def apply_image(self, image: ClusterImage) -> None:
+        self.image = image
+        wanted: dict[TopicPartition, tuple[TopicInfo, PartitionInfo]] = {}
+        for topic in image.topics.values():
+            for info in topic.partitions:
+                if self.node_id in info.replicas:
+                    wanted[TopicPartition(topic.name, info.partition)] = (topic, info)
+        for tp, partition in list(self._partitions.items()):
+            entry = wanted.get(tp)
+            if entry is None or entry[0].topic_id != partition.topic_id:
+                current = image.topics.get(tp.topic)
+                gone = current is None or current.topic_id != partition.topic_id
+                self._stop_replica(tp, delete=gone)
+        self._delete_orphan_logs(image)
+        for tp, (topic, info) in sorted(wanted.items()):
+            try:
+                self._make_replica(tp, topic, info)
+            except (OSError, RiverlogError) as exc:
+                log.error("%s: cannot host the replica: %s", tp, exc)
+
+    def _make_replica(self, tp: TopicPartition, topic: TopicInfo, info: PartitionInfo) -> None:
+        config = self.log_config(topic.configs)
+        partition = self._partitions.get(tp)
+        if partition is None:
+            partition_log = self.log_manager.get(tp)
+            if partition_log is not None:
+                recorded = read_topic_id(partition_log.dir)
+                if recorded is not None and recorded != topic.topic_id:
+                    log.info(
+                        "%s: topic recreated (id %s, log has %s); deleting the old log",
+                        tp,
+                        topic.topic_id,
+                        recorded,
+                    )
+                    self.log_manager.delete(tp)
+                    partition_log = None
+            if partition_log is None:
+                partition_log = self.log_manager.get_or_create(tp, config)
+                log.info("%s: created the log in %s", tp, partition_log.dir)
+            if read_topic_id(partition_log.dir) != topic.topic_id:
+                write_topic_id(partition_log.dir, topic.topic_id)
+            partition = Partition(tp, topic.topic_id, partition_log, self.node_id, self._changed)
+            self._partitions[tp] = partition
+        partition.update_config(config)
+        partition.apply_state(info)
+
+    def _stop_replica(self, tp: TopicPartition, delete: bool) -> None:
+        self._partitions.pop(tp)
+        if delete:
+            log.info("%s: topic deleted; deleting the log", tp)
+            self.log_manager.delete(tp)
+        else:
+            log.warning("%s: no longer a replica here; the log stays on disk", tp)
+        self.purgatory.notify(tp)
+
+    def _delete_orphan_logs(self, image: ClusterImage) -> None:
+        """Logs on disk (found at startup) of topics that no longer exist, or exist under a new
+        id: the topic was deleted while this node was away."""
+        for partition_log in list(self.log_manager.all_logs()):
+            tp = partition_log.tp
+            if tp in self._partitions:
+                continue
+            topic = image.topics.get(tp.topic)
+            recorded = read_topic_id(partition_log.dir)
+            if topic is None or (recorded is not None and recorded != topic.topic_id):
+                log.info("%s: its topic is gone (or recreated); deleting the stray log", tp)
+                self.log_manager.delete(tp)
+
+    def _changed(self, tp: TopicPartition) -> None:
+        self.purgatory.notify(tp)
+
+    # --- lookup -------------------------------------------------------------------------------
+
+    def get_partition(
+        self, tp: TopicPartition, current_leader_epoch: int | None, require_leader: bool = True
+    ) -> Partition:
+        """The hosted partition, after the epoch (and leadership) checks; raises
+        NOT_LEADER_OR_FOLLOWER when the partition exists on other nodes only,
+        UNKNOWN_TOPIC_OR_PARTITION when it does not exist at all."""
+        partition = self._partitions.get(tp)
+        if partition is None:
+            raise self._not_hosted(tp)
+        if require_leader:
+            partition.require_leader(current_leader_epoch)
+        else:
+            partition.check_epoch(current_leader_epoch)
+        return partition
+
+    def _not_hosted(self, tp: TopicPartition) -> RiverlogError:
+        if self.image.partition(tp.topic, tp.partition) is not None:
+            return RiverlogError(
+                f"{tp} is not hosted on node {self.node_id}", ErrorCode.NOT_LEADER_OR_FOLLOWER
+            )
+        return RiverlogError(
+            f"{tp}: no such topic or partition", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        )
+
+    def leader_partitions(self) -> list[Partition]:
+        return [p for p in self._partitions.values() if p.is_leader]
+
+    def close(self) -> None:
+        self._partitions.clear()
+        self.purgatory.close()
