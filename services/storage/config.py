@@ -43,9 +43,12 @@ _NODE_DEFAULTS: Final[Mapping[str, int]] = MappingProxyType(
     {
         "log.retention.check.interval.ms": 300_000,
         "log.flush.offset.checkpoint.interval.ms": 60_000,
-        # Kafka: the longest a message sits unflushed; here the period of a flush of every log
-        # (and the default of the topic key flush.ms). LONG_MAX: leave it to the OS.
+        # The default of the topic key flush.ms: the longest a message sits unflushed
+        # (LONG_MAX: leave it to the OS and to recovery).
         "log.flush.interval.ms": LONG_MAX,
+        # How often logs are checked against their flush.ms (Kafka's default is LONG_MAX,
+        # which never honours a topic's flush.ms; a check is cheap, so once a second).
+        "log.flush.scheduler.interval.ms": 1_000,
         "fetch.max.bytes": 57_671_680,
         "zero.copy.max.request.bytes": 1_048_576,
         "controlled.shutdown.grace.ms": 5_000,
@@ -55,7 +58,8 @@ _NODE_MINIMUMS: Final[Mapping[str, int]] = MappingProxyType(
     {
         "log.retention.check.interval.ms": 1,
         "log.flush.offset.checkpoint.interval.ms": 1,
-        "log.flush.interval.ms": 1,
+        "log.flush.interval.ms": 0,
+        "log.flush.scheduler.interval.ms": 1,
         "fetch.max.bytes": 0,
         "zero.copy.max.request.bytes": 64,
         "controlled.shutdown.grace.ms": 0,
@@ -86,6 +90,7 @@ class StorageConfig:
     log_retention_check_interval_ms: int = 300_000
     log_flush_offset_checkpoint_interval_ms: int = 60_000
     log_flush_interval_ms: int = LONG_MAX
+    log_flush_scheduler_interval_ms: int = 1_000
     fetch_max_bytes: int = 57_671_680
     zero_copy_max_request_bytes: int = 1_048_576
     controlled_shutdown_grace_ms: int = 5_000
@@ -149,15 +154,12 @@ class StorageConfig:
                 "log.flush.offset.checkpoint.interval.ms"
             ],
             log_flush_interval_ms=node_values["log.flush.interval.ms"],
+            log_flush_scheduler_interval_ms=node_values["log.flush.scheduler.interval.ms"],
             fetch_max_bytes=node_values["fetch.max.bytes"],
             zero_copy_max_request_bytes=node_values["zero.copy.max.request.bytes"],
             controlled_shutdown_grace_ms=node_values["controlled.shutdown.grace.ms"],
             log_defaults=MappingProxyType(log_defaults),
         )
-
-    @property
-    def flush_enabled(self) -> bool:
-        return self.log_flush_interval_ms != LONG_MAX
 
 
 def _parse_long(key: str, raw: str, minimum: int) -> int:

@@ -1,0 +1,245 @@
+"""The storage node process: command line → config → log manager → replica manager (fed by the
+cluster image) → gRPC and zero-copy servers → membership, and the way back down on SIGTERM.
+
+Start order matters: the logs are loaded and the first cluster image applied before the servers
+answer (so a request never sees a half-known node), and the node registers only once it serves
+(so the controller never names a leader that cannot be reached). Stop order is the reverse:
+waiting fetches are released, the servers drain, the logs close cleanly (the clean-shutdown
+marker spares the next start a recovery scan), and the registration is released last.
+
+    python -m riverlog.services.storage --node-id N --host 127.0.0.1 --port P \
+        --zero-copy-port Q --log-dirs DIR1[,DIR2] --metadata A1[,A2,...] [--rack R] \
+        [--ready-file F] [--config key=value ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import sys
+import time
+from collections.abc import Awaitable, Sequence
+
+from riverlog.common.clock import SYSTEM_CLOCK, Clock
+from riverlog.common.cluster import MembershipSession, MetadataClient, MetadataWatcher, NodeInfo
+from riverlog.common.errors import RiverlogError
+from riverlog.common.rpc.server import RpcServer
+from riverlog.common.service import (
+    base_arg_parser,
+    parse_overrides,
+    run,
+    setup_logging,
+    write_ready_file,
+)
+from riverlog.common.types import TopicPartition
+from riverlog.v1 import storage_pb2_grpc
+
+from .config import StorageConfig
+from .log import LogConfig, LogManager
+from .replica.fetch import FetchHandler
+from .replica.offsets import OffsetsHandler
+from .replica.produce import ProduceHandler
+from .replica.purgatory import Purgatory
+from .replica.replica_manager import ReplicaManager
+from .rpc.servicer import SERVICE_NAME, StorageServicer
+from .tasks import PeriodicTasks
+from .zerocopy.server import ZeroCopyServer
+
+log = logging.getLogger(__name__)
+
+_FENCE_CHECK_S = 1.0
+
+
+class StorageNode:
+    """One storage node. Lifecycle: `await start()` (returns once registered and serving),
+    `await stop()`. Everything runs on the event loop that called `start()`."""
+
+    def __init__(self, config: StorageConfig, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.config = config
+        self.clock = clock
+        self.base_log_config = LogConfig.from_overrides(dict(config.log_defaults))
+        self.purgatory: Purgatory[TopicPartition] = Purgatory()
+        self.log_manager: LogManager | None = None
+        self.replicas: ReplicaManager | None = None
+        self.metadata = MetadataClient(list(config.metadata_addresses))
+        self.watcher = MetadataWatcher(self.metadata, watcher_id=config.node_id)
+        self.membership: MembershipSession | None = None
+        self.rpc: RpcServer | None = None
+        self.zero_copy: ZeroCopyServer | None = None
+        self.tasks = PeriodicTasks(clock)
+
+    @property
+    def fenced(self) -> bool:
+        return self.membership is not None and self.membership.fenced
+
+    async def start(self) -> None:
+        config = self.config
+        for directory in config.log_dirs:
+            directory.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        log_manager = LogManager(list(config.log_dirs), self.clock, self.base_log_config)
+        self.log_manager = log_manager
+        log.info(
+            "loaded %d logs from %s in %.1f s",
+            len(list(log_manager.all_logs())),
+            ",".join(map(str, config.log_dirs)),
+            time.monotonic() - started,
+        )
+        replicas = ReplicaManager(config.node_id, log_manager, self.base_log_config, self.purgatory)
+        self.replicas = replicas
+        self.watcher.add_listener(replicas.on_image)
+        await self.watcher.start(timeout_s=None)
+
+        fetch = FetchHandler(replicas, self.purgatory, config.fetch_max_bytes)
+        servicer = StorageServicer(
+            config.node_id,
+            ProduceHandler(replicas, self.purgatory),
+            fetch,
+            OffsetsHandler(replicas, config.log_dirs),
+        )
+        add = storage_pb2_grpc.add_StorageServiceServicer_to_server
+        self.rpc = RpcServer(config.host, config.port, [(add, servicer, SERVICE_NAME)])
+        self.zero_copy = ZeroCopyServer(
+            config.host, config.zero_copy_port, fetch, config.zero_copy_max_request_bytes
+        )
+        await self.zero_copy.start()
+        await self.rpc.start()
+        self._schedule(log_manager)
+
+        node = NodeInfo(
+            kind="storage",
+            node_id=config.node_id,
+            host=config.host,
+            port=self.rpc.port,
+            rack=config.rack,
+            zero_copy_port=self.zero_copy.port,
+            incarnation=time.time_ns(),
+        )
+        self.membership = MembershipSession(self.metadata, node)
+        await self.membership.start()
+        write_ready_file(
+            config.ready_file,
+            {
+                "address": self.rpc.address,
+                "zero_copy_port": self.zero_copy.port,
+                "node_id": config.node_id,
+            },
+        )
+        log.info(
+            "storage node %d serving on %s (zero-copy port %d)",
+            config.node_id,
+            self.rpc.address,
+            self.zero_copy.port,
+        )
+
+    def _schedule(self, log_manager: LogManager) -> None:
+        config = self.config
+        self.tasks.add(
+            "checkpoint", config.log_flush_offset_checkpoint_interval_ms, log_manager.checkpoint
+        )
+        self.tasks.add(
+            "retention",
+            config.log_retention_check_interval_ms,
+            lambda: log_manager.run_retention(self.clock.time_ms()),
+        )
+        self.tasks.add(
+            "flush",
+            config.log_flush_scheduler_interval_ms,
+            lambda: log_manager.flush_dirty(self.clock.time_ms()),
+        )
+        self.tasks.start()
+
+    async def stop(self) -> None:
+        """Release waiting fetches, drain the servers, close the logs, unregister."""
+        grace = self.config.controlled_shutdown_grace_ms / 1000.0
+        self.purgatory.close()
+        if self.rpc is not None:
+            await self.rpc.stop(grace)
+        if self.zero_copy is not None:
+            await self.zero_copy.stop()
+        await self.tasks.stop()
+        await self.watcher.stop()
+        if self.replicas is not None:
+            self.replicas.close()
+        if self.log_manager is not None:
+            self.log_manager.close()
+            self.log_manager = None
+        if self.membership is not None:
+            await self.membership.stop()
+        await self.metadata.close()
+
+
+async def _until_stopped(work: Awaitable[None], stop: asyncio.Event) -> bool:
+    """Run `work` unless `stop` is set first (the work is then cancelled); returns whether the
+    work completed. Its exceptions propagate."""
+    task = asyncio.ensure_future(work)
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait((task, stopper), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+    if task.done():
+        task.result()
+        return True
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return False
+
+
+async def serve(config: StorageConfig, stop: asyncio.Event) -> None:
+    node = StorageNode(config)
+    try:
+        if not await _until_stopped(node.start(), stop):
+            log.info("stopped before the node was serving")
+            return
+        while not stop.is_set() and not node.fenced:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), _FENCE_CHECK_S)
+        if node.fenced:
+            log.error("a newer incarnation of node %d took over; stopping", config.node_id)
+    finally:
+        await node.stop()
+        log.info("storage node %d stopped", config.node_id)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = base_arg_parser("storage")
+    parser.add_argument("--node-id", type=int, required=True, help="this node's id (>= 0)")
+    parser.add_argument(
+        "--zero-copy-port", type=int, default=0, help="raw-socket fetch port (0: any free port)"
+    )
+    parser.add_argument("--log-dirs", required=True, help="comma-separated log directories")
+    parser.add_argument("--rack", default="", help="this node's rack, for placement")
+    return parser
+
+
+def config_from_args(argv: Sequence[str] | None = None) -> tuple[StorageConfig, str]:
+    """The config and the log level; exits with status 2 on a bad command line."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        config = StorageConfig.from_settings(
+            node_id=args.node_id,
+            host=args.host,
+            port=args.port,
+            zero_copy_port=args.zero_copy_port,
+            log_dirs=args.log_dirs,
+            metadata=args.metadata,
+            rack=args.rack,
+            ready_file=args.ready_file,
+            overrides=parse_overrides(args.config),
+        )
+        LogConfig.from_overrides(dict(config.log_defaults))
+    except (RiverlogError, ValueError) as exc:
+        parser.error(str(exc))
+    return config, args.log_level
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    config, level = config_from_args(argv)
+    setup_logging(level, f"storage-{config.node_id}")
+    run(lambda stop: serve(config, stop), "storage")
+    sys.exit(0)

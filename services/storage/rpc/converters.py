@@ -1,0 +1,242 @@
+"""Protobuf ↔ domain values for the storage API, in one place, so the servicer and the zero-copy
+server stay thin and the domain code never imports a `_pb2` module.
+
+Decoding is forgiving where the proto is (unset fields are zeros) and strict where a value
+cannot mean anything: an unknown `acks` becomes None (answered with INVALID_REQUIRED_ACKS per
+partition), a `records` field is passed on as bytes without being looked into.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from riverlog.common.types import TopicPartition
+from riverlog.v1 import common_pb2, data_pb2, storage_pb2
+
+from ..replica.requests import (
+    Acks,
+    DeleteRecordsPartitionData,
+    DeleteRecordsPartitionResult,
+    FetchParams,
+    FetchPartitionData,
+    FetchPartitionResult,
+    IsolationLevel,
+    ListOffsetsPartitionData,
+    ListOffsetsPartitionResult,
+    LogDirDescription,
+    OffsetSpec,
+    ProduceParams,
+    ProducePartitionData,
+    ProducePartitionResult,
+)
+
+_ACKS_FROM_PROTO = {
+    common_pb2.ACKS_LEADER: Acks.LEADER,
+    common_pb2.ACKS_NONE: Acks.NONE,
+    common_pb2.ACKS_ALL: Acks.ALL,
+}
+
+
+def _optional_epoch(msg: data_pb2.ProducePartition | data_pb2.FetchPartition) -> int | None:
+    return msg.current_leader_epoch if msg.HasField("current_leader_epoch") else None
+
+
+# --- produce ------------------------------------------------------------------------------------
+
+
+def produce_params_from_proto(request: data_pb2.ProduceRequest) -> ProduceParams:
+    return ProduceParams(
+        acks=_ACKS_FROM_PROTO.get(request.acks),
+        timeout_ms=request.timeout_ms,
+        partitions=[
+            ProducePartitionData(
+                tp=TopicPartition(p.topic, p.partition),
+                records=p.records,
+                current_leader_epoch=_optional_epoch(p),
+            )
+            for p in request.partitions
+        ],
+        correlation_id=request.correlation_id,
+    )
+
+
+def produce_response_to_proto(
+    results: Iterable[ProducePartitionResult], correlation_id: int
+) -> data_pb2.ProduceResponse:
+    return data_pb2.ProduceResponse(
+        correlation_id=correlation_id,
+        partitions=[
+            data_pb2.ProducePartitionResponse(
+                topic=r.tp.topic,
+                partition=r.tp.partition,
+                error_code=int(r.error),  # type: ignore[arg-type]
+                error_message=r.error_message,
+                base_offset=r.base_offset,
+                last_offset=r.last_offset,
+                log_append_time_ms=r.log_append_time_ms,
+                log_start_offset=r.log_start_offset,
+            )
+            for r in results
+        ],
+    )
+
+
+# --- fetch --------------------------------------------------------------------------------------
+
+
+def fetch_params_from_proto(request: data_pb2.FetchRequest) -> FetchParams:
+    return FetchParams(
+        partitions=[
+            FetchPartitionData(
+                tp=TopicPartition(p.topic, p.partition),
+                fetch_offset=p.fetch_offset,
+                partition_max_bytes=p.partition_max_bytes,
+                current_leader_epoch=_optional_epoch(p),
+                log_start_offset=p.log_start_offset,
+            )
+            for p in request.partitions
+        ],
+        max_wait_ms=request.max_wait_ms,
+        min_bytes=request.min_bytes,
+        max_bytes=request.max_bytes,
+        isolation=isolation_from_proto(request.isolation_level),
+        replica_id=request.replica_id if request.HasField("replica_id") else None,
+        correlation_id=request.correlation_id,
+    )
+
+
+def fetch_partition_to_proto(
+    r: FetchPartitionResult, zero_copy: bool = False
+) -> data_pb2.FetchPartitionResponse:
+    """With `zero_copy` the records are left out and only their size is set: the zero-copy
+    server sends the bytes after the header, from the files."""
+    msg = data_pb2.FetchPartitionResponse(
+        topic=r.tp.topic,
+        partition=r.tp.partition,
+        error_code=int(r.error),  # type: ignore[arg-type]
+        error_message=r.error_message,
+        high_watermark=r.high_watermark,
+        last_stable_offset=r.last_stable_offset,
+        log_start_offset=r.log_start_offset,
+        log_end_offset=r.log_end_offset,
+    )
+    if r.records is not None and r.records.size:
+        if zero_copy:
+            msg.zero_copy_records_size = r.records.size
+        else:
+            msg.records = r.records.to_bytes()
+    return msg
+
+
+def fetch_response_to_proto(
+    results: Iterable[FetchPartitionResult], correlation_id: int, zero_copy: bool = False
+) -> data_pb2.FetchResponse:
+    return data_pb2.FetchResponse(
+        correlation_id=correlation_id,
+        partitions=[fetch_partition_to_proto(r, zero_copy) for r in results],
+    )
+
+
+# --- list offsets, delete records, describe log dirs ------------------------------------------
+
+
+def list_offsets_from_proto(request: data_pb2.ListOffsetsRequest) -> list[ListOffsetsPartitionData]:
+    out: list[ListOffsetsPartitionData] = []
+    for p in request.partitions:
+        try:
+            spec = OffsetSpec(int(p.spec))
+        except ValueError:
+            spec = OffsetSpec.TIMESTAMP if p.timestamp_ms >= 0 else OffsetSpec.LATEST
+        out.append(
+            ListOffsetsPartitionData(
+                tp=TopicPartition(p.topic, p.partition),
+                spec=spec,
+                timestamp_ms=p.timestamp_ms,
+                current_leader_epoch=(
+                    p.current_leader_epoch if p.HasField("current_leader_epoch") else None
+                ),
+            )
+        )
+    return out
+
+
+def isolation_from_proto(value: int) -> IsolationLevel:
+    return (
+        IsolationLevel.READ_COMMITTED
+        if value == common_pb2.READ_COMMITTED
+        else IsolationLevel.READ_UNCOMMITTED
+    )
+
+
+def list_offsets_response_to_proto(
+    results: Iterable[ListOffsetsPartitionResult],
+) -> data_pb2.ListOffsetsResponse:
+    return data_pb2.ListOffsetsResponse(
+        partitions=[
+            data_pb2.ListOffsetsPartitionResponse(
+                topic=r.tp.topic,
+                partition=r.tp.partition,
+                error_code=int(r.error),  # type: ignore[arg-type]
+                error_message=r.error_message,
+                timestamp_ms=r.timestamp_ms,
+                offset=r.offset,
+                leader_epoch=r.leader_epoch,
+            )
+            for r in results
+        ]
+    )
+
+
+def delete_records_from_proto(
+    request: data_pb2.DeleteRecordsRequest,
+) -> list[DeleteRecordsPartitionData]:
+    return [
+        DeleteRecordsPartitionData(tp=TopicPartition(p.topic, p.partition), offset=p.offset)
+        for p in request.partitions
+    ]
+
+
+def delete_records_response_to_proto(
+    results: Iterable[DeleteRecordsPartitionResult],
+) -> data_pb2.DeleteRecordsResponse:
+    return data_pb2.DeleteRecordsResponse(
+        partitions=[
+            data_pb2.DeleteRecordsPartitionResponse(
+                topic=r.tp.topic,
+                partition=r.tp.partition,
+                error_code=int(r.error),  # type: ignore[arg-type]
+                error_message=r.error_message,
+                low_watermark=r.low_watermark,
+            )
+            for r in results
+        ]
+    )
+
+
+def describe_log_dirs_to_proto(
+    node_id: int, dirs: Iterable[LogDirDescription]
+) -> storage_pb2.DescribeLogDirsResponse:
+    Info = storage_pb2.DescribeLogDirsResponse.PartitionInfo
+    return storage_pb2.DescribeLogDirsResponse(
+        node_id=node_id,
+        log_dirs=[
+            storage_pb2.DescribeLogDirsResponse.LogDir(
+                path=d.path,
+                error_code=int(d.error),  # type: ignore[arg-type]
+                total_bytes=d.total_bytes,
+                partitions=[
+                    Info(
+                        topic=p.tp.topic,
+                        partition=p.tp.partition,
+                        size_bytes=p.size_bytes,
+                        log_start_offset=p.log_start_offset,
+                        log_end_offset=p.log_end_offset,
+                        high_watermark=p.high_watermark,
+                        segment_count=p.segment_count,
+                    )
+                    for p in d.partitions
+                ],
+            )
+            for d in dirs
+        ],
+    )

@@ -1,0 +1,131 @@
+"""The StorageService gRPC servicer: decode, call the domain handlers, encode. Nothing else.
+
+Whole-request failures (a negative max_bytes, ...) are raised as RiverlogError and mapped to a
+gRPC status by the shared interceptor; per-partition failures travel in the response. The
+ProduceStream keeps appends in arrival order (so a stream never reorders a partition's
+batches) and lets acknowledgements complete on their own, so one acks=all request waiting for
+replication does not hold back the answers of the requests behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from riverlog.v1 import data_pb2, storage_pb2, storage_pb2_grpc
+
+from ..replica.fetch import FetchHandler, close_results
+from ..replica.offsets import OffsetsHandler
+from ..replica.produce import PendingProduce, ProduceHandler
+from ..replica.requests import Acks
+from .converters import (
+    delete_records_from_proto,
+    delete_records_response_to_proto,
+    describe_log_dirs_to_proto,
+    fetch_params_from_proto,
+    fetch_response_to_proto,
+    list_offsets_from_proto,
+    list_offsets_response_to_proto,
+    produce_params_from_proto,
+    produce_response_to_proto,
+)
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = "riverlog.v1.StorageService"
+# Acknowledgements a stream may have outstanding before it stops reading requests.
+_STREAM_MAX_IN_FLIGHT = 1024
+
+
+class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
+    def __init__(
+        self,
+        node_id: int,
+        produce: ProduceHandler,
+        fetch: FetchHandler,
+        offsets: OffsetsHandler,
+    ) -> None:
+        self._node_id = node_id
+        self._produce = produce
+        self._fetch = fetch
+        self._offsets = offsets
+
+    async def Produce(
+        self, request: data_pb2.ProduceRequest, context: Any
+    ) -> data_pb2.ProduceResponse:
+        params = produce_params_from_proto(request)
+        pending = self._produce.append(params)
+        if params.acks is Acks.NONE:
+            return data_pb2.ProduceResponse(correlation_id=request.correlation_id)
+        results = await self._produce.complete(pending)
+        return produce_response_to_proto(results, request.correlation_id)
+
+    async def ProduceStream(
+        self, request_iterator: AsyncIterator[data_pb2.ProduceRequest], context: Any
+    ) -> AsyncIterator[data_pb2.ProduceResponse]:
+        out: asyncio.Queue[data_pb2.ProduceResponse | None] = asyncio.Queue()
+        slots = asyncio.Semaphore(_STREAM_MAX_IN_FLIGHT)
+        tasks: set[asyncio.Task[None]] = set()
+
+        async def acknowledge(pending: PendingProduce, correlation_id: int) -> None:
+            try:
+                results = await self._produce.complete(pending)
+                await out.put(produce_response_to_proto(results, correlation_id))
+            finally:
+                slots.release()
+
+        async def read_requests() -> None:
+            try:
+                async for request in request_iterator:
+                    params = produce_params_from_proto(request)
+                    await slots.acquire()
+                    pending = self._produce.append(params)  # in arrival order
+                    if params.acks is Acks.NONE:
+                        slots.release()
+                        continue
+                    task = asyncio.create_task(acknowledge(pending, request.correlation_id))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+                if tasks:
+                    await asyncio.gather(*list(tasks))
+            finally:
+                await out.put(None)
+
+        reader = asyncio.create_task(read_requests())
+        try:
+            while (response := await out.get()) is not None:
+                yield response
+            await reader  # re-raise a failure of the request side
+        finally:
+            reader.cancel()
+            for task in list(tasks):
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reader
+
+    async def Fetch(self, request: data_pb2.FetchRequest, context: Any) -> data_pb2.FetchResponse:
+        results = await self._fetch.fetch(fetch_params_from_proto(request))
+        try:
+            return fetch_response_to_proto(results, request.correlation_id)
+        finally:
+            close_results(results)
+
+    async def ListOffsets(
+        self, request: data_pb2.ListOffsetsRequest, context: Any
+    ) -> data_pb2.ListOffsetsResponse:
+        results = self._offsets.list_offsets(list_offsets_from_proto(request))
+        return list_offsets_response_to_proto(results)
+
+    async def DeleteRecords(
+        self, request: data_pb2.DeleteRecordsRequest, context: Any
+    ) -> data_pb2.DeleteRecordsResponse:
+        results = self._offsets.delete_records(delete_records_from_proto(request))
+        return delete_records_response_to_proto(results)
+
+    async def DescribeLogDirs(
+        self, request: storage_pb2.DescribeLogDirsRequest, context: Any
+    ) -> storage_pb2.DescribeLogDirsResponse:
+        return describe_log_dirs_to_proto(self._node_id, self._offsets.describe_log_dirs())

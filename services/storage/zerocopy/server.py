@@ -1,0 +1,232 @@
+"""The zero-copy fetch channel: a TCP server on `--zero-copy-port` that answers FetchRequests
+with the stored batches sent by `os.sendfile`, from the segment files to the socket, without
+passing them through Python buffers or a protobuf message.
+
+Framing (see `riverlog.common.zerocopy`, which holds the client): the client sends
+[u32 length][FetchRequest]; the server answers [u32 length][FetchResponse whose partitions
+carry `zero_copy_records_size` instead of `records`] and then the raw bytes of each partition,
+in response order. Semantics are the gRPC Fetch's (same FetchHandler: budgets, long poll,
+per-partition errors). A whole-request error (e.g. a negative max_bytes) is answered with that
+error on every partition, since the response has no top-level error field. A frame that cannot
+be parsed, or is larger than `zero.copy.max.request.bytes`, closes the connection.
+
+Sockets are non-blocking and driven by the event loop: `os.sendfile` is called on the raw socket
+descriptor with explicit file offsets (so it never moves a file position the log writer uses),
+and waits for writability when the socket buffer is full. Where sendfile is refused (a file
+system without it) the bytes are read with `pread` and sent instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import os
+import socket
+
+from riverlog.common.errors import RiverlogError
+from riverlog.common.zerocopy import FRAME_HEADER, encode_frame
+from riverlog.v1 import data_pb2
+
+from ..log import FetchSlice
+from ..replica.fetch import FetchHandler, close_results
+from ..replica.requests import FetchPartitionResult, StoredRecords
+from ..rpc.converters import fetch_params_from_proto, fetch_response_to_proto
+
+log = logging.getLogger(__name__)
+
+_SENDFILE_CHUNK = 1 << 30
+_NO_SENDFILE_ERRNOS = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP})
+_PREAD_CHUNK = 1 << 20
+
+
+class ZeroCopyServer:
+    """Lifecycle: `await start()` binds and accepts; `await stop()` closes the listener and
+    every connection. Runs entirely on the event loop that started it."""
+
+    def __init__(
+        self, host: str, port: int, fetch: FetchHandler, max_request_bytes: int = 1 << 20
+    ) -> None:
+        self.host = host
+        self._requested_port = port
+        self._fetch = fetch
+        self._max_request_bytes = max_request_bytes
+        self._listener: socket.socket | None = None
+        self._accept_task: asyncio.Task[None] | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._sendfile_ok = True
+        self.port = 0
+
+    async def start(self) -> None:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((self.host, self._requested_port))
+        listener.listen(128)
+        listener.setblocking(False)
+        self._listener = listener
+        self.port = listener.getsockname()[1]
+        self._accept_task = asyncio.create_task(self._accept_loop(), name="zero-copy-accept")
+        log.info("zero-copy fetch channel on %s:%d", self.host, self.port)
+
+    async def stop(self) -> None:
+        if self._accept_task is not None:
+            self._accept_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._accept_task
+            self._accept_task = None
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        tasks = list(self._connections)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _accept_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        assert self._listener is not None
+        while True:
+            try:
+                conn, peer = await loop.sock_accept(self._listener)
+            except OSError as exc:
+                log.warning("zero-copy accept failed: %s", exc)
+                await asyncio.sleep(0.1)
+                continue
+            conn.setblocking(False)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            task = asyncio.create_task(self._serve(conn, peer), name=f"zero-copy-{peer}")
+            self._connections.add(task)
+            task.add_done_callback(self._connections.discard)
+
+    async def _serve(self, conn: socket.socket, peer: object) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                header = await _recv_exactly(loop, conn, FRAME_HEADER.size)
+                if header is None:
+                    return  # the client closed between requests
+                (length,) = FRAME_HEADER.unpack(header)
+                if length > self._max_request_bytes:
+                    log.warning("zero-copy %s: request of %d bytes; closing", peer, length)
+                    return
+                payload = await _recv_exactly(loop, conn, length)
+                if payload is None:
+                    return
+                request = data_pb2.FetchRequest()
+                try:
+                    request.ParseFromString(payload)
+                except Exception as exc:  # protobuf's DecodeError has no stable import path
+                    log.warning("zero-copy %s: undecodable request (%s); closing", peer, exc)
+                    return
+                await self._answer(loop, conn, request)
+        except (ConnectionError, BrokenPipeError) as exc:
+            log.debug("zero-copy %s: connection ended: %s", peer, exc)
+        except OSError as exc:
+            log.info("zero-copy %s: socket error: %s", peer, exc)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("zero-copy %s: unexpected error; closing the connection", peer)
+        finally:
+            conn.close()
+
+    async def _answer(
+        self, loop: asyncio.AbstractEventLoop, conn: socket.socket, request: data_pb2.FetchRequest
+    ) -> None:
+        params = fetch_params_from_proto(request)
+        try:
+            results = await self._fetch.fetch(params)
+        except RiverlogError as exc:
+            results = [FetchPartitionResult(p.tp) for p in params.partitions]
+            for result in results:
+                result.fail(exc)
+        try:
+            response = fetch_response_to_proto(results, request.correlation_id, zero_copy=True)
+            await loop.sock_sendall(conn, encode_frame(response.SerializeToString()))
+            for result in results:
+                if result.records is not None and result.records.size:
+                    await self._send_records(loop, conn, result.records)
+        finally:
+            close_results(results)
+
+    async def _send_records(
+        self, loop: asyncio.AbstractEventLoop, conn: socket.socket, records: StoredRecords
+    ) -> None:
+        if not isinstance(records, FetchSlice):
+            await loop.sock_sendall(conn, records.to_bytes())
+            return
+        for part in records.ranges:
+            if self._sendfile_ok:
+                try:
+                    await _sendfile(loop, conn, part.fd, part.position, part.size)
+                    continue
+                except OSError as exc:
+                    if exc.errno not in _NO_SENDFILE_ERRNOS:
+                        raise
+                    log.warning("sendfile refused (%s); falling back to pread + send", exc)
+                    self._sendfile_ok = False
+            await _send_preads(loop, conn, part.fd, part.position, part.size)
+
+
+async def _recv_exactly(
+    loop: asyncio.AbstractEventLoop, conn: socket.socket, size: int
+) -> bytearray | None:
+    """`size` bytes, or None when the peer closed before the first byte; a close in the
+    middle raises ConnectionResetError."""
+    buf = bytearray(size)
+    view = memoryview(buf)
+    pos = 0
+    while pos < size:
+        n = await loop.sock_recv_into(conn, view[pos:])
+        if n == 0:
+            if pos == 0:
+                return None
+            raise ConnectionResetError("the client closed in the middle of a frame")
+        pos += n
+    return buf
+
+
+async def _wait_writable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
+    future: asyncio.Future[None] = loop.create_future()
+
+    def ready() -> None:
+        if not future.done():
+            future.set_result(None)
+
+    loop.add_writer(fd, ready)
+    try:
+        await future
+    finally:
+        loop.remove_writer(fd)
+
+
+async def _sendfile(
+    loop: asyncio.AbstractEventLoop, conn: socket.socket, in_fd: int, offset: int, count: int
+) -> None:
+    """Send `count` bytes at `offset` of `in_fd` with os.sendfile on the non-blocking socket."""
+    out_fd = conn.fileno()
+    while count > 0:
+        try:
+            sent = os.sendfile(out_fd, in_fd, offset, min(count, _SENDFILE_CHUNK))
+        except BlockingIOError:
+            await _wait_writable(loop, out_fd)
+            continue
+        if sent == 0:
+            # The file is shorter than the slice said: the framing promised bytes we do not
+            # have, so the connection cannot continue.
+            raise ConnectionAbortedError(f"file ended {count} bytes before the slice's end")
+        offset += sent
+        count -= sent
+
+
+async def _send_preads(
+    loop: asyncio.AbstractEventLoop, conn: socket.socket, in_fd: int, offset: int, count: int
+) -> None:
+    while count > 0:
+        chunk = os.pread(in_fd, min(count, _PREAD_CHUNK), offset)
+        if not chunk:
+            raise ConnectionAbortedError(f"file ended {count} bytes before the slice's end")
+        await loop.sock_sendall(conn, chunk)
+        offset += len(chunk)
+        count -= len(chunk)
