@@ -1,0 +1,77 @@
+"""The storage node's command line: Kafka's key names, broker log defaults turned into topic
+defaults, and a clear refusal (exit status 2, the key named) for anything unknown or bad."""
+
+from pathlib import Path
+
+import pytest
+
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.services.storage.app import config_from_args
+from riverlog.services.storage.config import LONG_MAX, StorageConfig
+
+BASE = ["--node-id", "3", "--log-dirs", "/tmp/a,/tmp/b", "--metadata", "h:1,h:2"]
+
+
+def test_defaults_and_cli() -> None:
+    config, level = config_from_args(
+        [*BASE, "--port", "0", "--zero-copy-port", "0", "--rack", "r1"]
+    )
+    assert (config.node_id, config.rack, level) == (3, "r1", "INFO")
+    assert config.log_dirs == (Path("/tmp/a"), Path("/tmp/b"))
+    assert config.metadata_addresses == ("h:1", "h:2")
+    assert config.log_retention_check_interval_ms == 300_000
+    assert config.log_flush_offset_checkpoint_interval_ms == 60_000
+    assert config.log_flush_interval_ms == LONG_MAX
+    assert dict(config.log_defaults) == {}
+
+
+def test_kafka_keys() -> None:
+    config, _ = config_from_args(
+        [
+            *BASE,
+            "--config", "log.retention.check.interval.ms=1000",
+            "--config", "log.flush.offset.checkpoint.interval.ms=500",
+            "--config", "log.segment.bytes=1048576",
+            "--config", "log.retention.hours=2",
+            "--config", "log.flush.interval.ms=100",
+            "--config", "message.max.bytes=2000000",
+        ]
+    )  # fmt: skip
+    assert config.log_retention_check_interval_ms == 1000
+    assert config.log_flush_offset_checkpoint_interval_ms == 500
+    assert dict(config.log_defaults) == {
+        "segment.bytes": "1048576",
+        "retention.ms": str(2 * 3600_000),
+        "flush.ms": "100",
+        "max.message.bytes": "2000000",
+    }
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--config", "no.such.key=1"],
+        ["--config", "log.retention.check.interval.ms=often"],
+        ["--config", "log.retention.check.interval.ms=0"],
+        ["--config", "log.segment.bytes=-5"],
+        ["--config", "missing-equals"],
+        ["--zero-copy-port", "70000"],
+    ],
+)
+def test_bad_settings_exit_with_a_message(extra: list[str], capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        config_from_args([*BASE, *extra])
+    assert exc.value.code == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_from_settings_checks_dirs_and_addresses() -> None:
+    common = {"node_id": 1, "host": "h", "port": 0, "zero_copy_port": 0}
+    for bad in (
+        {"log_dirs": "", "metadata": "h:1"},
+        {"log_dirs": "/a,/a", "metadata": "h:1"},
+        {"log_dirs": "/a", "metadata": " "},
+    ):
+        with pytest.raises(RiverlogError) as exc:
+            StorageConfig.from_settings(**common, **bad)
+        assert exc.value.code == ErrorCode.INVALID_CONFIG
