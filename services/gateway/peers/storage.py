@@ -1,11 +1,12 @@
 """Typed calls to storage nodes (StorageService) for the gateway's request families.
 
-One asyncio gRPC channel per storage node, opened on first use and reused by every request
-(a node that comes back at another address gets a new one; channels of nodes that left the
-cluster are closed). Every call carries the request's remaining time as its deadline and the
-client id in `riverlog-client-id`; calls are made from the request's own task, so the tracing
-interceptor of the shared channel makes each one a child of the incoming call's span. Failures
-come back as RiverlogError (rebuilt from the status and its code trailer), never as grpc errors.
+One asyncio gRPC channel per storage node, opened on first use and reused by every request (a
+node that restarts, at the same address or another, gets a new one; channels of nodes that left
+the cluster are closed). Every call carries the request's remaining time as its deadline and
+the client id in `riverlog-client-id`; calls are made from the request's own task, so the
+tracing interceptor of the shared channel makes each one a child of the incoming call's span.
+Failures come back as RiverlogError (rebuilt from the status and its code trailer), never as
+grpc errors.
 """
 
 from __future__ import annotations
@@ -47,18 +48,20 @@ class StoragePeers:
     loop; `close()` at shutdown. Implements the families' sender protocols."""
 
     def __init__(self) -> None:
-        self._channels: dict[NodeKey, tuple[str, grpc.aio.Channel, Any]] = {}
+        self._channels: dict[NodeKey, tuple[tuple[str, int], grpc.aio.Channel, Any]] = {}
 
     def _stub(self, node: NodeInfo) -> Any:
         entry = self._channels.get(node.key)
-        if entry is not None and entry[0] == node.address:
+        if entry is not None and entry[0] == (node.address, node.incarnation):
             return entry[2]
         if entry is not None:
-            log.info("storage node %d moved to %s", node.node_id, node.address)
+            # A new incarnation: a fresh channel, so no reconnect backoff left over from the
+            # old process delays the first call to the new one.
+            log.info("storage node %d is now %s (restarted)", node.node_id, node.address)
             _close_later(entry[1])
         channel = aio_channel(node.address)
         stub = storage_pb2_grpc.StorageServiceStub(channel)  # type: ignore[no-untyped-call]
-        self._channels[node.key] = (node.address, channel, stub)
+        self._channels[node.key] = ((node.address, node.incarnation), channel, stub)
         return stub
 
     async def prune(self, live: Iterable[NodeKey]) -> None:
