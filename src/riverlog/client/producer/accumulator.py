@@ -36,8 +36,21 @@ class ProducerBatch:
     bytes. `created` and `retry_at` are in the accumulator clock's seconds.
     """
 
-    __slots__ = ("attempts", "builder", "closed", "count", "created", "data", "partition",
-                 "reserved", "result", "retry_at", "topic", "trace_context")  # fmt: skip
+    __slots__ = (
+        "attempts",
+        "builder",
+        "closed",
+        "count",
+        "created",
+        "data",
+        "last_error",
+        "partition",
+        "reserved",
+        "result",
+        "retry_at",
+        "topic",
+        "trace_context",
+    )
 
     def __init__(self, topic: str, partition: int, builder: BatchBuilder, created: float) -> None:
         self.topic = topic
@@ -49,6 +62,7 @@ class ProducerBatch:
         self.closed = False
         self.data: bytes | None = None
         self.attempts = 0
+        self.last_error: BaseException | None = None
         self.retry_at = 0.0
         self.reserved = 0
         self.trace_context: Any = None
@@ -281,11 +295,11 @@ class RecordAccumulator:
         if self._available >= size:
             self._available -= size
             return
-        deadline = self._clock() + self._max_block
+        deadline = time.monotonic() + self._max_block  # a real wait: real time, whatever clock
         self._waiters += 1
         try:
             while self._available < size:
-                remaining = deadline - self._clock()
+                remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise ClientTimeoutError(
                         f"failed to allocate {size} bytes of buffer.memory within max.block.ms "

@@ -243,6 +243,7 @@ class Sender(threading.Thread):
                 backoff = min(backoff, self._config.retry_backoff_max_ms)
                 backoff_s = backoff * random.uniform(0.8, 1.2) / 1000
                 log.debug("retrying %r after %s (attempt %d)", batch, error, batch.attempts)
+                batch.last_error = error
                 self.accumulator.reenqueue(batch, now + backoff_s)
             elif retry and now >= deadline:
                 self._expire(batch, now, error)
@@ -251,6 +252,7 @@ class Sender(threading.Thread):
 
     def _expire(self, batch: ProducerBatch, now: float, cause: BaseException | None = None) -> None:
         waited = round((now - batch.created) * 1000)
+        cause = cause or batch.last_error
         last = f"; last error: {cause}" if cause is not None else ""
         self._fail(
             batch,

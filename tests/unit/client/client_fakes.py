@@ -49,6 +49,8 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
         self.seen_client_ids: set[str] = set()
         self.produce_requests: list[data_pb2.ProduceRequest] = []
         self.drop_responses = 0  # append, then fail the call as UNAVAILABLE (lost response)
+        self.partition_errors: dict[tuple[str, int], deque[ErrorCode]] = {}
+        self.metadata_calls = 0
 
     def create(self, name: str, partitions: int = 1) -> None:
         with self.lock:
@@ -84,6 +86,14 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
                 )
             out = []
             for p in request.partitions:
+                injected = self.partition_errors.get((p.topic, p.partition))
+                if injected:
+                    out.append(
+                        data_pb2.ProducePartitionResponse(
+                            topic=p.topic, partition=p.partition, error_code=injected.popleft()
+                        )
+                    )
+                    continue
                 topic = self.topics.get(p.topic)
                 if topic is None or p.partition >= len(topic.partitions):
                     out.append(
@@ -198,6 +208,7 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
 
     def GetMetadata(self, request, context):
         self._client(context)
+        self.metadata_calls += 1
         with self.lock:
             names = list(request.topics) or list(self.topics)
             resp = gateway_pb2.GetMetadataResponse(cluster_id="fake", controller_id=0)
