@@ -13,9 +13,10 @@ that `assign()` does not receive). With P partitions and N members, everyone end
    below `minQuota` (sorted by id), then one each to members at exactly `minQuota` until `P % N`
    members have `maxQuota`.
 
-A partition that was revoked from one member in step 1, or that two members claimed in the same
-generation, and is handed out in step 2 is "transferring ownership": the cooperative assignor
-withholds it until its owner has revoked it.
+A partition cut from one member in step 1 and handed to another member in step 2, or one that
+two members claimed in the same generation, is "transferring ownership": the cooperative
+assignor withholds it until its owner has revoked it. (A cut partition that step 2 hands back to
+its owner is not transferring; that is Kafka 3.8's KAFKA-15170.)
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class ConstrainedAssignmentBuilder:
         self._max_quota = -(-total // members)
         self._expected_over_min = total % members  # members that end with maxQuota
         self._current_over_min = 0
-        self._revoked: set[TopicPartition] = set()
+        self._maybe_revoked: dict[TopicPartition, str] = {}  # cut by the quota -> its owner
         self._under_min: list[str] = []  # members still short of minQuota
         self._exactly_min: list[str] = []  # members at minQuota that may still get one more
         self._assignment: dict[str, list[TopicPartition]] = {c: [] for c in consumer_to_owned}
@@ -73,10 +74,10 @@ class ConstrainedAssignmentBuilder:
                 if self._current_over_min == self._expected_over_min:
                     self._exactly_min.clear()
                 keep.extend(owned[: self._max_quota])
-                self._revoked.update(owned[self._max_quota :])
+                self._maybe_revoked.update(dict.fromkeys(owned[self._max_quota :], consumer))
             else:
                 keep.extend(owned[: self._min_quota])
-                self._revoked.update(owned[self._min_quota :])
+                self._maybe_revoked.update(dict.fromkeys(owned[self._min_quota :], consumer))
                 if self._current_over_min < self._expected_over_min:
                     self._exactly_min.append(consumer)
             self._assigned.extend(keep)
@@ -125,7 +126,10 @@ class ConstrainedAssignmentBuilder:
     def _assign_new_partition(self, tp: TopicPartition, consumer: str) -> int:
         consumer_assignment = self._assignment[consumer]
         consumer_assignment.append(tp)
-        if tp in self._revoked or tp in self._multiply_claimed:
+        previous_owner = self._maybe_revoked.get(tp)
+        if (previous_owner is not None and previous_owner != consumer) or (
+            tp in self._multiply_claimed
+        ):
             self._transferring[tp] = consumer
         return len(consumer_assignment)
 
