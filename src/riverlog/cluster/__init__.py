@@ -10,6 +10,7 @@ from .local import LocalCluster
 from .process import ManagedProcess, ProcessSpec
 from .readiness import ClusterView, free_port
 from .state import STATE_FILE
+from .topics import create_topic, unique_topic_name, wait_for_topic
 
 __all__ = [
     "STATE_FILE",
@@ -20,6 +21,9 @@ __all__ = [
     "ManagedProcess",
     "ProcessSpec",
     "ProcessStartError",
+    "create_topic",
     "etcd_binary",
     "free_port",
+    "unique_topic_name",
+    "wait_for_topic",
 ]

@@ -16,13 +16,14 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from riverlog.v1 import admin_pb2
+from riverlog.v1 import admin_pb2, common_pb2
 
 from .errors import ClusterError
 from .etcd import etcd_ports, etcd_spec
 from .process import ManagedProcess, ProcessSpec
 from .readiness import HOST, ClusterView, describe_cluster, wait_for_storage_nodes
 from .state import ClusterLayout, read_state, state_path, write_state
+from .topics import create_topic
 
 SERVICE_ROLES = ("metadata", "storage", "gateway")
 START_ORDER = ("etcd", *SERVICE_ROLES)
@@ -183,7 +184,10 @@ class LocalCluster:
             for role in START_ORDER:
                 self._start_tier(role, deadline)
                 self.save_state()
-            self.wait_ready(max(1.0, deadline - time.monotonic()))
+            try:
+                self.wait_ready(max(1.0, deadline - time.monotonic()))
+            except ClusterError as e:
+                raise ClusterError(f"{e} (logs in {self.data_dir / 'logs'})") from None
         except BaseException:
             self.stop(grace=5.0)
             raise
@@ -296,6 +300,19 @@ class LocalCluster:
     def describe_cluster(self, timeout: float = 5.0) -> admin_pb2.DescribeClusterResponse:
         """DescribeCluster through the first gateway."""
         return describe_cluster(self.gateway_address, timeout)
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int = 1,
+        configs: Mapping[str, str] | None = None,
+        timeout: float = 30.0,
+    ) -> common_pb2.TopicMetadata:
+        """Create a topic through the first gateway and wait for a leader per partition."""
+        return create_topic(
+            self.gateway_address, name, partitions, replication_factor, configs, timeout
+        )
 
     def stop(self, grace: float = 10.0) -> None:
         """SIGTERM every process, gateways first and etcd last (each tier in parallel), and

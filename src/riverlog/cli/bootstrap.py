@@ -1,0 +1,101 @@
+"""Where the `riverlog` command finds the cluster.
+
+The bootstrap address is, in order: `--bootstrap HOST:PORT[,HOST:PORT...]`, the environment
+variable RIVERLOG_BOOTSTRAP, or the gateways of the local cluster recorded in the default data
+directory (`$RIVERLOG_HOME`, else `~/.riverlog`) by `riverlog cluster up`. The options every
+command that talks to a gateway shares (`--bootstrap`, `--client-id`) are defined here too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+from riverlog.cluster import ClusterNotFoundError, LocalCluster
+
+from .errors import EXIT_USAGE, CliError
+
+BOOTSTRAP_ENV: Final = "RIVERLOG_BOOTSTRAP"
+HOME_ENV: Final = "RIVERLOG_HOME"
+DEFAULT_CLIENT_ID: Final = "riverlog-cli"
+
+
+def default_data_dir(env: Mapping[str, str] | None = None) -> Path:
+    """`$RIVERLOG_HOME`, else `~/.riverlog`: where `cluster up` keeps a cluster by default."""
+    env = os.environ if env is None else env
+    home = env.get(HOME_ENV)
+    return Path(home).expanduser() if home else Path.home() / ".riverlog"
+
+
+def parse_servers(text: str) -> str:
+    """Validate `host:port[,host:port...]`; returns it normalised (no blanks)."""
+    servers = [s.strip() for s in text.split(",") if s.strip()]
+    if not servers:
+        raise CliError("empty bootstrap address", EXIT_USAGE)
+    for server in servers:
+        host, sep, port = server.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise CliError(f"bootstrap address {server!r} is not HOST:PORT", EXIT_USAGE)
+    return ",".join(servers)
+
+
+def local_cluster_bootstrap(data_dir: Path) -> str:
+    """The running gateways of the local cluster in `data_dir`, comma-separated."""
+    try:
+        cluster = LocalCluster.attach(data_dir)
+    except ClusterNotFoundError:
+        raise CliError(
+            "no bootstrap address: pass --bootstrap HOST:PORT, set "
+            f"{BOOTSTRAP_ENV}, or start a local cluster with `riverlog cluster up`"
+        ) from None
+    live = [p.address for p in cluster.by_role("gateway") if p.alive and p.address]
+    if not live:
+        raise CliError(
+            f"the local cluster in {data_dir} has no gateway running "
+            "(`riverlog cluster up` starts it)"
+        )
+    return ",".join(live)
+
+
+def resolve_bootstrap(
+    explicit: str | None,
+    env: Mapping[str, str] | None = None,
+    data_dir: Path | None = None,
+) -> str:
+    """The gateway address(es) a command should use; raises CliError when none is known."""
+    env = os.environ if env is None else env
+    if explicit:
+        return parse_servers(explicit)
+    from_env = env.get(BOOTSTRAP_ENV, "").strip()
+    if from_env:
+        return parse_servers(from_env)
+    return local_cluster_bootstrap(data_dir or default_data_dir(env))
+
+
+def add_connection_args(parser: argparse.ArgumentParser) -> None:
+    """`--bootstrap` and `--client-id`, for every command that talks to a gateway."""
+    group = parser.add_argument_group("connection")
+    group.add_argument(
+        "--bootstrap",
+        "--bootstrap-server",
+        dest="bootstrap",
+        metavar="HOST:PORT",
+        help=f"gateway address(es), comma-separated (default: ${BOOTSTRAP_ENV}, else the "
+        "local cluster started by `riverlog cluster up`)",
+    )
+    group.add_argument(
+        "--client-id",
+        default=DEFAULT_CLIENT_ID,
+        help=f"client id sent with every request (default: {DEFAULT_CLIENT_ID})",
+    )
+
+
+def key_value(text: str) -> tuple[str, str]:
+    """argparse type for `KEY=VALUE` (a config by its Kafka name)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()

@@ -1,0 +1,1 @@
+"""One module per `riverlog` subcommand, each with `register(subparsers)`."""
