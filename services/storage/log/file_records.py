@@ -36,7 +36,7 @@ from riverlog.common.records.header import (
 # (baseTimestamp), maxTimestamp: the header fields a scan needs, from its first 43 bytes.
 _SCAN = struct.Struct(">qi4xb4xhi8xq")
 SCAN_SIZE = _SCAN.size
-SCAN_CHUNK = 16384
+SCAN_CHUNK = 4096
 RECOVERY_CHUNK = 1 << 20
 
 

@@ -14,7 +14,6 @@ stored files; nothing on these paths decodes records.
 
 from __future__ import annotations
 
-import bisect
 import logging
 import os
 import shutil
@@ -28,7 +27,7 @@ from riverlog.common.types import TopicPartition
 from . import retention
 from .checkpoint import fsync_dir
 from .config import LogConfig
-from .file_records import FetchSlice, FileRecords
+from .file_records import FetchSlice
 from .loader import LogLoader
 from .log_validator import (
     AppendInfo,
@@ -38,6 +37,7 @@ from .log_validator import (
     validate_leader_append,
 )
 from .segment import LogSegment
+from .segments import LogSegments
 
 logger = logging.getLogger(__name__)
 
@@ -71,8 +71,7 @@ class PartitionLog:
         self._tp = tp
         self._config = config
         self._clock = clock
-        self._segments = segments
-        self._bases = [s.base_offset for s in segments]
+        self._segments = LogSegments(segments)
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
         self._high_watermark = log_start_offset
@@ -126,7 +125,7 @@ class PartitionLog:
 
     @property
     def log_end_offset(self) -> int:
-        return self._segments[-1].next_offset
+        return self._segments.active.next_offset
 
     @property
     def recovery_point(self) -> int:
@@ -153,7 +152,7 @@ class PartitionLog:
 
     @property
     def size_bytes(self) -> int:
-        return sum(s.size for s in self._segments)
+        return self._segments.size_bytes
 
     @property
     def segment_count(self) -> int:
@@ -161,11 +160,11 @@ class PartitionLog:
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
-        return tuple(self._segments)
+        return self._segments.as_tuple()
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[-1]
+        return self._segments.active
 
     # -- appends ----------------------------------------------------------------------------
 
@@ -191,7 +190,16 @@ class PartitionLog:
     def _append(self, validated: ValidatedAppend, now_ms: int) -> None:
         self._check_open()
         info = validated.info
-        segment = self._maybe_roll(info.valid_bytes, info.max_timestamp, info.last_offset, now_ms)
+        segment, cfg = self._segments.active, self._config
+        if segment.should_roll(
+            info.valid_bytes,
+            info.max_timestamp,
+            info.last_offset,
+            now_ms,
+            cfg.segment_bytes,
+            cfg.segment_ms,
+        ):
+            segment = self.roll()
         try:
             segment.append(validated.data, validated.batches)
         except OSError as exc:
@@ -202,44 +210,24 @@ class PartitionLog:
         if self.log_end_offset - self._recovery_point >= self._config.flush_messages:
             self.flush()
 
-    def _maybe_roll(
-        self, size: int, max_timestamp: int, last_offset: int, now_ms: int
-    ) -> LogSegment:
-        active = self._segments[-1]
-        cfg = self._config
-        if active.should_roll(
-            size, max_timestamp, last_offset, now_ms, cfg.segment_bytes, cfg.segment_ms
-        ):
-            return self.roll()
-        return active
-
     def roll(self) -> LogSegment:
         """Seal the active segment and start a new one at the log end offset. A no-op when
         the active segment is empty. Returns the active segment."""
         self._check_open()
-        active = self._segments[-1]
+        active = self._segments.active
         if active.size == 0:
             return active
         base = active.next_offset
         active.on_become_inactive()
         segment = self._new_segment(base)
-        self._segments.append(segment)
-        self._bases.append(base)
+        self._segments.add(segment)
         return segment
 
     def _new_segment(self, base: int) -> LogSegment:
-        segment = LogSegment.open(
-            self._dir,
-            base,
-            self._config.segment_index_bytes,
-            self._config.index_interval_bytes,
-            self._clock.time_ms(),
+        cfg = self._config
+        segment = LogSegment.create(
+            self._dir, base, cfg.segment_index_bytes, cfg.index_interval_bytes, self._clock
         )
-        stale = segment.size or segment.offset_index.entries or segment.time_index.entries
-        if stale:  # leftover files where the new segment goes: they hold nothing we keep
-            segment.log.truncate_to(0)
-            segment.offset_index.reset()
-            segment.time_index.reset()
         self._dir_dirty = True
         return segment
 
@@ -269,26 +257,7 @@ class PartitionLog:
             raise RiverlogError(f"max_bytes {max_bytes} < 0", ErrorCode.INVALID_FETCH_SIZE)
         if fetch_offset == log_end or (max_offset is not None and fetch_offset >= max_offset):
             return FetchSlice()
-        parts: list[tuple[FileRecords, int, int]] = []
-        remaining = max_bytes
-        index = bisect.bisect_right(self._bases, fetch_offset) - 1
-        offset = fetch_offset
-        while index < len(self._segments):
-            segment = self._segments[index]
-            found = segment.read_range(offset, remaining, max_offset, min_one_message and not parts)
-            if found is not None:
-                position, size = found
-                if size:
-                    parts.append((segment.log, position, size))
-                    remaining -= size
-                if position + size < segment.size or remaining <= 0:
-                    break
-            index += 1
-            if index < len(self._segments):
-                offset = self._segments[index].base_offset
-                if max_offset is not None and offset >= max_offset:
-                    break
-        return FetchSlice(parts)
+        return self._segments.read(fetch_offset, max_bytes, max_offset, min_one_message)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the earliest record at or after the log start offset whose
@@ -296,13 +265,7 @@ class PartitionLog:
         indexes, then decodes the timestamps of one batch. Latest and earliest are the caller's
         (`log_end_offset` / `high_watermark`, `log_start_offset`)."""
         self._check_open()
-        for segment in self._segments:
-            if segment.size == 0 or segment.largest_timestamp < timestamp:
-                continue
-            found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
-            if found is not None:
-                return found
-        return None
+        return self._segments.find_offset_by_timestamp(timestamp, self._log_start_offset)
 
     # -- deletion and retention -------------------------------------------------------------
 
@@ -322,7 +285,7 @@ class PartitionLog:
             if offset == self.log_end_offset:
                 self.roll()  # the active segment is wholly below the new start
             self._delete_prefix(
-                retention.log_start_offset_breached(self._segments, self._high_watermark, offset)
+                retention.log_start_offset_breached(self.segments, self._high_watermark, offset)
             )
         return self._log_start_offset
 
@@ -330,34 +293,25 @@ class PartitionLog:
         """Delete the segments that retention.ms, retention.bytes or the log start offset
         allow (never the active one, never past the high watermark); returns how many."""
         self._check_open()
-        hw, segments = self._high_watermark, self._segments
-        deleted = self._delete_prefix(
-            retention.retention_ms_breached(segments, hw, self._config, now_ms)
+        return self._delete_prefix(
+            retention.deletable_segments(
+                self.segments, self._high_watermark, self._config, now_ms, self._log_start_offset
+            )
         )
-        deleted += self._delete_prefix(
-            retention.retention_bytes_breached(self._segments, hw, self._config)
-        )
-        deleted += self._delete_prefix(
-            retention.log_start_offset_breached(self._segments, hw, self._log_start_offset)
-        )
-        return deleted
 
     def _delete_prefix(self, count: int) -> int:
         """Delete the `count` oldest segments (never the active one) and move the log start
         offset to the new first segment if it was below it."""
-        count = min(count, len(self._segments) - 1)
-        if count <= 0:
+        doomed = self._segments.remove_prefix(count)
+        if not doomed:
             return 0
-        doomed = self._segments[:count]
-        del self._segments[:count]
-        del self._bases[:count]
-        self._log_start_offset = max(self._log_start_offset, self._bases[0])
+        self._log_start_offset = max(self._log_start_offset, self._segments.first_base_offset)
         self._high_watermark = max(self._high_watermark, self._log_start_offset)
         self._recovery_point = max(self._recovery_point, self._log_start_offset)
         for segment in doomed:
             logger.info("%s: deleting segment %d", self._tp, segment.base_offset)
             segment.delete()
-        return count
+        return len(doomed)
 
     # -- truncation (replication) -----------------------------------------------------------
 
@@ -370,18 +324,14 @@ class PartitionLog:
             raise RiverlogError(f"cannot truncate to {offset}", ErrorCode.INVALID_OFFSET)
         if offset >= self.log_end_offset:
             return False
-        if offset <= self._bases[0]:
+        if offset <= self._segments.first_base_offset:
             self.truncate_fully_and_start_at(offset)
             return True
-        cut = bisect.bisect_left(self._bases, offset)  # segments from here start at >= offset
-        for segment in reversed(self._segments[cut:]):
-            segment.delete()
-        del self._segments[cut:]
-        del self._bases[cut:]
-        last = self._segments[-1]
-        last.truncate_to(offset)
-        last.make_active(self._config.segment_index_bytes)
-        self._clamp_to_log_end()
+        self._segments.truncate_to(offset, self._config.segment_index_bytes)
+        log_end = self.log_end_offset
+        self._log_start_offset = min(self._log_start_offset, log_end)
+        self._high_watermark = min(self._high_watermark, log_end)
+        self._recovery_point = min(self._recovery_point, log_end)
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -390,20 +340,11 @@ class PartitionLog:
         self._check_open()
         if offset < 0:
             raise RiverlogError(f"cannot start at {offset}", ErrorCode.INVALID_OFFSET)
-        for segment in reversed(self._segments):
-            segment.delete()
-        segment = self._new_segment(offset)
-        self._segments = [segment]
-        self._bases = [offset]
+        self._segments.delete_all()  # first: the new segment may reuse the file names
+        self._segments.replace_all(self._new_segment(offset))
         self._log_start_offset = offset
         self._high_watermark = offset
         self._recovery_point = min(self._recovery_point, offset)
-
-    def _clamp_to_log_end(self) -> None:
-        log_end = self.log_end_offset
-        self._log_start_offset = min(self._log_start_offset, log_end)
-        self._high_watermark = min(self._high_watermark, log_end)
-        self._recovery_point = min(self._recovery_point, log_end)
 
     # -- durability and lifecycle -----------------------------------------------------------
 
@@ -414,9 +355,7 @@ class PartitionLog:
         self._check_open()
         target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
         if target > self._recovery_point:
-            first = max(bisect.bisect_right(self._bases, self._recovery_point) - 1, 0)
-            last = bisect.bisect_left(self._bases, target)
-            for segment in self._segments[first:last]:
+            for segment in self._segments.between(self._recovery_point, target):
                 segment.flush()
         if self._dir_dirty:
             fsync_dir(self._dir)

@@ -75,3 +75,17 @@ def log_start_offset_breached(
 ) -> int:
     """How many leading segments hold only offsets below the log start offset."""
     return _deletable_prefix(segments, high_watermark, lambda _, upper: upper <= log_start_offset)
+
+
+def deletable_segments(
+    segments: Sequence[LogSegment],
+    high_watermark: int,
+    config: LogConfig,
+    now_ms: int,
+    log_start_offset: int,
+) -> int:
+    """How many leading segments retention removes: by time, then by size among the rest,
+    then those below the log start offset among what is left."""
+    count = retention_ms_breached(segments, high_watermark, config, now_ms)
+    count += retention_bytes_breached(segments[count:], high_watermark, config)
+    return count + log_start_offset_breached(segments[count:], high_watermark, log_start_offset)

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from riverlog.common.clock import Clock
 from riverlog.common.records.header import TIMESTAMP_TYPE_MASK, InvalidBatchError
 from riverlog.common.records.reader import iter_record_timestamps
 
@@ -100,6 +101,20 @@ class LogSegment:
             segment_path(dir, base_offset, TIME_INDEX_SUFFIX), base_offset, index_bytes
         )
         return cls(dir, base_offset, log, offset_index, time_index, index_interval_bytes, now_ms)
+
+    @classmethod
+    def create(
+        cls, dir: Path, base_offset: int, index_bytes: int, index_interval_bytes: int, clock: Clock
+    ) -> LogSegment:
+        """A new, empty segment; leftover files at its names (from a deletion or truncation
+        that did not finish) are emptied, as they hold nothing the log keeps."""
+        segment = cls.open(dir, base_offset, index_bytes, index_interval_bytes, clock.time_ms())
+        if segment.size or segment.offset_index.entries or segment.time_index.entries:
+            segment.log.truncate_to(0)
+            segment.offset_index.reset()
+            segment.time_index.reset()
+            segment._next_offset = base_offset
+        return segment
 
     # -- state ------------------------------------------------------------------------------
 
@@ -218,7 +233,7 @@ class LogSegment:
         if start is None:
             return None
         end = self.size
-        if max_offset is not None:
+        if max_offset is not None and max_offset < self.next_offset:
             if start.last_offset >= max_offset:
                 return start.position, 0
             bound = self.translate_offset(max_offset, start.position)

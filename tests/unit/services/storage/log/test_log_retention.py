@@ -163,3 +163,17 @@ def test_truncate_fully_and_start_at(tmp_path: Path, clock: ManualClock) -> None
     assert offsets_in(read_bytes(log, 100)) == [100]
     assert log.truncate_to(0) is True  # below the first segment: start afresh there
     assert (log.log_start_offset, log.log_end_offset) == (0, 0)
+
+
+def test_truncate_to_the_first_base_offset_empties_the_log(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    log = segmented(tmp_path, clock)
+    assert log.truncate_to(0) is True
+    assert (log.log_start_offset, log.log_end_offset, log.segment_count) == (0, 0, 1)
+    assert log.active_segment.log.path.exists()
+    fill(log, 2)
+    assert offsets_in(read_bytes(log, 0)) == [0, 1]
+    log.close()
+    reopened = open_log(tmp_path, clock, log.config)
+    assert offsets_in(read_bytes(reopened, 0)) == [0, 1]
