@@ -10,6 +10,7 @@ a gRPC message can carry.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Sequence
@@ -131,7 +132,9 @@ class Fetcher:
         items = [self._part(parts[i], options.max_bytes) for i in routed]
         # The client's max_wait is one wait for the whole request, retries included.
         wait_until = time.monotonic() + options.max_wait_ms / 1000
-        share = max(options.max_bytes // self._leader_count(items), 1)
+        leaders = self._leader_count(items)
+        share = max(options.max_bytes // leaders, 1)
+        poll = _LongPoll(options.min_bytes)
 
         async def send(
             node: NodeInfo, batch: list[FetchPart], deadline: Deadline
@@ -144,7 +147,9 @@ class Fetcher:
                 max_bytes=min(share, sum(p.partition_max_bytes for p in batch)),
                 isolation_level=options.isolation_level,
             )
-            return await self.sender.fetch(node, leader_options, batch, deadline)
+            if leaders == 1 or leader_options.max_wait_ms == 0 or options.min_bytes == 0:
+                return poll.add(await self.sender.fetch(node, leader_options, batch, deadline))
+            return await poll.wait_or_cut_short(self.sender, node, leader_options, batch, deadline)
 
         results = await self.router.dispatch(items, send, FetchPartResult.failed, ctx.deadline)
         return merge(len(parts), answered, routed, results)
@@ -175,3 +180,44 @@ def _part_error(part: FetchPart) -> RiverlogError | None:
             f"partition_max_bytes of {part.tp} is negative", ErrorCode.INVALID_FETCH_SIZE
         )
     return offset_error(part.fetch_offset)
+
+
+class _LongPoll:
+    """The long poll of one fetch spread over several leaders: once the answers in hand reach
+    min_bytes, leaders still waiting are asked again without waiting (so the request returns,
+    as Kafka's fetch does, when min_bytes is met, with a fresh answer from every leader)."""
+
+    def __init__(self, min_bytes: int) -> None:
+        self.min_bytes = min_bytes
+        self.received = 0
+        self.satisfied = asyncio.Event()
+
+    def add(self, results: list[FetchPartResult]) -> list[FetchPartResult]:
+        self.received += sum(len(r.records) for r in results)
+        if self.received >= self.min_bytes and self.received > 0:
+            self.satisfied.set()
+        return results
+
+    async def wait_or_cut_short(
+        self,
+        sender: FetchSender,
+        node: NodeInfo,
+        options: FetchOptions,
+        batch: list[FetchPart],
+        deadline: Deadline,
+    ) -> list[FetchPartResult]:
+        call = asyncio.ensure_future(sender.fetch(node, options, batch, deadline))
+        enough = asyncio.ensure_future(self.satisfied.wait())
+        try:
+            await asyncio.wait({call, enough}, return_when=asyncio.FIRST_COMPLETED)
+            if not call.done():
+                call.cancel()
+                await asyncio.wait({call})  # it may still have finished on its own
+        finally:
+            enough.cancel()
+            call.cancel()
+        if not call.cancelled():
+            return self.add(call.result())
+        log.debug("min_bytes met elsewhere; asking storage node %d again", node.node_id)
+        now = FetchOptions(0, 0, options.max_bytes, options.isolation_level)
+        return self.add(await sender.fetch(node, now, batch, deadline))

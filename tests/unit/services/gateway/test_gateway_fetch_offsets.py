@@ -1,12 +1,14 @@
 """Fetch, ListOffsets and DeleteRecords: routed like produce, long-poll parameters passed
 through with one overall wait, sizes capped and shared, bad input refused."""
 
+import asyncio
+
 import pytest
 from conftest import Harness
 
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
-from riverlog.services.gateway.fetch import FetchOptions, FetchPart
+from riverlog.services.gateway.fetch import FetchOptions, FetchPart, FetchPartResult
 from riverlog.services.gateway.offsets import (
     SPEC_EARLIEST,
     SPEC_TIMESTAMP,
@@ -119,3 +121,30 @@ async def test_delete_records_routed_and_checked(harness: Harness) -> None:
     assert all(0 < t <= harness.config.request_timeout_ms for t in timeouts)
     with pytest.raises(RiverlogError):
         await harness.offsets.delete_records(harness.ctx(), -1, parts)
+
+
+async def test_min_bytes_met_by_one_leader_cuts_the_other_long_polls_short(
+    harness: Harness,
+) -> None:
+    calls: list[tuple[int, int]] = []
+
+    async def fetch(node, options, parts, deadline):
+        calls.append((node.node_id, options.max_wait_ms))
+        if node.node_id == 2 and options.max_wait_ms > 0:
+            await asyncio.sleep(30)  # a long poll with nothing to return
+        records = b"x" * 10 if node.node_id == 1 else b""
+        return [FetchPartResult(p.tp, records=records, high_watermark=node.node_id) for p in parts]
+
+    harness.storage.fetch = fetch
+    options = FetchOptions(max_wait_ms=20_000, min_bytes=5, max_bytes=1000)
+    parts = [FetchPart(TopicPartition("t", 0), 0), FetchPart(TopicPartition("t", 1), 0)]
+    results = await asyncio.wait_for(harness.fetcher.fetch(harness.ctx(30), options, parts), 5)
+    assert [(r.records, r.high_watermark) for r in results] == [(b"x" * 10, 1), (b"", 2)]
+    assert calls[-1] == (2, 0)  # asked again without waiting once min_bytes was met
+
+
+async def test_single_leader_long_poll_is_passed_through(harness: Harness) -> None:
+    options = FetchOptions(max_wait_ms=250, min_bytes=100, max_bytes=1000)
+    await harness.fetcher.fetch(harness.ctx(), options, [FetchPart(TopicPartition("u", 0), 0)])
+    [(_, node, _, sent)] = harness.storage.calls
+    assert node == 3 and 200 <= sent.max_wait_ms <= 250 and sent.min_bytes == 100
