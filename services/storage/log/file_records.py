@@ -215,10 +215,11 @@ class FetchSlice:
     if their segments are deleted. Empty when there is nothing to return."""
 
     def __init__(self, parts: list[tuple[FileRecords, int, int]] | None = None) -> None:
-        self._parts = parts or []
-        for records, _, _ in self._parts:
-            records.retain()
+        self._parts: list[tuple[FileRecords, int, int]] = []
         self._open = True
+        for part in parts or ():
+            part[0].retain()
+            self._parts.append(part)
         self.size = sum(size for _, _, size in self._parts)
 
     @property

@@ -91,7 +91,8 @@ class OffsetIndex(AbstractIndex):
         self._check_common(upper_bound_offset, self.last_offset)
         if self._entries == 0:
             return
-        self._check_sorted(strict_first=True, strict_second=True)
+        words = self._words()
+        self._check_sorted((words[0::2], words[1::2]), (True, True))
         if self.last_entry.position >= max(log_size, 1):
             raise CorruptIndexError(
                 f"{self.path}: last position {self.last_entry.position} is beyond the log "

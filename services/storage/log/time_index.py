@@ -16,11 +16,13 @@ One slot is always kept free for that last entry.
 
 from __future__ import annotations
 
+import operator
 import struct
+from itertools import repeat
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
-from .index import AbstractIndex
+from .index import AbstractIndex, CorruptIndexError
 
 NO_TIMESTAMP = -1
 
@@ -87,8 +89,15 @@ class TimeIndex(AbstractIndex):
 
     def sanity_check(self, upper_bound_offset: int | None, log_size: int) -> None:
         self._check_common(upper_bound_offset, self.last_entry.offset)
-        if self._entries:
-            self._check_sorted(strict_first=True, strict_second=False)
+        if not self._entries:
+            return
+        if self.last_entry.timestamp < 0:
+            raise CorruptIndexError(f"{self.path}: negative timestamp {self.last_entry.timestamp}")
+        words = self._words()  # timestamp = high word << 32 | low word, all >= 0 if sorted
+        timestamps = list(
+            map(operator.or_, map(operator.lshift, words[0::3], repeat(32)), words[1::3])
+        )
+        self._check_sorted((timestamps, words[2::3]), (True, False))
 
     def __repr__(self) -> str:
         return f"TimeIndex({self.path.name}, entries={self._entries}/{self._max_entries})"
