@@ -1,1 +1,55 @@
-"""The quota service."""
+"""The quota service: Kafka's client quotas (producer_byte_rate, consumer_byte_rate,
+request_percentage) per (user, client-id), enforced once for the whole cluster.
+
+The domain is pure and imports only `riverlog.common`: `entity` (config and metric entities,
+validation), `resolver` (Kafka's eight levels of precedence), `window` (Kafka's sampled rate),
+`manager` (Kafka's ClientQuotaManager: throttle times and holds), `exchange` (gateways report
+usage deltas, the service sums them and answers with the holds in force).
+"""
+
+from .entity import (
+    ANONYMOUS,
+    DEFAULT,
+    ConfigLevel,
+    MetricEntity,
+    QuotaEntity,
+    QuotaType,
+    parse_quota_configs,
+    validate_quota_value,
+    validate_quota_values,
+)
+from .exchange import LocalQuotaView, QuotaLedger, UsageDelta, UsageReport
+from .manager import (
+    QuotaManager,
+    ThrottleState,
+    bounded_throttle_time_ms,
+    request_time_to_percentage,
+    throttle_time_ms,
+)
+from .resolver import QuotaResolver, ResolvedQuota
+from .window import SampledRate, WindowConfig
+
+__all__ = [
+    "ANONYMOUS",
+    "DEFAULT",
+    "ConfigLevel",
+    "LocalQuotaView",
+    "MetricEntity",
+    "QuotaEntity",
+    "QuotaLedger",
+    "QuotaManager",
+    "QuotaResolver",
+    "QuotaType",
+    "ResolvedQuota",
+    "SampledRate",
+    "ThrottleState",
+    "UsageDelta",
+    "UsageReport",
+    "WindowConfig",
+    "bounded_throttle_time_ms",
+    "parse_quota_configs",
+    "request_time_to_percentage",
+    "throttle_time_ms",
+    "validate_quota_value",
+    "validate_quota_values",
+]
