@@ -135,12 +135,6 @@ class AbstractIndex(ABC):
                 hi = mid - 1
         return lo
 
-    def all_entries(self) -> list[tuple[int, int]]:
-        """Every valid entry, decoded as stored (relative offsets); for dumps and checks."""
-        if self._mm is None or self._entries == 0:
-            return []
-        return [(int(a), int(b)) for a, b in self.ENTRY.iter_unpack(self._mm[: self.size_bytes])]
-
     def truncate_to(self, offset: int) -> None:
         """Drop every entry for an offset >= `offset`."""
         relative = offset - self.base_offset

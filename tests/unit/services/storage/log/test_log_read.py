@@ -5,9 +5,12 @@ their segments. Also offset_for_timestamp."""
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from storage_log_testkit import (
     TS,
     all_batches,
@@ -172,3 +175,63 @@ def test_offset_for_timestamp_log_append_time(tmp_path: Path, clock: ManualClock
     assert log.offset_for_timestamp(TS + 1) == (3, TS + 1000)
     assert log.offset_for_timestamp(TS + 3000) == (9, TS + 3000)
     assert log.offset_for_timestamp(TS + 3001) is None
+
+
+@st.composite
+def read_cases(
+    draw: st.DrawFn,
+) -> tuple[list[tuple[int, int]], int, int, list[tuple[int, int, int | None, bool]]]:
+    batches = draw(
+        st.lists(st.tuples(st.integers(1, 4), st.integers(0, 300)), min_size=1, max_size=30)
+    )
+    segment_bytes = draw(st.integers(1500, 5000))
+    interval = draw(st.sampled_from([0, 200, 4096]))
+    end = sum(count for count, _ in batches)
+    reads = draw(
+        st.lists(
+            st.tuples(
+                st.integers(0, end),
+                st.integers(0, 6000),
+                st.one_of(st.none(), st.integers(0, end)),
+                st.booleans(),
+            ),
+            min_size=1,
+            max_size=20,
+        )
+    )
+    return batches, segment_bytes, interval, reads
+
+
+@settings(max_examples=40, deadline=None)
+@given(read_cases())
+def test_reads_match_a_model(
+    case: tuple[list[tuple[int, int]], int, int, list[tuple[int, int, int | None, bool]]],
+) -> None:
+    batches, segment_bytes, interval, reads = case
+    with tempfile.TemporaryDirectory() as tmp:
+        log = open_log(
+            Path(tmp),
+            ManualClock(TS),
+            config(segment_bytes=segment_bytes, index_interval_bytes=interval),
+        )
+        for i, (count, value_size) in enumerate(batches):
+            log.append_as_leader(make_batch(count, value_size=value_size, tag=i), 0)
+        stored = all_batches(log)
+        model = [(h.base_offset, h.last_offset, b) for b in stored for h in headers(b)]
+        for fetch_offset, max_bytes, max_offset, min_one in reads:
+            expected: list[bytes] = []
+            total = 0
+            for _, last, batch in model:
+                if last < fetch_offset:
+                    continue
+                if max_offset is not None and last >= max_offset:
+                    break
+                if total + len(batch) > max_bytes and (expected or not min_one):
+                    break
+                expected.append(batch)
+                total += len(batch)
+            got = read_bytes(
+                log, fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one
+            )
+            assert got == b"".join(expected)
+        log.close()
