@@ -59,7 +59,8 @@ async def _until_etcd(store: EtcdStore, stop: asyncio.Event) -> str | None:
         except Exception as exc:
             log.warning("etcd not reachable yet (%s); retrying", exc)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), 1.0)
+            async with asyncio.timeout(1.0):
+                await stop.wait()
     return None
 
 

@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 SUBSCRIBER_QUEUE = 1024
 
 
-@dataclass
+@dataclass(eq=False)
 class Subscription:
     """One Watch stream's feed. `next()` yields deltas in version order, or a fresh snapshot
     when the subscriber fell behind or the image was rebuilt."""
@@ -121,7 +121,8 @@ class MetadataImage:
                 return False
             self._changed.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await self._changed.wait()
         return True
 
     # --- feeding -------------------------------------------------------------------------------

@@ -198,10 +198,15 @@ class EtcdStore:
 
         try:
             result: int | None = await self._run(run)
-        except Exception as exc:
-            if isinstance(exc, RiverlogError):
-                raise
-            raise _unavailable(exc) from exc  # grpc errors from the raw stub call
+        except RiverlogError:
+            raise
+        except Exception as exc:  # grpc errors from the raw stub call
+            status = getattr(exc, "code", None)
+            name = getattr(status() if callable(status) else None, "name", "")
+            if name in ("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED"):
+                raise _unavailable(exc) from exc
+            log.error("etcd refused a transaction: %r", exc)
+            raise RiverlogError("the metadata store refused the change") from exc
         return result
 
     async def fenced_txn(

@@ -123,7 +123,8 @@ class ControllerElection:
                     log.warning("campaign failed: %s", exc)
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.refresh_interval_s)
+                async with asyncio.timeout(self.refresh_interval_s):
+                    await self._wake.wait()
 
     async def _campaign(self) -> None:
         counter = await self.store.get(self.keys.controller_epoch)

@@ -150,8 +150,10 @@ class TopicController:
         topic_key = self.keys.topic(topic.name)
         absent = Compare(topic_key, mod_revision=0)
         # Clear leftovers of an interrupted create, then write partitions, then the record.
-        ops = [Op(self.keys.partitions_of(topic.name), prefix=True)]
-        ops += [
+        leftovers = Op(self.keys.partitions_of(topic.name), prefix=True)
+        if await self.election.write([absent], [leftovers]) is None:
+            raise _exists(topic.name)
+        ops = [
             Op(self.keys.partition(topic.name, p), partition_encode(new_partition(p, replicas)))
             for p, replicas in sorted(assignment.items())
         ]

@@ -73,15 +73,16 @@ class MembershipSession:
         self._task = asyncio.create_task(self._heartbeat_loop(), name="membership-heartbeat")
         return registration
 
-    async def stop(self) -> None:
-        """Stop heartbeating and release the registration (best effort)."""
+    async def stop(self, unregister: bool = True) -> None:
+        """Stop heartbeating and release the registration (best effort). With
+        `unregister=False` the registration is left to lapse, as after a crash."""
         self._stopping.set()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        if self.registration is not None and not self.fenced:
+        if unregister and self.registration is not None and not self.fenced:
             try:
                 await self.client.unregister_node(self.node.node_id, self.registration.lease_id)
             except RiverlogError as exc:

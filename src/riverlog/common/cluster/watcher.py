@@ -55,7 +55,8 @@ class MetadataWatcher:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="metadata-watcher")
         try:
-            await asyncio.wait_for(self._first_snapshot.wait(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await self._first_snapshot.wait()
         except TimeoutError:
             await self.stop()
             raise RiverlogError(
@@ -85,7 +86,8 @@ class MetadataWatcher:
                         ErrorCode.REQUEST_TIMED_OUT,
                     )
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), remaining)
+                    async with asyncio.timeout(remaining):
+                        await self._changed.wait()
             return self.image
 
     async def _run(self) -> None:
