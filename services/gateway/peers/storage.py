@@ -108,8 +108,9 @@ class StoragePeers:
             acks=options.acks,  # type: ignore[arg-type]
             timeout_ms=options.timeout_ms,
             transactional_id=options.transactional_id,
-            partitions=[_produce_part_to_proto(p) for p in parts],
         )
+        for part in parts:
+            _produce_part_to_proto(part, request.partitions.add())
         response = await self._call(node, "Produce", request, deadline)
         return _aligned(
             node, parts, response.partitions, _produce_result_from_proto, ProducePartResult.failed
@@ -210,13 +211,13 @@ def _aligned(
 # --- converters ---------------------------------------------------------------------------------
 
 
-def _produce_part_to_proto(part: ProducePart) -> data_pb2.ProducePartition:
-    msg = data_pb2.ProducePartition(
-        topic=part.tp.topic, partition=part.tp.partition, records=part.records
-    )
+def _produce_part_to_proto(part: ProducePart, msg: data_pb2.ProducePartition) -> None:
+    """Fill `msg`, already in its request: nesting a built message would copy the batch again."""
+    msg.topic = part.tp.topic
+    msg.partition = part.tp.partition
+    msg.records = part.records
     if part.current_leader_epoch is not None:
         msg.current_leader_epoch = part.current_leader_epoch
-    return msg
 
 
 def _produce_result_from_proto(

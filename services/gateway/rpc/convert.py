@@ -96,23 +96,20 @@ def fetch_from_proto(msg: data_pb2.FetchRequest) -> tuple[FetchOptions, list[Fet
 def fetch_to_proto(
     results: Sequence[FetchPartResult], correlation_id: int = 0
 ) -> data_pb2.FetchResponse:
-    return data_pb2.FetchResponse(
-        correlation_id=correlation_id,
-        partitions=[
-            data_pb2.FetchPartitionResponse(
-                topic=r.tp.topic,
-                partition=r.tp.partition,
-                error_code=r.error_code,  # type: ignore[arg-type]
-                error_message=r.error_message,
-                high_watermark=r.high_watermark,
-                last_stable_offset=r.last_stable_offset,
-                log_start_offset=r.log_start_offset,
-                records=r.records,
-                log_end_offset=r.log_end_offset,
-            )
-            for r in results
-        ],
-    )
+    response = data_pb2.FetchResponse(correlation_id=correlation_id)
+    for r in results:
+        # Filled in place: nesting a built message would copy the records once more.
+        msg = response.partitions.add()
+        msg.topic = r.tp.topic
+        msg.partition = r.tp.partition
+        msg.error_code = r.error_code
+        msg.error_message = r.error_message
+        msg.high_watermark = r.high_watermark
+        msg.last_stable_offset = r.last_stable_offset
+        msg.log_start_offset = r.log_start_offset
+        msg.records = r.records
+        msg.log_end_offset = r.log_end_offset
+    return response
 
 
 # --- offsets ------------------------------------------------------------------------------------
