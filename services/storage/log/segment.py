@@ -113,6 +113,7 @@ class LogSegment:
             segment.log.truncate_to(0)
             segment.offset_index.reset()
             segment.time_index.reset()
+            segment._max_timestamp, segment._offset_of_max_timestamp = NO_TIMESTAMP, base_offset
             segment._next_offset = base_offset
         return segment
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from storage_log_testkit import TS, make_batch, split
 
+from riverlog.common.clock import ManualClock
 from riverlog.common.records.header import parse_header, set_base_offset
 from riverlog.services.storage.log.segment import AppendedBatch, LogSegment
 
@@ -138,3 +139,14 @@ def test_should_roll(tmp_path: Path) -> None:
     assert seg.should_roll(1, TS + 11, 101, TS, 10**6, 10)  # segment.ms since the first batch
     assert seg.should_roll(1, TS, BASE + 2**32, TS, 10**6, 10)  # relative offset overflow
     seg.close()
+
+
+def test_create_empties_leftover_files(tmp_path: Path) -> None:
+    seg = segment(tmp_path)
+    for i in range(3):
+        append(seg, 1, TS + i)
+    seg.close()
+    fresh = LogSegment.create(tmp_path, BASE, 4096, 0, ManualClock(TS))
+    assert (fresh.size, fresh.next_offset, fresh.max_timestamp) == (0, BASE, -1)
+    assert fresh.offset_index.entries == fresh.time_index.entries == 0
+    fresh.close()
