@@ -5,10 +5,11 @@ that `assign()` does not receive). With P partitions and N members, everyone end
 `minQuota = P // N` or `maxQuota = ceil(P / N)` partitions, and exactly `P % N` members get
 `maxQuota`:
 
-1. Members keep what they owned, sorted by (partition, topic) and capped: a member that owned at
-   least `maxQuota` keeps `maxQuota` while fewer than `P % N` members have done so, otherwise it
-   keeps `minQuota`; the excess is revoked. Members are visited in the leader's `HashMap` order,
-   so that order decides who keeps `maxQuota`.
+1. Members keep what they owned, capped: a member that owned at least `maxQuota` keeps
+   `maxQuota` while fewer than `P % N` members have done so, otherwise it keeps `minQuota`; the
+   excess is revoked. What is kept is the lowest (partition, topic) first, so every member keeps
+   a share of each topic (Kafka 3.8's KAFKA-16277). Members are visited in the leader's
+   `HashMap` order, so that order decides who keeps `maxQuota`.
 2. The unowned partitions, sorted by topic then partition, are dealt round-robin to the members
    below `minQuota` (sorted by id), then one each to members at exactly `minQuota` until `P % N`
    members have `maxQuota`.
