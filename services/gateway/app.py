@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -188,4 +189,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     options, log_level = parse_args(argv)
     setup_logging(log_level, f"gateway-{options.node_id}")
     _install_log_filter()
-    run(lambda stop: serve(options, stop), "riverlog-gateway")
+    try:
+        run(lambda stop: serve(options, stop), "riverlog-gateway")
+    except RiverlogError as exc:  # start-up refused: no metadata, node id taken, ...
+        log.error("gateway %d cannot run: %s", options.node_id, exc)
+        sys.exit(1)
