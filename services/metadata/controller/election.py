@@ -116,7 +116,14 @@ class ControllerElection:
 
     async def _campaign_loop(self) -> None:
         while True:
-            if self.record is None and self.image.controller is None:
+            holder = self.image.controller
+            if (
+                self.record is None
+                and holder is not None
+                and holder.instance_id == self.instance_id
+            ):
+                await self._reclaim(holder)
+            elif self.record is None and holder is None:
                 try:
                     await self._campaign()
                 except RiverlogError as exc:
@@ -125,6 +132,19 @@ class ControllerElection:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.refresh_interval_s):
                     await self._wake.wait()
+
+    async def _reclaim(self, stale: ControllerRecord) -> None:
+        """The key names this instance but not this process (a previous incarnation killed
+        before its lease ran out, or a step-down on a transient error): instance ids are
+        unique, so that holder is gone. Delete the key (only if unchanged) and campaign."""
+        log.info("removing the controller key left by this instance's epoch %d", stale.epoch)
+        try:
+            await self.store.txn(
+                [Compare(self.keys.controller, value=stale.encode())],
+                [Op(self.keys.controller)],
+            )
+        except RiverlogError as exc:
+            log.warning("cannot remove the stale controller key: %s", exc)
 
     async def _campaign(self) -> None:
         counter = await self.store.get(self.keys.controller_epoch)

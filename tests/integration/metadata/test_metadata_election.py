@@ -114,3 +114,15 @@ def test_paused_controller_is_deposed_and_steps_down(cluster_factory):
     assert new != old and new_epoch == epoch + 1
     wait_until(lambda: "steps down as controller" in paused.log(), what="the step-down log")
     assert describe(paused.address).controller_id == new
+
+
+def test_single_instance_restarted_after_kill9_is_controller_again(cluster_factory):
+    cluster = cluster_factory(1)  # default 6 s controller lease, still held by the dead process
+    wait_until(lambda: agreed_controller(cluster) == (0, 1), what="the first election")
+    only = cluster.instances[0]
+    only.kill9()
+    only.start()
+    assert wait_until(lambda: agreed_controller(cluster), what="re-election") == (0, 2)
+    assert "removing the controller key left by this instance" in only.log() or (
+        elections_won(cluster) == 2
+    )

@@ -141,3 +141,31 @@ def test_bad_registrations_are_refused(cluster_factory):
             await client.close()
 
     run(scenario())
+
+
+def test_watcher_moves_to_another_instance_when_its_stream_breaks(cluster_factory):
+    cluster = cluster_factory(2, SHORT)
+    first, second = cluster.instances[0], cluster.instances[1]
+
+    async def scenario() -> None:
+        watcher = MetadataWatcher(MetadataClient([first.address, second.address]))
+        seen: list[int] = []
+        watcher.add_listener(lambda old, new: seen.append(new.version))
+        client = MetadataClient([second.address])
+        session = MembershipSession(client, storage(5))
+        try:
+            await watcher.start()
+            assert watcher.client.current_address == first.address
+            first.kill9()  # the stream breaks; the watcher resubscribes to the second
+            await session.start()
+            image = await watcher.wait_for(lambda i: i.storage_node(5) is not None, 30)
+            assert watcher.client.current_address == second.address
+            assert image.storage_node(5) == storage(5)
+            assert seen == sorted(seen)  # versions never went back
+        finally:
+            await session.stop()
+            await watcher.stop()
+            await watcher.client.close()
+            await client.close()
+
+    run(scenario())
