@@ -4,7 +4,7 @@ through with one overall wait, sizes capped and shared, bad input refused."""
 import asyncio
 
 import pytest
-from conftest import Harness
+from gateway_fakes import Harness
 
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition

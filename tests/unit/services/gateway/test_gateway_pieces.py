@@ -4,7 +4,7 @@ waits after admin calls, and the stream pipeline (bounded, out of order, failure
 import asyncio
 
 import pytest
-from conftest import FAST, Harness, make_image
+from gateway_fakes import FAST, Harness, make_image
 
 from riverlog.common.cluster import NodeInfo
 from riverlog.common.errors import ErrorCode, RiverlogError

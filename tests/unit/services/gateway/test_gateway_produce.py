@@ -2,7 +2,7 @@
 request order, bad input refused per partition or as a whole, and never forwarded."""
 
 import pytest
-from conftest import Harness
+from gateway_fakes import Harness
 
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.records import BatchBuilder

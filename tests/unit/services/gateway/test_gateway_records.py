@@ -3,7 +3,7 @@ encoding into batches the shared reader decodes back, per-record results in requ
 and FetchRecords decoding (skip below the offset, max_records, next_offset)."""
 
 import pytest
-from conftest import Harness, make_image
+from gateway_fakes import Harness, make_image
 
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.partitioner import partition_for_key

@@ -5,7 +5,7 @@ request deadline)."""
 import asyncio
 
 import pytest
-from conftest import FAST, Harness, make_image
+from gateway_fakes import FAST, Harness, make_image
 
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition

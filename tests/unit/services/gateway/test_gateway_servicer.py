@@ -5,7 +5,7 @@ answer every correlation id."""
 
 import grpc
 import pytest
-from conftest import FAST, Harness, make_image
+from gateway_fakes import FAST, Harness, make_image
 
 from riverlog.common.errors import ErrorCode
 from riverlog.common.records import BatchBuilder
