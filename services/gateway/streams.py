@@ -3,7 +3,8 @@ as each completes, with a bound on how many one stream may have in progress.
 
 Requests are read in order and each is started at once in its own task (so the leaders are
 asked in the order the client sent, which keeps a partition's batches in order while routes are
-stable); responses carry the request's correlation id and leave in completion order. Reading
+stable); responses carry the request's correlation id and leave in completion order (a request that
+wants no answer, produce with acks=0 as in Kafka, gets none). Reading
 stops while `max_in_flight` requests are started but not yet written back, so a slow reader of
 responses slows its own writer instead of growing the gateway's memory. Tasks inherit the
 stream's context, so tracing and the request context flow into the calls they make.
@@ -38,12 +39,12 @@ class Pipeline(Generic[Req, Resp]):
     """One stream's pipeline. Lifecycle: create per stream, iterate `run()` once; leaving the
     iteration early (the client went away) cancels whatever is still in progress."""
 
-    def __init__(self, handle: Callable[[Req], Awaitable[Resp]], max_in_flight: int) -> None:
+    def __init__(self, handle: Callable[[Req], Awaitable[Resp | None]], max_in_flight: int) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
         self._handle = handle
         self._slots = asyncio.Semaphore(max_in_flight)
-        self._out: asyncio.Queue[Resp | _End | _Failed] = asyncio.Queue()
+        self._out: asyncio.Queue[Resp | _End | _Failed | None] = asyncio.Queue()
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def _one(self, request: Req) -> None:
@@ -81,7 +82,8 @@ class Pipeline(Generic[Req, Resp]):
                 if isinstance(item, _Failed):
                     raise item.error
                 self._slots.release()
-                yield item
+                if item is not None:  # None: a request that wants no answer (acks=0)
+                    yield item
         finally:
             reader.cancel()
             for task in list(self._tasks):

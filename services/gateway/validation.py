@@ -98,7 +98,7 @@ def item_errors(
 def batch_payload_error(data: bytes) -> RiverlogError | None:
     """Why `data` is not one or more whole RecordBatch v2, judged by the headers alone."""
     if not data:
-        return RiverlogError("no record batch in the payload", ErrorCode.CORRUPT_MESSAGE)
+        return RiverlogError("no record batch in the payload", ErrorCode.INVALID_REQUEST)
     pos = 0
     end = len(data)
     while pos < end:

@@ -34,7 +34,7 @@ from ..offsets import (
     ListOffsetsPart,
     ListOffsetsPartResult,
 )
-from ..produce import ProduceOptions, ProducePart, ProducePartResult
+from ..produce import Acks, ProduceOptions, ProducePart, ProducePartResult
 from ..routing.router import Routed
 
 log = logging.getLogger(__name__)
@@ -112,6 +112,9 @@ class StoragePeers:
         for part in parts:
             _produce_part_to_proto(part, request.partitions.add())
         response = await self._call(node, "Produce", request, deadline)
+        if options.acks == Acks.NONE and not response.partitions:
+            # acks=0: the leader took the request and, as Kafka, acknowledges nothing.
+            return [ProducePartResult(p.tp) for p in parts]
         return _aligned(
             node, parts, response.partitions, _produce_result_from_proto, ProducePartResult.failed
         )

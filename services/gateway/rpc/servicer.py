@@ -29,7 +29,7 @@ from ..context import UNKNOWN_CLIENT, Deadline, RequestContext, bind
 from ..fetch import Fetcher
 from ..offsets import Offsets
 from ..peers.metadata import MetadataPeer
-from ..produce import ProduceOptions, Producer
+from ..produce import Acks, ProduceOptions, Producer
 from ..records import PlainRecords
 from ..streams import Pipeline
 from ..validation import topic_error
@@ -105,10 +105,12 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     ) -> AsyncIterator[data_pb2.ProduceResponse]:
         stream = self._context("ProduceStream", context)
 
-        async def handle(request: data_pb2.ProduceRequest) -> data_pb2.ProduceResponse:
+        async def handle(request: data_pb2.ProduceRequest) -> data_pb2.ProduceResponse | None:
             ctx = self._stream_request_context(stream)
             options, parts = convert.produce_from_proto(request)
             results = await self.f.producer.produce_or_fail(ctx, options, parts)
+            if options.acks == Acks.NONE:
+                return None  # acks=0 on a stream: no answer, as Kafka (and the storage nodes)
             return convert.produce_to_proto(results, request.correlation_id)
 
         pipeline = Pipeline(handle, self.f.config.max_in_flight_requests_per_connection)

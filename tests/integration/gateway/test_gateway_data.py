@@ -235,3 +235,18 @@ def test_admin_passthrough(client: GatewayClient, topic_name: str) -> None:
     assert deleted.topics[0].error_code == 0
     gone = client.Produce(produce_request(topic_name, {0: encode([b"x"])}))
     assert gone.partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_acks_zero(client: GatewayClient, new_topic) -> None:
+    topic = new_topic(partitions=1)
+    response = client.Produce(
+        produce_request(topic, {0: encode([b"fire"])}, acks=common_pb2.ACKS_NONE)
+    )
+    assert [(r.partition, r.error_code, r.base_offset) for r in response.partitions] == [(0, 0, -1)]
+    requests = [
+        produce_request(topic, {0: encode([b"f"])}, acks=common_pb2.ACKS_NONE, correlation_id=1),
+        produce_request(topic, {0: encode([b"g"])}, correlation_id=2),
+    ]
+    responses = list(client.stream("ProduceStream", requests))
+    assert [r.correlation_id for r in responses] == [2]  # acks=0 gets no answer on a stream
+    assert [r.value for r in fetch_all(client, topic, 0, 3)] == [b"fire", b"f", b"g"]

@@ -52,7 +52,7 @@ async def test_zero_timeout_means_the_request_timeout(harness: Harness) -> None:
         (TopicPartition("bad name!", 0), batch(), ErrorCode.INVALID_TOPIC_EXCEPTION, "invalid"),
         (TopicPartition("x" * 300, 0), batch(), ErrorCode.INVALID_TOPIC_EXCEPTION, "249"),
         (TopicPartition("t", -1), batch(), ErrorCode.INVALID_REQUEST, "negative"),
-        (TopicPartition("t", 0), b"", ErrorCode.CORRUPT_MESSAGE, "no record batch"),
+        (TopicPartition("t", 0), b"", ErrorCode.INVALID_REQUEST, "no record batch"),
         (TopicPartition("t", 0), b"garbage" * 20, ErrorCode.CORRUPT_MESSAGE, "magic"),
         (TopicPartition("t", 0), b"\x00" * 100, ErrorCode.CORRUPT_MESSAGE, "framing"),
         (TopicPartition("t", 0), batch()[:-3], ErrorCode.CORRUPT_MESSAGE, "torn"),

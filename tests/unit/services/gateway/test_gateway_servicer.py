@@ -132,3 +132,14 @@ async def test_plain_records_and_metadata(wired) -> None:
     meta = await stub.GetMetadata(gateway_pb2.GetMetadataRequest(topics=["t", "x"]), timeout=5)
     assert [t.name for t in meta.topics] == ["t"]
     assert [e.name for e in meta.errors] == ["x"]
+
+
+async def test_acks_zero_on_a_stream_gets_no_answer(wired) -> None:
+    stub, _ = wired
+
+    async def requests():
+        for i in range(6):
+            yield _produce(acks=1 if i % 2 else 0, correlation_id=i)
+
+    responses = [r async for r in stub.ProduceStream(requests(), timeout=10)]
+    assert sorted(r.correlation_id for r in responses) == [0, 2, 4]
