@@ -63,7 +63,12 @@ class Partition:
         partition_log: PartitionLog,
         node_id: int,
         on_change: Callable[[TopicPartition], None],
+        follower_replication: bool = False,
     ) -> None:
+        """`follower_replication`: whether followers fetch from this leader. Until the
+        follower fetcher exists none does, so the leader alone is the ISR it waits on (a
+        replication-factor-3 topic is then served, unreplicated, as if it had one replica:
+        what Kafka's ISR shrink would also come to once the followers fell behind)."""
         self.tp = tp
         self.topic_id = topic_id
         self.log = partition_log
@@ -76,6 +81,7 @@ class Partition:
         self.isr: tuple[int, ...] = ()
         # Follower node id -> its log end offset, as its last fetch told (replication).
         self._follower_leo: dict[int, int] = {}
+        self.follower_replication = follower_replication
 
     def __repr__(self) -> str:
         return f"Partition({self.tp}, {self.role.value}, epoch={self.leader_epoch})"
@@ -173,7 +179,7 @@ class Partition:
 
     def check_min_isr(self) -> None:
         """acks=all needs min.insync.replicas in the ISR before appending (Kafka's check)."""
-        in_sync = len(self.isr) if self.isr else 1
+        in_sync = len(self.isr) if self.isr and self.follower_replication else 1
         if in_sync < self.config.min_insync_replicas:
             raise RiverlogError(
                 f"{self.tp}: {in_sync} in-sync replicas, min.insync.replicas is "
@@ -233,6 +239,8 @@ class Partition:
 
     def _isr_log_end_offsets(self) -> Mapping[int, int]:
         leos = {self.node_id: self.log.log_end_offset}
+        if not self.follower_replication:
+            return leos
         for replica in self.isr:
             if replica != self.node_id:
                 leos[replica] = self._follower_leo.get(replica, -1)

@@ -60,11 +60,15 @@ class ReplicaManager:
         log_manager: LogManager,
         base_config: LogConfig,
         purgatory: Purgatory[TopicPartition],
+        follower_replication: bool = False,
     ) -> None:
+        """`follower_replication` is False until the follower fetcher lands: leaders then
+        count only themselves as in sync (see `Partition`)."""
         self.node_id = node_id
         self.log_manager = log_manager
         self.base_config = base_config
         self.purgatory = purgatory
+        self.follower_replication = follower_replication
         self.image = ClusterImage.empty()
         self._partitions: dict[TopicPartition, Partition] = {}
 
@@ -129,7 +133,14 @@ class ReplicaManager:
                 log.info("%s: created the log in %s", tp, partition_log.dir)
             if read_topic_id(partition_log.dir) != topic.topic_id:
                 write_topic_id(partition_log.dir, topic.topic_id)
-            partition = Partition(tp, topic.topic_id, partition_log, self.node_id, self._changed)
+            partition = Partition(
+                tp,
+                topic.topic_id,
+                partition_log,
+                self.node_id,
+                self._changed,
+                self.follower_replication,
+            )
             self._partitions[tp] = partition
         partition.update_config(config)
         partition.apply_state(info)

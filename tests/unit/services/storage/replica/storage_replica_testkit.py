@@ -89,12 +89,15 @@ class Node:
 
 
 def make_node(
-    root: Path, clock: ManualClock | None = None, fetch_max_bytes: int = 50 << 20
+    root: Path,
+    clock: ManualClock | None = None,
+    fetch_max_bytes: int = 50 << 20,
+    follower_replication: bool = False,
 ) -> Node:
     clock = clock or ManualClock(TS)
     log_manager = LogManager([root], clock, LogConfig())
     purgatory: Purgatory[TopicPartition] = Purgatory()
-    replicas = ReplicaManager(NODE, log_manager, LogConfig(), purgatory)
+    replicas = ReplicaManager(NODE, log_manager, LogConfig(), purgatory, follower_replication)
     return Node(
         root,
         clock,

@@ -2,9 +2,19 @@
 input answered with its own code on its own partition, with nothing appended."""
 
 import struct
+from pathlib import Path
 
 import pytest
-from storage_replica_testkit import NODE, OTHER, Node, image, make_batch, produce_params, topic
+from storage_replica_testkit import (
+    NODE,
+    OTHER,
+    Node,
+    image,
+    make_batch,
+    make_node,
+    produce_params,
+    topic,
+)
 
 from riverlog.common.errors import ErrorCode
 from riverlog.common.types import TopicPartition
@@ -126,19 +136,47 @@ async def test_acks_all_needs_min_insync_replicas(node: Node) -> None:
     assert results[0].error == ErrorCode.NONE
 
 
-async def test_acks_all_times_out_when_the_isr_does_not_catch_up(node: Node) -> None:
-    # Two replicas in the ISR and no follower fetching: the high watermark cannot move.
+async def test_acks_all_times_out_when_the_isr_does_not_catch_up(tmp_path: Path) -> None:
+    # With follower replication on, two replicas in the ISR and no follower fetching: the
+    # high watermark cannot move.
+    node = make_node(tmp_path / "logs", follower_replication=True)
+    try:
+        node.replicas.apply_image(
+            image(topic("t", leaders=[NODE], epoch=2, replicas=[[NODE, OTHER]]), version=2)
+        )
+        results = await node.produce.produce(
+            produce_params((T0, make_batch()), acks=Acks.ALL, timeout_ms=20)
+        )
+        assert results[0].error == ErrorCode.REQUEST_TIMED_OUT
+        assert leo(node, T0) == 1  # written, not yet committed
+        # A follower fetch at the log end commits it.
+        partition = node.replicas.partitions[T0]
+        partition.update_follower_fetch_state(OTHER, 1)
+        assert partition.high_watermark == 1
+    finally:
+        node.close()
+
+
+async def test_without_follower_replication_the_leader_alone_is_in_sync(node: Node) -> None:
+    # Replication factor 3 while no follower fetches: served as if it had one replica.
+    node.replicas.apply_image(
+        image(topic("t", leaders=[NODE], epoch=3, replicas=[[NODE, OTHER, 3]]), version=2)
+    )
+    results = await node.produce.produce(produce_params((T0, make_batch(4)), acks=Acks.ALL))
+    assert (results[0].error, results[0].last_offset) == (ErrorCode.NONE, 3)
+    assert node.replicas.partitions[T0].high_watermark == 4
+    # min.insync.replicas counts real copies: one.
     node.replicas.apply_image(
         image(
-            topic("t", leaders=[NODE, NODE], epoch=2, replicas=[[NODE, OTHER], [NODE]]), version=2
+            topic(
+                "t",
+                leaders=[NODE],
+                epoch=3,
+                replicas=[[NODE, OTHER, 3]],
+                configs={"min.insync.replicas": "2"},
+            ),
+            version=3,
         )
     )
-    results = await node.produce.produce(
-        produce_params((T0, make_batch()), acks=Acks.ALL, timeout_ms=20)
-    )
-    assert results[0].error == ErrorCode.REQUEST_TIMED_OUT
-    assert leo(node, T0) == 1  # written, not yet committed
-    # A follower fetch at the log end commits it.
-    partition = node.replicas.partitions[T0]
-    partition.update_follower_fetch_state(OTHER, 1)
-    assert partition.high_watermark == 1
+    results = await node.produce.produce(produce_params((T0, make_batch()), acks=Acks.ALL))
+    assert results[0].error == ErrorCode.NOT_ENOUGH_REPLICAS
