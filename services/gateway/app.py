@@ -104,7 +104,7 @@ class Gateway:
             offsets=Offsets(router, self.storage, config),
             records=PlainRecords(self.cache, producer, fetcher),
             admin=Admin(self.cache, config),
-            metadata=MetadataPeer(self.client),
+            metadata=MetadataPeer(self.client, config),
         )
         self.server = RpcServer(
             options.host, options.port, [(add_to_server, GatewayServicer(families), SERVICE_NAME)]

@@ -218,3 +218,22 @@ def test_one_produce_is_one_trace_from_gateway_to_leader(own_cluster: LocalClust
     assert client_span["kind"] == "SpanKind.CLIENT"
     assert client_span["resource"]["attributes"]["service.name"] == "riverlog-gateway"
     assert by_id[client_span["parent_id"]]["name"] == "/riverlog.v1.Gateway/Produce"
+
+
+def test_gateway_follows_a_restarted_metadata_service(own_cluster: LocalCluster) -> None:
+    """The metadata instance restarts: the gateway's watch reconnects (the cache keeps serving
+    meanwhile), admin calls reach the new process, and new topics are routed."""
+    client = GatewayClient(own_cluster.gateway_addresses[0])
+    try:
+        before = unique_topic_name("before-metadata-restart")
+        own_cluster.create_topic(before, partitions=1)
+        own_cluster.metadata(1).restart(timeout=60)
+        # routes in the cache still work while (and after) the watch reconnects
+        response = client.Produce(produce_request(before, {0: encode([b"still"])}))
+        assert response.partitions[0].error_code == 0, response.partitions[0].error_message
+        after = unique_topic_name("after-metadata-restart")
+        own_cluster.create_topic(after, partitions=2)
+        response = client.Produce(produce_request(after, {1: encode([b"new"])}))
+        assert response.partitions[0].error_code == 0, response.partitions[0].error_message
+    finally:
+        client.close()

@@ -12,6 +12,7 @@ from riverlog.common.types import TopicPartition
 from riverlog.services.gateway.admin import Admin
 from riverlog.services.gateway.config import GatewayConfig
 from riverlog.services.gateway.context import Deadline
+from riverlog.services.gateway.peers.metadata import MetadataPeer
 from riverlog.services.gateway.streams import Pipeline
 from riverlog.services.gateway.validation import item_errors, topic_error
 
@@ -182,3 +183,37 @@ async def test_pipeline_keeps_start_order() -> None:
     out = [r async for r in Pipeline(handle, 3).run(_requests(range(20)))]
     assert started == list(range(20))
     assert sorted(out) == list(range(20))
+
+
+class _FlakyMetadata:
+    def __init__(self, failures: int, code: ErrorCode = ErrorCode.NETWORK_EXCEPTION) -> None:
+        self.failures = failures
+        self.code = code
+        self.calls = 0
+
+    async def call(self, method, request, timeout_s=None):
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise RiverlogError("connection refused", self.code)
+        return ("answer", method, request)
+
+
+async def test_admin_passthrough_waits_out_an_unreachable_metadata_service() -> None:
+    flaky = _FlakyMetadata(failures=3)
+    peer = MetadataPeer(flaky, FAST)
+    assert await peer.call("CreateTopics", "req", Deadline.after(5)) == (
+        "answer",
+        "CreateTopics",
+        "req",
+    )
+    assert flaky.calls == 4
+    refused = MetadataPeer(_FlakyMetadata(failures=1, code=ErrorCode.INVALID_CONFIG), FAST)
+    with pytest.raises(RiverlogError) as info:
+        await refused.call("AlterConfigs", "req", Deadline.after(5))
+    assert info.value.code == ErrorCode.INVALID_CONFIG
+    down = MetadataPeer(_FlakyMetadata(failures=10**6), FAST)
+    with pytest.raises(RiverlogError) as info:
+        await down.call("ListTopics", "req", Deadline.after(0.2))
+    assert info.value.code in (ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT)
+    with pytest.raises(RiverlogError):
+        await peer.call("Produce", "req", Deadline.after(1))
