@@ -209,8 +209,15 @@ class Sender(threading.Thread):
     def _settle_response(
         self, inflight: InFlight, response: data_pb2.ProduceResponse, now: float
     ) -> None:
+        if self._acks == common_pb2.ACKS_NONE:
+            # acks=0, as Kafka: nothing is acknowledged, so nothing is checked or retried; the
+            # records count as sent (offset -1) once the gateway took the request.
+            for group in inflight.groups.values():
+                for batch in group:
+                    batch.result.complete(-1, -1, None)
+                    self.accumulator.release(batch)
+            return
         answers = {(p.topic, p.partition): p for p in response.partitions}
-        acked = self._acks != common_pb2.ACKS_NONE
         for tp, group in inflight.groups.items():
             answer = answers.get(tp)
             if answer is None:
@@ -223,16 +230,15 @@ class Sender(threading.Thread):
                 error = error_for(answer.error_code, answer.error_message)
                 self._retry_or_fail(group, error, now)
             else:
-                base = answer.base_offset if acked else -1
+                base = answer.base_offset
                 append_time = answer.log_append_time_ms
                 for batch in group:
                     batch.result.complete(base, append_time, None)
                     self.accumulator.release(batch)
-                    if acked:
-                        base += batch.count
+                    base += batch.count
 
     def _retry_or_fail(self, group: list[ProducerBatch], error: RiverlogError, now: float) -> None:
-        retry = error.retriable and self._acks != common_pb2.ACKS_NONE and not self._forced
+        retry = error.retriable and not self._forced
         if retry and error.refresh_metadata:
             self._metadata.invalidate(group[0].topic)
         for batch in reversed(group):  # appendleft in reverse keeps the partition's order

@@ -1,0 +1,210 @@
+"""The SDK against the session's real cluster (etcd, metadata, three storage nodes, one gateway):
+produce and consume round trips with every compression type, keys, headers and null values,
+each acks setting, positions and seeks, offsets look-ups, auto.offset.reset, flush and close,
+an unknown topic, and the admin client."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from riverlog.client import (
+    AdminClient,
+    ClientTimeoutError,
+    Consumer,
+    ConsumerRecord,
+    NewTopic,
+    OffsetAndTimestamp,
+    OffsetOutOfRangeError,
+    Producer,
+    RiverlogError,
+    TopicPartition,
+)
+from riverlog.common.errors import ErrorCode
+from riverlog.common.partitioner import partition_for_key
+
+pytestmark = pytest.mark.integration
+
+NewTopicFn = Callable[..., str]
+# Bounded below pytest's timeout, so a record that cannot be delivered fails with its last error.
+BOUNDED = {"delivery.timeout.ms": 60_000, "request.timeout.ms": 20_000}
+
+
+def producer(address: str, **config: object) -> Producer:
+    return Producer({"bootstrap.servers": address, **BOUNDED}, **config)
+
+
+def consume(
+    address: str, tps: list[TopicPartition], want: int, **config: object
+) -> list[ConsumerRecord]:
+    """Read from the start until `want` records came back (bounded: 200 polls)."""
+    out: list[ConsumerRecord] = []
+    settings = {"auto.offset.reset": "earliest", "fetch.max.wait.ms": 100, **config}
+    with Consumer({"bootstrap.servers": address, **settings}) as consumer:
+        consumer.assign(tps)
+        for _ in range(200):
+            for records in consumer.poll(timeout_ms=500).values():
+                out.extend(records)
+            if len(out) >= want:
+                break
+    return out
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_round_trip_per_compression(
+    gateway_address: str, new_topic: NewTopicFn, compression: str
+) -> None:
+    topic = new_topic(partitions=3)
+    sent = []
+    with producer(gateway_address, compression_type=compression, acks=1) as p:
+        for i in range(600):
+            key = None if i % 5 == 0 else b"key-%d" % (i % 17)
+            value = None if i % 7 == 0 else b"value-%d-" % i + b"x" * (i % 50)
+            headers = [("i", str(i).encode()), ("null", None)] if i % 3 == 0 else None
+            sent.append((key, value, headers or [], p.send(topic, value, key=key, headers=headers)))
+        p.flush()
+    metas = [f.result(30) for *_, f in sent]
+    tps = [TopicPartition(topic, i) for i in range(3)]
+    got = {(r.partition, r.offset): r for r in consume(gateway_address, tps, len(sent))}
+    assert len(got) == len(sent)
+    for (key, value, headers, _), meta in zip(sent, metas, strict=True):
+        record = got[(meta.partition, meta.offset)]
+        assert (record.key, record.value, record.headers) == (key, value, headers)
+        assert record.timestamp == meta.timestamp
+        if key is not None:
+            assert meta.partition == partition_for_key(key, 3)
+
+
+@pytest.mark.parametrize("acks", ["0", "1", "all"])
+def test_each_acks_setting(gateway_address: str, new_topic: NewTopicFn, acks: str) -> None:
+    topic = new_topic(partitions=1, replication_factor=3)
+    with producer(gateway_address, acks=acks) as p:
+        futures = [p.send(topic, b"v%d" % i) for i in range(50)]
+        p.flush()
+        offsets = [f.result(30).offset for f in futures]
+    if acks == "0":
+        assert offsets == [-1] * 50
+    else:
+        assert offsets == list(range(50))
+    records = consume(gateway_address, [TopicPartition(topic, 0)], 50)
+    assert [r.value for r in records] == [b"v%d" % i for i in range(50)]
+
+
+def test_positions_seeks_and_offsets(gateway_address: str, new_topic: NewTopicFn) -> None:
+    topic = new_topic(partitions=2)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    with producer(gateway_address, acks="all") as p:
+        for i in range(20):
+            p.send(topic, b"v%d" % i, partition=0, timestamp_ms=1_000_000 + 1000 * i)
+    with Consumer(bootstrap_servers=gateway_address, fetch_max_wait_ms=100) as c:
+        assert c.beginning_offsets([tp0, tp1]) == {tp0: 0, tp1: 0}
+        assert c.end_offsets([tp0, tp1]) == {tp0: 20, tp1: 0}
+        found = c.offsets_for_times({tp0: 1_005_500, tp1: 1_000_000})
+        assert found == {tp0: OffsetAndTimestamp(6, 1_006_000), tp1: None}
+        assert c.offsets_for_times({tp0: 9_999_999_999_999}) == {tp0: None}
+        c.assign([tp0, tp1])
+        assert c.position(tp0) == 20  # latest
+        c.seek(tp0, 15)
+        records = []
+        for _ in range(50):
+            records += c.poll(timeout_ms=500).get(tp0, [])
+            if len(records) >= 5:
+                break
+        assert [r.offset for r in records] == [15, 16, 17, 18, 19]
+        assert c.position(tp0) == 20
+        c.seek_to_beginning(tp0)
+        assert c.position(tp0) == 0
+        first = c.poll(timeout_ms=5000, max_records=1)
+        assert [r.offset for r in first[tp0]] == [0]
+
+
+def test_auto_offset_reset(gateway_address: str, new_topic: NewTopicFn) -> None:
+    topic = new_topic(partitions=1)
+    tp = TopicPartition(topic, 0)
+    with producer(gateway_address) as p:
+        for i in range(10):
+            p.send(topic, b"v%d" % i)
+    assert len(consume(gateway_address, [tp], 10, **{"auto.offset.reset": "earliest"})) == 10
+    with Consumer(bootstrap_servers=gateway_address, auto_offset_reset="latest") as c:
+        c.assign([tp])
+        assert c.position(tp) == 10
+    with Consumer(bootstrap_servers=gateway_address, auto_offset_reset="none") as c:
+        c.assign([tp])
+        with pytest.raises(OffsetOutOfRangeError):
+            c.poll(timeout_ms=100)
+    # A position past the end of the log: reset by the policy, or an error with none.
+    with Consumer(bootstrap_servers=gateway_address, auto_offset_reset="earliest") as c:
+        c.assign([tp])
+        c.seek(tp, 1000)
+        records = []
+        for _ in range(50):
+            records += c.poll(timeout_ms=500).get(tp, [])
+            if len(records) >= 10:
+                break
+        assert [r.offset for r in records] == list(range(10))
+    with Consumer(bootstrap_servers=gateway_address, auto_offset_reset="none") as c:
+        c.assign([tp])
+        c.seek(tp, 1000)
+        with pytest.raises(OffsetOutOfRangeError, match="at offset 1000"):
+            for _ in range(50):
+                c.poll(timeout_ms=200)
+
+
+def test_flush_and_close(gateway_address: str, new_topic: NewTopicFn) -> None:
+    topic = new_topic(partitions=1)
+    p = producer(gateway_address, linger_ms=30_000)
+    first = [p.send(topic, b"a%d" % i) for i in range(5)]
+    p.flush(timeout=30)
+    assert all(f.done() for f in first)
+    second = [p.send(topic, b"b%d" % i) for i in range(5)]
+    p.close(timeout=30)  # delivers what is pending despite linger.ms
+    assert [f.result(0).offset for f in first + second] == list(range(10))
+
+
+def test_unknown_topic_fails_after_max_block_ms(gateway_address: str, topic_name: str) -> None:
+    with producer(gateway_address, max_block_ms=500) as p:
+        start = time.monotonic()
+        with pytest.raises(
+            ClientTimeoutError, match=f"topic '{topic_name}' not present in metadata"
+        ):
+            p.send(topic_name, b"v")
+        assert time.monotonic() - start < 60  # bounded by max.block.ms, not the 60 s default
+
+
+def test_admin_client(gateway_address: str, topic_name: str) -> None:
+    with AdminClient(bootstrap_servers=gateway_address, client_id="admin-test") as admin:
+        assert admin.create_topics([NewTopic(topic_name, 2, 1, {"retention.ms": "3600000"})]) == {
+            topic_name: None
+        }
+        with pytest.raises(RiverlogError) as info:
+            admin.create_topics([NewTopic(topic_name, 1, 1)])
+        assert info.value.code == ErrorCode.TOPIC_ALREADY_EXISTS
+        assert topic_name in admin.list_topics()
+        described = admin.describe_topics([topic_name])[topic_name]
+        assert [p.partition for p in described.partitions] == [0, 1]
+        assert described.configs["retention.ms"] == "3600000"
+        admin.alter_configs({topic_name: {"cleanup.policy": "compact", "retention.ms": None}})
+        configs = admin.describe_configs([topic_name])[topic_name]
+        assert configs["cleanup.policy"].value == "compact"
+        assert configs["retention.ms"].is_default
+        assert admin.create_partitions({topic_name: 3}) == {topic_name: None}
+        cluster = admin.describe_cluster()
+        assert sum(1 for n in cluster.nodes if n.kind == "storage") == 3
+        assert admin.delete_topics([topic_name]) == {topic_name: None}
+        outcomes = admin.delete_topics([topic_name], raise_on_error=False)
+        assert outcomes[topic_name] is not None
+
+
+def test_delete_records_moves_the_log_start(gateway_address: str, new_topic: NewTopicFn) -> None:
+    topic = new_topic(partitions=1)
+    tp = TopicPartition(topic, 0)
+    with producer(gateway_address) as p:
+        for i in range(10):
+            p.send(topic, b"v%d" % i)
+    with AdminClient(bootstrap_servers=gateway_address) as admin:
+        assert admin.delete_records({tp: 4}) == {tp: 4}
+        assert admin.list_offsets({tp: -2})[tp] == OffsetAndTimestamp(4, -1)
+    records = consume(gateway_address, [tp], 6)
+    assert [r.offset for r in records] == list(range(4, 10))
