@@ -4,13 +4,14 @@ comes back deposed and steps down."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 
 import pytest
 from metadata_procs import MetadataCluster, run, wait_until
 
-from riverlog.common.cluster import MetadataClient
-from riverlog.common.errors import ErrorCode
+from riverlog.common.cluster import MembershipSession, MetadataClient, NodeInfo
+from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.v1 import admin_pb2
 
 pytestmark = pytest.mark.integration
@@ -27,6 +28,27 @@ def describe(address: str) -> admin_pb2.DescribeClusterResponse:
             await client.close()
 
     return run(call())
+
+
+async def describe_async(address: str) -> admin_pb2.DescribeClusterResponse:
+    client = MetadataClient([address], timeout_s=5)
+    try:
+        return await client.describe_cluster()
+    finally:
+        await client.close()
+
+
+async def poll(call, predicate, timeout_s: float = 30.0):
+    """Await `call()` until `predicate(result)`; bounded, without blocking the event loop."""
+    async with asyncio.timeout(timeout_s):
+        while True:
+            try:
+                result = await call()
+                if predicate(result):
+                    return result
+            except RiverlogError:
+                pass
+            await asyncio.sleep(0.05)
 
 
 def agreed_controller(cluster: MetadataCluster) -> tuple[int, int] | None:
@@ -81,35 +103,48 @@ def test_paused_controller_is_deposed_and_steps_down(cluster_factory):
     old, epoch = wait_until(lambda: agreed_controller(cluster), what="one controller")
     paused = cluster.instances[old]
     others = [p for i, p in cluster.instances.items() if i != old]
-    paused.signal(signal.SIGSTOP)
-    try:
-        wait_until(
-            lambda: all(describe(p.address).controller_epoch == epoch + 1 for p in others),
-            what="a new controller while the old one is paused",
-        )
-    finally:
-        paused.signal(signal.SIGCONT)
+    retention = admin_pb2.AlterConfigsRequest.Op(name="retention.ms", value="4242")
 
-    # Straight after waking, the old controller is asked to write. Whatever it notices first
-    # (the fenced transaction, its lapsed lease, the new key in its image), the write must not
-    # happen under its stale epoch: the topic exists once, created by the new controller.
-    async def create_on_old() -> admin_pb2.CreateTopicsResponse:
-        client = MetadataClient([paused.address], timeout_s=10)
+    async def scenario() -> admin_pb2.AlterConfigsResponse:
+        # A storage node and a topic, so that there is something for a write to change.
+        client = MetadataClient([p.address for p in others])
+        node = NodeInfo("storage", 0, "127.0.0.1", 19999)
+        session = MembershipSession(client, node)
+        await session.start()
         try:
+            await poll(lambda: client.describe_cluster(), lambda r: len(r.nodes) == 1)
             request = admin_pb2.CreateTopicsRequest(
-                topics=[admin_pb2.CreatableTopic(name="after-pause", num_partitions=1)],
-                validate_only=True,
+                topics=[
+                    admin_pb2.CreatableTopic(name="t", num_partitions=-1, replication_factor=-1)
+                ]
             )
-            return await client.create_topics(request)
+            assert (await client.create_topics(request)).topics[0].error_code == 0
+            await poll(lambda: describe_async(paused.address), lambda r: r.metadata_version > 0)
+            paused.signal(signal.SIGSTOP)
+            try:
+                await poll(
+                    lambda: client.describe_cluster(),
+                    lambda r: r.controller_epoch == epoch + 1,
+                )
+            finally:
+                paused.signal(signal.SIGCONT)
+            # Straight after waking, the old controller is asked to write. Whatever it notices
+            # first (the fenced transaction, its lapsed lease, the new key in its image), the
+            # write never lands under its stale epoch: it is refused or done by the new one.
+            stale = MetadataClient([paused.address])
+            try:
+                alter = admin_pb2.AlterConfigsRequest(
+                    topics=[admin_pb2.AlterConfigsRequest.Topic(name="t", ops=[retention])]
+                )
+                return await stale.alter_configs(alter)
+            finally:
+                await stale.close()
         finally:
+            await session.stop()
             await client.close()
 
-    response = run(create_on_old())
-    assert response.topics[0].error_code in (
-        ErrorCode.NONE,
-        ErrorCode.INVALID_REPLICATION_FACTOR,  # no storage nodes: validated by the new one
-        ErrorCode.STALE_CONTROLLER_EPOCH,
-    )
+    response = run(scenario())
+    assert response.topics[0].error_code in (ErrorCode.NONE, ErrorCode.STALE_CONTROLLER_EPOCH)
     new, new_epoch = wait_until(lambda: agreed_controller(cluster), what="agreement")
     assert new != old and new_epoch == epoch + 1
     wait_until(lambda: "steps down as controller" in paused.log(), what="the step-down log")
