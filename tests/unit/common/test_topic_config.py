@@ -14,8 +14,13 @@ def test_defaults_are_kafkas() -> None:
 
 
 def test_overrides_are_typed() -> None:
-    values = resolve({"retention.ms": " 1000 ", "cleanup.policy": "compact,delete",
-                      "unclean.leader.election.enable": "TRUE"})
+    values = resolve(
+        {
+            "retention.ms": " 1000 ",
+            "cleanup.policy": "compact,delete",
+            "unclean.leader.election.enable": "TRUE",
+        }
+    )
     assert values["retention.ms"] == 1000
     assert values["cleanup.policy"] == ("compact", "delete")
     assert values["unclean.leader.election.enable"] is True

@@ -21,10 +21,10 @@ from typing import Final
 
 from .compression import CompressionType, compress
 from .header import (
-    HEADER_STRUCT,
     CONTROL_MASK,
     CRC_START,
     HEADER_SIZE,
+    HEADER_STRUCT,
     LOG_OVERHEAD,
     MAGIC,
     NO_PARTITION_LEADER_EPOCH,

@@ -16,16 +16,16 @@ from riverlog.v1 import admin_pb2, metadata_pb2, metadata_pb2_grpc
 
 
 class _Servicer(metadata_pb2_grpc.MetadataServiceServicer):
-    async def DescribeCluster(self, request, context):  # noqa: N802
+    async def DescribeCluster(self, request, context):
         return admin_pb2.DescribeClusterResponse(cluster_id="c1", controller_id=7)
 
-    async def ListTopics(self, request, context):  # noqa: N802
+    async def ListTopics(self, request, context):
         raise RiverlogError("topic 'x' is not here", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
-    async def DescribeTopics(self, request, context):  # noqa: N802
+    async def DescribeTopics(self, request, context):
         raise KeyError("secret internal detail")
 
-    async def Watch(self, request, context) -> AsyncIterator[metadata_pb2.MetadataUpdate]:  # noqa: N802
+    async def Watch(self, request, context) -> AsyncIterator[metadata_pb2.MetadataUpdate]:
         yield metadata_pb2.MetadataUpdate(version=1)
         raise RiverlogError(None, ErrorCode.NOT_CONTROLLER)
 
@@ -36,7 +36,9 @@ NAME = "riverlog.v1.MetadataService"
 @pytest.fixture
 async def server():
     srv = RpcServer(
-        "127.0.0.1", 0, [(metadata_pb2_grpc.add_MetadataServiceServicer_to_server, _Servicer(), NAME)]
+        "127.0.0.1",
+        0,
+        [(metadata_pb2_grpc.add_MetadataServiceServicer_to_server, _Servicer(), NAME)],
     )
     await srv.start()
     yield srv
