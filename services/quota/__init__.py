@@ -3,8 +3,9 @@ request_percentage) per (user, client-id), enforced once for the whole cluster.
 
 The domain is pure and imports only `riverlog.common`: `entity` (config and metric entities,
 validation), `resolver` (Kafka's eight levels of precedence), `window` (Kafka's sampled rate),
-`manager` (Kafka's ClientQuotaManager: throttle times and holds), `exchange` (gateways report
-usage deltas, the service sums them and answers with the holds in force).
+`manager` (Kafka's ClientQuotaManager: throttle times and holds), `exchange` (what gateways
+and the service tell each other, and the gateway's local view), `ledger` (the service's
+cluster-wide windows, holds and allowances).
 """
 
 from .entity import (
@@ -18,7 +19,8 @@ from .entity import (
     validate_quota_value,
     validate_quota_values,
 )
-from .exchange import LocalQuotaView, QuotaLedger, UsageDelta, UsageReport
+from .exchange import Allowance, LocalQuotaView, QuotaAnswer, UsageDelta, UsageReport
+from .ledger import QuotaLedger
 from .manager import (
     QuotaManager,
     ThrottleState,
@@ -32,9 +34,11 @@ from .window import SampledRate, WindowConfig
 __all__ = [
     "ANONYMOUS",
     "DEFAULT",
+    "Allowance",
     "ConfigLevel",
     "LocalQuotaView",
     "MetricEntity",
+    "QuotaAnswer",
     "QuotaEntity",
     "QuotaLedger",
     "QuotaManager",

@@ -147,6 +147,18 @@ class QuotaManager:
         rate = self._rates.get(entity)
         return 0.0 if rate is None else rate.measure(self._now(now_ms))
 
+    def headroom(
+        self, entity: MetricEntity, now_ms: int | None = None, horizon_ms: int = 0
+    ) -> float | None:
+        """How much usage could be added now with the rate staying within the bound until
+        `horizon_ms` from now (see `SampledRate.headroom`; negative when over); None when no
+        bound applies."""
+        bound = self.bound(entity)
+        if bound is None:
+            return None
+        rate = self._rates.get(entity) or SampledRate(self._window)
+        return rate.headroom(bound, self._now(now_ms), horizon_ms)
+
     def check_throttle_time_ms(self, entity: MetricEntity, now_ms: int | None = None) -> int:
         """How long the entity must pause for its rate to fall back to its bound, judged on
         what is recorded so far (Kafka's `Sensor.checkQuotas` + `throttleTime`); 0 when within

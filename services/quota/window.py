@@ -17,6 +17,7 @@ injected clock; `record` is O(1), `measure` O(num).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from riverlog.common.errors import ErrorCode, RiverlogError
@@ -155,19 +156,63 @@ class SampledRate:
         kept sample started, and never less than num - 1 whole samples."""
         self.purge_obsolete(now_ms)
         oldest = min((s.start_ms for s in self._samples), default=now_ms)
-        elapsed = now_ms - oldest
-        sample_ms = self._config.sample_ms
-        full_samples = elapsed // sample_ms
-        min_full_samples = self._config.samples - 1
-        if full_samples < min_full_samples:
-            elapsed += (min_full_samples - full_samples) * sample_ms
-        # with quota.window.num = 1 the window can be empty; a rate over 0 ms is undefined
-        return max(elapsed, 1)
+        return self._window_for(now_ms - oldest)
 
     def measure(self, now_ms: int) -> float:
         """Units per second over the window (Kafka's `Rate.measure`)."""
         total = self.total(now_ms)
         return total / (self.window_ms(now_ms) / 1000.0)
+
+    def headroom(self, bound: float, now_ms: int, horizon_ms: int = 0) -> float:
+        """How much may be recorded at `now_ms` while the rate stays within `bound` (per
+        second) from now until `now_ms + horizon_ms`, if nothing else is recorded; negative
+        when already over. Without new usage, bound x window - total dips only where the
+        window shrinks: when a sample is purged (it can take more time than usage along), and,
+        while fewer than num - 1 samples are full, at each sample boundary (the padding
+        restarts). So it is checked now, at each purge in the horizon, and at the first
+        boundary after each. Usage recorded now lands in a sample whose last event is now,
+        which stays."""
+        self.purge_obsolete(now_ms)
+        config = self._config
+        expire_age = config.expire_age_ms
+        horizon_end = now_ms + horizon_ms
+        purges = sorted(
+            {
+                s.last_event_ms + expire_age
+                for s in self._samples
+                if s.event_count and s.last_event_ms + expire_age <= horizon_end
+            }
+        )
+        # the sample usage recorded now would land in: the current one, or a new one
+        current = self._samples[self._current] if self._samples else None
+        if current is not None and now_ms - current.start_ms >= config.sample_ms:
+            current = None
+        lowest = math.inf
+        for at, until in zip([now_ms, *purges], [*purges, horizon_end], strict=True):
+            kept = [
+                s
+                for s in self._samples
+                if s is current or (s.event_count and at - s.last_event_ms < expire_age)
+            ]
+            starts = [s.start_ms for s in kept]
+            oldest = min(starts) if current is not None else min([*starts, now_ms])
+            elapsed = at - oldest
+            window = self._window_for(elapsed)
+            boundary = oldest + (elapsed // config.sample_ms + 1) * config.sample_ms
+            if boundary <= until and boundary - oldest <= config.min_window_ms:
+                window = min(window, max(config.min_window_ms, 1))
+            lowest = min(lowest, bound * window / 1000.0 - sum(s.value for s in kept))
+        return lowest
+
+    def _window_for(self, elapsed: int) -> int:
+        """Kafka's padding: never less than num - 1 whole samples; with quota.window.num = 1
+        the window can be empty, and a rate over 0 ms is undefined, hence at least 1 ms."""
+        sample_ms = self._config.sample_ms
+        min_full_samples = self._config.samples - 1
+        full_samples = elapsed // sample_ms
+        if full_samples < min_full_samples:
+            elapsed += (min_full_samples - full_samples) * sample_ms
+        return max(elapsed, 1)
 
     def __repr__(self) -> str:
         return f"SampledRate({self._config}, current={self._current}, samples={self._samples})"

@@ -215,3 +215,13 @@ def test_idle_entities_expire_after_an_hour_unless_held():
     assert m.expire_inactive() == [idle]
     assert set(m.entities()) == {busy, held}
     assert m.measure(idle) == 0.0
+
+
+def test_headroom_is_what_may_still_be_added_under_the_bound():
+    m, _ = manager(QuotaType.PRODUCE, "/config/clients/c1", 100)
+    entity = MetricEntity(None, "c1")
+    assert m.headroom(entity) == 1000  # nothing yet: 100 B/s over the 10 s minimum window
+    assert list(m.entities()) == []  # asking does not create a window
+    m.record(entity, 400)
+    assert m.headroom(entity) == 600
+    assert m.headroom(MetricEntity(None, "c2")) is None

@@ -170,3 +170,59 @@ def test_only_recent_usage_counts_and_the_window_never_shrinks_below_the_minimum
     assert window <= expire + sample_ms  # at most one overlapping sample beyond num x size
     assert r.measure(now) == pytest.approx(total / (window / 1000))
     assert len(r._samples) <= samples + 1  # bounded memory: the ring never grows
+
+
+def test_headroom_now_is_what_keeps_the_rate_at_the_bound():
+    r = rate()
+    r.record(5000, T0)
+    assert r.headroom(1000, T0 + 600) == 1000 * 10.6 - 5000
+    r.record(5600, T0 + 600)
+    assert r.measure(T0 + 600) == pytest.approx(1000)
+
+
+def test_headroom_over_a_horizon_sees_the_start_up_padding_restart():
+    r = rate()
+    r.record(5000, T0)
+    assert r.headroom(1000, T0 + 600, horizon_ms=100) == 5600  # no sample boundary before 700
+    # at 1000 ms one sample is full and the window drops from 10.999 s to 10 s
+    assert r.headroom(1000, T0 + 600, horizon_ms=500) == 5000
+
+
+def test_headroom_over_a_horizon_sees_a_purge_shrink_the_window():
+    r = rate()
+    r.record(100, T0)  # a small sample that starts the window at 0
+    r.record(9000, T0 + 5000)
+    assert r.headroom(1000, T0 + 10_950) == 1000 * 10.95 - 9100
+    # at 11 000 the first sample leaves: 100 less usage, but 950 ms less window
+    assert r.headroom(1000, T0 + 10_950, horizon_ms=100) == 1000 * 10.0 - 9000
+
+
+def test_headroom_is_negative_over_the_bound():
+    r = rate()
+    r.record(12_000, T0)
+    assert r.headroom(1000, T0) == -2000
+
+
+@given(
+    events, st.integers(0, 15_000), st.integers(0, 2000), st.sampled_from([(11, 1000), (3, 500)])
+)
+def test_spending_the_headroom_keeps_the_rate_within_the_bound_over_the_horizon(
+    timeline, tail_ms, horizon, shape
+):
+    samples, sample_ms = shape
+    r = rate(samples, sample_ms)
+    now = T0
+    for gap, value in timeline:
+        now += gap
+        r.record(value, now)
+    now += tail_ms
+    bound = 50_000.0
+    room = r.headroom(bound, now)
+    assert room == pytest.approx(bound * r.window_ms(now) / 1000 - r.total(now))
+    spendable = r.headroom(bound, now, horizon)
+    assert spendable <= room + 1e-6
+    if spendable <= 0:
+        return
+    r.record(spendable, now)
+    for at in range(now, now + horizon + 1, 7):
+        assert r.measure(at) <= bound * (1 + 1e-9)
