@@ -98,8 +98,7 @@ class Router:
                 errors[index] = exc
                 continue
             group = groups.get(route.node.key)
-            if group is None or group.node != route.node:
-                # A new incarnation at another address replaces the old entry.
+            if group is None:
                 group = groups[route.node.key] = _Group(route.node)
             group.indexes.append(index)
         return list(groups.values()), errors
@@ -125,15 +124,22 @@ class Router:
                 results[index] = on_error(items[index], error)
                 if error.code == ErrorCode.LEADER_NOT_AVAILABLE and not block_deadline.expired:
                     retry.append(index)
-            if groups:
+            if len(groups) == 1:  # the common case: no task to spawn
+                only = groups[0]
+                outcomes = [
+                    await self._call(send, only.node, [items[i] for i in only.indexes], deadline)
+                ]
+            elif groups:
                 outcomes = await asyncio.gather(
                     *(
                         self._call(send, g.node, [items[i] for i in g.indexes], deadline)
                         for g in groups
                     )
                 )
-                for group, outcome in zip(groups, outcomes, strict=True):
-                    self._collect(items, group, outcome, on_error, results, retry)
+            else:
+                outcomes = []
+            for group, outcome in zip(groups, outcomes, strict=True):
+                self._collect(items, group, outcome, on_error, results, retry)
             if not retry or deadline.expired:
                 break
             attempt += 1
