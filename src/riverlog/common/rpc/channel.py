@@ -22,6 +22,11 @@ CHANNEL_OPTIONS: list[tuple[str, Any]] = [
     # Each channel its own TCP connection, so separate clients do not share one HTTP/2 pipe.
     ("grpc.use_local_subchannel_pool", 1),
     ("grpc.enable_retries", 0),
+    # A restarted peer should be reachable again within a second or two, not after gRPC's
+    # default exponential backoff (up to 120 s); callers do their own retries with deadlines.
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 2000),
 ]
 
 
