@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from riverlog import __version__
 
 from .commands import cluster, consume, dump_log, produce, topics
-from .errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, PROG, report_error
+from .console import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, PROG, report_error
 
 COMMANDS = (cluster, topics, produce, consume, dump_log)
 

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from riverlog.cli.bootstrap import (
+from riverlog.cli.connection import (
     default_data_dir,
     key_value,
     parse_servers,
     resolve_bootstrap,
 )
-from riverlog.cli.errors import CliError
+from riverlog.cli.console import CliError
 
 
 def write_state(data_dir: Path, gateways: list[tuple[str, int | None, list[str]]]) -> None:

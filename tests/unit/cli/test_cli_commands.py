@@ -14,7 +14,7 @@ from riverlog.cli.commands import cluster as cluster_cmd
 from riverlog.cli.commands import consume as consume_cmd
 from riverlog.cli.commands import produce as produce_cmd
 from riverlog.cli.commands.topics import topic_json, topic_text
-from riverlog.cli.errors import CliError
+from riverlog.cli.console import CliError
 from riverlog.cli.main import build_parser
 from riverlog.client import ConsumerRecord, TopicPartition
 from riverlog.client.admin import ConfigEntry, PartitionInfo, TopicDescription

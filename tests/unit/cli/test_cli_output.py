@@ -7,8 +7,16 @@ import json
 import grpc
 import pytest
 
-from riverlog.cli.errors import CliError, describe, report_error
-from riverlog.cli.output import cell, configs_text, fields, table, to_json
+from riverlog.cli.console import (
+    CliError,
+    cell,
+    configs_text,
+    describe,
+    fields,
+    report_error,
+    table,
+    to_json,
+)
 from riverlog.cluster import ClusterError
 from riverlog.common.errors import ErrorCode, RiverlogError
 

@@ -19,9 +19,8 @@ from riverlog.cluster import ClusterNotFoundError, LocalCluster
 from riverlog.cluster.readiness import describe_cluster
 from riverlog.v1 import admin_pb2, common_pb2
 
-from ..bootstrap import default_data_dir, parse_servers
-from ..errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, describe
-from ..output import emit, table, to_json
+from ..connection import default_data_dir, parse_servers
+from ..console import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, describe, emit, table, to_json
 
 ROLES = ("metadata", "storage", "gateway")
 NODE_KINDS = {

@@ -20,9 +20,8 @@ from typing import Any, BinaryIO
 
 from riverlog.client import Consumer, ConsumerRecord, TopicPartition
 
-from ..bootstrap import add_connection_args, key_value
-from ..clients import client_config, describe_topic
-from ..errors import EXIT_OK, EXIT_USAGE, CliError
+from ..connection import add_connection_args, client_config, describe_topic, key_value
+from ..console import EXIT_OK, EXIT_USAGE, CliError
 
 DEFAULT_IDLE_TIMEOUT_MS = 30_000
 POLL_MS = 200

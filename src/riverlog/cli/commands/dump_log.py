@@ -12,8 +12,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, cast
 
-from ..errors import EXIT_OK, CliError
-from ..output import emit
+from ..console import EXIT_OK, CliError, emit
 
 DUMP_MODULE = "riverlog.services.storage.log.dump"
 

@@ -17,9 +17,8 @@ from typing import Any, BinaryIO
 
 from riverlog.client import Producer
 
-from ..bootstrap import add_connection_args, key_value
-from ..clients import client_config, describe_topic
-from ..errors import EXIT_OK, CliError
+from ..connection import add_connection_args, client_config, describe_topic, key_value
+from ..console import EXIT_OK, CliError
 
 ACKS = ("0", "1", "all", "-1")
 COMPRESSION = ("none", "gzip", "snappy", "lz4", "zstd")

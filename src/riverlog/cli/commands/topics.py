@@ -16,10 +16,8 @@ from typing import Any
 from riverlog.client import ErrorCode, NewTopic, TopicDescription
 from riverlog.client.admin import ConfigEntry
 
-from ..bootstrap import add_connection_args, key_value
-from ..clients import admin_client
-from ..errors import EXIT_OK, EXIT_USAGE, CliError
-from ..output import configs_text, emit, fields, to_json
+from ..connection import add_connection_args, admin_client, key_value
+from ..console import EXIT_OK, EXIT_USAGE, CliError, configs_text, emit, fields, to_json
 
 
 def register(subparsers: Any) -> None:

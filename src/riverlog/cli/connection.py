@@ -1,22 +1,26 @@
-"""Where the `riverlog` command finds the cluster.
+"""How a command reaches the cluster: the bootstrap address and the SDK clients built from the
+options.
 
 The bootstrap address is, in order: `--bootstrap HOST:PORT[,HOST:PORT...]`, the environment
 variable RIVERLOG_BOOTSTRAP, or the gateways of the local cluster recorded in the default data
 directory (`$RIVERLOG_HOME`, else `~/.riverlog`) by `riverlog cluster up`. The options every
-command that talks to a gateway shares (`--bootstrap`, `--client-id`) are defined here too.
+command that talks to a gateway shares (`--bootstrap`, `--client-id`) are defined here, and so
+is the topic look-up `produce` and `consume` do first, so an unknown topic fails at once with
+its own error instead of after the SDK's max.block.ms.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
+from riverlog.client import AdminClient, TopicDescription
 from riverlog.cluster import ClusterNotFoundError, LocalCluster
 
-from .errors import EXIT_USAGE, CliError
+from .console import EXIT_USAGE, CliError
 
 BOOTSTRAP_ENV: Final = "RIVERLOG_BOOTSTRAP"
 HOME_ENV: Final = "RIVERLOG_HOME"
@@ -99,3 +103,29 @@ def key_value(text: str) -> tuple[str, str]:
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     return key.strip(), value.strip()
+
+
+def client_config(
+    args: argparse.Namespace, overrides: Iterable[tuple[str, str]] = ()
+) -> dict[str, object]:
+    """bootstrap.servers and client.id from the options, then any `KEY=VALUE` overrides."""
+    conf: dict[str, object] = {
+        "bootstrap.servers": resolve_bootstrap(args.bootstrap),
+        "client.id": args.client_id,
+    }
+    conf.update(dict(overrides))
+    return conf
+
+
+def admin_client(args: argparse.Namespace) -> AdminClient:
+    return AdminClient(client_config(args))
+
+
+def describe_topic(conf: dict[str, object], topic: str) -> TopicDescription:
+    """The topic's partitions; raises RiverlogError (UNKNOWN_TOPIC_OR_PARTITION, ...) when the
+    cluster cannot describe it."""
+    admin_conf: dict[str, object] = {
+        k: conf[k] for k in ("bootstrap.servers", "client.id") if k in conf
+    }
+    with AdminClient(admin_conf) as admin:
+        return admin.describe_topics([topic])[topic]
