@@ -116,7 +116,8 @@ class RecordAccumulator:
         self._space = threading.Condition(self._lock)
         self._deques: dict[str, list[deque[ProducerBatch]]] = {}
         self._active: dict[tuple[str, int], deque[ProducerBatch]] = {}
-        self._sticky: dict[str, int] = {}
+        self._open: dict[str, list[ProducerBatch | None]] = {}  # per partition, maybe closed
+        self._sticky: dict[str, ProducerBatch] = {}  # the batch of each topic's sticky partition
         self._incomplete: set[ProducerBatch] = set()
         self._waiters = 0
         self._flushes = 0
@@ -138,35 +139,32 @@ class RecordAccumulator:
     ) -> RecordFuture:
         """Encode one record into `partition`'s open batch (a new one if it is full or sent)."""
         with self._lock:
-            if self._closed:
-                raise ClientClosedError("producer", "cannot send after close()")
-            parts = self._deques.get(topic)
-            if parts is not None and partition < len(parts):
-                dq = parts[partition]
-            else:
-                dq = self._grow(topic, partition)
-            if dq:
-                batch = dq[-1]
-                if not batch.closed and batch.builder.append(
-                    timestamp, key, value, headers or _NO_HEADERS
-                ):
-                    index = batch.count
-                    batch.count = index + 1
-                    future = RecordFuture(
-                        batch.result,
-                        index,
-                        timestamp,
-                        -1 if key is None else len(key),
-                        -1 if value is None else len(value),
-                    )
-                    if on_done is not None:
-                        batch.result.callbacks.append((future, on_done))  # type: ignore[union-attr]
-                    if trace_context is not None and batch.trace_context is None:
-                        batch.trace_context = trace_context
-                    return future
-            return self._append_new(
-                dq, topic, partition, timestamp, key, value, headers, on_done, trace_context
-            )
+            try:
+                batch = self._open[topic][partition]
+            except (KeyError, IndexError):
+                batch = None
+            if (
+                batch is not None
+                and not batch.closed
+                and batch.builder.append(timestamp, key, value, headers or _NO_HEADERS)
+            ):
+                index = batch.count
+                batch.count = index + 1
+                future = RecordFuture(
+                    batch.result,
+                    index,
+                    timestamp,
+                    -1 if key is None else len(key),
+                    -1 if value is None else len(value),
+                )
+                if on_done is not None:
+                    batch.result.callbacks.append((future, on_done))  # type: ignore[union-attr]
+                if trace_context is not None and batch.trace_context is None:
+                    batch.trace_context = trace_context
+                return future
+            return self._append_slow(
+                topic, partition, timestamp, key, value, headers, on_done, trace_context
+            )[0]
 
     def append_sticky(
         self,
@@ -183,46 +181,87 @@ class RecordAccumulator:
         key): the same partition until its batch fills up or is sent, then another one chosen
         at random from `partitions` (those with a leader; never empty)."""
         with self._lock:
-            if self._closed:
-                raise ClientClosedError("producer", "cannot send after close()")
-            partition = self._sticky.get(topic, -1)
-            parts = self._deques.get(topic)
-            if parts is not None and 0 <= partition < len(parts) and parts[partition]:
-                batch = parts[partition][-1]
-                if not batch.closed:
-                    if batch.builder.append(timestamp, key, value, headers or _NO_HEADERS):
-                        index = batch.count
-                        batch.count = index + 1
-                        future = RecordFuture(
-                            batch.result,
-                            index,
-                            timestamp,
-                            -1 if key is None else len(key),
-                            -1 if value is None else len(value),
-                        )
-                        if on_done is not None:
-                            batch.result.callbacks.append((future, on_done))  # type: ignore[union-attr]
-                        if trace_context is not None and batch.trace_context is None:
-                            batch.trace_context = trace_context
-                        return future
-                    batch.closed = True  # full: ready now
-                    self._wakeup()
-            # The sticky partition has no open batch (none yet, full or sent): move on.
-            choices = [p for p in partitions if p != partition] or list(partitions)
-            partition = self._sticky[topic] = random.choice(choices)
-            if parts is not None and partition < len(parts):
-                dq = parts[partition]
-            else:
-                dq = self._grow(topic, partition)
-            if dq and not dq[-1].closed:  # keyed records opened a batch there
-                batch = dq[-1]
+            batch = self._sticky.get(topic)
+            if batch is not None and not batch.closed:
                 if batch.builder.append(timestamp, key, value, headers or _NO_HEADERS):
-                    return self._future(batch, timestamp, key, value, on_done, trace_context)
-            return self._append_new(
-                dq, topic, partition, timestamp, key, value, headers, on_done, trace_context
-            )
+                    index = batch.count
+                    batch.count = index + 1
+                    future = RecordFuture(
+                        batch.result,
+                        index,
+                        timestamp,
+                        -1 if key is None else len(key),
+                        -1 if value is None else len(value),
+                    )
+                    if on_done is not None:
+                        batch.result.callbacks.append((future, on_done))  # type: ignore[union-attr]
+                    if trace_context is not None and batch.trace_context is None:
+                        batch.trace_context = trace_context
+                    return future
+                batch.closed = True  # full: ready now
+                self._wakeup()
+            # The sticky partition has no open batch (none yet, full or sent): move on.
+            previous = -1 if batch is None else batch.partition
+            choices = [p for p in partitions if p != previous] or list(partitions)
+            future, batch = self._append_slow(
+                topic, random.choice(choices), timestamp, key, value, headers, on_done,
+                trace_context,
+            )  # fmt: skip
+            self._sticky[topic] = batch
+            return future
 
-    def _grow(self, topic: str, partition: int) -> deque[ProducerBatch]:
+    def _append_slow(
+        self,
+        topic: str,
+        partition: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[Header] | None,
+        on_done: Callable[[RecordFuture], None] | None,
+        trace_context: Any,
+    ) -> tuple[RecordFuture, ProducerBatch]:
+        """Lock held: append to the partition's open batch if it takes the record, else close
+        it (full), reserve memory (maybe waiting) and open a new batch. Returns the record's
+        future and its batch."""
+        if self._closed:
+            raise ClientClosedError("producer", "cannot send after close()")
+        opens = self._open.setdefault(topic, [])
+        if len(opens) <= partition:
+            opens.extend([None] * (partition + 1 - len(opens)))
+        batch = opens[partition]
+        if batch is not None and not batch.closed:
+            if batch.builder.append(timestamp, key, value, headers or _NO_HEADERS):
+                return self._future(batch, timestamp, key, value, on_done, trace_context), batch
+            batch.closed = True  # full: ready now
+        estimate = 64 + (len(key) if key else 0) + (len(value) if value else 0)
+        size = max(self._batch_size, estimate)
+        if size > self._total_memory:
+            raise RecordTooLargeError(
+                f"a record of about {estimate} bytes is larger than buffer.memory "
+                f"({self._total_memory})"
+            )
+        self._allocate(size)  # may wait, letting other threads append meanwhile
+        batch = opens[partition]
+        if batch is not None and not batch.closed:
+            batch.closed = True  # opened by another thread while we waited: close it, ours next
+        builder = BatchBuilder(self._compression, batch_size=self._batch_size)
+        batch = ProducerBatch(topic, partition, builder, self._clock())
+        batch.reserved = size
+        try:
+            builder.append(timestamp, key, value, headers or _NO_HEADERS)
+        except BaseException:
+            self._free(size)
+            raise
+        dq = self._deque(topic, partition)
+        dq.append(batch)
+        opens[partition] = batch
+        self._active[(topic, partition)] = dq
+        self._incomplete.add(batch)
+        self._wakeup()
+        return self._future(batch, timestamp, key, value, on_done, trace_context), batch
+
+    def _deque(self, topic: str, partition: int) -> deque[ProducerBatch]:
         parts = self._deques.setdefault(topic, [])
         while len(parts) <= partition:
             parts.append(deque())
@@ -249,46 +288,6 @@ class RecordAccumulator:
         if trace_context is not None and batch.trace_context is None:
             batch.trace_context = trace_context
         return future
-
-    def _append_new(
-        self,
-        dq: deque[ProducerBatch],
-        topic: str,
-        partition: int,
-        timestamp: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Sequence[Header] | None,
-        on_done: Callable[[RecordFuture], None] | None,
-        trace_context: Any,
-    ) -> RecordFuture:
-        """Slow path, lock held: close the full batch, reserve memory, open a new batch."""
-        if dq and not dq[-1].closed:
-            dq[-1].closed = True  # full: ready now
-        estimate = 64 + (len(key) if key else 0) + (len(value) if value else 0)
-        size = max(self._batch_size, estimate)
-        if size > self._total_memory:
-            raise RecordTooLargeError(
-                f"a record of about {estimate} bytes is larger than buffer.memory "
-                f"({self._total_memory})"
-            )
-        self._allocate(size)
-        if dq and not dq[-1].closed:  # another thread opened a batch while we waited
-            self._free(size)
-            dq[-1].closed = True
-        builder = BatchBuilder(self._compression, batch_size=self._batch_size)
-        batch = ProducerBatch(topic, partition, builder, self._clock())
-        batch.reserved = size
-        try:
-            builder.append(timestamp, key, value, headers or _NO_HEADERS)
-        except BaseException:
-            self._free(size)
-            raise
-        dq.append(batch)
-        self._active[(topic, partition)] = dq
-        self._incomplete.add(batch)
-        self._wakeup()
-        return self._future(batch, timestamp, key, value, on_done, trace_context)
 
     def _allocate(self, size: int) -> None:
         """Reserve `size` bytes of buffer.memory, waiting up to max.block.ms (lock held)."""
@@ -363,7 +362,7 @@ class RecordAccumulator:
         """Put a batch back at the front of its partition for a retry at `retry_at`."""
         batch.retry_at = retry_at
         with self._lock:
-            dq = self._grow(batch.topic, batch.partition)
+            dq = self._deque(batch.topic, batch.partition)
             dq.appendleft(batch)
             self._active[(batch.topic, batch.partition)] = dq
 
@@ -381,12 +380,13 @@ class RecordAccumulator:
                     del self._active[key]
         return expired
 
-    def release(self, batch: ProducerBatch) -> None:
-        """The batch has its outcome: give back its memory."""
+    def release(self, *batches: ProducerBatch) -> None:
+        """The batches have their outcome: give back their memory (one lock for them all)."""
         with self._lock:
-            self._incomplete.discard(batch)
-            self._free(batch.reserved)
-            batch.reserved = 0
+            for batch in batches:
+                self._incomplete.discard(batch)
+                self._free(batch.reserved)
+                batch.reserved = 0
 
     def abort_queued(self) -> list[ProducerBatch]:
         """Remove and return every batch still queued (a forced close)."""
@@ -416,6 +416,10 @@ class RecordAccumulator:
         """Refuse further appends; every queued batch is ready from now on."""
         with self._lock:
             self._closed = True
+            for opens in self._open.values():
+                for batch in opens:
+                    if batch is not None:
+                        batch.closed = True  # appends take the slow path, which refuses
             self._space.notify_all()
             results = [batch.result for batch in self._incomplete]
         self._wakeup()

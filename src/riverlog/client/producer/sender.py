@@ -36,7 +36,8 @@ from .accumulator import ProducerBatch, RecordAccumulator
 log = logging.getLogger(__name__)
 
 _ACKS = {0: common_pb2.ACKS_NONE, 1: common_pb2.ACKS_LEADER, -1: common_pb2.ACKS_ALL}
-_IDLE_WAIT_S = 0.5  # re-check delivery timeouts at least this often
+_IDLE_WAIT_S = 0.5  # the longest the loop sleeps without a wake-up
+_EXPIRY_CHECK_S = 0.05  # delivery.timeout.ms is enforced this precisely
 
 
 class InFlight:
@@ -83,6 +84,7 @@ class Sender(threading.Thread):
         self._muted: set[tuple[str, int]] = set()
         self._running = True
         self._forced = False
+        self._next_expiry_check = 0.0
         self.accumulator: RecordAccumulator  # set by the producer before start()
         self.request_hook: Callable[[data_pb2.ProduceRequest], None] | None = None
 
@@ -99,8 +101,10 @@ class Sender(threading.Thread):
             self._settle_completions(now)
             if self._forced or (not self._running and not acc.has_incomplete()):
                 break
-            for batch in acc.expire(now):
-                self._expire(batch, now)
+            if now >= self._next_expiry_check:  # a lock over every deque: not at every turn
+                self._next_expiry_check = now + _EXPIRY_CHECK_S
+                for batch in acc.expire(now):
+                    self._expire(batch, now)
             next_check = now + _IDLE_WAIT_S
             while len(self._in_flight) < self._max_in_flight:
                 batches, next_check = acc.drain(now, self._config.max_request_size, self._muted)
@@ -215,7 +219,7 @@ class Sender(threading.Thread):
             for group in inflight.groups.values():
                 for batch in group:
                     batch.result.complete(-1, -1, None)
-                    self.accumulator.release(batch)
+                self.accumulator.release(*group)
             return
         answers = {(p.topic, p.partition): p for p in response.partitions}
         for tp, group in inflight.groups.items():
@@ -234,8 +238,8 @@ class Sender(threading.Thread):
                 append_time = answer.log_append_time_ms
                 for batch in group:
                     batch.result.complete(base, append_time, None)
-                    self.accumulator.release(batch)
                     base += batch.count
+                self.accumulator.release(*group)
 
     def _retry_or_fail(self, group: list[ProducerBatch], error: RiverlogError, now: float) -> None:
         retry = error.retriable and not self._forced

@@ -1,0 +1,195 @@
+"""End-to-end SDK throughput and latency against a real local cluster. Prints figures; not a test.
+
+Starts a cluster with the launcher (etcd, one metadata instance, three storage nodes, one
+gateway, all on this machine), creates a topic of 6 partitions with replication factor 1, then:
+
+1. produces N records (default 1,000,000) of 100-byte values with acks=1 through `Producer`
+   and prints records/s and MB/s (value bytes), from the first send to the end of `flush()`;
+2. consumes them all with `Consumer` from the beginning and prints records/s and MB/s;
+3. sends 1,000 records/s for ~10 s while a consumer thread reads them, and prints the p50,
+   p99 and max end-to-end latency (the producer's send time, in the value, to the moment
+   `poll()` hands the record to the consumer).
+
+For each phase it also prints the CPU seconds each process used (this client process, the
+gateway, every storage node, metadata, etcd) per wall second, which says what limits the
+figures on a small machine: a sum near the number of cores means the machine is CPU-bound.
+
+    .venv/bin/python bench/produce_consume_bench.py [--records N] [--linger-ms 5]
+        [--batch-size 16384] [--compression none] [--latency-seconds 10] [--bootstrap host:port]
+
+`--bootstrap` uses a running cluster instead of starting one (CPU figures then cover this
+process only). Clients use Kafka's defaults unless an option says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import struct
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from riverlog.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from riverlog.cluster import LocalCluster
+
+VALUE_SIZE = 100
+PARTITIONS = 6
+_NS = struct.Struct(">q")
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+@contextmanager
+def measured(name: str, pids: dict[str, int]) -> Iterator[None]:
+    """Print the CPU share of every process over the block."""
+    before = {label: cpu_seconds(pid) for label, pid in pids.items()}
+    start = time.perf_counter()
+    yield
+    wall = time.perf_counter() - start
+    used = {label: cpu_seconds(pid) - before[label] for label, pid in pids.items()}
+    parts = ", ".join(f"{label} {cpu / wall:.2f}" for label, cpu in used.items() if cpu > 0.005)
+    print(f"  CPU/wall during {name}: {parts}; total {sum(used.values()) / wall:.2f} cores")
+
+
+def produce(address: str, topic: str, records: int, args: argparse.Namespace) -> float:
+    value = b"x" * VALUE_SIZE
+    config = {
+        "bootstrap.servers": address,
+        "acks": "1",
+        "linger.ms": args.linger_ms,
+        "batch.size": args.batch_size,
+        "compression.type": args.compression,
+    }
+    with Producer(config) as producer:
+        producer.send(topic, value).result(30)  # metadata and connection warmed up
+        send = producer.send
+        start = time.perf_counter()
+        for _ in range(records):
+            send(topic, value)
+        producer.flush()
+        elapsed = time.perf_counter() - start
+    return elapsed
+
+
+def consume(address: str, topic: str, records: int) -> tuple[int, float]:
+    config = {"bootstrap.servers": address, "auto.offset.reset": "earliest"}
+    with Consumer(config) as consumer:
+        consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+        count = 0
+        start = time.perf_counter()
+        while count < records:
+            for batch in consumer.poll(timeout_ms=1000).values():
+                count += len(batch)
+        return count, time.perf_counter() - start
+
+
+def latency(address: str, topic: str, seconds: float, rate: int, linger_ms: int) -> list[float]:
+    """Send `rate` records/s for `seconds`; latencies in ms as a consumer thread saw them."""
+    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    total = int(seconds * rate)
+    latencies: list[float] = []
+    ready = threading.Event()
+
+    def read() -> None:
+        with Consumer(bootstrap_servers=address, fetch_max_wait_ms=100) as consumer:
+            consumer.assign(tps)
+            for tp in tps:
+                consumer.position(tp)  # at the end, before the first send
+            ready.set()
+            deadline = time.monotonic() + seconds + 30
+            while len(latencies) < total and time.monotonic() < deadline:
+                for batch in consumer.poll(timeout_ms=200).values():
+                    now = time.time_ns()
+                    latencies.extend((now - _NS.unpack_from(r.value)[0]) / 1e6 for r in batch)
+
+    reader = threading.Thread(target=read, name="latency-consumer")
+    reader.start()
+    ready.wait(60)
+    padding = b"x" * (VALUE_SIZE - _NS.size)
+    with Producer(bootstrap_servers=address, acks="1", linger_ms=linger_ms) as producer:
+        start = time.perf_counter()
+        for i in range(total):
+            pause = start + i / rate - time.perf_counter()
+            if pause > 0:
+                time.sleep(pause)
+            producer.send(topic, _NS.pack(time.time_ns()) + padding)
+        producer.flush()
+    reader.join(seconds + 60)
+    return sorted(latencies)
+
+
+def percentile(values: list[float], q: float) -> float:
+    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
+
+
+def run(address: str, pids: dict[str, int], args: argparse.Namespace) -> None:
+    topic = f"bench-{int(time.time())}"
+    with AdminClient(bootstrap_servers=address) as admin:
+        admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+    Producer(bootstrap_servers=address, max_block_ms=60_000).close()
+    mb = args.records * VALUE_SIZE / 1e6
+    print(f"topic {topic}: {PARTITIONS} partitions, RF 1; {args.records:,} records of "
+          f"{VALUE_SIZE} B, acks=1, linger.ms={args.linger_ms}, batch.size={args.batch_size}, "
+          f"compression={args.compression}")  # fmt: skip
+
+    with measured("produce", pids):
+        elapsed = produce(address, topic, args.records, args)
+    print(f"produce: {args.records / elapsed:,.0f} records/s, {mb / elapsed:,.1f} MB/s "
+          f"({elapsed:.2f} s)")  # fmt: skip
+
+    with measured("consume", pids):
+        count, elapsed = consume(address, topic, args.records + 1)
+    print(f"consume: {count / elapsed:,.0f} records/s, {count * VALUE_SIZE / 1e6 / elapsed:,.1f} "
+          f"MB/s ({count:,} records in {elapsed:.2f} s)")  # fmt: skip
+
+    if args.latency_seconds > 0:
+        with measured("latency run", pids):
+            values = latency(address, topic, args.latency_seconds, args.rate, args.linger_ms)
+        print(f"end-to-end latency at {args.rate:,} records/s for {args.latency_seconds:g} s "
+              f"({len(values):,} records, linger.ms={args.linger_ms}): "
+              f"p50 {percentile(values, 0.5):.2f} ms, p99 {percentile(values, 0.99):.2f} ms, "
+              f"max {values[-1] if values else float('nan'):.2f} ms")  # fmt: skip
+
+
+def main(
+    argv: list[str] | None = None, on_cluster: Callable[[LocalCluster], None] | None = None
+) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--linger-ms", type=int, default=5)
+    parser.add_argument("--batch-size", type=int, default=16_384)
+    parser.add_argument("--compression", default="none")
+    parser.add_argument("--latency-seconds", type=float, default=10.0)
+    parser.add_argument("--rate", type=int, default=1000, help="records/s of the latency run")
+    parser.add_argument("--bootstrap", help="use this running cluster's gateway instead")
+    args = parser.parse_args(argv)
+    if args.bootstrap:
+        run(args.bootstrap, {"client": os.getpid()}, args)
+        return
+    with tempfile.TemporaryDirectory(prefix="riverlog-bench-") as data_dir:
+        with LocalCluster(data_dir, storage_nodes=3, metadata_nodes=1, gateways=1) as cluster:
+            if on_cluster is not None:
+                on_cluster(cluster)
+            pids = {"client": os.getpid()}
+            for name, process in sorted(cluster.processes.items()):
+                if process.pid is not None:
+                    pids[name] = process.pid
+            print(f"cluster up: gateway {cluster.gateway_address}; pids "
+                  + ", ".join(f"{n}={p}" for n, p in pids.items()))  # fmt: skip
+            run(cluster.gateway_address, pids, args)
+
+
+if __name__ == "__main__":
+    main()
