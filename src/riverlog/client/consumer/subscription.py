@@ -23,8 +23,14 @@ class PartitionState:
     """One assigned partition. `position` None: unknown, to be reset by `reset` (the policy
     to apply: earliest, latest or none)."""
 
-    __slots__ = ("backoff_until", "epoch", "high_watermark", "log_start_offset", "position",
-                 "reset")  # fmt: skip
+    __slots__ = (
+        "backoff_until",
+        "epoch",
+        "high_watermark",
+        "log_start_offset",
+        "position",
+        "reset",
+    )
 
     def __init__(self, reset: str) -> None:
         self.position: int | None = None

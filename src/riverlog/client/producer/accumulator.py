@@ -23,70 +23,17 @@ from riverlog.common.records.compression import CompressionType
 from riverlog.common.records.record import Header
 
 from ..errors import ClientClosedError, ClientTimeoutError, RecordTooLargeError
+from .batch import ProducerBatch
 from .future import BatchResult, RecordFuture
 
 _NO_HEADERS: tuple[Header, ...] = ()
-
-
-class ProducerBatch:
-    """One partition's batch, from the first append to its outcome.
-
-    Lifecycle: open (appended to under the accumulator lock) → closed (full, or drained) →
-    `data` built by the sender → in flight → completed, or re-enqueued for a retry with the same
-    bytes. `created` and `retry_at` are in the accumulator clock's seconds.
-    """
-
-    __slots__ = (
-        "attempts",
-        "builder",
-        "closed",
-        "count",
-        "created",
-        "data",
-        "last_error",
-        "partition",
-        "reserved",
-        "result",
-        "retry_at",
-        "topic",
-        "trace_context",
-    )
-
-    def __init__(self, topic: str, partition: int, builder: BatchBuilder, created: float) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.builder = builder
-        self.result = BatchResult(topic, partition)
-        self.created = created
-        self.count = 0
-        self.closed = False
-        self.data: bytes | None = None
-        self.attempts = 0
-        self.last_error: BaseException | None = None
-        self.retry_at = 0.0
-        self.reserved = 0
-        self.trace_context: Any = None
-
-    def build(self) -> bytes:
-        """The batch bytes, built once (retries resend the same bytes)."""
-        if self.data is None:
-            self.data = self.builder.build()
-        return self.data
-
-    @property
-    def size(self) -> int:
-        """Bytes on the wire if built, else the uncompressed estimate."""
-        return len(self.data) if self.data is not None else self.builder.size_in_bytes
-
-    def __repr__(self) -> str:
-        return f"<ProducerBatch {self.topic}-{self.partition} records={self.count}>"
 
 
 class RecordAccumulator:
     """Per-partition deques of batches, shared by the application threads (`append*`) and the
     sender thread (`drain`, `reenqueue`, `expire`, `release`). Thread-safe throughout.
 
-    `wakeup` is called (outside no lock guarantee; it must be cheap and thread-safe) whenever
+    `wakeup` is called (possibly with the lock held: it must be cheap and thread-safe) whenever
     the sender may have new work: a batch was created (a linger deadline started), a batch
     filled up, a flush began, or an append is waiting for memory.
     """
@@ -203,10 +150,10 @@ class RecordAccumulator:
             # The sticky partition has no open batch (none yet, full or sent): move on.
             previous = -1 if batch is None else batch.partition
             choices = [p for p in partitions if p != previous] or list(partitions)
+            partition = random.choice(choices)
             future, batch = self._append_slow(
-                topic, random.choice(choices), timestamp, key, value, headers, on_done,
-                trace_context,
-            )  # fmt: skip
+                topic, partition, timestamp, key, value, headers, on_done, trace_context
+            )
             self._sticky[topic] = batch
             return future
 

@@ -50,7 +50,7 @@ class BatchResult:
         "log_append_time",
         "partition",
         "topic",
-    )  # fmt: skip
+    )
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic

@@ -31,7 +31,8 @@ from .._connection import GatewayConnection, rpc_error
 from .._metadata import MetadataCache
 from ..config import ProducerConfig
 from ..errors import ClientClosedError, ClientTimeoutError
-from .accumulator import ProducerBatch, RecordAccumulator
+from .accumulator import RecordAccumulator
+from .batch import ProducerBatch
 
 log = logging.getLogger(__name__)
 
