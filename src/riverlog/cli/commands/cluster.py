@@ -19,7 +19,7 @@ from riverlog.cluster import ClusterNotFoundError, LocalCluster
 from riverlog.cluster.readiness import describe_cluster
 from riverlog.v1 import admin_pb2, common_pb2
 
-from ..connection import default_data_dir, parse_servers
+from ..connection import DEFAULT_CLIENT_ID, default_data_dir, parse_servers
 from ..console import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, describe, emit, table, to_json
 
 ROLES = ("metadata", "storage", "gateway")
@@ -87,6 +87,7 @@ def register(subparsers: Any) -> None:
     status.add_argument("--json", action="store_true", help="print one JSON document")
     status.add_argument("--bootstrap", metavar="HOST:PORT", help="ask this gateway instead")
     status.add_argument("--timeout", type=float, default=5.0, help="seconds for the gateway")
+    status.add_argument("--client-id", default=DEFAULT_CLIENT_ID, help="sent to the gateway")
     status.set_defaults(func=run_status)
 
     down = sub.add_parser("down", help="stop every process of the local cluster (by PID)")
@@ -187,7 +188,12 @@ def cluster_json(response: admin_pb2.DescribeClusterResponse) -> dict[str, Any]:
     }
 
 
-def status_document(cluster: LocalCluster, bootstrap: str | None, timeout: float) -> dict[str, Any]:
+def status_document(
+    cluster: LocalCluster,
+    bootstrap: str | None,
+    timeout: float,
+    client_id: str = DEFAULT_CLIENT_ID,
+) -> dict[str, Any]:
     """What `cluster status --json` prints: processes from the state file and PIDs, and the
     gateway's view (or the error asking it)."""
     processes = [
@@ -216,7 +222,7 @@ def status_document(cluster: LocalCluster, bootstrap: str | None, timeout: float
         document["error"] = "no gateway is running"
         return document
     try:
-        document["cluster"] = cluster_json(describe_cluster(target, timeout, "riverlog-cli"))
+        document["cluster"] = cluster_json(describe_cluster(target, timeout, client_id))
     except Exception as e:  # shown in the status, not raised: the rest is still worth seeing
         document["error"] = f"gateway {target}: {describe(e)[0]}"
     return document
@@ -249,7 +255,7 @@ def status_text(document: dict[str, Any]) -> str:
 
 def run_status(args: argparse.Namespace) -> int:
     cluster = _attach(_data_dir(args))
-    document = status_document(cluster, args.bootstrap, args.timeout)
+    document = status_document(cluster, args.bootstrap, args.timeout, args.client_id)
     emit(to_json(document) if args.json else status_text(document))
     dead = [p["name"] for p in document["processes"] if not p["alive"]]
     if dead:
