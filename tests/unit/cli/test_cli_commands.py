@@ -312,3 +312,15 @@ def test_cluster_json_and_status_text() -> None:
     document["cluster"] = None
     document["error"] = "gateway h:3: NETWORK_EXCEPTION"
     assert "Cluster view unavailable: gateway h:3" in cluster_cmd.status_text(document)
+
+
+def test_clean_deletes_only_what_the_launcher_made(tmp_path) -> None:
+    from riverlog.cluster import LocalCluster
+
+    LocalCluster(tmp_path, metadata_nodes=1, etcd_url="http://127.0.0.1:1").save_state()
+    for name in ("logs", "run", "data"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "f").write_text("x")
+    (tmp_path / "keep.txt").write_text("mine")
+    cluster_cmd._clean(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
