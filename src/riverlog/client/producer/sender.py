@@ -87,7 +87,6 @@ class Sender(threading.Thread):
         self._forced = False
         self._next_expiry_check = 0.0
         self.accumulator: RecordAccumulator  # set by the producer before start()
-        self.request_hook: Callable[[data_pb2.ProduceRequest], None] | None = None
 
     def wakeup(self) -> None:
         self._event.set()
@@ -153,8 +152,6 @@ class Sender(threading.Thread):
         request = data_pb2.ProduceRequest(
             acks=self._acks, timeout_ms=self._config.request_timeout_ms, partitions=partitions
         )
-        if self.request_hook is not None:
-            self.request_hook(request)
         contexts = [b.trace_context for b in batches if b.trace_context is not None]
         try:
             stub, server = self._conn.stub()
