@@ -211,3 +211,26 @@ def test_flush_timeout(fake: FakeServer, gateway: FakeGateway) -> None:
         assert not future.done()
     finally:
         p.close(timeout=0)
+
+
+def test_sends_from_several_threads(fake: FakeServer, gateway: FakeGateway) -> None:
+    gateway.create("t", 3)
+    with producer(fake, batch_size=2048) as p:
+
+        def send_many(worker: int) -> list:
+            return [p.send("t", b"%d-%d" % (worker, i), key=b"%d" % i) for i in range(2000)]
+
+        results: list[list] = [[] for _ in range(4)]
+        threads = [
+            threading.Thread(target=lambda w=w: results[w].extend(send_many(w))) for w in range(4)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        p.flush()
+    metas = [f.result(0) for futures in results for f in futures]
+    assert len(metas) == 8000
+    assert len({(m.partition, m.offset) for m in metas}) == 8000  # each record once
+    values = [r.value for part in range(3) for r in stored(gateway, "t", part)]
+    assert sorted(values) == sorted(b"%d-%d" % (w, i) for w in range(4) for i in range(2000))
