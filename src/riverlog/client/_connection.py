@@ -16,9 +16,8 @@ from typing import Any, Final
 
 import grpc
 
-from riverlog.common import tracing
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.rpc.channel import CHANNEL_OPTIONS, CLIENT_ID_KEY, sync_channel
+from riverlog.common.rpc.channel import CLIENT_ID_KEY, sync_channel
 from riverlog.common.rpc.status import from_rpc_error
 from riverlog.v1 import gateway_pb2_grpc
 
@@ -29,20 +28,8 @@ _FAILOVER_CODES: Final = frozenset({grpc.StatusCode.UNAVAILABLE})
 
 
 def open_channel(target: str) -> grpc.Channel:
-    """`sync_channel(target)`: the shared channel options, traced when tracing is configured.
-
-    Workaround: `sync_channel` hands OpenTelemetry's client interceptor to
-    `grpc.intercept_channel`, which refuses it (it is a grpcext interceptor, not a
-    grpc.*ClientInterceptor) with TypeError; then wrap the channel with OpenTelemetry's own
-    `grpcext.intercept_channel`, as the instrumentation does itself.
-    """
-    try:
-        return sync_channel(target)
-    except TypeError:
-        from opentelemetry.instrumentation.grpc import grpcext
-
-        channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
-        return grpcext.intercept_channel(channel, tracing.client_interceptor())  # type: ignore[no-untyped-call]
+    """A channel with the shared options, traced when tracing is configured."""
+    return sync_channel(target)
 
 
 class GatewayConnection:

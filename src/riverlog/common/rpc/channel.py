@@ -41,6 +41,9 @@ def sync_channel(target: str) -> grpc.Channel:
     """A blocking channel to `host:port`; traced when tracing is configured."""
     channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
     interceptor = tracing.client_interceptor()
-    if interceptor is not None:
-        channel = grpc.intercept_channel(channel, interceptor)
-    return channel
+    if interceptor is None:
+        return channel
+    # OpenTelemetry's sync interceptor is a grpcext one: grpc.intercept_channel refuses it.
+    from opentelemetry.instrumentation.grpc import grpcext
+
+    return grpcext.intercept_channel(channel, interceptor)  # type: ignore[no-untyped-call]
