@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,7 +97,7 @@ def write_state(
         "racks": layout.racks,
         "processes": [process_to_json(p) for p in procs],
     }
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, path)
     return path
