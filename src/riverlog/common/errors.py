@@ -82,8 +82,10 @@ class ErrorCode(enum.IntEnum):
     INVALID_RECORD = 87
     THROTTLING_QUOTA_EXCEEDED = 89
     PRODUCER_FENCED = 90
+    INVALID_UPDATE_VERSION = 95
     UNKNOWN_TOPIC_ID = 100
     INCONSISTENT_CLUSTER_ID = 104
+    INELIGIBLE_REPLICA = 107
     UNKNOWN_NODE = 1000
     NODE_ID_IN_USE = 1001
     INVALID_OFFSET = 1002
@@ -498,6 +500,12 @@ ERRORS: Final[dict[ErrorCode, ErrorSpec]] = {
         False,
         "There is a newer producer with the same transactional id which fences the current one.",
     ),
+    ErrorCode.INVALID_UPDATE_VERSION: _spec(
+        "FAILED_PRECONDITION",
+        False,
+        True,
+        "The given update version was invalid.",
+    ),
     ErrorCode.UNKNOWN_TOPIC_ID: _spec(
         "NOT_FOUND",
         True,
@@ -509,6 +517,12 @@ ERRORS: Final[dict[ErrorCode, ErrorSpec]] = {
         False,
         False,
         "The cluster id in the request does not match that of the server.",
+    ),
+    ErrorCode.INELIGIBLE_REPLICA: _spec(
+        "FAILED_PRECONDITION",
+        False,
+        True,
+        "The new ISR contains at least one ineligible replica.",
     ),
     ErrorCode.UNKNOWN_NODE: _spec(
         "NOT_FOUND",

@@ -72,8 +72,10 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INVALID_RECORD: _ClassVar[ErrorCode]
     THROTTLING_QUOTA_EXCEEDED: _ClassVar[ErrorCode]
     PRODUCER_FENCED: _ClassVar[ErrorCode]
+    INVALID_UPDATE_VERSION: _ClassVar[ErrorCode]
     UNKNOWN_TOPIC_ID: _ClassVar[ErrorCode]
     INCONSISTENT_CLUSTER_ID: _ClassVar[ErrorCode]
+    INELIGIBLE_REPLICA: _ClassVar[ErrorCode]
     UNKNOWN_NODE: _ClassVar[ErrorCode]
     NODE_ID_IN_USE: _ClassVar[ErrorCode]
     INVALID_OFFSET: _ClassVar[ErrorCode]
@@ -143,8 +145,10 @@ ELECTION_NOT_NEEDED: ErrorCode
 INVALID_RECORD: ErrorCode
 THROTTLING_QUOTA_EXCEEDED: ErrorCode
 PRODUCER_FENCED: ErrorCode
+INVALID_UPDATE_VERSION: ErrorCode
 UNKNOWN_TOPIC_ID: ErrorCode
 INCONSISTENT_CLUSTER_ID: ErrorCode
+INELIGIBLE_REPLICA: ErrorCode
 UNKNOWN_NODE: ErrorCode
 NODE_ID_IN_USE: ErrorCode
 INVALID_OFFSET: ErrorCode

@@ -121,6 +121,11 @@ class GatewayStub:
                 request_serializer=riverlog_dot_v1_dot_admin__pb2.DescribeClusterRequest.SerializeToString,
                 response_deserializer=riverlog_dot_v1_dot_admin__pb2.DescribeClusterResponse.FromString,
                 _registered_method=True)
+        self.ElectLeaders = channel.unary_unary(
+                '/riverlog.v1.Gateway/ElectLeaders',
+                request_serializer=riverlog_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
+                _registered_method=True)
 
 
 class GatewayServicer:
@@ -230,6 +235,12 @@ class GatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ElectLeaders(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -317,6 +328,11 @@ def add_GatewayServicer_to_server(servicer, server):
                     servicer.DescribeCluster,
                     request_deserializer=riverlog_dot_v1_dot_admin__pb2.DescribeClusterRequest.FromString,
                     response_serializer=riverlog_dot_v1_dot_admin__pb2.DescribeClusterResponse.SerializeToString,
+            ),
+            'ElectLeaders': grpc.unary_unary_rpc_method_handler(
+                    servicer.ElectLeaders,
+                    request_deserializer=riverlog_dot_v1_dot_admin__pb2.ElectLeadersRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_admin__pb2.ElectLeadersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -778,6 +794,33 @@ class Gateway:
             '/riverlog.v1.Gateway/DescribeCluster',
             riverlog_dot_v1_dot_admin__pb2.DescribeClusterRequest.SerializeToString,
             riverlog_dot_v1_dot_admin__pb2.DescribeClusterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ElectLeaders(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/ElectLeaders',
+            riverlog_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
+            riverlog_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
             options,
             channel_credentials,
             insecure,

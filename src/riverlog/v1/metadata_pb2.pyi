@@ -92,3 +92,71 @@ class MetadataUpdate(_message.Message):
     removed_topics: _containers.RepeatedScalarFieldContainer[str]
     cluster_id: str
     def __init__(self, version: _Optional[int] = ..., controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., snapshot: _Optional[bool] = ..., nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., removed_nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[_common_pb2.TopicMetadata, _Mapping]]] = ..., removed_topics: _Optional[_Iterable[str]] = ..., cluster_id: _Optional[str] = ...) -> None: ...
+
+class AlterPartitionItem(_message.Message):
+    __slots__ = ("topic", "partition", "leader_epoch", "new_isr", "partition_epoch")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    NEW_ISR_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    leader_epoch: int
+    new_isr: _containers.RepeatedScalarFieldContainer[int]
+    partition_epoch: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., new_isr: _Optional[_Iterable[int]] = ..., partition_epoch: _Optional[int] = ...) -> None: ...
+
+class AlterPartitionRequest(_message.Message):
+    __slots__ = ("node_id", "node_incarnation", "partitions")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    node_incarnation: int
+    partitions: _containers.RepeatedCompositeFieldContainer[AlterPartitionItem]
+    def __init__(self, node_id: _Optional[int] = ..., node_incarnation: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[AlterPartitionItem, _Mapping]]] = ...) -> None: ...
+
+class AlterPartitionResult(_message.Message):
+    __slots__ = ("topic", "partition", "error_code", "error_message", "state")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    state: _common_pb2.PartitionState
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.PartitionState, _Mapping]] = ...) -> None: ...
+
+class AlterPartitionResponse(_message.Message):
+    __slots__ = ("partitions", "error_code", "error_message")
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    partitions: _containers.RepeatedCompositeFieldContainer[AlterPartitionResult]
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    def __init__(self, partitions: _Optional[_Iterable[_Union[AlterPartitionResult, _Mapping]]] = ..., error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class AllocateProducerIdsRequest(_message.Message):
+    __slots__ = ("node_id", "node_incarnation")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    node_incarnation: int
+    def __init__(self, node_id: _Optional[int] = ..., node_incarnation: _Optional[int] = ...) -> None: ...
+
+class AllocateProducerIdsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "producer_id_start", "producer_id_len")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_START_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_LEN_FIELD_NUMBER: _ClassVar[int]
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    producer_id_start: int
+    producer_id_len: int
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., producer_id_start: _Optional[int] = ..., producer_id_len: _Optional[int] = ...) -> None: ...

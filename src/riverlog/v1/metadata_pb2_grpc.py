@@ -95,6 +95,21 @@ class MetadataServiceStub:
                 request_serializer=riverlog_dot_v1_dot_admin__pb2.DescribeClusterRequest.SerializeToString,
                 response_deserializer=riverlog_dot_v1_dot_admin__pb2.DescribeClusterResponse.FromString,
                 _registered_method=True)
+        self.AlterPartition = channel.unary_unary(
+                '/riverlog.v1.MetadataService/AlterPartition',
+                request_serializer=riverlog_dot_v1_dot_metadata__pb2.AlterPartitionRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_metadata__pb2.AlterPartitionResponse.FromString,
+                _registered_method=True)
+        self.AllocateProducerIds = channel.unary_unary(
+                '/riverlog.v1.MetadataService/AllocateProducerIds',
+                request_serializer=riverlog_dot_v1_dot_metadata__pb2.AllocateProducerIdsRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_metadata__pb2.AllocateProducerIdsResponse.FromString,
+                _registered_method=True)
+        self.ElectLeaders = channel.unary_unary(
+                '/riverlog.v1.MetadataService/ElectLeaders',
+                request_serializer=riverlog_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
+                _registered_method=True)
 
 
 class MetadataServiceServicer:
@@ -173,6 +188,28 @@ class MetadataServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterPartition(self, request, context):
+        """From a partition leader (storage node): change the ISR, guarded by the leader epoch and the
+        partition epoch (Kafka's AlterPartition). Served by the controller.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AllocateProducerIds(self, request, context):
+        """A block of producer ids for a storage node or coordinator (Kafka's AllocateProducerIds).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ElectLeaders(self, request, context):
+        """Preferred or unclean leader election for some or all partitions (Kafka's ElectLeaders).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MetadataServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -235,6 +272,21 @@ def add_MetadataServiceServicer_to_server(servicer, server):
                     servicer.DescribeCluster,
                     request_deserializer=riverlog_dot_v1_dot_admin__pb2.DescribeClusterRequest.FromString,
                     response_serializer=riverlog_dot_v1_dot_admin__pb2.DescribeClusterResponse.SerializeToString,
+            ),
+            'AlterPartition': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartition,
+                    request_deserializer=riverlog_dot_v1_dot_metadata__pb2.AlterPartitionRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_metadata__pb2.AlterPartitionResponse.SerializeToString,
+            ),
+            'AllocateProducerIds': grpc.unary_unary_rpc_method_handler(
+                    servicer.AllocateProducerIds,
+                    request_deserializer=riverlog_dot_v1_dot_metadata__pb2.AllocateProducerIdsRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_metadata__pb2.AllocateProducerIdsResponse.SerializeToString,
+            ),
+            'ElectLeaders': grpc.unary_unary_rpc_method_handler(
+                    servicer.ElectLeaders,
+                    request_deserializer=riverlog_dot_v1_dot_admin__pb2.ElectLeadersRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_admin__pb2.ElectLeadersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -561,6 +613,87 @@ class MetadataService:
             '/riverlog.v1.MetadataService/DescribeCluster',
             riverlog_dot_v1_dot_admin__pb2.DescribeClusterRequest.SerializeToString,
             riverlog_dot_v1_dot_admin__pb2.DescribeClusterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterPartition(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.MetadataService/AlterPartition',
+            riverlog_dot_v1_dot_metadata__pb2.AlterPartitionRequest.SerializeToString,
+            riverlog_dot_v1_dot_metadata__pb2.AlterPartitionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AllocateProducerIds(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.MetadataService/AllocateProducerIds',
+            riverlog_dot_v1_dot_metadata__pb2.AllocateProducerIdsRequest.SerializeToString,
+            riverlog_dot_v1_dot_metadata__pb2.AllocateProducerIdsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ElectLeaders(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.MetadataService/ElectLeaders',
+            riverlog_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
+            riverlog_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
             options,
             channel_credentials,
             insecure,
