@@ -1,5 +1,6 @@
 from riverlog.v1 import admin_pb2 as _admin_pb2
 from riverlog.v1 import common_pb2 as _common_pb2
+from riverlog.v1 import coordinator_pb2 as _coordinator_pb2
 from riverlog.v1 import data_pb2 as _data_pb2
 from riverlog.v1 import errors_pb2 as _errors_pb2
 from google.protobuf.internal import containers as _containers

@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from riverlog.v1 import admin_pb2 as riverlog_dot_v1_dot_admin__pb2
+from riverlog.v1 import coordinator_pb2 as riverlog_dot_v1_dot_coordinator__pb2
 from riverlog.v1 import data_pb2 as riverlog_dot_v1_dot_data__pb2
 from riverlog.v1 import gateway_pb2 as riverlog_dot_v1_dot_gateway__pb2
 
@@ -126,6 +127,56 @@ class GatewayStub:
                 request_serializer=riverlog_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
                 response_deserializer=riverlog_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
                 _registered_method=True)
+        self.FindCoordinator = channel.unary_unary(
+                '/riverlog.v1.Gateway/FindCoordinator',
+                request_serializer=riverlog_dot_v1_dot_coordinator__pb2.FindCoordinatorRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_coordinator__pb2.FindCoordinatorResponse.FromString,
+                _registered_method=True)
+        self.JoinGroup = channel.unary_unary(
+                '/riverlog.v1.Gateway/JoinGroup',
+                request_serializer=riverlog_dot_v1_dot_coordinator__pb2.JoinGroupRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_coordinator__pb2.JoinGroupResponse.FromString,
+                _registered_method=True)
+        self.SyncGroup = channel.unary_unary(
+                '/riverlog.v1.Gateway/SyncGroup',
+                request_serializer=riverlog_dot_v1_dot_coordinator__pb2.SyncGroupRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_coordinator__pb2.SyncGroupResponse.FromString,
+                _registered_method=True)
+        self.Heartbeat = channel.unary_unary(
+                '/riverlog.v1.Gateway/Heartbeat',
+                request_serializer=riverlog_dot_v1_dot_coordinator__pb2.GroupHeartbeatRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_coordinator__pb2.GroupHeartbeatResponse.FromString,
+                _registered_method=True)
+        self.LeaveGroup = channel.unary_unary(
+                '/riverlog.v1.Gateway/LeaveGroup',
+                request_serializer=riverlog_dot_v1_dot_coordinator__pb2.LeaveGroupRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_coordinator__pb2.LeaveGroupResponse.FromString,
+                _registered_method=True)
+        self.OffsetCommit = channel.unary_unary(
+                '/riverlog.v1.Gateway/OffsetCommit',
+                request_serializer=riverlog_dot_v1_dot_coordinator__pb2.OffsetCommitRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_coordinator__pb2.OffsetCommitResponse.FromString,
+                _registered_method=True)
+        self.OffsetFetch = channel.unary_unary(
+                '/riverlog.v1.Gateway/OffsetFetch',
+                request_serializer=riverlog_dot_v1_dot_coordinator__pb2.OffsetFetchRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_coordinator__pb2.OffsetFetchResponse.FromString,
+                _registered_method=True)
+        self.ListGroups = channel.unary_unary(
+                '/riverlog.v1.Gateway/ListGroups',
+                request_serializer=riverlog_dot_v1_dot_coordinator__pb2.ListGroupsRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_coordinator__pb2.ListGroupsResponse.FromString,
+                _registered_method=True)
+        self.DescribeGroups = channel.unary_unary(
+                '/riverlog.v1.Gateway/DescribeGroups',
+                request_serializer=riverlog_dot_v1_dot_coordinator__pb2.DescribeGroupsRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_coordinator__pb2.DescribeGroupsResponse.FromString,
+                _registered_method=True)
+        self.DeleteGroups = channel.unary_unary(
+                '/riverlog.v1.Gateway/DeleteGroups',
+                request_serializer=riverlog_dot_v1_dot_coordinator__pb2.DeleteGroupsRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_coordinator__pb2.DeleteGroupsResponse.FromString,
+                _registered_method=True)
 
 
 class GatewayServicer:
@@ -241,6 +292,69 @@ class GatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FindCoordinator(self, request, context):
+        """Consumer groups (coordinator.proto): each routed to the coordinator instance owning the
+        group's __consumer_offsets partition; ListGroups asks every instance; DescribeGroups and
+        DeleteGroups are split per owner. FindCoordinator answers from the gateway's metadata.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def JoinGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SyncGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Heartbeat(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LeaveGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OffsetCommit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OffsetFetch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListGroups(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeGroups(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteGroups(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -333,6 +447,56 @@ def add_GatewayServicer_to_server(servicer, server):
                     servicer.ElectLeaders,
                     request_deserializer=riverlog_dot_v1_dot_admin__pb2.ElectLeadersRequest.FromString,
                     response_serializer=riverlog_dot_v1_dot_admin__pb2.ElectLeadersResponse.SerializeToString,
+            ),
+            'FindCoordinator': grpc.unary_unary_rpc_method_handler(
+                    servicer.FindCoordinator,
+                    request_deserializer=riverlog_dot_v1_dot_coordinator__pb2.FindCoordinatorRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_coordinator__pb2.FindCoordinatorResponse.SerializeToString,
+            ),
+            'JoinGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.JoinGroup,
+                    request_deserializer=riverlog_dot_v1_dot_coordinator__pb2.JoinGroupRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_coordinator__pb2.JoinGroupResponse.SerializeToString,
+            ),
+            'SyncGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.SyncGroup,
+                    request_deserializer=riverlog_dot_v1_dot_coordinator__pb2.SyncGroupRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_coordinator__pb2.SyncGroupResponse.SerializeToString,
+            ),
+            'Heartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.Heartbeat,
+                    request_deserializer=riverlog_dot_v1_dot_coordinator__pb2.GroupHeartbeatRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_coordinator__pb2.GroupHeartbeatResponse.SerializeToString,
+            ),
+            'LeaveGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.LeaveGroup,
+                    request_deserializer=riverlog_dot_v1_dot_coordinator__pb2.LeaveGroupRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_coordinator__pb2.LeaveGroupResponse.SerializeToString,
+            ),
+            'OffsetCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.OffsetCommit,
+                    request_deserializer=riverlog_dot_v1_dot_coordinator__pb2.OffsetCommitRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_coordinator__pb2.OffsetCommitResponse.SerializeToString,
+            ),
+            'OffsetFetch': grpc.unary_unary_rpc_method_handler(
+                    servicer.OffsetFetch,
+                    request_deserializer=riverlog_dot_v1_dot_coordinator__pb2.OffsetFetchRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_coordinator__pb2.OffsetFetchResponse.SerializeToString,
+            ),
+            'ListGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGroups,
+                    request_deserializer=riverlog_dot_v1_dot_coordinator__pb2.ListGroupsRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_coordinator__pb2.ListGroupsResponse.SerializeToString,
+            ),
+            'DescribeGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeGroups,
+                    request_deserializer=riverlog_dot_v1_dot_coordinator__pb2.DescribeGroupsRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_coordinator__pb2.DescribeGroupsResponse.SerializeToString,
+            ),
+            'DeleteGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteGroups,
+                    request_deserializer=riverlog_dot_v1_dot_coordinator__pb2.DeleteGroupsRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_coordinator__pb2.DeleteGroupsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -821,6 +985,276 @@ class Gateway:
             '/riverlog.v1.Gateway/ElectLeaders',
             riverlog_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
             riverlog_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FindCoordinator(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/FindCoordinator',
+            riverlog_dot_v1_dot_coordinator__pb2.FindCoordinatorRequest.SerializeToString,
+            riverlog_dot_v1_dot_coordinator__pb2.FindCoordinatorResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def JoinGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/JoinGroup',
+            riverlog_dot_v1_dot_coordinator__pb2.JoinGroupRequest.SerializeToString,
+            riverlog_dot_v1_dot_coordinator__pb2.JoinGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SyncGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/SyncGroup',
+            riverlog_dot_v1_dot_coordinator__pb2.SyncGroupRequest.SerializeToString,
+            riverlog_dot_v1_dot_coordinator__pb2.SyncGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Heartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/Heartbeat',
+            riverlog_dot_v1_dot_coordinator__pb2.GroupHeartbeatRequest.SerializeToString,
+            riverlog_dot_v1_dot_coordinator__pb2.GroupHeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LeaveGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/LeaveGroup',
+            riverlog_dot_v1_dot_coordinator__pb2.LeaveGroupRequest.SerializeToString,
+            riverlog_dot_v1_dot_coordinator__pb2.LeaveGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/OffsetCommit',
+            riverlog_dot_v1_dot_coordinator__pb2.OffsetCommitRequest.SerializeToString,
+            riverlog_dot_v1_dot_coordinator__pb2.OffsetCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetFetch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/OffsetFetch',
+            riverlog_dot_v1_dot_coordinator__pb2.OffsetFetchRequest.SerializeToString,
+            riverlog_dot_v1_dot_coordinator__pb2.OffsetFetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/ListGroups',
+            riverlog_dot_v1_dot_coordinator__pb2.ListGroupsRequest.SerializeToString,
+            riverlog_dot_v1_dot_coordinator__pb2.ListGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/DescribeGroups',
+            riverlog_dot_v1_dot_coordinator__pb2.DescribeGroupsRequest.SerializeToString,
+            riverlog_dot_v1_dot_coordinator__pb2.DescribeGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/DeleteGroups',
+            riverlog_dot_v1_dot_coordinator__pb2.DeleteGroupsRequest.SerializeToString,
+            riverlog_dot_v1_dot_coordinator__pb2.DeleteGroupsResponse.FromString,
             options,
             channel_credentials,
             insecure,

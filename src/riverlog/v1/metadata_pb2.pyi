@@ -72,7 +72,7 @@ class WatchRequest(_message.Message):
     def __init__(self, node_id: _Optional[int] = ...) -> None: ...
 
 class MetadataUpdate(_message.Message):
-    __slots__ = ("version", "controller_id", "controller_epoch", "snapshot", "nodes", "removed_nodes", "topics", "removed_topics", "cluster_id")
+    __slots__ = ("version", "controller_id", "controller_epoch", "snapshot", "nodes", "removed_nodes", "topics", "removed_topics", "cluster_id", "coordinator_assignments")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -82,6 +82,7 @@ class MetadataUpdate(_message.Message):
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     REMOVED_TOPICS_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
     version: int
     controller_id: int
     controller_epoch: int
@@ -91,7 +92,18 @@ class MetadataUpdate(_message.Message):
     topics: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicMetadata]
     removed_topics: _containers.RepeatedScalarFieldContainer[str]
     cluster_id: str
-    def __init__(self, version: _Optional[int] = ..., controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., snapshot: _Optional[bool] = ..., nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., removed_nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[_common_pb2.TopicMetadata, _Mapping]]] = ..., removed_topics: _Optional[_Iterable[str]] = ..., cluster_id: _Optional[str] = ...) -> None: ...
+    coordinator_assignments: _containers.RepeatedCompositeFieldContainer[CoordinatorAssignment]
+    def __init__(self, version: _Optional[int] = ..., controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., snapshot: _Optional[bool] = ..., nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., removed_nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[_common_pb2.TopicMetadata, _Mapping]]] = ..., removed_topics: _Optional[_Iterable[str]] = ..., cluster_id: _Optional[str] = ..., coordinator_assignments: _Optional[_Iterable[_Union[CoordinatorAssignment, _Mapping]]] = ...) -> None: ...
+
+class CoordinatorAssignment(_message.Message):
+    __slots__ = ("partition", "coordinator_id", "coordinator_epoch")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    coordinator_id: int
+    coordinator_epoch: int
+    def __init__(self, partition: _Optional[int] = ..., coordinator_id: _Optional[int] = ..., coordinator_epoch: _Optional[int] = ...) -> None: ...
 
 class AlterPartitionItem(_message.Message):
     __slots__ = ("topic", "partition", "leader_epoch", "new_isr", "partition_epoch")
