@@ -1,59 +1,12 @@
-"""The quota service: Kafka's client quotas (producer_byte_rate, consumer_byte_rate,
-request_percentage) per (user, client-id), enforced once for the whole cluster.
+"""The quota service: the authoritative, cluster-wide windows of Kafka's client quotas.
 
-The domain is pure and imports only `riverlog.common`: `entity` (config and metric entities,
-validation), `resolver` (Kafka's eight levels of precedence), `window` (Kafka's sampled rate),
-`manager` (Kafka's ClientQuotaManager: throttle times and holds), `exchange` (what gateways
-and the service tell each other, and the gateway's local view), `ledger` (the service's
-cluster-wide windows, holds and allowances).
+Gateways measure locally and report usage deltas in the background; the instance owning an
+entity (`MetricEntity.shard` over the live quota instances) sums them in its `QuotaLedger` and
+answers with holds and allowances, so a client spread over several gateways gets its quota once
+for the cluster. The pure domain shared with the gateways is `riverlog.common.quota`; here live
+the ledger, the config, the gRPC servicer and the process wiring (`app`).
 """
 
-from .entity import (
-    ANONYMOUS,
-    DEFAULT,
-    ConfigLevel,
-    MetricEntity,
-    QuotaEntity,
-    QuotaType,
-    parse_quota_configs,
-    validate_quota_value,
-    validate_quota_values,
-)
-from .exchange import Allowance, LocalQuotaView, QuotaAnswer, UsageDelta, UsageReport
 from .ledger import QuotaLedger
-from .manager import (
-    QuotaManager,
-    ThrottleState,
-    bounded_throttle_time_ms,
-    request_time_to_percentage,
-    throttle_time_ms,
-)
-from .resolver import QuotaResolver, ResolvedQuota
-from .window import SampledRate, WindowConfig
 
-__all__ = [
-    "ANONYMOUS",
-    "DEFAULT",
-    "Allowance",
-    "ConfigLevel",
-    "LocalQuotaView",
-    "MetricEntity",
-    "QuotaAnswer",
-    "QuotaEntity",
-    "QuotaLedger",
-    "QuotaManager",
-    "QuotaResolver",
-    "QuotaType",
-    "ResolvedQuota",
-    "SampledRate",
-    "ThrottleState",
-    "UsageDelta",
-    "UsageReport",
-    "WindowConfig",
-    "bounded_throttle_time_ms",
-    "parse_quota_configs",
-    "request_time_to_percentage",
-    "throttle_time_ms",
-    "validate_quota_value",
-    "validate_quota_values",
-]
+__all__ = ["QuotaLedger"]

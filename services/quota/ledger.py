@@ -14,12 +14,11 @@ under a hold still gets its allowance when the hold ends.
 from __future__ import annotations
 
 from riverlog.common.clock import Clock
-
-from .entity import MetricEntity, QuotaType
-from .exchange import Allowance, Key, QuotaAnswer, UsageReport, managers_for
-from .manager import INACTIVE_EXPIRATION_MS, QuotaManager, ThrottleState
-from .resolver import QuotaResolver
-from .window import WindowConfig
+from riverlog.common.quota.entity import MetricEntity, QuotaType
+from riverlog.common.quota.exchange import Allowance, Key, QuotaAnswer, UsageReport, managers_for
+from riverlog.common.quota.manager import INACTIVE_EXPIRATION_MS, QuotaManager, ThrottleState
+from riverlog.common.quota.resolver import QuotaResolver
+from riverlog.common.quota.window import WindowConfig
 
 
 class QuotaLedger:

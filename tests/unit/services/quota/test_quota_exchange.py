@@ -9,17 +9,17 @@ import math
 import pytest
 
 from riverlog.common.clock import ManualClock
-from riverlog.services.quota import (
+from riverlog.common.quota import (
     Allowance,
     LocalQuotaView,
     MetricEntity,
     QuotaAnswer,
-    QuotaLedger,
     QuotaResolver,
     QuotaType,
     ThrottleState,
     UsageDelta,
 )
+from riverlog.services.quota import QuotaLedger
 
 P = QuotaType.PRODUCE
 APP = MetricEntity(None, "producer")

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from riverlog.common.clock import ManualClock
-from riverlog.services.quota import (
+from riverlog.common.quota import (
     MetricEntity,
     QuotaManager,
     QuotaResolver,

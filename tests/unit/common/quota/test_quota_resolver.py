@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from riverlog.common.clock import ManualClock
-from riverlog.services.quota import (
+from riverlog.common.quota import (
     ANONYMOUS,
     DEFAULT,
     ConfigLevel,

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.services.quota import (
+from riverlog.common.quota import (
     DEFAULT,
     ConfigLevel,
     MetricEntity,

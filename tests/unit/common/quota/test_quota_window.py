@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.services.quota import SampledRate, WindowConfig
+from riverlog.common.quota import SampledRate, WindowConfig
 
 T0 = 1_700_000_000_000
 
