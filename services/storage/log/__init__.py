@@ -8,17 +8,27 @@ The storage service codes against `LogManager` (all partitions of the node) and
 from .checkpoint import CheckpointFile, CorruptCheckpointError, OffsetCheckpointFile
 from .config import LogConfig
 from .file_records import FetchSlice, FileRange
+from .leader_epoch_cache import (
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+    EpochEntry,
+    LeaderEpochFileCache,
+)
 from .log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from .log_validator import AppendInfo
 from .partition_log import PartitionLog
 
 __all__ = [
     "CLEAN_SHUTDOWN_FILE",
+    "UNDEFINED_EPOCH",
+    "UNDEFINED_EPOCH_OFFSET",
     "AppendInfo",
     "CheckpointFile",
     "CorruptCheckpointError",
+    "EpochEntry",
     "FetchSlice",
     "FileRange",
+    "LeaderEpochFileCache",
     "LogConfig",
     "LogManager",
     "OffsetCheckpointFile",

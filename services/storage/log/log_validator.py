@@ -64,6 +64,9 @@ class ValidatedAppend:
     data: Payload
     batches: list[AppendedBatch]
     info: AppendInfo
+    # Follower appends: (partitionLeaderEpoch, base offset) where a batch's epoch is newer than
+    # the previous batch's, for the leader epoch cache.
+    epoch_starts: tuple[tuple[int, int], ...] = ()
 
 
 def _error(message: str, code: ErrorCode) -> RiverlogError:
@@ -186,6 +189,7 @@ def validate_follower_append(
     expected = log_end_offset
     position = 0
     max_ts, offset_of_max, records = -1, headers[0].base_offset, 0
+    epoch_starts: list[tuple[int, int]] = []
     for i, header in enumerate(headers):
         if header.base_offset < expected:
             what = "log end offset" if i == 0 else "end of the previous batch"
@@ -197,6 +201,8 @@ def validate_follower_append(
         batches.append(
             AppendedBatch(position, header.size, header.last_offset, header.max_timestamp)
         )
+        if not epoch_starts or header.partition_leader_epoch > epoch_starts[-1][0]:
+            epoch_starts.append((header.partition_leader_epoch, header.base_offset))
         if header.max_timestamp > max_ts:
             max_ts, offset_of_max = header.max_timestamp, header.last_offset
         records += header.records_count
@@ -212,4 +218,4 @@ def validate_follower_append(
         batch_count=len(headers),
         valid_bytes=len(payload),
     )
-    return ValidatedAppend(payload, batches, info)
+    return ValidatedAppend(payload, batches, info, tuple(epoch_starts))

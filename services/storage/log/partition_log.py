@@ -28,6 +28,7 @@ from . import retention
 from .checkpoint import fsync_dir
 from .config import LogConfig
 from .file_records import FetchSlice
+from .leader_epoch_cache import LeaderEpochFileCache
 from .loader import LogLoader
 from .log_validator import (
     AppendInfo,
@@ -78,6 +79,9 @@ class PartitionLog:
         self._dir_dirty = False
         self._closed = False
         self.last_flush_ms = clock.time_ms()
+        self.leader_epoch_cache = LeaderEpochFileCache.in_dir(dir)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(log_start_offset)
 
     @classmethod
     def open(
@@ -177,6 +181,7 @@ class PartitionLog:
         validated = validate_leader_append(
             payload, self._config, self.log_end_offset, leader_epoch, now
         )
+        self.leader_epoch_cache.assign(leader_epoch, validated.info.first_offset)
         self._append(validated, now)
         return validated.info
 
@@ -184,6 +189,9 @@ class PartitionLog:
         """Append batches whose offsets the leader assigned; they must start at or after the
         log end offset and increase (else INVALID_RECORD)."""
         validated = validate_follower_append(payload, self._config, self.log_end_offset)
+        for epoch, start in validated.epoch_starts:
+            if epoch > self.leader_epoch_cache.latest_epoch:
+                self.leader_epoch_cache.assign(epoch, start)
         self._append(validated, self._clock.time_ms())
         return validated.info
 
@@ -282,6 +290,7 @@ class PartitionLog:
             )
         if offset > self._log_start_offset:
             self._log_start_offset = offset
+            self.leader_epoch_cache.truncate_from_start(offset)
             if offset == self.log_end_offset:
                 self.roll()  # the active segment is wholly below the new start
             self._delete_prefix(
@@ -306,6 +315,7 @@ class PartitionLog:
         if not doomed:
             return 0
         self._log_start_offset = max(self._log_start_offset, self._segments.first_base_offset)
+        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         self._high_watermark = max(self._high_watermark, self._log_start_offset)
         self._recovery_point = max(self._recovery_point, self._log_start_offset)
         for segment in doomed:
@@ -329,6 +339,7 @@ class PartitionLog:
             return True
         self._segments.truncate_to(offset, self._config.segment_index_bytes)
         log_end = self.log_end_offset
+        self.leader_epoch_cache.truncate_from_end(log_end)
         self._log_start_offset = min(self._log_start_offset, log_end)
         self._high_watermark = min(self._high_watermark, log_end)
         self._recovery_point = min(self._recovery_point, log_end)
@@ -342,6 +353,7 @@ class PartitionLog:
             raise RiverlogError(f"cannot start at {offset}", ErrorCode.INVALID_OFFSET)
         self._segments.delete_all()  # first: the new segment may reuse the file names
         self._segments.replace_all(self._new_segment(offset))
+        self.leader_epoch_cache.clear()
         self._log_start_offset = offset
         self._high_watermark = offset
         self._recovery_point = min(self._recovery_point, offset)

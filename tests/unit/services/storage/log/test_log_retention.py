@@ -158,7 +158,9 @@ def test_truncate_fully_and_start_at(tmp_path: Path, clock: ManualClock) -> None
         "00000000000000000100.index",
         "00000000000000000100.log",
         "00000000000000000100.timeindex",
+        "leader-epoch-checkpoint",  # emptied: no epoch holds an offset any more
     ]
+    assert log.leader_epoch_cache.entries == ()
     fill(log, 1)
     assert offsets_in(read_bytes(log, 100)) == [100]
     assert log.truncate_to(0) is True  # below the first segment: start afresh there
