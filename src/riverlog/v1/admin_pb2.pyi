@@ -255,3 +255,155 @@ class ElectLeadersResponse(_message.Message):
     error_message: str
     partitions: _containers.RepeatedCompositeFieldContainer[ElectLeadersResult]
     def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[ElectLeadersResult, _Mapping]]] = ...) -> None: ...
+
+class ClientQuotaEntityComponent(_message.Message):
+    __slots__ = ("entity_type", "name")
+    ENTITY_TYPE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    entity_type: str
+    name: str
+    def __init__(self, entity_type: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class ClientQuotaEntity(_message.Message):
+    __slots__ = ("components",)
+    COMPONENTS_FIELD_NUMBER: _ClassVar[int]
+    components: _containers.RepeatedCompositeFieldContainer[ClientQuotaEntityComponent]
+    def __init__(self, components: _Optional[_Iterable[_Union[ClientQuotaEntityComponent, _Mapping]]] = ...) -> None: ...
+
+class AlterClientQuotasRequest(_message.Message):
+    __slots__ = ("entries", "validate_only")
+    class Op(_message.Message):
+        __slots__ = ("key", "value", "remove")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        REMOVE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        remove: bool
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ..., remove: _Optional[bool] = ...) -> None: ...
+    class Entry(_message.Message):
+        __slots__ = ("entity", "ops")
+        ENTITY_FIELD_NUMBER: _ClassVar[int]
+        OPS_FIELD_NUMBER: _ClassVar[int]
+        entity: ClientQuotaEntity
+        ops: _containers.RepeatedCompositeFieldContainer[AlterClientQuotasRequest.Op]
+        def __init__(self, entity: _Optional[_Union[ClientQuotaEntity, _Mapping]] = ..., ops: _Optional[_Iterable[_Union[AlterClientQuotasRequest.Op, _Mapping]]] = ...) -> None: ...
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[AlterClientQuotasRequest.Entry]
+    validate_only: bool
+    def __init__(self, entries: _Optional[_Iterable[_Union[AlterClientQuotasRequest.Entry, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class AlterClientQuotasResponse(_message.Message):
+    __slots__ = ("results",)
+    class Result(_message.Message):
+        __slots__ = ("entity", "error_code", "error_message")
+        ENTITY_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        entity: ClientQuotaEntity
+        error_code: _errors_pb2.ErrorCode
+        error_message: str
+        def __init__(self, entity: _Optional[_Union[ClientQuotaEntity, _Mapping]] = ..., error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[AlterClientQuotasResponse.Result]
+    def __init__(self, results: _Optional[_Iterable[_Union[AlterClientQuotasResponse.Result, _Mapping]]] = ...) -> None: ...
+
+class DescribeClientQuotasRequest(_message.Message):
+    __slots__ = ("components", "strict")
+    class MatchType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        MATCH_EXACT: _ClassVar[DescribeClientQuotasRequest.MatchType]
+        MATCH_DEFAULT: _ClassVar[DescribeClientQuotasRequest.MatchType]
+        MATCH_SPECIFIED: _ClassVar[DescribeClientQuotasRequest.MatchType]
+    MATCH_EXACT: DescribeClientQuotasRequest.MatchType
+    MATCH_DEFAULT: DescribeClientQuotasRequest.MatchType
+    MATCH_SPECIFIED: DescribeClientQuotasRequest.MatchType
+    class Component(_message.Message):
+        __slots__ = ("entity_type", "match_type", "match")
+        ENTITY_TYPE_FIELD_NUMBER: _ClassVar[int]
+        MATCH_TYPE_FIELD_NUMBER: _ClassVar[int]
+        MATCH_FIELD_NUMBER: _ClassVar[int]
+        entity_type: str
+        match_type: DescribeClientQuotasRequest.MatchType
+        match: str
+        def __init__(self, entity_type: _Optional[str] = ..., match_type: _Optional[_Union[DescribeClientQuotasRequest.MatchType, str]] = ..., match: _Optional[str] = ...) -> None: ...
+    COMPONENTS_FIELD_NUMBER: _ClassVar[int]
+    STRICT_FIELD_NUMBER: _ClassVar[int]
+    components: _containers.RepeatedCompositeFieldContainer[DescribeClientQuotasRequest.Component]
+    strict: bool
+    def __init__(self, components: _Optional[_Iterable[_Union[DescribeClientQuotasRequest.Component, _Mapping]]] = ..., strict: _Optional[bool] = ...) -> None: ...
+
+class DescribeClientQuotasResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "entries")
+    class Entry(_message.Message):
+        __slots__ = ("entity", "values")
+        class ValuesEntry(_message.Message):
+            __slots__ = ("key", "value")
+            KEY_FIELD_NUMBER: _ClassVar[int]
+            VALUE_FIELD_NUMBER: _ClassVar[int]
+            key: str
+            value: float
+            def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+        ENTITY_FIELD_NUMBER: _ClassVar[int]
+        VALUES_FIELD_NUMBER: _ClassVar[int]
+        entity: ClientQuotaEntity
+        values: _containers.ScalarMap[str, float]
+        def __init__(self, entity: _Optional[_Union[ClientQuotaEntity, _Mapping]] = ..., values: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    entries: _containers.RepeatedCompositeFieldContainer[DescribeClientQuotasResponse.Entry]
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[DescribeClientQuotasResponse.Entry, _Mapping]]] = ...) -> None: ...
+
+class UpsertUserRequest(_message.Message):
+    __slots__ = ("name", "password")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PASSWORD_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    password: str
+    def __init__(self, name: _Optional[str] = ..., password: _Optional[str] = ...) -> None: ...
+
+class UpsertUserResponse(_message.Message):
+    __slots__ = ("error_code", "error_message")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class DeleteUserRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class DeleteUserResponse(_message.Message):
+    __slots__ = ("error_code", "error_message")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class ListUsersRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class UserDescription(_message.Message):
+    __slots__ = ("name", "mechanism", "iterations")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    mechanism: str
+    iterations: int
+    def __init__(self, name: _Optional[str] = ..., mechanism: _Optional[str] = ..., iterations: _Optional[int] = ...) -> None: ...
+
+class ListUsersResponse(_message.Message):
+    __slots__ = ("users",)
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    users: _containers.RepeatedCompositeFieldContainer[UserDescription]
+    def __init__(self, users: _Optional[_Iterable[_Union[UserDescription, _Mapping]]] = ...) -> None: ...

@@ -127,6 +127,31 @@ class GatewayStub:
                 request_serializer=riverlog_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
                 response_deserializer=riverlog_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
                 _registered_method=True)
+        self.AlterClientQuotas = channel.unary_unary(
+                '/riverlog.v1.Gateway/AlterClientQuotas',
+                request_serializer=riverlog_dot_v1_dot_admin__pb2.AlterClientQuotasRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_admin__pb2.AlterClientQuotasResponse.FromString,
+                _registered_method=True)
+        self.DescribeClientQuotas = channel.unary_unary(
+                '/riverlog.v1.Gateway/DescribeClientQuotas',
+                request_serializer=riverlog_dot_v1_dot_admin__pb2.DescribeClientQuotasRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_admin__pb2.DescribeClientQuotasResponse.FromString,
+                _registered_method=True)
+        self.UpsertUser = channel.unary_unary(
+                '/riverlog.v1.Gateway/UpsertUser',
+                request_serializer=riverlog_dot_v1_dot_admin__pb2.UpsertUserRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_admin__pb2.UpsertUserResponse.FromString,
+                _registered_method=True)
+        self.DeleteUser = channel.unary_unary(
+                '/riverlog.v1.Gateway/DeleteUser',
+                request_serializer=riverlog_dot_v1_dot_admin__pb2.DeleteUserRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_admin__pb2.DeleteUserResponse.FromString,
+                _registered_method=True)
+        self.ListUsers = channel.unary_unary(
+                '/riverlog.v1.Gateway/ListUsers',
+                request_serializer=riverlog_dot_v1_dot_admin__pb2.ListUsersRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_admin__pb2.ListUsersResponse.FromString,
+                _registered_method=True)
         self.FindCoordinator = channel.unary_unary(
                 '/riverlog.v1.Gateway/FindCoordinator',
                 request_serializer=riverlog_dot_v1_dot_coordinator__pb2.FindCoordinatorRequest.SerializeToString,
@@ -292,6 +317,37 @@ class GatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterClientQuotas(self, request, context):
+        """Client quotas and users, passed through to the metadata service.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeClientQuotas(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpsertUser(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteUser(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListUsers(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def FindCoordinator(self, request, context):
         """Consumer groups (coordinator.proto): each routed to the coordinator instance owning the
         group's __consumer_offsets partition; ListGroups asks every instance; DescribeGroups and
@@ -447,6 +503,31 @@ def add_GatewayServicer_to_server(servicer, server):
                     servicer.ElectLeaders,
                     request_deserializer=riverlog_dot_v1_dot_admin__pb2.ElectLeadersRequest.FromString,
                     response_serializer=riverlog_dot_v1_dot_admin__pb2.ElectLeadersResponse.SerializeToString,
+            ),
+            'AlterClientQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterClientQuotas,
+                    request_deserializer=riverlog_dot_v1_dot_admin__pb2.AlterClientQuotasRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_admin__pb2.AlterClientQuotasResponse.SerializeToString,
+            ),
+            'DescribeClientQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeClientQuotas,
+                    request_deserializer=riverlog_dot_v1_dot_admin__pb2.DescribeClientQuotasRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_admin__pb2.DescribeClientQuotasResponse.SerializeToString,
+            ),
+            'UpsertUser': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpsertUser,
+                    request_deserializer=riverlog_dot_v1_dot_admin__pb2.UpsertUserRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_admin__pb2.UpsertUserResponse.SerializeToString,
+            ),
+            'DeleteUser': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteUser,
+                    request_deserializer=riverlog_dot_v1_dot_admin__pb2.DeleteUserRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_admin__pb2.DeleteUserResponse.SerializeToString,
+            ),
+            'ListUsers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListUsers,
+                    request_deserializer=riverlog_dot_v1_dot_admin__pb2.ListUsersRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_admin__pb2.ListUsersResponse.SerializeToString,
             ),
             'FindCoordinator': grpc.unary_unary_rpc_method_handler(
                     servicer.FindCoordinator,
@@ -985,6 +1066,141 @@ class Gateway:
             '/riverlog.v1.Gateway/ElectLeaders',
             riverlog_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
             riverlog_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterClientQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/AlterClientQuotas',
+            riverlog_dot_v1_dot_admin__pb2.AlterClientQuotasRequest.SerializeToString,
+            riverlog_dot_v1_dot_admin__pb2.AlterClientQuotasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeClientQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/DescribeClientQuotas',
+            riverlog_dot_v1_dot_admin__pb2.DescribeClientQuotasRequest.SerializeToString,
+            riverlog_dot_v1_dot_admin__pb2.DescribeClientQuotasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpsertUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/UpsertUser',
+            riverlog_dot_v1_dot_admin__pb2.UpsertUserRequest.SerializeToString,
+            riverlog_dot_v1_dot_admin__pb2.UpsertUserResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/DeleteUser',
+            riverlog_dot_v1_dot_admin__pb2.DeleteUserRequest.SerializeToString,
+            riverlog_dot_v1_dot_admin__pb2.DeleteUserResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListUsers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/ListUsers',
+            riverlog_dot_v1_dot_admin__pb2.ListUsersRequest.SerializeToString,
+            riverlog_dot_v1_dot_admin__pb2.ListUsersResponse.FromString,
             options,
             channel_credentials,
             insecure,

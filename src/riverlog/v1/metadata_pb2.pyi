@@ -172,3 +172,48 @@ class AllocateProducerIdsResponse(_message.Message):
     producer_id_start: int
     producer_id_len: int
     def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., producer_id_start: _Optional[int] = ..., producer_id_len: _Optional[int] = ...) -> None: ...
+
+class WatchClientQuotasRequest(_message.Message):
+    __slots__ = ("node_id",)
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    def __init__(self, node_id: _Optional[int] = ...) -> None: ...
+
+class StoredUser(_message.Message):
+    __slots__ = ("name", "mechanism", "iterations", "salt", "hash")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    SALT_FIELD_NUMBER: _ClassVar[int]
+    HASH_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    mechanism: str
+    iterations: int
+    salt: bytes
+    hash: bytes
+    def __init__(self, name: _Optional[str] = ..., mechanism: _Optional[str] = ..., iterations: _Optional[int] = ..., salt: _Optional[bytes] = ..., hash: _Optional[bytes] = ...) -> None: ...
+
+class QuotaConfigEntry(_message.Message):
+    __slots__ = ("path", "values")
+    class ValuesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    values: _containers.ScalarMap[str, float]
+    def __init__(self, path: _Optional[str] = ..., values: _Optional[_Mapping[str, float]] = ...) -> None: ...
+
+class ClientQuotaImage(_message.Message):
+    __slots__ = ("version", "configs", "users")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    configs: _containers.RepeatedCompositeFieldContainer[QuotaConfigEntry]
+    users: _containers.RepeatedCompositeFieldContainer[StoredUser]
+    def __init__(self, version: _Optional[int] = ..., configs: _Optional[_Iterable[_Union[QuotaConfigEntry, _Mapping]]] = ..., users: _Optional[_Iterable[_Union[StoredUser, _Mapping]]] = ...) -> None: ...

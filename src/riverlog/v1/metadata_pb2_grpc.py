@@ -110,6 +110,36 @@ class MetadataServiceStub:
                 request_serializer=riverlog_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
                 response_deserializer=riverlog_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
                 _registered_method=True)
+        self.AlterClientQuotas = channel.unary_unary(
+                '/riverlog.v1.MetadataService/AlterClientQuotas',
+                request_serializer=riverlog_dot_v1_dot_admin__pb2.AlterClientQuotasRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_admin__pb2.AlterClientQuotasResponse.FromString,
+                _registered_method=True)
+        self.DescribeClientQuotas = channel.unary_unary(
+                '/riverlog.v1.MetadataService/DescribeClientQuotas',
+                request_serializer=riverlog_dot_v1_dot_admin__pb2.DescribeClientQuotasRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_admin__pb2.DescribeClientQuotasResponse.FromString,
+                _registered_method=True)
+        self.UpsertUser = channel.unary_unary(
+                '/riverlog.v1.MetadataService/UpsertUser',
+                request_serializer=riverlog_dot_v1_dot_admin__pb2.UpsertUserRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_admin__pb2.UpsertUserResponse.FromString,
+                _registered_method=True)
+        self.DeleteUser = channel.unary_unary(
+                '/riverlog.v1.MetadataService/DeleteUser',
+                request_serializer=riverlog_dot_v1_dot_admin__pb2.DeleteUserRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_admin__pb2.DeleteUserResponse.FromString,
+                _registered_method=True)
+        self.ListUsers = channel.unary_unary(
+                '/riverlog.v1.MetadataService/ListUsers',
+                request_serializer=riverlog_dot_v1_dot_admin__pb2.ListUsersRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_admin__pb2.ListUsersResponse.FromString,
+                _registered_method=True)
+        self.WatchClientQuotas = channel.unary_stream(
+                '/riverlog.v1.MetadataService/WatchClientQuotas',
+                request_serializer=riverlog_dot_v1_dot_metadata__pb2.WatchClientQuotasRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_metadata__pb2.ClientQuotaImage.FromString,
+                _registered_method=True)
 
 
 class MetadataServiceServicer:
@@ -210,6 +240,44 @@ class MetadataServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterClientQuotas(self, request, context):
+        """Client quotas and users (issue 5). Writes are validated and stored in etcd by any instance;
+        WatchClientQuotas streams the whole quota/user state, then again after every change.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeClientQuotas(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpsertUser(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteUser(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListUsers(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchClientQuotas(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MetadataServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -287,6 +355,36 @@ def add_MetadataServiceServicer_to_server(servicer, server):
                     servicer.ElectLeaders,
                     request_deserializer=riverlog_dot_v1_dot_admin__pb2.ElectLeadersRequest.FromString,
                     response_serializer=riverlog_dot_v1_dot_admin__pb2.ElectLeadersResponse.SerializeToString,
+            ),
+            'AlterClientQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterClientQuotas,
+                    request_deserializer=riverlog_dot_v1_dot_admin__pb2.AlterClientQuotasRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_admin__pb2.AlterClientQuotasResponse.SerializeToString,
+            ),
+            'DescribeClientQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeClientQuotas,
+                    request_deserializer=riverlog_dot_v1_dot_admin__pb2.DescribeClientQuotasRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_admin__pb2.DescribeClientQuotasResponse.SerializeToString,
+            ),
+            'UpsertUser': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpsertUser,
+                    request_deserializer=riverlog_dot_v1_dot_admin__pb2.UpsertUserRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_admin__pb2.UpsertUserResponse.SerializeToString,
+            ),
+            'DeleteUser': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteUser,
+                    request_deserializer=riverlog_dot_v1_dot_admin__pb2.DeleteUserRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_admin__pb2.DeleteUserResponse.SerializeToString,
+            ),
+            'ListUsers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListUsers,
+                    request_deserializer=riverlog_dot_v1_dot_admin__pb2.ListUsersRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_admin__pb2.ListUsersResponse.SerializeToString,
+            ),
+            'WatchClientQuotas': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchClientQuotas,
+                    request_deserializer=riverlog_dot_v1_dot_metadata__pb2.WatchClientQuotasRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_metadata__pb2.ClientQuotaImage.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -694,6 +792,168 @@ class MetadataService:
             '/riverlog.v1.MetadataService/ElectLeaders',
             riverlog_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
             riverlog_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterClientQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.MetadataService/AlterClientQuotas',
+            riverlog_dot_v1_dot_admin__pb2.AlterClientQuotasRequest.SerializeToString,
+            riverlog_dot_v1_dot_admin__pb2.AlterClientQuotasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeClientQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.MetadataService/DescribeClientQuotas',
+            riverlog_dot_v1_dot_admin__pb2.DescribeClientQuotasRequest.SerializeToString,
+            riverlog_dot_v1_dot_admin__pb2.DescribeClientQuotasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpsertUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.MetadataService/UpsertUser',
+            riverlog_dot_v1_dot_admin__pb2.UpsertUserRequest.SerializeToString,
+            riverlog_dot_v1_dot_admin__pb2.UpsertUserResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.MetadataService/DeleteUser',
+            riverlog_dot_v1_dot_admin__pb2.DeleteUserRequest.SerializeToString,
+            riverlog_dot_v1_dot_admin__pb2.DeleteUserResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListUsers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.MetadataService/ListUsers',
+            riverlog_dot_v1_dot_admin__pb2.ListUsersRequest.SerializeToString,
+            riverlog_dot_v1_dot_admin__pb2.ListUsersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchClientQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/riverlog.v1.MetadataService/WatchClientQuotas',
+            riverlog_dot_v1_dot_metadata__pb2.WatchClientQuotasRequest.SerializeToString,
+            riverlog_dot_v1_dot_metadata__pb2.ClientQuotaImage.FromString,
             options,
             channel_credentials,
             insecure,
