@@ -18,6 +18,7 @@ import logging
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from riverlog.common.clock import Clock
@@ -79,6 +80,10 @@ class PartitionLog:
         self._dir_dirty = False
         self._closed = False
         self.last_flush_ms = clock.time_ms()
+        # Hooks of the partition's producer state: called with the new segment's base offset
+        # after a roll, and before a clean close (producer-state snapshots).
+        self.on_roll: list[Callable[[int], None]] = []
+        self.on_close: list[Callable[[], None]] = []
         self.leader_epoch_cache = LeaderEpochFileCache.in_dir(dir)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(log_start_offset)
@@ -229,6 +234,8 @@ class PartitionLog:
         active.on_become_inactive()
         segment = self._new_segment(base)
         self._segments.add(segment)
+        for hook in self.on_roll:
+            hook(base)
         return segment
 
     def _new_segment(self, base: int) -> LogSegment:
@@ -383,6 +390,8 @@ class PartitionLog:
         """Flush, seal the indexes and release the files. Idempotent."""
         if self._closed:
             return
+        for close_hook in self.on_close:
+            close_hook()
         self.flush()
         for segment in self._segments:
             segment.close()
