@@ -207,20 +207,28 @@ class DescribeClusterRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DescribeClusterResponse(_message.Message):
-    __slots__ = ("cluster_id", "controller_id", "controller_epoch", "metadata_instances", "nodes", "metadata_version")
+    __slots__ = ("cluster_id", "controller_id", "controller_epoch", "metadata_instances", "nodes", "metadata_version", "offline_partitions", "under_replicated_partitions", "leader_elections", "isr_changes")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     METADATA_INSTANCES_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     METADATA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    OFFLINE_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    UNDER_REPLICATED_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ELECTIONS_FIELD_NUMBER: _ClassVar[int]
+    ISR_CHANGES_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     controller_id: int
     controller_epoch: int
     metadata_instances: _containers.RepeatedCompositeFieldContainer[MetadataInstance]
     nodes: _containers.RepeatedCompositeFieldContainer[_common_pb2.Node]
     metadata_version: int
-    def __init__(self, cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., metadata_instances: _Optional[_Iterable[_Union[MetadataInstance, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., metadata_version: _Optional[int] = ...) -> None: ...
+    offline_partitions: int
+    under_replicated_partitions: int
+    leader_elections: int
+    isr_changes: int
+    def __init__(self, cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., metadata_instances: _Optional[_Iterable[_Union[MetadataInstance, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., metadata_version: _Optional[int] = ..., offline_partitions: _Optional[int] = ..., under_replicated_partitions: _Optional[int] = ..., leader_elections: _Optional[int] = ..., isr_changes: _Optional[int] = ...) -> None: ...
 
 class ElectLeadersRequest(_message.Message):
     __slots__ = ("election_type", "partitions")
