@@ -26,21 +26,29 @@ from riverlog.v1 import data_pb2 as riverlog_dot_v1_dot_data__pb2
 from riverlog.v1 import errors_pb2 as riverlog_dot_v1_dot_errors__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19riverlog/v1/storage.proto\x12\x0briverlog.v1\x1a\x16riverlog/v1/data.proto\x1a\x18riverlog/v1/errors.proto\"\x18\n\x16\x44\x65scribeLogDirsRequest\"\xb4\x03\n\x17\x44\x65scribeLogDirsResponse\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12=\n\x08log_dirs\x18\x02 \x03(\x0b\x32+.riverlog.v1.DescribeLogDirsResponse.LogDir\x1a\xa6\x01\n\rPartitionInfo\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x12\n\nsize_bytes\x18\x03 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x04 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x05 \x01(\x03\x12\x16\n\x0ehigh_watermark\x18\x06 \x01(\x03\x12\x15\n\rsegment_count\x18\x07 \x01(\x05\x1a\x9f\x01\n\x06LogDir\x12\x0c\n\x04path\x18\x01 \x01(\t\x12*\n\nerror_code\x18\x02 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x46\n\npartitions\x18\x03 \x03(\x0b\x32\x32.riverlog.v1.DescribeLogDirsResponse.PartitionInfo\x12\x13\n\x0btotal_bytes\x18\x04 \x01(\x03\x32\xee\x03\n\x0eStorageService\x12\x44\n\x07Produce\x12\x1b.riverlog.v1.ProduceRequest\x1a\x1c.riverlog.v1.ProduceResponse\x12N\n\rProduceStream\x12\x1b.riverlog.v1.ProduceRequest\x1a\x1c.riverlog.v1.ProduceResponse(\x01\x30\x01\x12>\n\x05\x46\x65tch\x12\x19.riverlog.v1.FetchRequest\x1a\x1a.riverlog.v1.FetchResponse\x12P\n\x0bListOffsets\x12\x1f.riverlog.v1.ListOffsetsRequest\x1a .riverlog.v1.ListOffsetsResponse\x12V\n\rDeleteRecords\x12!.riverlog.v1.DeleteRecordsRequest\x1a\".riverlog.v1.DeleteRecordsResponse\x12\\\n\x0f\x44\x65scribeLogDirs\x12#.riverlog.v1.DescribeLogDirsRequest\x1a$.riverlog.v1.DescribeLogDirsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19riverlog/v1/storage.proto\x12\x0briverlog.v1\x1a\x16riverlog/v1/data.proto\x1a\x18riverlog/v1/errors.proto\"\x8e\x01\n\x18OffsetForLeaderPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12!\n\x14\x63urrent_leader_epoch\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x42\x17\n\x15_current_leader_epoch\"m\n\x1cOffsetsForLeaderEpochRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x39\n\npartitions\x18\x02 \x03(\x0b\x32%.riverlog.v1.OffsetForLeaderPartition\"\xab\x01\n\x1aOffsetForLeaderEpochResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12*\n\nerror_code\x18\x03 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x14\n\x0cleader_epoch\x18\x05 \x01(\x05\x12\x12\n\nend_offset\x18\x06 \x01(\x03\"\\\n\x1dOffsetsForLeaderEpochResponse\x12;\n\npartitions\x18\x01 \x03(\x0b\x32\'.riverlog.v1.OffsetForLeaderEpochResult\"\x18\n\x16\x44\x65scribeLogDirsRequest\"\x83\x04\n\x17\x44\x65scribeLogDirsResponse\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12=\n\x08log_dirs\x18\x02 \x03(\x0b\x32+.riverlog.v1.DescribeLogDirsResponse.LogDir\x12\x13\n\x0bisr_shrinks\x18\x03 \x01(\x03\x12\x13\n\x0bisr_expands\x18\x04 \x01(\x03\x12#\n\x1bunder_replicated_partitions\x18\x05 \x01(\x05\x1a\xa6\x01\n\rPartitionInfo\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x12\n\nsize_bytes\x18\x03 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x04 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x05 \x01(\x03\x12\x16\n\x0ehigh_watermark\x18\x06 \x01(\x03\x12\x15\n\rsegment_count\x18\x07 \x01(\x05\x1a\x9f\x01\n\x06LogDir\x12\x0c\n\x04path\x18\x01 \x01(\t\x12*\n\nerror_code\x18\x02 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x46\n\npartitions\x18\x03 \x03(\x0b\x32\x32.riverlog.v1.DescribeLogDirsResponse.PartitionInfo\x12\x13\n\x0btotal_bytes\x18\x04 \x01(\x03\x32\xde\x04\n\x0eStorageService\x12\x44\n\x07Produce\x12\x1b.riverlog.v1.ProduceRequest\x1a\x1c.riverlog.v1.ProduceResponse\x12N\n\rProduceStream\x12\x1b.riverlog.v1.ProduceRequest\x1a\x1c.riverlog.v1.ProduceResponse(\x01\x30\x01\x12>\n\x05\x46\x65tch\x12\x19.riverlog.v1.FetchRequest\x1a\x1a.riverlog.v1.FetchResponse\x12P\n\x0bListOffsets\x12\x1f.riverlog.v1.ListOffsetsRequest\x1a .riverlog.v1.ListOffsetsResponse\x12V\n\rDeleteRecords\x12!.riverlog.v1.DeleteRecordsRequest\x1a\".riverlog.v1.DeleteRecordsResponse\x12\\\n\x0f\x44\x65scribeLogDirs\x12#.riverlog.v1.DescribeLogDirsRequest\x1a$.riverlog.v1.DescribeLogDirsResponse\x12n\n\x15OffsetsForLeaderEpoch\x12).riverlog.v1.OffsetsForLeaderEpochRequest\x1a*.riverlog.v1.OffsetsForLeaderEpochResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'riverlog.v1.storage_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_DESCRIBELOGDIRSREQUEST']._serialized_start=92
-  _globals['_DESCRIBELOGDIRSREQUEST']._serialized_end=116
-  _globals['_DESCRIBELOGDIRSRESPONSE']._serialized_start=119
-  _globals['_DESCRIBELOGDIRSRESPONSE']._serialized_end=555
-  _globals['_DESCRIBELOGDIRSRESPONSE_PARTITIONINFO']._serialized_start=227
-  _globals['_DESCRIBELOGDIRSRESPONSE_PARTITIONINFO']._serialized_end=393
-  _globals['_DESCRIBELOGDIRSRESPONSE_LOGDIR']._serialized_start=396
-  _globals['_DESCRIBELOGDIRSRESPONSE_LOGDIR']._serialized_end=555
-  _globals['_STORAGESERVICE']._serialized_start=558
-  _globals['_STORAGESERVICE']._serialized_end=1052
+  _globals['_OFFSETFORLEADERPARTITION']._serialized_start=93
+  _globals['_OFFSETFORLEADERPARTITION']._serialized_end=235
+  _globals['_OFFSETSFORLEADEREPOCHREQUEST']._serialized_start=237
+  _globals['_OFFSETSFORLEADEREPOCHREQUEST']._serialized_end=346
+  _globals['_OFFSETFORLEADEREPOCHRESULT']._serialized_start=349
+  _globals['_OFFSETFORLEADEREPOCHRESULT']._serialized_end=520
+  _globals['_OFFSETSFORLEADEREPOCHRESPONSE']._serialized_start=522
+  _globals['_OFFSETSFORLEADEREPOCHRESPONSE']._serialized_end=614
+  _globals['_DESCRIBELOGDIRSREQUEST']._serialized_start=616
+  _globals['_DESCRIBELOGDIRSREQUEST']._serialized_end=640
+  _globals['_DESCRIBELOGDIRSRESPONSE']._serialized_start=643
+  _globals['_DESCRIBELOGDIRSRESPONSE']._serialized_end=1158
+  _globals['_DESCRIBELOGDIRSRESPONSE_PARTITIONINFO']._serialized_start=830
+  _globals['_DESCRIBELOGDIRSRESPONSE_PARTITIONINFO']._serialized_end=996
+  _globals['_DESCRIBELOGDIRSRESPONSE_LOGDIR']._serialized_start=999
+  _globals['_DESCRIBELOGDIRSRESPONSE_LOGDIR']._serialized_end=1158
+  _globals['_STORAGESERVICE']._serialized_start=1161
+  _globals['_STORAGESERVICE']._serialized_end=1767
 # @@protoc_insertion_point(module_scope)

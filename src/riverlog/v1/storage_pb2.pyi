@@ -8,12 +8,54 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class OffsetForLeaderPartition(_message.Message):
+    __slots__ = ("topic", "partition", "current_leader_epoch", "leader_epoch")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    current_leader_epoch: int
+    leader_epoch: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
+
+class OffsetsForLeaderEpochRequest(_message.Message):
+    __slots__ = ("replica_id", "partitions")
+    REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    replica_id: int
+    partitions: _containers.RepeatedCompositeFieldContainer[OffsetForLeaderPartition]
+    def __init__(self, replica_id: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[OffsetForLeaderPartition, _Mapping]]] = ...) -> None: ...
+
+class OffsetForLeaderEpochResult(_message.Message):
+    __slots__ = ("topic", "partition", "error_code", "error_message", "leader_epoch", "end_offset")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    leader_epoch: int
+    end_offset: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., leader_epoch: _Optional[int] = ..., end_offset: _Optional[int] = ...) -> None: ...
+
+class OffsetsForLeaderEpochResponse(_message.Message):
+    __slots__ = ("partitions",)
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    partitions: _containers.RepeatedCompositeFieldContainer[OffsetForLeaderEpochResult]
+    def __init__(self, partitions: _Optional[_Iterable[_Union[OffsetForLeaderEpochResult, _Mapping]]] = ...) -> None: ...
+
 class DescribeLogDirsRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class DescribeLogDirsResponse(_message.Message):
-    __slots__ = ("node_id", "log_dirs")
+    __slots__ = ("node_id", "log_dirs", "isr_shrinks", "isr_expands", "under_replicated_partitions")
     class PartitionInfo(_message.Message):
         __slots__ = ("topic", "partition", "size_bytes", "log_start_offset", "log_end_offset", "high_watermark", "segment_count")
         TOPIC_FIELD_NUMBER: _ClassVar[int]
@@ -44,6 +86,12 @@ class DescribeLogDirsResponse(_message.Message):
         def __init__(self, path: _Optional[str] = ..., error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., partitions: _Optional[_Iterable[_Union[DescribeLogDirsResponse.PartitionInfo, _Mapping]]] = ..., total_bytes: _Optional[int] = ...) -> None: ...
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     LOG_DIRS_FIELD_NUMBER: _ClassVar[int]
+    ISR_SHRINKS_FIELD_NUMBER: _ClassVar[int]
+    ISR_EXPANDS_FIELD_NUMBER: _ClassVar[int]
+    UNDER_REPLICATED_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     log_dirs: _containers.RepeatedCompositeFieldContainer[DescribeLogDirsResponse.LogDir]
-    def __init__(self, node_id: _Optional[int] = ..., log_dirs: _Optional[_Iterable[_Union[DescribeLogDirsResponse.LogDir, _Mapping]]] = ...) -> None: ...
+    isr_shrinks: int
+    isr_expands: int
+    under_replicated_partitions: int
+    def __init__(self, node_id: _Optional[int] = ..., log_dirs: _Optional[_Iterable[_Union[DescribeLogDirsResponse.LogDir, _Mapping]]] = ..., isr_shrinks: _Optional[int] = ..., isr_expands: _Optional[int] = ..., under_replicated_partitions: _Optional[int] = ...) -> None: ...

@@ -65,6 +65,11 @@ class StorageServiceStub:
                 request_serializer=riverlog_dot_v1_dot_storage__pb2.DescribeLogDirsRequest.SerializeToString,
                 response_deserializer=riverlog_dot_v1_dot_storage__pb2.DescribeLogDirsResponse.FromString,
                 _registered_method=True)
+        self.OffsetsForLeaderEpoch = channel.unary_unary(
+                '/riverlog.v1.StorageService/OffsetsForLeaderEpoch',
+                request_serializer=riverlog_dot_v1_dot_storage__pb2.OffsetsForLeaderEpochRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_storage__pb2.OffsetsForLeaderEpochResponse.FromString,
+                _registered_method=True)
 
 
 class StorageServiceServicer:
@@ -108,6 +113,14 @@ class StorageServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def OffsetsForLeaderEpoch(self, request, context):
+        """Where each asked leader epoch ends in the leader's log (Kafka's OffsetsForLeaderEpoch,
+        KIP-101): a follower truncates to min(end_offset, its log end offset) before fetching.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StorageServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -140,6 +153,11 @@ def add_StorageServiceServicer_to_server(servicer, server):
                     servicer.DescribeLogDirs,
                     request_deserializer=riverlog_dot_v1_dot_storage__pb2.DescribeLogDirsRequest.FromString,
                     response_serializer=riverlog_dot_v1_dot_storage__pb2.DescribeLogDirsResponse.SerializeToString,
+            ),
+            'OffsetsForLeaderEpoch': grpc.unary_unary_rpc_method_handler(
+                    servicer.OffsetsForLeaderEpoch,
+                    request_deserializer=riverlog_dot_v1_dot_storage__pb2.OffsetsForLeaderEpochRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_storage__pb2.OffsetsForLeaderEpochResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -304,6 +322,33 @@ class StorageService:
             '/riverlog.v1.StorageService/DescribeLogDirs',
             riverlog_dot_v1_dot_storage__pb2.DescribeLogDirsRequest.SerializeToString,
             riverlog_dot_v1_dot_storage__pb2.DescribeLogDirsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetsForLeaderEpoch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.StorageService/OffsetsForLeaderEpoch',
+            riverlog_dot_v1_dot_storage__pb2.OffsetsForLeaderEpochRequest.SerializeToString,
+            riverlog_dot_v1_dot_storage__pb2.OffsetsForLeaderEpochResponse.FromString,
             options,
             channel_credentials,
             insecure,
