@@ -21,6 +21,7 @@ from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 
 from ..log import AppendInfo, FetchSlice, LogConfig, PartitionLog
+from ..producer import ProducerStateManager
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,8 @@ class Partition:
         self.tp = tp
         self.topic_id = topic_id
         self.log = partition_log
+        # Idempotence: producer id -> epoch and last batches, loaded from snapshot + log.
+        self.producer_state = ProducerStateManager(partition_log)
         self.node_id = node_id
         self._on_change = on_change
         self.role = Role.OFFLINE
@@ -190,7 +193,11 @@ class Partition:
     def append_as_leader(self, records: bytes) -> AppendInfo:
         """Validate and append one produce payload at our epoch; moves the high watermark.
         Raises RiverlogError with nothing written when the payload is bad."""
+        check = self.producer_state.check_leader_append(records)
+        if check.duplicate is not None:  # a retry: the offsets of the first write
+            return self.producer_state.duplicate_info(check.duplicate)
         info = self.log.append_as_leader(records, self.leader_epoch)
+        self.producer_state.on_leader_append(check, info)
         self._maybe_increment_high_watermark()
         return info
 
