@@ -202,6 +202,11 @@ class GatewayStub:
                 request_serializer=riverlog_dot_v1_dot_coordinator__pb2.DeleteGroupsRequest.SerializeToString,
                 response_deserializer=riverlog_dot_v1_dot_coordinator__pb2.DeleteGroupsResponse.FromString,
                 _registered_method=True)
+        self.InitProducerId = channel.unary_unary(
+                '/riverlog.v1.Gateway/InitProducerId',
+                request_serializer=riverlog_dot_v1_dot_gateway__pb2.InitProducerIdRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_gateway__pb2.InitProducerIdResponse.FromString,
+                _registered_method=True)
 
 
 class GatewayServicer:
@@ -411,6 +416,14 @@ class GatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def InitProducerId(self, request, context):
+        """An idempotent producer's id and epoch (Kafka's InitProducerId), handed out by the gateway
+        from blocks of ids the metadata service allocates.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -578,6 +591,11 @@ def add_GatewayServicer_to_server(servicer, server):
                     servicer.DeleteGroups,
                     request_deserializer=riverlog_dot_v1_dot_coordinator__pb2.DeleteGroupsRequest.FromString,
                     response_serializer=riverlog_dot_v1_dot_coordinator__pb2.DeleteGroupsResponse.SerializeToString,
+            ),
+            'InitProducerId': grpc.unary_unary_rpc_method_handler(
+                    servicer.InitProducerId,
+                    request_deserializer=riverlog_dot_v1_dot_gateway__pb2.InitProducerIdRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_gateway__pb2.InitProducerIdResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1471,6 +1489,33 @@ class Gateway:
             '/riverlog.v1.Gateway/DeleteGroups',
             riverlog_dot_v1_dot_coordinator__pb2.DeleteGroupsRequest.SerializeToString,
             riverlog_dot_v1_dot_coordinator__pb2.DeleteGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def InitProducerId(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/InitProducerId',
+            riverlog_dot_v1_dot_gateway__pb2.InitProducerIdRequest.SerializeToString,
+            riverlog_dot_v1_dot_gateway__pb2.InitProducerIdResponse.FromString,
             options,
             channel_credentials,
             insecure,
