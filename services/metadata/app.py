@@ -26,6 +26,7 @@ from riverlog.common.service import (
 )
 from riverlog.v1 import metadata_pb2_grpc
 
+from .client_quotas import ClientQuotaBook
 from .config import MetadataConfig
 from .controller.cluster import NodeRegistry
 from .controller.election import ControllerElection
@@ -72,6 +73,11 @@ async def serve(config: MetadataConfig, ready_file: str | None, stop: asyncio.Ev
         return
     image = MetadataImage(store)
     await image.start()
+    quota_store = EtcdStore(
+        config.etcd_endpoints, config.etcd_prefix + "client/", config.etcd_timeout_ms / 1000
+    )
+    client_quotas = ClientQuotaBook(quota_store)
+    await client_quotas.start()
     election = ControllerElection(store, image, config)
     topics = TopicController(election, image, config)
     registry = NodeRegistry(store, config, cluster_id)
@@ -82,6 +88,7 @@ async def serve(config: MetadataConfig, ready_file: str | None, stop: asyncio.Ev
         config.port,
         [(metadata_pb2_grpc.add_MetadataServiceServicer_to_server, servicer, SERVICE_NAME)],
     )
+    servicer.client_quotas = client_quotas
     await server.start()
     await election.start(config.host, server.port)
     log.info(
@@ -106,6 +113,8 @@ async def serve(config: MetadataConfig, ready_file: str | None, stop: asyncio.Ev
         await server.stop(grace=1.0)
         await peer.close()
         await image.stop()
+        await client_quotas.stop()
+        quota_store.close()
         store.close()
 
 

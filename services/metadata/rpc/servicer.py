@@ -26,11 +26,12 @@ from ..controller.topics import TopicController
 from ..image import MetadataImage
 from ..peers.controller import ControllerPeer, was_forwarded
 from . import converters as conv
+from .client_quotas import ClientQuotasRpc
 
 log = logging.getLogger(__name__)
 
 
-class MetadataServicer(metadata_pb2_grpc.MetadataServiceServicer):
+class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceServicer):
     def __init__(
         self,
         image: MetadataImage,

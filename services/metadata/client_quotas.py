@@ -1,0 +1,273 @@
+"""Client quota configs and stored users: validated writes to etcd, a live copy fed by an etcd
+watch, and the published image every gateway and quota instance follows.
+
+Keys, under the root prefix P, in a sub-tree of their own (`P client/`) read and watched by a
+second etcd client, so the cluster image is untouched by quota changes:
+
+    P client/quotas/config/users/<user>[/clients/<client-id>]   JSON {quota key: value}
+    P client/quotas/config/clients/<client-id>                  (Kafka's config paths)
+    P client/users/<name>                                       JSON salted PBKDF2 credential
+
+Quota and user writes do not depend on partitions or leadership, so any instance applies them
+(no forwarding to the controller); an entity's read-modify-write is one etcd transaction
+conditioned on the key's revision. A write returns once this instance's copy shows it, so a
+describe right after a set sees the set. Values are validated by `riverlog.common.quota`; a
+quota for a named user needs that user stored (or ANONYMOUS), the issue's "unknown users".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.quota.credentials import StoredCredential, hash_password, validate_user_name
+from riverlog.common.quota.entity import (
+    ANONYMOUS,
+    DEFAULT,
+    QuotaEntity,
+    QuotaType,
+    validate_quota_values,
+)
+
+from .store import Change, Compare, EtcdStore, Op
+
+log = logging.getLogger(__name__)
+
+_QUOTAS = "quotas"
+_USERS = "users/"
+_WRITE_ATTEMPTS = 5
+_VISIBLE_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaOp:
+    """Set `key` to `value`, or remove it."""
+
+    key: str
+    value: float = 0.0
+    remove: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AlterResult:
+    entity: QuotaEntity | None
+    error: RiverlogError | None = None
+
+
+def _credential_encode(c: StoredCredential) -> bytes:
+    return json.dumps(
+        {
+            "mechanism": c.mechanism,
+            "iterations": c.iterations,
+            "salt": base64.b64encode(c.salt).decode(),
+            "hash": base64.b64encode(c.hash).decode(),
+        },
+        sort_keys=True,
+    ).encode()
+
+
+def _credential_decode(name: str, raw: bytes) -> StoredCredential:
+    d = json.loads(raw)
+    return StoredCredential(
+        name,
+        str(d["mechanism"]),
+        int(d["iterations"]),
+        base64.b64decode(d["salt"]),
+        base64.b64decode(d["hash"]),
+    )
+
+
+class ClientQuotaBook:
+    """This instance's copy of the quota configs and users, and the writes that change them.
+
+    Lifecycle: `await start()` (read everything, then watch), `await stop()`. Owned by the
+    event loop; the etcd watch thread hands changes over with `call_soon_threadsafe`. Followers
+    wait with `changed(version)` for the next version.
+    """
+
+    def __init__(self, store: EtcdStore) -> None:
+        self.store = store
+        self.version = 0
+        self.configs: dict[QuotaEntity, dict[QuotaType, float]] = {}
+        self.users: dict[str, StoredCredential] = {}
+        self._changed = asyncio.Event()
+        self._inbox: asyncio.Queue[tuple[int, list[Change] | None]] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+
+    # --- lifecycle and feeding ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self._reload()
+        self._task = asyncio.create_task(self._drain(), name="client-quota-book")
+
+    async def stop(self) -> None:
+        self.store.cancel_watch()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _reload(self) -> None:
+        while True:
+            try:
+                revision, entries = await self.store.read_all()
+                self.configs.clear()
+                self.users.clear()
+                for key, entry in entries.items():
+                    self._absorb(key, entry.value)
+                self._bump(revision)
+                await self.store.watch(revision + 1, self._thread_feed())
+                return
+            except Exception as exc:
+                log.warning("cannot read client quotas from etcd (%s); retrying", exc)
+                await asyncio.sleep(0.5)
+
+    def _thread_feed(self) -> Callable[[int, list[Change] | None], None]:
+        loop = asyncio.get_running_loop()
+
+        def feed(revision: int, changes: list[Change] | None) -> None:
+            loop.call_soon_threadsafe(self._inbox.put_nowait, (revision, changes))
+
+        return feed
+
+    async def _drain(self) -> None:
+        while True:
+            revision, changes = await self._inbox.get()
+            if changes is None:
+                self.store.cancel_watch()
+                await self._reload()
+                continue
+            if revision <= self.version:
+                continue
+            for change in changes:
+                self._absorb(change.key, change.value)
+            self._bump(revision)
+
+    def _absorb(self, key: str, value: bytes | None) -> None:
+        rel = self.store.keys.relative(key)
+        try:
+            if rel.startswith(_QUOTAS + "/"):
+                entity = QuotaEntity.parse(rel[len(_QUOTAS) :])
+                if value is None:
+                    self.configs.pop(entity, None)
+                else:
+                    raw = json.loads(value)
+                    self.configs[entity] = validate_quota_values(raw, entity.path)
+            elif rel.startswith(_USERS):
+                name = rel[len(_USERS) :]
+                if value is None:
+                    self.users.pop(name, None)
+                else:
+                    self.users[name] = _credential_decode(name, value)
+        except (ValueError, KeyError, TypeError, RiverlogError) as exc:
+            log.error("ignoring malformed client quota entry at %s: %s", key, exc)
+
+    def _bump(self, revision: int) -> None:
+        self.version = revision
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def changed(self, version: int) -> None:
+        """Return once the copy is newer than `version`."""
+        while self.version <= version:
+            await self._changed.wait()
+
+    async def _visible(self, revision: int) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_VISIBLE_TIMEOUT_S):
+                while self.version < revision:
+                    await self.changed(self.version)
+
+    # --- quotas -----------------------------------------------------------------------------
+
+    def _key(self, entity: QuotaEntity) -> str:
+        return f"{self.store.keys.prefix}{_QUOTAS}{entity.path}"
+
+    def _check_user(self, entity: QuotaEntity) -> None:
+        user = entity.user
+        if user is None or user in (DEFAULT, ANONYMOUS) or user in self.users:
+            return
+        raise RiverlogError(
+            f"unknown user {user!r} at {entity.path}: add it first (riverlog users add {user})"
+            f" or use {DEFAULT} / {ANONYMOUS}",
+            ErrorCode.INVALID_REQUEST,
+        )
+
+    def _validated(self, entity: QuotaEntity, ops: Sequence[QuotaOp]) -> dict[str, float | None]:
+        self._check_user(entity)
+        keys = [op.key for op in ops]
+        dupes = {k for k in keys if keys.count(k) > 1}
+        if dupes:
+            raise RiverlogError(
+                f"quota key {sorted(dupes)[0]!r} appears twice for {entity.path}",
+                ErrorCode.INVALID_REQUEST,
+            )
+        validate_quota_values({op.key: 1.0 for op in ops if op.remove}, entity.path)
+        sets = validate_quota_values({op.key: op.value for op in ops if not op.remove}, entity.path)
+        out: dict[str, float | None] = {t.key: v for t, v in sets.items()}
+        out.update({op.key: None for op in ops if op.remove})
+        return out
+
+    async def alter(
+        self, entries: Sequence[tuple[QuotaEntity, Sequence[QuotaOp]]], validate_only: bool
+    ) -> list[AlterResult]:
+        """Apply each entity's ops (one transaction per entity); per-entity errors."""
+        results: list[AlterResult] = []
+        last_revision = 0
+        for entity, ops in entries:
+            try:
+                changes = self._validated(entity, ops)
+                if not validate_only:
+                    last_revision = max(last_revision, await self._write(entity, changes))
+                results.append(AlterResult(entity))
+            except RiverlogError as exc:
+                if exc.code == ErrorCode.NETWORK_EXCEPTION:
+                    raise
+                results.append(AlterResult(entity, exc))
+        if last_revision:
+            await self._visible(last_revision)
+        return results
+
+    async def _write(self, entity: QuotaEntity, changes: Mapping[str, float | None]) -> int:
+        key = self._key(entity)
+        for _ in range(_WRITE_ATTEMPTS):
+            current = await self.store.get(key)
+            values: dict[str, float] = json.loads(current.value) if current else {}
+            for k, v in changes.items():
+                if v is None:
+                    values.pop(k, None)
+                else:
+                    values[k] = v
+            op = Op(key, json.dumps(values, sort_keys=True).encode()) if values else Op(key)
+            compare = Compare(key, mod_revision=current.mod_revision if current else 0)
+            revision = await self.store.txn([compare], [op])
+            if revision is not None:
+                return revision
+        raise RiverlogError(
+            f"{entity.path} kept changing under concurrent writes; try again",
+            ErrorCode.UNKNOWN_SERVER_ERROR,
+        )
+
+    # --- users ------------------------------------------------------------------------------
+
+    async def upsert_user(self, name: str, password: str) -> None:
+        credential = hash_password(name, password)
+        key = f"{self.store.keys.prefix}{_USERS}{name}"
+        revision = await self.store.txn([], [Op(key, _credential_encode(credential))])
+        if revision is not None:
+            await self._visible(revision)
+
+    async def delete_user(self, name: str) -> None:
+        validate_user_name(name)
+        if name not in self.users:
+            raise RiverlogError(f"unknown user {name!r}", ErrorCode.INVALID_REQUEST)
+        key = f"{self.store.keys.prefix}{_USERS}{name}"
+        revision = await self.store.txn([], [Op(key)])
+        if revision is not None:
+            await self._visible(revision)
