@@ -43,8 +43,10 @@ from .context import ClientIdLogFilter
 from .fetch import Fetcher
 from .offsets import Offsets
 from .peers.metadata import MetadataPeer
+from .peers.producer_ids import block_source
 from .peers.storage import StoragePeers
 from .produce import Producer
+from .producer_ids import ProducerIdAllocator
 from .records import PlainRecords
 from .routing.metadata_cache import MetadataCache
 from .routing.router import Router
@@ -95,6 +97,9 @@ class Gateway:
         self.cache = MetadataCache(self.watcher)
         self.storage = StoragePeers()
         router = Router(self.cache, config)
+        self.producer_ids = ProducerIdAllocator(
+            block_source(self.client, options.node_id, lambda: self.incarnation)
+        )
         producer = Producer(router, self.storage, config)
         fetcher = Fetcher(router, self.storage, config)
         families = Families(
@@ -105,11 +110,13 @@ class Gateway:
             records=PlainRecords(self.cache, producer, fetcher),
             admin=Admin(self.cache, config),
             metadata=MetadataPeer(self.client, config),
+            producer_ids=self.producer_ids,
         )
         self.server = RpcServer(
             options.host, options.port, [(add_to_server, GatewayServicer(families), SERVICE_NAME)]
         )
         self.membership: MembershipSession | None = None
+        self.incarnation = time.time_ns()
 
     @property
     def address(self) -> str:
@@ -135,7 +142,7 @@ class Gateway:
             node_id=self.options.node_id,
             host=self.options.host,
             port=self.server.port,
-            incarnation=time.time_ns(),
+            incarnation=self.incarnation,
         )
         self.membership = MembershipSession(self.client, node)
         await self.membership.start()
@@ -150,6 +157,7 @@ class Gateway:
             with contextlib.suppress(RiverlogError):
                 await self.membership.stop()
         await self.server.stop(_STOP_GRACE_S)
+        await self.producer_ids.close()
         await self.watcher.stop()
         await self.storage.close()
         await self.client.close()

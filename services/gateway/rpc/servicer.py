@@ -18,7 +18,7 @@ from typing import Any
 
 import grpc
 
-from riverlog.common.errors import ErrorCode
+from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.rpc.channel import CLIENT_ID_KEY
 from riverlog.common.types import TopicPartition
 from riverlog.v1 import admin_pb2, data_pb2, gateway_pb2, gateway_pb2_grpc
@@ -30,6 +30,7 @@ from ..fetch import Fetcher
 from ..offsets import Offsets
 from ..peers.metadata import MetadataPeer
 from ..produce import Acks, ProduceOptions, Producer
+from ..producer_ids import ProducerIdAllocator
 from ..records import PlainRecords
 from ..streams import Pipeline
 from ..validation import topic_error
@@ -52,6 +53,7 @@ class Families:
     records: PlainRecords
     admin: Admin
     metadata: MetadataPeer
+    producer_ids: ProducerIdAllocator | None = None
 
 
 def client_id_of(context: grpc.aio.ServicerContext) -> str:
@@ -141,6 +143,21 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         pipeline = Pipeline(handle, self.f.config.max_in_flight_requests_per_connection)
         async for response in pipeline.run(request_iterator):
             yield response
+
+    async def InitProducerId(
+        self, request: gateway_pb2.InitProducerIdRequest, context: grpc.aio.ServicerContext
+    ) -> gateway_pb2.InitProducerIdResponse:
+        self._context("InitProducerId", context)
+        if self.f.producer_ids is None:
+            raise RiverlogError("this gateway hands out no producer ids", ErrorCode.INVALID_REQUEST)
+        producer_id = request.producer_id if request.HasField("producer_id") else -1
+        epoch = request.producer_epoch if request.HasField("producer_epoch") else -1
+        result = await self.f.producer_ids.init_producer_id(
+            request.transactional_id, producer_id, epoch
+        )
+        return gateway_pb2.InitProducerIdResponse(
+            producer_id=result.producer_id, producer_epoch=result.producer_epoch
+        )
 
     # --- plain records ------------------------------------------------------------------------
 
