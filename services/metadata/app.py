@@ -30,6 +30,8 @@ from .client_quotas import ClientQuotaBook
 from .config import MetadataConfig
 from .controller.cluster import NodeRegistry
 from .controller.election import ControllerElection
+from .controller.producer_ids import ProducerIdManager
+from .controller.replication import ReplicationController
 from .controller.topics import TopicController, new_topic_id
 from .image import MetadataImage
 from .peers.controller import ControllerPeer
@@ -82,7 +84,9 @@ async def serve(config: MetadataConfig, ready_file: str | None, stop: asyncio.Ev
     topics = TopicController(election, image, config)
     registry = NodeRegistry(store, config, cluster_id)
     peer = ControllerPeer(config.forward_timeout_ms / 1000)
-    servicer = MetadataServicer(image, election, topics, registry, peer)
+    replication = ReplicationController(election, image, config)
+    producer_ids = ProducerIdManager(election, image)
+    servicer = MetadataServicer(image, election, topics, registry, peer, replication, producer_ids)
     server = RpcServer(
         config.host,
         config.port,
@@ -91,6 +95,7 @@ async def serve(config: MetadataConfig, ready_file: str | None, stop: asyncio.Ev
     servicer.client_quotas = client_quotas
     await server.start()
     await election.start(config.host, server.port)
+    replication.start()
     log.info(
         "metadata instance %d serving on %s (cluster %s)",
         config.instance_id,
@@ -109,6 +114,7 @@ async def serve(config: MetadataConfig, ready_file: str | None, stop: asyncio.Ev
         await stop.wait()
     finally:
         log.info("metadata instance %d stopping", config.instance_id)
+        await replication.stop()
         await election.stop()
         await server.stop(grace=1.0)
         await peer.close()

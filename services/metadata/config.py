@@ -20,8 +20,11 @@ _KEYS: Final[dict[str, tuple[str, int, int]]] = {
     "metadata.controller.lease.ms": ("controller_lease_ms", 1_000, 600_000),
     "metadata.etcd.timeout.ms": ("etcd_timeout_ms", 100, 600_000),
     "metadata.forward.timeout.ms": ("forward_timeout_ms", 100, 600_000),
+    "leader.imbalance.check.interval.seconds": ("leader_imbalance_check_interval_s", 1, 86_400),
+    "leader.imbalance.per.broker.percentage": ("leader_imbalance_per_broker_percentage", 0, 100),
 }
 _STRING_KEYS: Final[dict[str, str]] = {"metadata.etcd.prefix": "etcd_prefix"}
+_BOOL_KEYS: Final[dict[str, str]] = {"auto.leader.rebalance.enable": "auto_leader_rebalance"}
 DEFAULT_PREFIX: Final = "/riverlog/"
 
 
@@ -48,6 +51,12 @@ class MetadataConfig:
     forward_timeout_ms: int = 10_000
     # metadata.etcd.prefix: the root of every key; distinct prefixes share one etcd.
     etcd_prefix: str = DEFAULT_PREFIX
+    # auto.leader.rebalance.enable: every leader.imbalance.check.interval.seconds, move
+    # leadership back to preferred replicas on nodes whose share of partitions led elsewhere
+    # exceeds leader.imbalance.per.broker.percentage.
+    auto_leader_rebalance: bool = True
+    leader_imbalance_check_interval_s: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
 
     @property
     def address(self) -> str:
@@ -77,8 +86,13 @@ class MetadataConfig:
             if key in _STRING_KEYS:
                 values[_STRING_KEYS[key]] = raw
                 continue
+            if key in _BOOL_KEYS:
+                if raw.strip().lower() not in ("true", "false"):
+                    raise ValueError(f"{key} must be true or false, got {raw!r}")
+                values[_BOOL_KEYS[key]] = raw.strip().lower() == "true"
+                continue
             if key not in _KEYS:
-                known = ", ".join(sorted([*_KEYS, *_STRING_KEYS]))
+                known = ", ".join(sorted([*_KEYS, *_STRING_KEYS, *_BOOL_KEYS]))
                 raise ValueError(f"unknown setting {key!r} (known: {known})")
             name, low, high = _KEYS[key]
             try:

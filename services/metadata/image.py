@@ -77,6 +77,8 @@ class MetadataImage:
         self.last_epoch = 0
         self.instances: dict[int, InstanceRecord] = {}
         self.node_leases: dict[NodeKey, int] = {}
+        # key → mod revision of every key under the prefix: the compare of a conditional write.
+        self.revisions: dict[str, int] = {}
         self._topic_records: dict[str, TopicRecord] = {}
         self._partitions: dict[str, dict[int, PartitionInfo]] = {}
         self._subscribers: set[Subscription] = set()
@@ -132,6 +134,7 @@ class MetadataImage:
         while True:
             try:
                 revision, entries = await self.store.read_all()
+                self.revisions = {k: v.mod_revision for k, v in entries.items()}
                 self._rebuild(revision, {k: v.value for k, v in entries.items()})
                 await self.store.watch(revision + 1, self._thread_feed())
                 return
@@ -239,6 +242,10 @@ class MetadataImage:
         cluster_id = self.cluster.cluster_id
         for change in changes:
             cluster_id = self._absorb(change.key, change.value, nodes, touched) or cluster_id
+            if change.value is None:
+                self.revisions.pop(change.key, None)
+            else:
+                self.revisions[change.key] = change.mod_revision
         topics = dict(self.cluster.topics)
         upserts: list[TopicInfo] = []
         removed: list[str] = []

@@ -10,6 +10,7 @@ Keys, under a root prefix P (default `/riverlog/`, `metadata.etcd.prefix`):
     P nodes/<kind>/<id>           JSON node registration + lease_id; on the node's lease
     P topics/<name>               JSON {topic_id, partitions, configs, internal}
     P partitions/<topic>/<p>      JSON {replicas, leader, leader_epoch, isr, partition_epoch}
+    P producer_ids/next_block     JSON {next_producer_id, node_id}: the first id not yet handed out
 
 Writes are transactions built from `Compare`s and `Op`s. A controller write also compares
 the controller key with the writer's own record (`fenced_txn`), so a deposed controller cannot
@@ -91,6 +92,7 @@ class Keys:
         self.nodes = prefix + "nodes/"
         self.topics = prefix + "topics/"
         self.partitions = prefix + "partitions/"
+        self.producer_ids_next_block = prefix + "producer_ids/next_block"
 
     def instance(self, instance_id: int) -> str:
         return f"{self.instances}{instance_id}"

@@ -5,8 +5,9 @@ Rules:
 - The leader stays while it is alive and in the ISR (or when nothing better can be elected).
 - Otherwise the first replica, in replica order, that is alive and in the target ISR leads.
 - With unclean election allowed and no such replica, the first alive replica leads and the ISR
-  becomes just that replica. Without it, the partition is offline (leader -1) and keeps its
-  last ISR, so the last in-sync replica can lead again when it comes back.
+  becomes just that replica. Without it, the partition is offline (leader -1), and an ISR
+  that would become empty is left as it was (Kafka never shrinks the ISR to nothing), so the
+  last in-sync replicas can lead again when one of them comes back.
 - A new leader bumps the leader epoch; any change bumps the partition epoch.
 - An ISR change that is not a subset of the replicas is refused (INVALID_REQUEST).
 """
@@ -99,7 +100,7 @@ class PartitionChangeBuilder:
         if leader != NO_LEADER and leader not in isr:
             isr = (*isr, leader)
         if not isr and self.current.isr and leader == NO_LEADER:
-            isr = self.current.isr[:1]  # keep the last in-sync replica on record
+            isr = tuple(r for r in self.current.isr if r in replicas)  # never empty the ISR
         leader_changed = leader != self.current.leader
         isr_changed = isr != self.current.isr
         replicas_changed = replicas != self.current.replicas

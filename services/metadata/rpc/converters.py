@@ -5,9 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from riverlog.common.cluster.image import ClusterImage, node_to_proto, topic_to_proto
-from riverlog.v1 import admin_pb2, common_pb2
+from riverlog.common.cluster.image import (
+    ClusterImage,
+    node_to_proto,
+    partition_to_proto,
+    topic_to_proto,
+)
+from riverlog.v1 import admin_pb2, common_pb2, metadata_pb2
 
+from ..controller.alter_partition import AlterPartitionItem, AlterPartitionOutcome
+from ..controller.elections import ElectionResult
 from ..controller.topic_validation import ConfigOp, describe_configs
 from ..controller.topics import NewTopic, TopicResult
 from ..records import InstanceRecord
@@ -68,9 +75,17 @@ def describe_topic_to_proto(
 
 
 def cluster_to_proto(
-    image: ClusterImage, instances: Sequence[InstanceRecord]
+    image: ClusterImage,
+    instances: Sequence[InstanceRecord],
+    leader_elections: int = 0,
+    isr_changes: int = 0,
 ) -> admin_pb2.DescribeClusterResponse:
+    partitions = [p for t in image.topics.values() for p in t.partitions]
     return admin_pb2.DescribeClusterResponse(
+        offline_partitions=sum(1 for p in partitions if p.leader < 0),
+        under_replicated_partitions=sum(1 for p in partitions if len(p.isr) < len(p.replicas)),
+        leader_elections=leader_elections,
+        isr_changes=isr_changes,
         cluster_id=image.cluster_id,
         controller_id=image.controller_id,
         controller_epoch=image.controller_epoch,
@@ -85,4 +100,44 @@ def cluster_to_proto(
         ],
         nodes=[node_to_proto(n) for _, n in sorted(image.nodes.items())],
         metadata_version=image.version,
+    )
+
+
+def alter_partition_items_from_proto(
+    items: Sequence[metadata_pb2.AlterPartitionItem],
+) -> list[AlterPartitionItem]:
+    return [
+        AlterPartitionItem(
+            topic=i.topic,
+            partition=i.partition,
+            leader_epoch=i.leader_epoch,
+            new_isr=tuple(i.new_isr),
+            partition_epoch=i.partition_epoch,
+        )
+        for i in items
+    ]
+
+
+def alter_partition_outcome_to_proto(
+    outcome: AlterPartitionOutcome,
+) -> metadata_pb2.AlterPartitionResult:
+    out = metadata_pb2.AlterPartitionResult(
+        topic=outcome.item.topic,
+        partition=outcome.item.partition,
+        error_code=int(outcome.error_code),  # type: ignore[arg-type]
+        error_message=outcome.error_message,
+    )
+    if outcome.state is not None:
+        out.state.CopyFrom(partition_to_proto(outcome.state))
+    return out
+
+
+def election_result_to_proto(result: ElectionResult) -> admin_pb2.ElectLeadersResult:
+    return admin_pb2.ElectLeadersResult(
+        topic=result.topic,
+        partition=result.partition,
+        error_code=int(result.error_code),  # type: ignore[arg-type]
+        error_message=result.error_message,
+        leader=result.leader,
+        leader_epoch=result.leader_epoch,
     )

@@ -21,6 +21,8 @@ from riverlog.v1 import admin_pb2, metadata_pb2, metadata_pb2_grpc
 
 from ..controller.cluster import NodeRegistry
 from ..controller.election import ControllerElection
+from ..controller.producer_ids import ProducerIdManager
+from ..controller.replication import ReplicationController
 from ..controller.topic_validation import is_internal
 from ..controller.topics import TopicController
 from ..image import MetadataImage
@@ -39,12 +41,16 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
         topics: TopicController,
         registry: NodeRegistry,
         peer: ControllerPeer,
+        replication: ReplicationController,
+        producer_ids: ProducerIdManager,
     ) -> None:
         self.image = image
         self.election = election
         self.topics = topics
         self.registry = registry
         self.peer = peer
+        self.replication = replication
+        self.producer_ids = producer_ids
 
     # --- membership ---------------------------------------------------------------------------
 
@@ -178,6 +184,74 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
         )
         return result
 
+    # --- leadership and producer ids (controller) -----------------------------------------------
+
+    async def AlterPartition(
+        self, request: metadata_pb2.AlterPartitionRequest, context: grpc.aio.ServicerContext
+    ) -> metadata_pb2.AlterPartitionResponse:
+        async def local() -> metadata_pb2.AlterPartitionResponse:
+            items = conv.alter_partition_items_from_proto(request.partitions)
+            outcomes = await self.replication.alter_partition(
+                request.node_id, request.node_incarnation, items
+            )
+            return metadata_pb2.AlterPartitionResponse(
+                partitions=[conv.alter_partition_outcome_to_proto(o) for o in outcomes]
+            )
+
+        try:
+            result: metadata_pb2.AlterPartitionResponse = await self._write(
+                "AlterPartition", request, context, local
+            )
+        except RiverlogError as exc:
+            return metadata_pb2.AlterPartitionResponse(
+                error_code=int(exc.code),  # type: ignore[arg-type]
+                error_message=exc.message,
+            )
+        return result
+
+    async def AllocateProducerIds(
+        self, request: metadata_pb2.AllocateProducerIdsRequest, context: grpc.aio.ServicerContext
+    ) -> metadata_pb2.AllocateProducerIdsResponse:
+        async def local() -> metadata_pb2.AllocateProducerIdsResponse:
+            block = await self.producer_ids.allocate(request.node_id, request.node_incarnation)
+            return metadata_pb2.AllocateProducerIdsResponse(
+                producer_id_start=block.start, producer_id_len=block.length
+            )
+
+        try:
+            result: metadata_pb2.AllocateProducerIdsResponse = await self._write(
+                "AllocateProducerIds", request, context, local
+            )
+        except RiverlogError as exc:
+            return metadata_pb2.AllocateProducerIdsResponse(
+                error_code=int(exc.code),  # type: ignore[arg-type]
+                error_message=exc.message,
+            )
+        return result
+
+    async def ElectLeaders(
+        self, request: admin_pb2.ElectLeadersRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.ElectLeadersResponse:
+        async def local() -> admin_pb2.ElectLeadersResponse:
+            wanted = [(tp.topic, tp.partition) for tp in request.partitions] or None
+            preferred = request.election_type == admin_pb2.ELECTION_TYPE_PREFERRED
+            results = await self.replication.elect_leaders(preferred, wanted)
+            return admin_pb2.ElectLeadersResponse(
+                partitions=[conv.election_result_to_proto(r) for r in results]
+            )
+
+        if request.election_type not in (
+            admin_pb2.ELECTION_TYPE_PREFERRED,
+            admin_pb2.ELECTION_TYPE_UNCLEAN,
+        ):
+            raise RiverlogError(
+                f"unknown election type {request.election_type}", ErrorCode.INVALID_REQUEST
+            )
+        result: admin_pb2.ElectLeadersResponse = await self._write(
+            "ElectLeaders", request, context, local
+        )
+        return result
+
     # --- reads (any instance) -------------------------------------------------------------------
 
     async def DescribeConfigs(
@@ -227,7 +301,12 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
     async def DescribeCluster(
         self, request: admin_pb2.DescribeClusterRequest, context: grpc.aio.ServicerContext
     ) -> admin_pb2.DescribeClusterResponse:
-        return conv.cluster_to_proto(self.image.cluster, list(self.image.instances.values()))
+        return conv.cluster_to_proto(
+            self.image.cluster,
+            list(self.image.instances.values()),
+            self.replication.leader_elections,
+            self.replication.isr_changes,
+        )
 
 
 def _register_error(exc: RiverlogError) -> metadata_pb2.RegisterNodeResponse:
