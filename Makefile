@@ -38,7 +38,7 @@ $(STAMP): pyproject.toml | $(PY)
 	touch $@
 
 $(STAMP_TEST): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,spark]'
 	touch $@ $(STAMP)
 
 install: $(STAMP)
