@@ -40,6 +40,7 @@ from riverlog.common.service import (
 from .admin import Admin
 from .config import GatewayConfig
 from .context import ClientIdLogFilter
+from .enforcement import Enforcement
 from .fetch import Fetcher
 from .offsets import Offsets
 from .peers.metadata import MetadataPeer
@@ -102,6 +103,9 @@ class Gateway:
         )
         producer = Producer(router, self.storage, config)
         fetcher = Fetcher(router, self.storage, config)
+        self.enforcement = Enforcement(
+            config, self.client, options.node_id, lambda: self.watcher.image
+        )
         families = Families(
             config=config,
             producer=producer,
@@ -111,6 +115,8 @@ class Gateway:
             admin=Admin(self.cache, config),
             metadata=MetadataPeer(self.client, config),
             producer_ids=self.producer_ids,
+            quotas=self.enforcement.quotas,
+            auth=self.enforcement.auth,
         )
         self.server = RpcServer(
             options.host, options.port, [(add_to_server, GatewayServicer(families), SERVICE_NAME)]
@@ -130,6 +136,7 @@ class Gateway:
         startup_s = self.options.config.metadata_startup_timeout_ms / 1000
         image = await self.watcher.start(timeout_s=startup_s)
         self.watcher.add_listener(self._prune)
+        await self.enforcement.start()
         log.info(
             "metadata snapshot %d: %d topics, %d nodes",
             image.version,
@@ -158,6 +165,7 @@ class Gateway:
                 await self.membership.stop()
         await self.server.stop(_STOP_GRACE_S)
         await self.producer_ids.close()
+        await self.enforcement.stop()
         await self.watcher.stop()
         await self.storage.close()
         await self.client.close()

@@ -10,11 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Final
+from typing import Any, Final
 
 from riverlog.common.errors import ErrorCode, RiverlogError
 
 _MIB: Final = 1024 * 1024
+_BOOL_KEYS: Final = frozenset({"allow_anonymous"})
+
+
+def _parse_bool(key: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value not in ("true", "false"):
+        raise RiverlogError(
+            f"invalid value {raw!r} for {key}: expected true or false", ErrorCode.INVALID_CONFIG
+        )
+    return value == "true"
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,12 +63,25 @@ class GatewayConfig:
     metadata_startup_timeout_ms: int = 60_000
     """How long start-up waits for the first metadata snapshot."""
 
+    quota_window_num: int = 11
+    """Kafka's quota.window.num: samples in a quota's measurement window."""
+
+    quota_window_size_seconds: int = 1
+    """Kafka's quota.window.size.seconds: the length of one sample."""
+
+    quota_report_interval_ms: int = 100
+    """How often usage is reported to the quota service (in the background)."""
+
+    allow_anonymous: bool = True
+    """Whether calls without credentials are served, as the ANONYMOUS user (true/false)."""
+
     @classmethod
     def from_overrides(cls, overrides: Mapping[str, str]) -> GatewayConfig:
         """Defaults with `key=value` overrides by Kafka name; RiverlogError(INVALID_CONFIG) for
         an unknown key or a value that is not a positive integer."""
         known = {f.name.replace("_", "."): f.name for f in fields(cls)}
-        values: dict[str, int] = {}
+        values: dict[str, Any] = {}
+        flags: dict[str, bool] = {}
         for key, raw in overrides.items():
             attr = known.get(key)
             if attr is None:
@@ -66,6 +89,9 @@ class GatewayConfig:
                 raise RiverlogError(
                     f"unknown gateway setting {key!r} (one of {allowed})", ErrorCode.INVALID_CONFIG
                 )
+            if attr in _BOOL_KEYS:
+                flags[attr] = _parse_bool(key, raw)
+                continue
             try:
                 value = int(raw)
             except ValueError:
@@ -78,7 +104,7 @@ class GatewayConfig:
                     f"invalid value {raw!r} for {key}: must be positive", ErrorCode.INVALID_CONFIG
                 )
             values[attr] = value
-        config = cls(**values)
+        config = cls(**values, **flags)
         if config.retry_backoff_max_ms < config.retry_backoff_ms:
             raise RiverlogError(
                 "retry.backoff.max.ms must be at least retry.backoff.ms", ErrorCode.INVALID_CONFIG

@@ -1,8 +1,9 @@
 """Who is asking and until when: the per-request context every gateway path carries.
 
 The rpc layer builds one `RequestContext` per incoming call (per request on a stream) from the
-gRPC metadata (`riverlog-client-id`) and deadline; the domain code reads `deadline` to bound its
-waits and retries and `client_id` for logs (and, later, quotas). The same context is published
+gRPC metadata (`riverlog-client-id`, the credentials) and deadline; the domain code reads
+`deadline` to bound its waits and retries, `client_id` for logs, and (principal, client_id) for
+quotas. The same context is published
 in a contextvar so log lines written anywhere during the request name the client.
 """
 
@@ -63,6 +64,8 @@ class RequestContext:
     deadline: Deadline
     client_id: str = UNKNOWN_CLIENT
     peer: str = ""
+    principal: str = "ANONYMOUS"
+    """The authenticated user (see `auth.py`), ANONYMOUS for an unauthenticated call."""
     extra: dict[str, str] = field(default_factory=dict)
 
     def __str__(self) -> str:

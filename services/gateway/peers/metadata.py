@@ -31,6 +31,11 @@ PASSTHROUGH: Final = {
     "ListTopics": "ListTopics",
     "DescribeTopics": "DescribeTopics",
     "DescribeCluster": "DescribeCluster",
+    "AlterClientQuotas": "AlterClientQuotas",
+    "DescribeClientQuotas": "DescribeClientQuotas",
+    "UpsertUser": "UpsertUser",
+    "DeleteUser": "DeleteUser",
+    "ListUsers": "ListUsers",
 }
 
 # No instance answered at all: the request cannot have been applied, so it is safe to resend.

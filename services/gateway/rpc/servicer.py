@@ -12,6 +12,7 @@ answered here and never sent.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,11 +20,13 @@ from typing import Any
 import grpc
 
 from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.quota.entity import ANONYMOUS
 from riverlog.common.rpc.channel import CLIENT_ID_KEY
 from riverlog.common.types import TopicPartition
 from riverlog.v1 import admin_pb2, data_pb2, gateway_pb2, gateway_pb2_grpc
 
 from ..admin import Admin
+from ..auth import Authenticator
 from ..config import GatewayConfig
 from ..context import UNKNOWN_CLIENT, Deadline, RequestContext, bind
 from ..fetch import Fetcher
@@ -31,6 +34,7 @@ from ..offsets import Offsets
 from ..peers.metadata import MetadataPeer
 from ..produce import Acks, ProduceOptions, Producer
 from ..producer_ids import ProducerIdAllocator
+from ..quotas import GatewayQuotas
 from ..records import PlainRecords
 from ..streams import Pipeline
 from ..validation import topic_error
@@ -54,6 +58,8 @@ class Families:
     admin: Admin
     metadata: MetadataPeer
     producer_ids: ProducerIdAllocator | None = None
+    quotas: GatewayQuotas | None = None
+    auth: Authenticator | None = None
 
 
 def client_id_of(context: grpc.aio.ServicerContext) -> str:
@@ -76,9 +82,15 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             deadline=Deadline.for_call(self.f.config.request_timeout_s, context.time_remaining()),
             client_id=client_id_of(context),
             peer=context.peer() or "",
+            principal=self._principal(context),
         )
         bind(ctx)
         return ctx
+
+    def _principal(self, context: grpc.aio.ServicerContext) -> str:
+        if self.f.auth is None:
+            return ANONYMOUS
+        return self.f.auth.principal(context.invocation_metadata() or ())
 
     def _stream_request_context(self, parent: RequestContext) -> RequestContext:
         ctx = RequestContext(
@@ -86,6 +98,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             deadline=Deadline.after(self.f.config.request_timeout_s),
             client_id=parent.client_id,
             peer=parent.peer,
+            principal=parent.principal,
         )
         bind(ctx)
         return ctx
@@ -96,9 +109,17 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         self, request: data_pb2.ProduceRequest, context: grpc.aio.ServicerContext
     ) -> data_pb2.ProduceResponse:
         ctx = self._context("Produce", context)
+        quotas = self.f.quotas
+        if quotas is not None:
+            await quotas.before_produce(ctx)
+        started = time.perf_counter_ns()
         options, parts = convert.produce_from_proto(request)
         results = await self.f.producer.produce(ctx, options, parts)
-        return convert.produce_to_proto(results, request.correlation_id)
+        response = convert.produce_to_proto(results, request.correlation_id)
+        if quotas is not None:
+            elapsed = time.perf_counter_ns() - started
+            response.throttle_time_ms = quotas.after_produce(ctx, request, elapsed)
+        return response
 
     async def ProduceStream(
         self,
@@ -109,11 +130,21 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
         async def handle(request: data_pb2.ProduceRequest) -> data_pb2.ProduceResponse | None:
             ctx = self._stream_request_context(stream)
+            quotas = self.f.quotas
+            if quotas is not None:
+                await quotas.before_produce(ctx)
+            started = time.perf_counter_ns()
             options, parts = convert.produce_from_proto(request)
             results = await self.f.producer.produce_or_fail(ctx, options, parts)
+            throttle = 0
+            if quotas is not None:
+                elapsed = time.perf_counter_ns() - started
+                throttle = quotas.after_produce(ctx, request, elapsed)
             if options.acks == Acks.NONE:
                 return None  # acks=0 on a stream: no answer, as Kafka (and the storage nodes)
-            return convert.produce_to_proto(results, request.correlation_id)
+            response = convert.produce_to_proto(results, request.correlation_id)
+            response.throttle_time_ms = throttle
+            return response
 
         pipeline = Pipeline(handle, self.f.config.max_in_flight_requests_per_connection)
         async for response in pipeline.run(request_iterator):
@@ -123,9 +154,21 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         self, request: data_pb2.FetchRequest, context: grpc.aio.ServicerContext
     ) -> data_pb2.FetchResponse:
         ctx = self._context("Fetch", context)
+        quotas = self.f.quotas
+        if quotas is not None:
+            held = await quotas.before_fetch(ctx, request)
+            if held > 0:  # answered empty: the client waits, then asks again
+                return data_pb2.FetchResponse(
+                    throttle_time_ms=held, correlation_id=request.correlation_id
+                )
+        started = time.perf_counter_ns()
         options, parts = convert.fetch_from_proto(request)
         results = await self.f.fetcher.fetch(ctx, options, parts)
-        return convert.fetch_to_proto(results, request.correlation_id)
+        response = convert.fetch_to_proto(results, request.correlation_id)
+        if quotas is not None:
+            elapsed = time.perf_counter_ns() - started
+            response.throttle_time_ms = quotas.after_fetch(ctx, response, elapsed)
+        return response
 
     async def FetchStream(
         self,
@@ -136,9 +179,21 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
         async def handle(request: data_pb2.FetchRequest) -> data_pb2.FetchResponse:
             ctx = self._stream_request_context(stream)
+            quotas = self.f.quotas
+            if quotas is not None:
+                held = await quotas.before_fetch(ctx, request)
+                if held > 0:
+                    return data_pb2.FetchResponse(
+                        throttle_time_ms=held, correlation_id=request.correlation_id
+                    )
+            started = time.perf_counter_ns()
             options, parts = convert.fetch_from_proto(request)
             results = await self.f.fetcher.fetch_or_fail(ctx, options, parts)
-            return convert.fetch_to_proto(results, request.correlation_id)
+            response = convert.fetch_to_proto(results, request.correlation_id)
+            if quotas is not None:
+                elapsed = time.perf_counter_ns() - started
+                response.throttle_time_ms = quotas.after_fetch(ctx, response, elapsed)
+            return response
 
         pipeline = Pipeline(handle, self.f.config.max_in_flight_requests_per_connection)
         async for response in pipeline.run(request_iterator):
@@ -165,18 +220,35 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         self, request: gateway_pb2.ProduceRecordsRequest, context: grpc.aio.ServicerContext
     ) -> gateway_pb2.ProduceRecordsResponse:
         ctx = self._context("ProduceRecords", context)
+        quotas = self.f.quotas
+        if quotas is not None:
+            await quotas.before_produce(ctx)
+        started = time.perf_counter_ns()
         partition = request.partition if request.HasField("partition") else None
         options = ProduceOptions(int(request.acks), request.timeout_ms)
         records = [convert.record_from_proto(r) for r in request.records]
         results = await self.f.records.produce(
             ctx, request.topic, partition, records, options, request.compression_type
         )
-        return convert.produce_records_to_proto(results)
+        response = convert.produce_records_to_proto(results)
+        if quotas is not None:
+            elapsed = time.perf_counter_ns() - started
+            size = request.ByteSize()
+            response.throttle_time_ms = quotas.produced_records(ctx, size, elapsed)
+        return response
 
     async def FetchRecords(
         self, request: gateway_pb2.FetchRecordsRequest, context: grpc.aio.ServicerContext
     ) -> gateway_pb2.FetchRecordsResponse:
         ctx = self._context("FetchRecords", context)
+        quotas = self.f.quotas
+        if quotas is not None:
+            held = await quotas.before_fetch(ctx, data_pb2.FetchRequest())
+            if held > 0:
+                return gateway_pb2.FetchRecordsResponse(
+                    next_offset=request.offset, throttle_time_ms=held
+                )
+        started = time.perf_counter_ns()
         result = await self.f.records.fetch(
             ctx,
             TopicPartition(request.topic, request.partition),
@@ -186,7 +258,16 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             max_wait_ms=request.max_wait_ms,
             isolation_level=int(request.isolation_level),
         )
-        return convert.fetch_records_to_proto(result)
+        response = convert.fetch_records_to_proto(result)
+        if quotas is not None:
+            elapsed = time.perf_counter_ns() - started
+            size = sum(r.ByteSize() for r in response.records)
+            throttle = quotas.fetched_records(ctx, size, elapsed)
+            if throttle > 0 and size:
+                del response.records[:]
+                response.next_offset = request.offset
+            response.throttle_time_ms = throttle
+        return response
 
     # --- metadata and offsets -----------------------------------------------------------------
 
@@ -280,6 +361,33 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         self, request: admin_pb2.DescribeClusterRequest, context: grpc.aio.ServicerContext
     ) -> admin_pb2.DescribeClusterResponse:
         return await self._pass("DescribeCluster", request, context)  # type: ignore[no-any-return]
+
+    # --- client quotas and users: passed through ----------------------------------------------
+
+    async def AlterClientQuotas(
+        self, request: admin_pb2.AlterClientQuotasRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.AlterClientQuotasResponse:
+        return await self._pass("AlterClientQuotas", request, context)  # type: ignore[no-any-return]
+
+    async def DescribeClientQuotas(
+        self, request: admin_pb2.DescribeClientQuotasRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.DescribeClientQuotasResponse:
+        return await self._pass("DescribeClientQuotas", request, context)  # type: ignore[no-any-return]
+
+    async def UpsertUser(
+        self, request: admin_pb2.UpsertUserRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.UpsertUserResponse:
+        return await self._pass("UpsertUser", request, context)  # type: ignore[no-any-return]
+
+    async def DeleteUser(
+        self, request: admin_pb2.DeleteUserRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.DeleteUserResponse:
+        return await self._pass("DeleteUser", request, context)  # type: ignore[no-any-return]
+
+    async def ListUsers(
+        self, request: admin_pb2.ListUsersRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.ListUsersResponse:
+        return await self._pass("ListUsers", request, context)  # type: ignore[no-any-return]
 
     async def _pass(self, method: str, request: Any, context: grpc.aio.ServicerContext) -> Any:
         ctx = self._context(method, context)

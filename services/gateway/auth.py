@@ -1,0 +1,88 @@
+"""Who is calling: the user principal of a gateway call, from its gRPC metadata.
+
+A call names its user in `riverlog-user` and `riverlog-password` (or the standard
+`authorization: Basic base64(user:password)`), checked against the users stored through the
+metadata service (salted PBKDF2 hashes that arrive with the quota watch). A call without
+credentials is the ANONYMOUS principal when the gateway allows unauthenticated clients
+(`allow.anonymous`, default true, as a Kafka PLAINTEXT listener) and refused otherwise. A wrong
+password or an unknown user is refused with SASL_AUTHENTICATION_FAILED (gRPC UNAUTHENTICATED)
+and a message that does not say which of the two it was. mTLS client certificate names are not
+read: the gateway serves plaintext gRPC only so far.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterable
+from typing import Final
+
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.quota.credentials import CredentialChecker
+from riverlog.common.quota.entity import ANONYMOUS
+
+USER_KEY: Final = "riverlog-user"
+PASSWORD_KEY: Final = "riverlog-password"
+AUTHORIZATION_KEY: Final = "authorization"
+
+
+def _text(value: str | bytes) -> str:
+    return value if isinstance(value, str) else value.decode("utf-8", "replace")
+
+
+def credentials_of(metadata: Iterable[tuple[str, str | bytes]]) -> tuple[str, str] | None:
+    """(user, password) from a call's metadata, or None when it carries none. A malformed
+    `authorization` value is refused."""
+    user: str | None = None
+    password = ""
+    basic: str | None = None
+    for key, value in metadata:
+        if key == USER_KEY:
+            user = _text(value)
+        elif key == PASSWORD_KEY:
+            password = _text(value)
+        elif key == AUTHORIZATION_KEY:
+            text = _text(value)
+            if text[:6].lower() == "basic ":
+                basic = text[6:].strip()
+    if user is not None:
+        return user, password
+    if basic is None:
+        return None
+    try:
+        decoded = base64.b64decode(basic, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        raise RiverlogError(
+            "malformed authorization header: expected Basic base64(user:password)",
+            ErrorCode.SASL_AUTHENTICATION_FAILED,
+        ) from None
+    name, _, secret = decoded.partition(":")
+    return name, secret
+
+
+class Authenticator:
+    """Maps a call's metadata to its principal. One per gateway; `checker.update` runs on
+    every user change the quota watch delivers. Only the event loop calls it."""
+
+    def __init__(self, checker: CredentialChecker, allow_anonymous: bool = True) -> None:
+        self.checker = checker
+        self.allow_anonymous = allow_anonymous
+
+    def principal(self, metadata: Iterable[tuple[str, str | bytes]]) -> str:
+        """The user name (or ANONYMOUS); RiverlogError(SASL_AUTHENTICATION_FAILED) otherwise."""
+        credentials = credentials_of(metadata)
+        if credentials is None:
+            if self.allow_anonymous:
+                return ANONYMOUS
+            raise RiverlogError(
+                "this gateway does not allow unauthenticated clients: send a user and password"
+                f" ({USER_KEY} / {PASSWORD_KEY} metadata, or the CLI's --user / --password)",
+                ErrorCode.SASL_AUTHENTICATION_FAILED,
+            )
+        user, password = credentials
+        if not self.checker.check(user, password):
+            raise RiverlogError(
+                f"authentication failed for user {user!r}: unknown user or wrong password",
+                ErrorCode.SASL_AUTHENTICATION_FAILED,
+            )
+        return user

@@ -1,0 +1,143 @@
+"""Quota enforcement on the request path: hold a throttled entity's requests, record usage,
+and put the throttle time in the response.
+
+Kafka answers a client over its quota with a delay, not an error: the response that crosses the
+bound carries `throttle_time_ms`, and the broker mutes the channel for that long. A gRPC
+gateway has no channel to mute (calls from one client may even arrive on different
+connections), so the hold is per metric entity: a request of an entity that is still held waits
+that long before it is handled (bounded by the request's deadline). Produce records its batch
+bytes, fetch the bytes of its answer; a fetch whose bytes cross the bound is answered empty
+with the throttle time and its bytes are taken back (Kafka's `unrecordQuotaSensor`), and a fetch
+arriving while the entity is held is answered empty at once. A fetch's `max_bytes` is capped at
+what one quota window allows (Kafka's `getMaxValueInQuotaWindow`), so a large fetch cannot be
+emptied forever. request_percentage records the handler's wall time (the time this gateway
+spent on the request, storage round trips included; an empty long-poll fetch is waiting, not
+work, and records nothing).
+
+All accounting is local (`LocalQuotaView`); the background reporter (`peers/quota.py`) merges
+the quota service's cluster-wide holds and allowances into the same view.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from riverlog.common.clock import Clock
+from riverlog.common.quota.entity import QuotaType
+from riverlog.common.quota.exchange import LocalQuotaView
+from riverlog.common.quota.resolver import QuotaResolver
+from riverlog.v1 import data_pb2
+
+from .context import UNKNOWN_CLIENT, RequestContext
+
+log = logging.getLogger(__name__)
+
+_PRODUCE_HOLD = (QuotaType.PRODUCE, QuotaType.REQUEST)
+
+
+def _who(ctx: RequestContext) -> tuple[str, str]:
+    """(user, client-id) of a request; a call without client-id is the empty client-id."""
+    return ctx.principal, "" if ctx.client_id == UNKNOWN_CLIENT else ctx.client_id
+
+
+_FETCH_HOLD = (QuotaType.REQUEST,)
+
+
+class GatewayQuotas:
+    """The enforcement side of one gateway. Lifecycle: built by the app with the view;
+    `update_resolver` on every config change. Only the event loop calls it."""
+
+    def __init__(self, view: LocalQuotaView, clock: Clock) -> None:
+        self.view = view
+        self.clock = clock
+        self._any = False
+
+    def update_resolver(self, resolver: QuotaResolver) -> None:
+        self.view.update_resolver(resolver)
+        self._any = len(resolver) > 0
+
+    @property
+    def active(self) -> bool:
+        """Whether any quota is configured (when not, the request path skips everything)."""
+        return self._any
+
+    def remaining_ms(self, kinds: tuple[QuotaType, ...], user: str, client_id: str) -> int:
+        return max(self.view.throttle_time_ms(k, user, client_id) for k in kinds)
+
+    async def _hold(self, kinds: tuple[QuotaType, ...], ctx: RequestContext) -> None:
+        remaining = self.remaining_ms(kinds, *_who(ctx))
+        if remaining > 0:
+            await asyncio.sleep(min(remaining / 1000, ctx.deadline.remaining()))
+
+    async def before_produce(self, ctx: RequestContext) -> None:
+        """Wait while the entity's produce or request quota holds it back."""
+        if self._any:
+            await self._hold(_PRODUCE_HOLD, ctx)
+
+    def after_produce(
+        self, ctx: RequestContext, request: data_pb2.ProduceRequest, handler_ns: int
+    ) -> int:
+        """Record a handled produce; the throttle time for its response."""
+        if not self._any:
+            return 0
+        size = sum(len(p.records) for p in request.partitions)
+        return self.produced_records(ctx, size, handler_ns)
+
+    async def before_fetch(self, ctx: RequestContext, request: data_pb2.FetchRequest) -> int:
+        """Wait while the request quota holds the entity; then the fetch quota's remaining
+        hold (answer empty with it when positive). Caps the request's max_bytes."""
+        if not self._any:
+            return 0
+        await self._hold(_FETCH_HOLD, ctx)
+        user, client_id = _who(ctx)
+        held = self.view.throttle_time_ms(QuotaType.FETCH, user, client_id)
+        if held > 0:
+            return held
+        cap = self.view.max_value_in_quota_window(QuotaType.FETCH, user, client_id)
+        if cap != float("inf"):
+            limit = max(int(cap), 1)
+            if request.max_bytes <= 0 or request.max_bytes > limit:
+                request.max_bytes = limit
+        return 0
+
+    def after_fetch(
+        self, ctx: RequestContext, response: data_pb2.FetchResponse, handler_ns: int
+    ) -> int:
+        """Record a handled fetch; when it crosses the bound, empty `response` and take its
+        bytes back. Returns the throttle time."""
+        if not self._any:
+            return 0
+        size = sum(len(p.records) for p in response.partitions)
+        throttle = self.fetched_records(ctx, size, handler_ns)
+        if throttle > 0 and size:
+            empty(response)
+        return throttle
+
+    def fetched_records(self, ctx: RequestContext, size: int, handler_ns: int) -> int:
+        """Record a fetch's `size` bytes and judge; on a throttle the bytes are taken back
+        and the caller answers empty."""
+        if not self._any:
+            return 0
+        user, client_id = _who(ctx)
+        throttle = self.view.record_local(QuotaType.FETCH, user, client_id, size)
+        if size:
+            throttle = max(throttle, self.view.record_request_time(user, client_id, handler_ns))
+        if throttle > 0 and size:
+            self.view.unrecord_local(QuotaType.FETCH, user, client_id, size)
+        return throttle
+
+    def produced_records(self, ctx: RequestContext, size: int, handler_ns: int) -> int:
+        """Record a produce's `size` bytes and its handler time; the throttle time."""
+        if not self._any:
+            return 0
+        user, client_id = _who(ctx)
+        throttle = self.view.record_local(QuotaType.PRODUCE, user, client_id, size)
+        return max(throttle, self.view.record_request_time(user, client_id, handler_ns))
+
+
+def empty(response: data_pb2.FetchResponse) -> None:
+    """Drop the records of every partition (offsets and watermarks stay)."""
+    for partition in response.partitions:
+        partition.records = b""
+        partition.zero_copy_records_size = 0
