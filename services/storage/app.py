@@ -1,6 +1,11 @@
 """The storage node process: command line → config → log manager → replica manager (fed by the
 cluster image) → gRPC and zero-copy servers → membership, and the way back down on SIGTERM.
 
+Replication hangs off the replica manager: the follower fetchers (one per leader node, over
+the leaders' zero-copy channels) follow every image, leaders send ISR changes to the controller
+through the AlterPartition sender and check their followers' lag periodically, and the self-fence
+refuses writes once the node's lease may have lapsed (see `fencing.py`).
+
 Start order matters: the logs are loaded and the first cluster image applied before the servers
 answer (so a request never sees a half-known node), and the node registers only once it serves
 (so the controller never names a leader that cannot be reached). Stop order is the reverse:
@@ -37,8 +42,14 @@ from riverlog.common.types import TopicPartition
 from riverlog.v1 import storage_pb2_grpc
 
 from .config import StorageConfig
+from .fencing import SelfFence
 from .log import LogConfig, LogManager
+from .metrics import register_replication_metrics
+from .peers.controller import ControllerClient
+from .peers.leader import LeaderClient
+from .replica.alter_partition import AlterPartitionManager
 from .replica.fetch import FetchHandler
+from .replica.fetcher import FetcherSettings, ReplicaFetcherManager
 from .replica.offsets import OffsetsHandler
 from .replica.produce import ProduceHandler
 from .replica.purgatory import Purgatory
@@ -69,6 +80,10 @@ class StorageNode:
         self.rpc: RpcServer | None = None
         self.zero_copy: ZeroCopyServer | None = None
         self.tasks = PeriodicTasks(clock)
+        self.incarnation = time.time_ns()
+        self.fence = SelfFence(lambda: self.watcher.image.version)
+        self.alter_partition: AlterPartitionManager | None = None
+        self.fetchers: ReplicaFetcherManager | None = None
 
     @property
     def fenced(self) -> bool:
@@ -87,8 +102,37 @@ class StorageNode:
             ",".join(map(str, config.log_dirs)),
             time.monotonic() - started,
         )
-        replicas = ReplicaManager(config.node_id, log_manager, self.base_log_config, self.purgatory)
+        alter: AlterPartitionManager | None = None
+        replicas = ReplicaManager(
+            config.node_id,
+            log_manager,
+            self.base_log_config,
+            self.purgatory,
+            clock=self.clock,
+            replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+            alter_isr=lambda request: alter.submit(request) if alter else None,
+            may_lead=self.fence.may_lead,
+        )
         self.replicas = replicas
+        controller = ControllerClient(self.metadata, config.node_id, lambda: self.incarnation)
+        alter = AlterPartitionManager(controller, replicas.partitions.get)
+        self.alter_partition = alter
+        alter.start()
+        zero_copy = config.replica_fetch_zero_copy_enable
+        self.fetchers = ReplicaFetcherManager(
+            config.node_id,
+            replicas,
+            lambda node: LeaderClient(node, zero_copy=zero_copy),
+            FetcherSettings(
+                max_wait_ms=config.replica_fetch_wait_max_ms,
+                min_bytes=config.replica_fetch_min_bytes,
+                max_bytes=config.replica_fetch_max_bytes,
+                response_max_bytes=config.replica_fetch_response_max_bytes,
+                backoff_ms=config.replica_fetch_backoff_ms,
+            ),
+        )
+        replicas.on_partitions_changed.append(self.fetchers.update)
+        register_replication_metrics(replicas)
         self.watcher.add_listener(replicas.on_image)
         await self.watcher.start(timeout_s=None)
 
@@ -115,10 +159,11 @@ class StorageNode:
             port=self.rpc.port,
             rack=config.rack,
             zero_copy_port=self.zero_copy.port,
-            incarnation=time.time_ns(),
+            incarnation=self.incarnation,
         )
         self.membership = MembershipSession(self.metadata, node)
         await self.membership.start()
+        self.fence.attach(self.membership)
         write_ready_file(
             config.ready_file,
             {
@@ -145,6 +190,11 @@ class StorageNode:
             lambda: log_manager.run_retention(self.clock.time_ms()),
         )
         self.tasks.add(
+            "isr-shrink",
+            max(config.replica_lag_time_max_ms // 2, 1),
+            lambda: self.replicas.maybe_shrink_isr() if self.replicas else 0,
+        )
+        self.tasks.add(
             "flush",
             config.log_flush_scheduler_interval_ms,
             lambda: log_manager.flush_dirty(self.clock.time_ms()),
@@ -161,6 +211,10 @@ class StorageNode:
             await self.zero_copy.stop()
         await self.tasks.stop()
         await self.watcher.stop()
+        if self.fetchers is not None:
+            await self.fetchers.close()
+        if self.alter_partition is not None:
+            await self.alter_partition.stop()
         if self.replicas is not None:
             self.replicas.close()
         if self.log_manager is not None:

@@ -52,6 +52,20 @@ _NODE_DEFAULTS: Final[Mapping[str, int]] = MappingProxyType(
         "fetch.max.bytes": 57_671_680,
         "zero.copy.max.request.bytes": 1_048_576,
         "controlled.shutdown.grace.ms": 5_000,
+        # Replication (Kafka's broker defaults).
+        "replica.lag.time.max.ms": 30_000,
+        "replica.fetch.wait.max.ms": 500,
+        "replica.fetch.min.bytes": 1,
+        "replica.fetch.max.bytes": 1_048_576,
+        "replica.fetch.response.max.bytes": 10_485_760,
+        "replica.fetch.backoff.ms": 1_000,
+    }
+)
+# Boolean node keys (true/false).
+_NODE_FLAGS: Final[Mapping[str, bool]] = MappingProxyType(
+    {
+        # Followers fetch over the leader's zero-copy channel (else over gRPC Fetch).
+        "replica.fetch.zero.copy.enable": True,
     }
 )
 _NODE_MINIMUMS: Final[Mapping[str, int]] = MappingProxyType(
@@ -63,12 +77,18 @@ _NODE_MINIMUMS: Final[Mapping[str, int]] = MappingProxyType(
         "fetch.max.bytes": 0,
         "zero.copy.max.request.bytes": 64,
         "controlled.shutdown.grace.ms": 0,
+        "replica.lag.time.max.ms": 1,
+        "replica.fetch.wait.max.ms": 0,
+        "replica.fetch.min.bytes": 1,
+        "replica.fetch.max.bytes": 1,
+        "replica.fetch.response.max.bytes": 1,
+        "replica.fetch.backoff.ms": 1,
     }
 )
 
 
 def known_keys() -> list[str]:
-    return sorted([*_NODE_DEFAULTS, *TOPIC_DEFAULT_SYNONYMS])
+    return sorted([*_NODE_DEFAULTS, *_NODE_FLAGS, *TOPIC_DEFAULT_SYNONYMS])
 
 
 def _invalid(message: str) -> RiverlogError:
@@ -94,6 +114,13 @@ class StorageConfig:
     fetch_max_bytes: int = 57_671_680
     zero_copy_max_request_bytes: int = 1_048_576
     controlled_shutdown_grace_ms: int = 5_000
+    replica_lag_time_max_ms: int = 30_000
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_min_bytes: int = 1
+    replica_fetch_max_bytes: int = 1_048_576
+    replica_fetch_response_max_bytes: int = 10_485_760
+    replica_fetch_backoff_ms: int = 1_000
+    replica_fetch_zero_copy_enable: bool = True
     # Topic-level keys (`segment.bytes`, ...) with the broker's defaults for them.
     log_defaults: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -128,9 +155,12 @@ class StorageConfig:
             raise _invalid("--metadata needs at least one host:port")
         node_values: dict[str, int] = dict(_NODE_DEFAULTS)
         log_defaults: dict[str, str] = {}
+        flags: dict[str, bool] = dict(_NODE_FLAGS)
         for key, raw in (overrides or {}).items():
             if key in _NODE_DEFAULTS:
                 node_values[key] = _parse_long(key, raw, _NODE_MINIMUMS[key])
+            elif key in _NODE_FLAGS:
+                flags[key] = _parse_bool(key, raw)
             elif key in TOPIC_DEFAULT_SYNONYMS:
                 log_defaults[TOPIC_DEFAULT_SYNONYMS[key]] = raw.strip()
             elif key == "log.retention.hours":
@@ -158,6 +188,13 @@ class StorageConfig:
             fetch_max_bytes=node_values["fetch.max.bytes"],
             zero_copy_max_request_bytes=node_values["zero.copy.max.request.bytes"],
             controlled_shutdown_grace_ms=node_values["controlled.shutdown.grace.ms"],
+            replica_lag_time_max_ms=node_values["replica.lag.time.max.ms"],
+            replica_fetch_wait_max_ms=node_values["replica.fetch.wait.max.ms"],
+            replica_fetch_min_bytes=node_values["replica.fetch.min.bytes"],
+            replica_fetch_max_bytes=node_values["replica.fetch.max.bytes"],
+            replica_fetch_response_max_bytes=node_values["replica.fetch.response.max.bytes"],
+            replica_fetch_backoff_ms=node_values["replica.fetch.backoff.ms"],
+            replica_fetch_zero_copy_enable=flags["replica.fetch.zero.copy.enable"],
             log_defaults=MappingProxyType(log_defaults),
         )
 
@@ -170,3 +207,10 @@ def _parse_long(key: str, raw: str, minimum: int) -> int:
     if value < minimum:
         raise _invalid(f"invalid value {raw!r} for {key}: must be at least {minimum}")
     return value
+
+
+def _parse_bool(key: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value not in ("true", "false"):
+        raise _invalid(f"invalid value {raw!r} for {key}: expected true or false")
+    return value == "true"

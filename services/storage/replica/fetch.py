@@ -9,6 +9,11 @@ fetch waits in the purgatory (a DelayedFetch) until appends bring enough, a part
 an error, or `max_wait_ms` passes, and is then read again. Bytes are never copied or decoded
 here: results hold `FetchSlice`s (file ranges) that the transport turns into bytes or sends
 with `os.sendfile`; the caller must `close_results()` once they are sent.
+
+A follower's fetch (`replica_id` set) reads up to the log end offset, and first tells each
+partition the follower's log end offset (its fetch offset): that is how the leader learns what
+the followers hold, moves the high watermark and keeps the ISR (Kafka's
+`updateFollowerFetchState`).
 """
 
 from __future__ import annotations
@@ -70,6 +75,8 @@ class FetchHandler:
     async def fetch(self, params: FetchParams) -> list[FetchPartitionResult]:
         """Read now; wait (long poll) when there is less than min_bytes and no error."""
         self.validate(params)
+        if params.replica_id is not None:
+            self._record_follower_fetch(params.replica_id, params)
         results = self.read_all(params)
         if params.max_wait_ms <= 0 or not params.partitions or self._satisfied(params, results):
             return results
@@ -87,6 +94,17 @@ class FetchHandler:
             self._purgatory, keys, params.min_bytes, params.max_wait_ms, available
         ).wait()
         return self.read_all(params)
+
+    def _record_follower_fetch(self, replica_id: int, params: FetchParams) -> None:
+        for data in params.partitions:
+            partition = self._replicas.partitions.get(data.tp)
+            if partition is None or data.fetch_offset < 0:
+                continue
+            try:
+                partition.require_leader(data.current_leader_epoch)
+            except RiverlogError:
+                continue  # the read reports the error
+            partition.update_follower_fetch_state(replica_id, data.fetch_offset)
 
     @staticmethod
     def _satisfied(params: FetchParams, results: list[FetchPartitionResult]) -> bool:
@@ -110,6 +128,7 @@ class FetchHandler:
         self, params: FetchParams, data: FetchPartitionData, remaining: int, min_one: bool
     ) -> FetchPartitionResult:
         result = FetchPartitionResult(data.tp)
+        partition = None
         try:
             if data.partition_max_bytes < 0:
                 raise RiverlogError(
@@ -133,6 +152,11 @@ class FetchHandler:
             )
         except RiverlogError as exc:
             result.fail(exc)
+            if partition is not None and exc.code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                # A follower out of range needs the leader's bounds to reset its log.
+                result.log_start_offset = partition.log_start_offset
+                result.log_end_offset = partition.log_end_offset
+                result.high_watermark = partition.high_watermark
             return result
         result.records = read.records if read.records is not None and read.records.size else None
         if read.records is not None and result.records is None:

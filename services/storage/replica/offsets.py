@@ -1,10 +1,12 @@
-"""ListOffsets, DeleteRecords and DescribeLogDirs: the small requests about where a partition's
-log starts and ends and what it takes on disk.
+"""ListOffsets, DeleteRecords, OffsetsForLeaderEpoch and DescribeLogDirs: the small requests
+about where a partition's log starts and ends and what it takes on disk.
 
 ListOffsets answers Kafka's special timestamps (latest, earliest, max timestamp) and lookups by
 timestamp through the log's time index, never past what a consumer may read (the high
 watermark). DeleteRecords moves the log start offset up on the leader, at most to the high
-watermark. DescribeLogDirs reports every log on disk, per configured directory.
+watermark. OffsetsForLeaderEpoch answers, on the leader, where an epoch ended in its log (from
+the leader epoch cache): what a follower truncates to. DescribeLogDirs reports every log on
+disk, per configured directory.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from .requests import (
     NO_TIMESTAMP,
     DeleteRecordsPartitionData,
     DeleteRecordsPartitionResult,
+    EpochEndOffsetData,
+    EpochEndOffsetResult,
     ListOffsetsPartitionData,
     ListOffsetsPartitionResult,
     LogDirDescription,
@@ -38,6 +42,10 @@ class OffsetsHandler:
     def __init__(self, replicas: ReplicaManager, log_dirs: Sequence[Path]) -> None:
         self._replicas = replicas
         self._log_dirs = list(log_dirs)
+
+    @property
+    def replicas(self) -> ReplicaManager:
+        return self._replicas
 
     def list_offsets(
         self, partitions: Iterable[ListOffsetsPartitionData]
@@ -105,6 +113,23 @@ class OffsetsHandler:
                     )
                 partition = self._replicas.get_partition(data.tp, None)
                 result.low_watermark = partition.delete_records(data.offset)
+            except RiverlogError as exc:
+                result.fail(exc)
+        return results
+
+    def offsets_for_leader_epoch(
+        self, partitions: Iterable[EpochEndOffsetData]
+    ) -> list[EpochEndOffsetResult]:
+        results: list[EpochEndOffsetResult] = []
+        for data in partitions:
+            result = EpochEndOffsetResult(data.tp)
+            results.append(result)
+            try:
+                partition = self._replicas.get_partition(data.tp, data.current_leader_epoch)
+                cache = partition.log.leader_epoch_cache
+                result.leader_epoch, result.end_offset = cache.end_offset_for(
+                    data.leader_epoch, partition.log_end_offset
+                )
             except RiverlogError as exc:
                 result.fail(exc)
         return results

@@ -4,28 +4,41 @@ epoch, and the high watermark the leader computes from the in-sync replicas' log
 Kafka's `Partition`: the controller decides leadership (it arrives here through the cluster
 image), the replica enforces it. Requests name the epoch they believe current; an older one is
 fenced (FENCED_LEADER_EPOCH), a newer one means this node has not seen the change yet
-(UNKNOWN_LEADER_EPOCH). The high watermark is the minimum log end offset over the ISR; with
-replication factor 1 the ISR is the leader alone and the high watermark follows every append.
-Follower replication slots in through `update_follower_fetch_state`.
+(UNKNOWN_LEADER_EPOCH). As leader it tracks its followers from their fetches
+(`update_follower_fetch_state`), moves the high watermark to the minimum log end offset of the
+(maximal) ISR, and asks the controller, through `alter_isr`, to drop followers that lag longer
+than `replica.lag.time.max.ms` and to take back those that caught up (the pure rules are in
+`isr.py`). A leader that may not lead (`may_lead()` false: its membership lapsed, see the
+storage node's self-fencing) refuses produce with NOT_LEADER_OR_FOLLOWER.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from riverlog.common.clock import SYSTEM_CLOCK, Clock
 from riverlog.common.cluster import PartitionInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 
 from ..log import AppendInfo, FetchSlice, LogConfig, PartitionLog
 from ..producer import ProducerStateManager
+from .isr import (
+    AlterIsrRequest,
+    FollowerState,
+    IsrState,
+    high_watermark_candidate,
+    may_join_isr,
+    out_of_sync_replicas,
+)
 
 log = logging.getLogger(__name__)
 
 NO_LEADER = -1
+DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
 
 
 class Role(enum.Enum):
@@ -64,12 +77,14 @@ class Partition:
         partition_log: PartitionLog,
         node_id: int,
         on_change: Callable[[TopicPartition], None],
-        follower_replication: bool = False,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+        alter_isr: Callable[[AlterIsrRequest], None] | None = None,
+        may_lead: Callable[[], bool] | None = None,
     ) -> None:
-        """`follower_replication`: whether followers fetch from this leader. Until the
-        follower fetcher exists none does, so the leader alone is the ISR it waits on (a
-        replication-factor-3 topic is then served, unreplicated, as if it had one replica:
-        what Kafka's ISR shrink would also come to once the followers fell behind)."""
+        """`alter_isr(request)` sends an ISR change to the controller (its answer comes back
+        through `on_alter_isr_result`); `may_lead()` says whether this node may take writes."""
         self.tp = tp
         self.topic_id = topic_id
         self.log = partition_log
@@ -81,10 +96,18 @@ class Partition:
         self.leader_id = NO_LEADER
         self.leader_epoch = -1
         self.replicas: tuple[int, ...] = ()
-        self.isr: tuple[int, ...] = ()
-        # Follower node id -> its log end offset, as its last fetch told (replication).
-        self._follower_leo: dict[int, int] = {}
-        self.follower_replication = follower_replication
+        self.partition_epoch = -1
+        self.clock = clock
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self._alter_isr = alter_isr
+        self._may_lead = may_lead
+        self.isr_state = IsrState((), -1)
+        # Follower node id -> what its fetches told (leader only).
+        self.followers: dict[int, FollowerState] = {}
+        # Where this node's leadership epoch starts in its log (leader only).
+        self.leader_epoch_start_offset = -1
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     def __repr__(self) -> str:
         return f"Partition({self.tp}, {self.role.value}, epoch={self.leader_epoch})"
@@ -108,30 +131,55 @@ class Partition:
             role = Role.OFFLINE
         else:
             role = Role.FOLLOWER
-        changed = (role, info.leader, info.leader_epoch, info.replicas, info.isr) != (
+        new_epoch = (role, info.leader, info.leader_epoch) != (
             self.role,
             self.leader_id,
             self.leader_epoch,
-            self.replicas,
-            self.isr,
         )
+        newer_isr = info.partition_epoch > self.partition_epoch or new_epoch
+        changed = new_epoch or info.replicas != self.replicas or newer_isr
         if not changed:
             return False
         if role is not self.role:
             log.info(
                 "%s: %s -> %s at epoch %d", self.tp, self.role.value, role.value, info.leader_epoch
             )
-        if role is Role.LEADER and self.role is not Role.LEADER:
-            self._follower_leo.clear()
         self.role = role
         self.leader_id = info.leader
         self.leader_epoch = info.leader_epoch
         self.replicas = info.replicas
-        self.isr = info.isr
+        if newer_isr:
+            self.partition_epoch = info.partition_epoch
+        if new_epoch:
+            self.isr_state = IsrState(info.isr, info.partition_epoch)
+            self._on_new_epoch()
+        elif newer_isr:
+            self.isr_state.commit(info.isr, info.partition_epoch)
         if role is Role.LEADER:
             self._maybe_increment_high_watermark()
         self._on_change(self.tp)
         return True
+
+    def _on_new_epoch(self) -> None:
+        """Kafka's makeLeader / makeFollower: a leader records where its epoch starts and
+        resets what it knows of the followers (those in the ISR count as caught up now). (A
+        follower's fetcher sees the new epoch and truncates by it before fetching again.)"""
+        self.followers.clear()
+        if self.role is Role.LEADER:
+            self.leader_epoch_start_offset = self.log.log_end_offset
+            self.log.leader_epoch_cache.assign(self.leader_epoch, self.leader_epoch_start_offset)
+            now = self.clock.monotonic_ms()
+            for replica in self.replicas:
+                if replica != self.node_id:
+                    caught_up = now if replica in self.isr_state.isr else 0
+                    self.followers[replica] = FollowerState(last_caught_up_ms=caught_up)
+        else:
+            self.leader_epoch_start_offset = -1
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        """The committed ISR."""
+        return self.isr_state.isr
 
     def check_epoch(self, current_leader_epoch: int | None) -> None:
         """Raise when the caller's epoch is not ours (None: the caller does not check)."""
@@ -147,6 +195,15 @@ class Partition:
                 f"{self.tp}: leader epoch {current_leader_epoch} is newer than "
                 f"{self.leader_epoch} known here",
                 ErrorCode.UNKNOWN_LEADER_EPOCH,
+            )
+
+    def check_may_take_writes(self) -> None:
+        """A produce's check after `require_leader`: this node may take writes now."""
+        if self._may_lead is not None and not self._may_lead():
+            raise RiverlogError(
+                f"{self.tp}: node {self.node_id} is fenced from the cluster (its membership "
+                "lapsed) until it has re-registered and seen a newer cluster image",
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
             )
 
     def require_leader(self, current_leader_epoch: int | None) -> None:
@@ -181,8 +238,8 @@ class Partition:
         return self.log.config
 
     def check_min_isr(self) -> None:
-        """acks=all needs min.insync.replicas in the ISR before appending (Kafka's check)."""
-        in_sync = len(self.isr) if self.isr and self.follower_replication else 1
+        """acks=all needs min.insync.replicas in the (committed) ISR before appending."""
+        in_sync = len(self.isr)
         if in_sync < self.config.min_insync_replicas:
             raise RiverlogError(
                 f"{self.tp}: {in_sync} in-sync replicas, min.insync.replicas is "
@@ -237,26 +294,130 @@ class Partition:
         if config != self.log.config:
             self.log.update_config(config)
 
-    # --- replication hooks --------------------------------------------------------------------
+    # --- replication (leader side) -----------------------------------------------------------
 
-    def update_follower_fetch_state(self, follower_id: int, log_end_offset: int) -> None:
-        """A follower fetched from `log_end_offset`: it holds everything below it."""
-        self._follower_leo[follower_id] = log_end_offset
+    def update_follower_fetch_state(self, follower_id: int, fetch_offset: int) -> None:
+        """A follower fetched from `fetch_offset`: it holds everything below it. May move the
+        high watermark and ask to take the follower back into the ISR."""
+        if self.role is not Role.LEADER or follower_id not in self.replicas:
+            return
+        state = self.followers.setdefault(follower_id, FollowerState())
+        state.update(fetch_offset, self.clock.monotonic_ms(), self.log.log_end_offset)
+        self._maybe_expand_isr(follower_id, state)
         self._maybe_increment_high_watermark()
 
-    def _isr_log_end_offsets(self) -> Mapping[int, int]:
-        leos = {self.node_id: self.log.log_end_offset}
-        if not self.follower_replication:
-            return leos
-        for replica in self.isr:
-            if replica != self.node_id:
-                leos[replica] = self._follower_leo.get(replica, -1)
-        return leos
+    def _maybe_expand_isr(self, follower_id: int, state: FollowerState) -> None:
+        isr = self.isr_state
+        if isr.in_flight or follower_id in isr.maximal:
+            return
+        if may_join_isr(state, self.log.high_watermark, self.leader_epoch_start_offset):
+            new_isr = tuple(r for r in self.replicas if r in isr.isr or r == follower_id)
+            log.info("%s: expanding the ISR %s -> %s", self.tp, list(isr.isr), list(new_isr))
+            self.isr_expands += 1
+            self._request_isr(new_isr)
+
+    def maybe_shrink_isr(self) -> bool:
+        """Ask to drop the ISR members that lagged past replica.lag.time.max.ms; called
+        periodically (Kafka: every lag-time/2). Returns whether a change was sent."""
+        if self.role is not Role.LEADER or self.isr_state.in_flight:
+            return False
+        if self._may_lead is not None and not self._may_lead():
+            return False
+        lagging = out_of_sync_replicas(
+            self.isr_state.isr,
+            self.node_id,
+            self.followers,
+            self.clock.monotonic_ms(),
+            self.log.log_end_offset,
+            self.replica_lag_time_max_ms,
+        )
+        if not lagging:
+            return False
+        new_isr = tuple(r for r in self.isr_state.isr if r not in lagging)
+        log.info(
+            "%s: shrinking the ISR %s -> %s (lagging: %s)",
+            self.tp,
+            list(self.isr_state.isr),
+            list(new_isr),
+            lagging,
+        )
+        self.isr_shrinks += 1
+        self._request_isr(new_isr)
+        # The high watermark may move now that the lagging replicas' offsets matter less.
+        self._maybe_increment_high_watermark()
+        return True
+
+    def _request_isr(self, new_isr: tuple[int, ...]) -> None:
+        request = AlterIsrRequest(
+            self.tp, self.leader_epoch, new_isr, self.isr_state.partition_epoch
+        )
+        self.isr_state.pending = request
+        if self._alter_isr is not None:
+            self._alter_isr(request)
+
+    def on_alter_isr_result(
+        self, request: AlterIsrRequest, isr: tuple[int, ...] | None, partition_epoch: int
+    ) -> None:
+        """The controller's answer to `request`: the committed ISR and partition epoch, or
+        None when the change failed for good (the pending change is dropped; a retriable
+        failure is retried by the sender, an epoch mismatch waits for the image)."""
+        if self.isr_state.pending is not request or self.leader_epoch != request.leader_epoch:
+            return  # superseded by an image or a new epoch
+        if isr is None:
+            self.isr_state.pending = None
+        else:
+            self.isr_state.commit(isr, partition_epoch)
+            self.partition_epoch = max(self.partition_epoch, partition_epoch)
+            log.info("%s: ISR is now %s (partition epoch %d)", self.tp, list(isr), partition_epoch)
+        self._maybe_increment_high_watermark()
+        self._on_change(self.tp)
+
+    @property
+    def under_replicated(self) -> bool:
+        return self.role is Role.LEADER and len(self.isr) < len(self.replicas)
+
+    def enough_replicas_after_append(self) -> bool:
+        """Kafka's checkEnoughReplicasReachOffset second half: the committed ISR still has
+        min.insync.replicas members."""
+        return len(self.isr) >= self.config.min_insync_replicas
 
     def _maybe_increment_high_watermark(self) -> None:
         if self.role is not Role.LEADER:
             return
-        new_hw = min(self._isr_log_end_offsets().values())
+        new_hw = high_watermark_candidate(
+            self.isr_state.maximal, self.node_id, self.log.log_end_offset, self.followers
+        )
         if new_hw > self.log.high_watermark:
             self.log.high_watermark = new_hw
+            self._on_change(self.tp)
+
+    # --- replication (follower side) ---------------------------------------------------------
+
+    def append_as_follower(self, records: bytes, leader_high_watermark: int) -> AppendInfo | None:
+        """Append fetched batches unchanged, then take the leader's high watermark (capped by
+        our log end offset). Returns None when `records` is empty."""
+        info = self.log.append_as_follower(records) if records else None
+        if info is not None:
+            self.producer_state.on_follower_append(records)
+        self.update_follower_high_watermark(leader_high_watermark)
+        return info
+
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        new_hw = min(leader_high_watermark, self.log.log_end_offset)
+        if new_hw > self.log.high_watermark:
+            self.log.update_high_watermark(new_hw)
+            self._on_change(self.tp)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove what diverged from the leader (follower only)."""
+        if offset < self.log.log_end_offset:
+            log.info(
+                "%s: truncating from %d to %d (epoch %d)",
+                self.tp,
+                self.log.log_end_offset,
+                offset,
+                self.leader_epoch,
+            )
+            self.log.truncate_to(offset)
+            self.producer_state.truncate_to(offset)
             self._on_change(self.tp)

@@ -8,8 +8,10 @@ every batch, sizes): records are never decoded here. One bad partition gets its 
 and changes nothing; the others are appended.
 
 acks=0 appends like acks=1 but the caller does not wait for an answer (a stream sends none).
-acks=all waits in the purgatory; with replication factor 1 the leader's append already moves the
-high watermark, so it behaves as acks=1 until follower replication lands.
+acks=all first needs `min.insync.replicas` members in the ISR (else NOT_ENOUGH_REPLICAS, nothing
+written), then waits in the purgatory until the high watermark passes the batch, i.e. every
+member of the ISR has it; if the ISR shrank below the minimum meanwhile the answer is
+NOT_ENOUGH_REPLICAS_AFTER_APPEND (the records are in the log, as in Kafka).
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class ProduceHandler:
                     )
                 seen.add(data.tp)
                 partition = self._replicas.get_partition(data.tp, data.current_leader_epoch)
+                partition.check_may_take_writes()
                 if not data.records:
                     raise RiverlogError(
                         f"{data.tp}: the records are empty (at least one record batch needed)",
@@ -105,6 +108,14 @@ class ProduceHandler:
         await delayed.wait()
         for partition, result in pending.waiting:
             if partition.high_watermark > result.last_offset:
+                if not partition.enough_replicas_after_append():
+                    result.fail(
+                        RiverlogError(
+                            f"{partition.tp}: written, but the ISR {list(partition.isr)} is "
+                            f"below min.insync.replicas ({partition.config.min_insync_replicas})",
+                            ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                        )
+                    )
                 continue
             if not partition.is_leader:
                 result.fail(

@@ -1,5 +1,5 @@
-"""Where requests wait for the log to move: fetches with `min_bytes` (long poll) and, once
-replication lands, `acks=all` produces waiting for the high watermark.
+"""Where requests wait for the log to move: fetches with `min_bytes` (long poll) and
+`acks=all` produces waiting for the high watermark (Kafka's DelayedFetch and DelayedProduce).
 
 Kafka keeps delayed operations in a timing wheel checked by a reaper thread; on asyncio the loop
 is already the timer and the scheduler. A waiter is one future registered under the keys it
@@ -127,9 +127,10 @@ class DelayedFetch:
 
 class DelayedProduce:
     """An `acks=all` produce waiting until the high watermark of every partition it wrote
-    passes its last offset, or `timeout_ms` runs out. With replication factor 1 the leader's
-    own append moves the high watermark, so it completes at once; the waiting is here for
-    follower replication to use."""
+    passes its last offset (every ISR member has the records), or `timeout_ms` runs out.
+    Whatever moves a partition's high watermark — a follower's fetch reporting its log end
+    offset, an ISR shrink, a leadership change — notifies the partition's key; with replication
+    factor 1 the leader's own append moves it and the produce completes at once."""
 
     def __init__(
         self,

@@ -7,21 +7,28 @@ topic deleted and created again under the same name has a new topic id, so its o
 id is in the partition directory's `partition.metadata`, as Kafka keeps it) is deleted and the
 partition starts empty. Requests find their partition through `get_partition`, which turns
 "not here" into the error a client can act on.
+
+Replication hangs off it: every image change is passed on to `on_partitions_changed` (the
+follower fetchers follow it), ISR changes a leader wants go to `alter_isr` (the AlterPartition
+sender), and `maybe_shrink_isr()` runs periodically. ISR shrink/expand counts and the number of
+under-replicated partitions are kept for DescribeLogDirs and OpenTelemetry.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Final
 
+from riverlog.common.clock import SYSTEM_CLOCK, Clock
 from riverlog.common.cluster import ClusterImage, PartitionInfo, TopicInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 
 from ..log import LogConfig, LogManager
-from .partition import Partition
+from .isr import AlterIsrRequest
+from .partition import DEFAULT_REPLICA_LAG_TIME_MAX_MS, Partition
 from .purgatory import Purgatory
 
 log = logging.getLogger(__name__)
@@ -60,17 +67,27 @@ class ReplicaManager:
         log_manager: LogManager,
         base_config: LogConfig,
         purgatory: Purgatory[TopicPartition],
-        follower_replication: bool = False,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+        alter_isr: Callable[[AlterIsrRequest], None] | None = None,
+        may_lead: Callable[[], bool] | None = None,
     ) -> None:
-        """`follower_replication` is False until the follower fetcher lands: leaders then
-        count only themselves as in sync (see `Partition`)."""
         self.node_id = node_id
         self.log_manager = log_manager
         self.base_config = base_config
         self.purgatory = purgatory
-        self.follower_replication = follower_replication
+        self.clock = clock
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.alter_isr = alter_isr
+        self.may_lead = may_lead
         self.image = ClusterImage.empty()
         self._partitions: dict[TopicPartition, Partition] = {}
+        # Called after every applied image (the follower fetchers listen).
+        self.on_partitions_changed: list[Callable[[], None]] = []
+        # Counts of partitions since stopped here, so the node's totals never go down.
+        self._retired_shrinks = 0
+        self._retired_expands = 0
 
     @property
     def partitions(self) -> Mapping[TopicPartition, Partition]:
@@ -111,6 +128,8 @@ class ReplicaManager:
                 self._make_replica(tp, topic, info)
             except (OSError, RiverlogError) as exc:
                 log.error("%s: cannot host the replica: %s", tp, exc)
+        for callback in list(self.on_partitions_changed):
+            callback()
 
     def _make_replica(self, tp: TopicPartition, topic: TopicInfo, info: PartitionInfo) -> None:
         config = self.log_config(topic.configs)
@@ -139,14 +158,19 @@ class ReplicaManager:
                 partition_log,
                 self.node_id,
                 self._changed,
-                self.follower_replication,
+                clock=self.clock,
+                replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+                alter_isr=self.alter_isr,
+                may_lead=self.may_lead,
             )
             self._partitions[tp] = partition
         partition.update_config(config)
         partition.apply_state(info)
 
     def _stop_replica(self, tp: TopicPartition, delete: bool) -> None:
-        self._partitions.pop(tp)
+        stopped = self._partitions.pop(tp)
+        self._retired_shrinks += stopped.isr_shrinks
+        self._retired_expands += stopped.isr_expands
         if delete:
             log.info("%s: topic deleted; deleting the log", tp)
             self.log_manager.delete(tp)
@@ -198,6 +222,27 @@ class ReplicaManager:
 
     def leader_partitions(self) -> list[Partition]:
         return [p for p in self._partitions.values() if p.is_leader]
+
+    def follower_partitions(self) -> list[Partition]:
+        return [p for p in self._partitions.values() if p.role.value == "follower"]
+
+    # --- ISR upkeep and metrics ---------------------------------------------------------------
+
+    def maybe_shrink_isr(self) -> int:
+        """Ask to drop lagging followers from every led partition; returns how many asked."""
+        return sum(1 for p in self.leader_partitions() if p.maybe_shrink_isr())
+
+    @property
+    def isr_shrinks(self) -> int:
+        return self._retired_shrinks + sum(p.isr_shrinks for p in self._partitions.values())
+
+    @property
+    def isr_expands(self) -> int:
+        return self._retired_expands + sum(p.isr_expands for p in self._partitions.values())
+
+    @property
+    def under_replicated_partitions(self) -> int:
+        return sum(1 for p in self._partitions.values() if p.under_replicated)
 
     def close(self) -> None:
         self._partitions.clear()

@@ -108,6 +108,7 @@ class FetchPartitionData:
     partition_max_bytes: int = 0  # <= 0: up to the request's max_bytes
     current_leader_epoch: int | None = None
     log_start_offset: int = NO_OFFSET  # followers only
+    last_fetched_epoch: int | None = None  # followers only
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +138,19 @@ class FetchPartitionResult(_Result):
     @property
     def size(self) -> int:
         return self.records.size if self.records is not None else 0
+
+
+@dataclass(slots=True)
+class FollowerFetchResult(_Result):
+    """One partition of a fetch answer as a follower receives it: the records as bytes."""
+
+    tp: TopicPartition
+    error: ErrorCode = ErrorCode.NONE
+    error_message: str = ""
+    high_watermark: int = NO_OFFSET
+    log_start_offset: int = NO_OFFSET
+    log_end_offset: int = NO_OFFSET
+    records: bytes = b""
 
 
 # --- list offsets and delete records -----------------------------------------------------------
@@ -172,6 +186,25 @@ class DeleteRecordsPartitionResult(_Result):
     error: ErrorCode = ErrorCode.NONE
     error_message: str = ""
     low_watermark: int = NO_OFFSET
+
+
+# --- offsets for leader epoch ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EpochEndOffsetData:
+    tp: TopicPartition
+    leader_epoch: int
+    current_leader_epoch: int | None = None
+
+
+@dataclass(slots=True)
+class EpochEndOffsetResult(_Result):
+    tp: TopicPartition
+    error: ErrorCode = ErrorCode.NONE
+    error_message: str = ""
+    leader_epoch: int = -1
+    end_offset: int = NO_OFFSET
 
 
 # --- describe log dirs --------------------------------------------------------------------------

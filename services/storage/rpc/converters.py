@@ -17,6 +17,8 @@ from ..replica.requests import (
     Acks,
     DeleteRecordsPartitionData,
     DeleteRecordsPartitionResult,
+    EpochEndOffsetData,
+    EpochEndOffsetResult,
     FetchParams,
     FetchPartitionData,
     FetchPartitionResult,
@@ -213,12 +215,52 @@ def delete_records_response_to_proto(
     )
 
 
+def offsets_for_leader_epoch_from_proto(
+    request: storage_pb2.OffsetsForLeaderEpochRequest,
+) -> list[EpochEndOffsetData]:
+    return [
+        EpochEndOffsetData(
+            tp=TopicPartition(p.topic, p.partition),
+            leader_epoch=p.leader_epoch,
+            current_leader_epoch=(
+                p.current_leader_epoch if p.HasField("current_leader_epoch") else None
+            ),
+        )
+        for p in request.partitions
+    ]
+
+
+def offsets_for_leader_epoch_response_to_proto(
+    results: Iterable[EpochEndOffsetResult],
+) -> storage_pb2.OffsetsForLeaderEpochResponse:
+    return storage_pb2.OffsetsForLeaderEpochResponse(
+        partitions=[
+            storage_pb2.OffsetForLeaderEpochResult(
+                topic=r.tp.topic,
+                partition=r.tp.partition,
+                error_code=int(r.error),  # type: ignore[arg-type]
+                error_message=r.error_message,
+                leader_epoch=r.leader_epoch,
+                end_offset=r.end_offset,
+            )
+            for r in results
+        ]
+    )
+
+
 def describe_log_dirs_to_proto(
-    node_id: int, dirs: Iterable[LogDirDescription]
+    node_id: int,
+    dirs: Iterable[LogDirDescription],
+    isr_shrinks: int = 0,
+    isr_expands: int = 0,
+    under_replicated_partitions: int = 0,
 ) -> storage_pb2.DescribeLogDirsResponse:
     Info = storage_pb2.DescribeLogDirsResponse.PartitionInfo
     return storage_pb2.DescribeLogDirsResponse(
         node_id=node_id,
+        isr_shrinks=isr_shrinks,
+        isr_expands=isr_expands,
+        under_replicated_partitions=under_replicated_partitions,
         log_dirs=[
             storage_pb2.DescribeLogDirsResponse.LogDir(
                 path=d.path,

@@ -29,6 +29,8 @@ from .converters import (
     fetch_response_to_proto,
     list_offsets_from_proto,
     list_offsets_response_to_proto,
+    offsets_for_leader_epoch_from_proto,
+    offsets_for_leader_epoch_response_to_proto,
     produce_params_from_proto,
     produce_response_to_proto,
 )
@@ -128,4 +130,19 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
     async def DescribeLogDirs(
         self, request: storage_pb2.DescribeLogDirsRequest, context: Any
     ) -> storage_pb2.DescribeLogDirsResponse:
-        return describe_log_dirs_to_proto(self._node_id, self._offsets.describe_log_dirs())
+        replicas = self._offsets.replicas
+        return describe_log_dirs_to_proto(
+            self._node_id,
+            self._offsets.describe_log_dirs(),
+            isr_shrinks=replicas.isr_shrinks,
+            isr_expands=replicas.isr_expands,
+            under_replicated_partitions=replicas.under_replicated_partitions,
+        )
+
+    async def OffsetsForLeaderEpoch(
+        self, request: storage_pb2.OffsetsForLeaderEpochRequest, context: Any
+    ) -> storage_pb2.OffsetsForLeaderEpochResponse:
+        results = self._offsets.offsets_for_leader_epoch(
+            offsets_for_leader_epoch_from_proto(request)
+        )
+        return offsets_for_leader_epoch_response_to_proto(results)

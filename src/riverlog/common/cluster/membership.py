@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -59,8 +60,17 @@ class MembershipSession:
         self.on_registered = on_registered
         self.registration: Registration | None = None
         self.fenced = False
+        # time.monotonic() when the lease was last known alive: the send time of the last
+        # registration or heartbeat that succeeded (so it errs early). A node that holds
+        # leadership refuses writes once this is older than the lease TTL (self-fencing).
+        self.renewed_monotonic = 0.0
+        self.registrations = 0
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
+
+    @property
+    def lease_ttl_ms(self) -> int:
+        return self.registration.lease_ttl_ms if self.registration else 0
 
     @property
     def lease_id(self) -> int:
@@ -91,6 +101,7 @@ class MembershipSession:
 
     async def _register_once(self) -> Registration:
         request = metadata_pb2.RegisterNodeRequest(node=node_to_proto(self.node))
+        sent = time.monotonic()
         response = await self.client.register_node(request)
         if int(response.error_code) != ErrorCode.NONE:
             raise error_for(response.error_code, response.error_message)
@@ -103,6 +114,8 @@ class MembershipSession:
             cluster_id=response.cluster_id,
         )
         self.registration = registration
+        self.renewed_monotonic = sent
+        self.registrations += 1
         log.info("registered %s (lease %x, ttl %d ms)", self.node.key, registration.lease_id, ttl)
         if self.on_registered is not None:
             result = self.on_registered(registration)
@@ -126,6 +139,7 @@ class MembershipSession:
         while not self._stopping.is_set():
             assert self.registration is not None
             await asyncio.sleep(self.registration.heartbeat_interval_ms / 1000)
+            sent = time.monotonic()
             try:
                 response = await self.client.heartbeat(
                     self.node.node_id, self.registration.lease_id
@@ -134,6 +148,7 @@ class MembershipSession:
                 log.warning("heartbeat of %s failed: %s", self.node.key, exc)
                 continue
             if int(response.error_code) == ErrorCode.NONE:
+                self.renewed_monotonic = max(self.renewed_monotonic, sent)
                 continue
             if int(response.error_code) != ErrorCode.UNKNOWN_NODE:
                 log.warning("heartbeat of %s refused: %s", self.node.key, response.error_message)

@@ -4,7 +4,7 @@ over a temporary log directory, with no process and no network."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -15,6 +15,7 @@ from riverlog.common.records import BatchBuilder
 from riverlog.common.types import TopicPartition
 from riverlog.services.storage.log import LogConfig, LogManager
 from riverlog.services.storage.replica.fetch import FetchHandler
+from riverlog.services.storage.replica.isr import AlterIsrRequest
 from riverlog.services.storage.replica.offsets import OffsetsHandler
 from riverlog.services.storage.replica.produce import ProduceHandler
 from riverlog.services.storage.replica.purgatory import Purgatory
@@ -46,6 +47,8 @@ def topic(
     topic_id: str | None = None,
     configs: Mapping[str, str] | None = None,
     replicas: Sequence[Sequence[int]] | None = None,
+    isr: Sequence[Sequence[int]] | None = None,
+    partition_epoch: int = 0,
 ) -> TopicInfo:
     """A topic whose partition i is led by leaders[i] (replicas: the leader alone, or given)."""
     parts = tuple(
@@ -54,7 +57,14 @@ def topic(
             leader=leader,
             leader_epoch=epoch,
             replicas=tuple(replicas[i]) if replicas else ((leader,) if leader >= 0 else (NODE,)),
-            isr=tuple(replicas[i]) if replicas else ((leader,) if leader >= 0 else ()),
+            isr=(
+                tuple(isr[i])
+                if isr
+                else tuple(replicas[i])
+                if replicas
+                else ((leader,) if leader >= 0 else ())
+            ),
+            partition_epoch=partition_epoch,
         )
         for i, leader in enumerate(leaders)
     )
@@ -92,12 +102,25 @@ def make_node(
     root: Path,
     clock: ManualClock | None = None,
     fetch_max_bytes: int = 50 << 20,
-    follower_replication: bool = False,
+    *,
+    node_id: int = NODE,
+    replica_lag_time_max_ms: int = 30_000,
+    alter_isr: Callable[[AlterIsrRequest], None] | None = None,
+    may_lead: Callable[[], bool] | None = None,
 ) -> Node:
     clock = clock or ManualClock(TS)
     log_manager = LogManager([root], clock, LogConfig())
     purgatory: Purgatory[TopicPartition] = Purgatory()
-    replicas = ReplicaManager(NODE, log_manager, LogConfig(), purgatory, follower_replication)
+    replicas = ReplicaManager(
+        node_id,
+        log_manager,
+        LogConfig(),
+        purgatory,
+        clock=clock,
+        replica_lag_time_max_ms=replica_lag_time_max_ms,
+        alter_isr=alter_isr,
+        may_lead=may_lead,
+    )
     return Node(
         root,
         clock,

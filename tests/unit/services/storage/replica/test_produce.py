@@ -137,9 +137,8 @@ async def test_acks_all_needs_min_insync_replicas(node: Node) -> None:
 
 
 async def test_acks_all_times_out_when_the_isr_does_not_catch_up(tmp_path: Path) -> None:
-    # With follower replication on, two replicas in the ISR and no follower fetching: the
-    # high watermark cannot move.
-    node = make_node(tmp_path / "logs", follower_replication=True)
+    # Two replicas in the ISR and no follower fetching: the high watermark cannot move.
+    node = make_node(tmp_path / "logs")
     try:
         node.replicas.apply_image(
             image(topic("t", leaders=[NODE], epoch=2, replicas=[[NODE, OTHER]]), version=2)
@@ -155,28 +154,3 @@ async def test_acks_all_times_out_when_the_isr_does_not_catch_up(tmp_path: Path)
         assert partition.high_watermark == 1
     finally:
         node.close()
-
-
-async def test_without_follower_replication_the_leader_alone_is_in_sync(node: Node) -> None:
-    # Replication factor 3 while no follower fetches: served as if it had one replica.
-    node.replicas.apply_image(
-        image(topic("t", leaders=[NODE], epoch=3, replicas=[[NODE, OTHER, 3]]), version=2)
-    )
-    results = await node.produce.produce(produce_params((T0, make_batch(4)), acks=Acks.ALL))
-    assert (results[0].error, results[0].last_offset) == (ErrorCode.NONE, 3)
-    assert node.replicas.partitions[T0].high_watermark == 4
-    # min.insync.replicas counts real copies: one.
-    node.replicas.apply_image(
-        image(
-            topic(
-                "t",
-                leaders=[NODE],
-                epoch=3,
-                replicas=[[NODE, OTHER, 3]],
-                configs={"min.insync.replicas": "2"},
-            ),
-            version=3,
-        )
-    )
-    results = await node.produce.produce(produce_params((T0, make_batch()), acks=Acks.ALL))
-    assert results[0].error == ErrorCode.NOT_ENOUGH_REPLICAS

@@ -1,0 +1,1 @@
+"""Typed clients of other nodes: the leader a follower replicates from, and the controller."""

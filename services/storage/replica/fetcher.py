@@ -1,0 +1,365 @@
+"""Follower pull replication: one fetcher task per leader node pulls every partition this node
+follows from it, in one fetch request per round (Kafka's ReplicaFetcherManager and
+ReplicaFetcherThread / AbstractFetcherThread).
+
+A partition enters a fetcher *truncating*: before it fetches at a new leader epoch (it just
+became a follower, its leader changed, or the node restarted) it asks the leader, with
+OffsetsForLeaderEpoch, where its own latest epoch ended in the leader's log, and truncates to
+min(that end offset, its log end offset) — never to its high watermark (KIP-101; the
+multi-round refinement of KIP-279 when the leader answers with an older epoch). Then it fetches
+from its log end offset with `replica_id` = this node, appends the batches unchanged and takes
+the leader's high watermark (capped by its own log end offset). Errors are per partition:
+FENCED_LEADER_EPOCH waits for a newer image, UNKNOWN_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER back
+off and retry, OFFSET_OUT_OF_RANGE resets the log to the leader's bounds.
+
+The transport is a `LeaderEndpoint` (in `peers/`: the zero-copy channel for fetches, gRPC for
+OffsetsForLeaderEpoch), so this module stays free of gRPC and protobufs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from riverlog.common.cluster import NodeInfo
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.records.header import InvalidBatchError, parse_header
+from riverlog.common.types import TopicPartition
+
+from ..log import UNDEFINED_EPOCH_OFFSET
+from .partition import Partition, Role
+from .replica_manager import ReplicaManager
+from .requests import (
+    EpochEndOffsetData,
+    EpochEndOffsetResult,
+    FetchParams,
+    FetchPartitionData,
+    FollowerFetchResult,
+)
+
+log = logging.getLogger(__name__)
+
+
+class LeaderEndpoint(Protocol):
+    """How a follower reaches one leader node."""
+
+    async def fetch(self, params: FetchParams) -> list[FollowerFetchResult]: ...
+
+    async def offsets_for_leader_epoch(
+        self, replica_id: int, partitions: list[EpochEndOffsetData]
+    ) -> list[EpochEndOffsetResult]: ...
+
+    async def close(self) -> None: ...
+
+
+EndpointFactory = Callable[[NodeInfo], LeaderEndpoint]
+
+
+@dataclass(frozen=True, slots=True)
+class FetcherSettings:
+    """Kafka's replica.fetch.* broker settings."""
+
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    max_bytes: int = 1_048_576  # per partition (replica.fetch.max.bytes)
+    response_max_bytes: int = 10_485_760  # replica.fetch.response.max.bytes
+    backoff_ms: int = 1_000
+
+
+@dataclass(slots=True)
+class FetchState:
+    """One followed partition inside a fetcher."""
+
+    leader_epoch: int
+    truncating: bool = True
+    fenced: bool = False  # FENCED_LEADER_EPOCH: wait for a newer image
+    delayed_until: float = 0.0  # loop time before which it is not fetched
+
+
+@dataclass(slots=True)
+class LeaderFetcher:
+    """The fetcher of one leader node: a task on the event loop. `wake` is set whenever its
+    partitions change, so an idle fetcher sleeps on it."""
+
+    leader: NodeInfo
+    endpoint: LeaderEndpoint
+    states: dict[TopicPartition, FetchState] = field(default_factory=dict)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+    rounds: int = 0
+
+
+class ReplicaFetcherManager:
+    """Starts, moves and stops the fetchers as the image changes (`update()`, called by the
+    ReplicaManager after every image). Lifecycle: `update()` any time on the event loop,
+    `await close()` at shutdown."""
+
+    def __init__(
+        self,
+        node_id: int,
+        replicas: ReplicaManager,
+        endpoint_factory: EndpointFactory,
+        settings: FetcherSettings | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self._replicas = replicas
+        self._factory = endpoint_factory
+        self.settings = settings or FetcherSettings()
+        self.fetchers: dict[int, LeaderFetcher] = {}
+        self._closed = False
+
+    def update(self) -> None:
+        """Follow the replica manager's partitions: each followed partition in the fetcher of
+        its leader, at its leader epoch."""
+        if self._closed:
+            return
+        wanted: dict[int, dict[TopicPartition, Partition]] = {}
+        for partition in self._replicas.partitions.values():
+            if partition.role is Role.FOLLOWER:
+                wanted.setdefault(partition.leader_id, {})[partition.tp] = partition
+        for leader_id, fetcher in list(self.fetchers.items()):
+            node = self._replicas.image.storage_node(leader_id)
+            if leader_id not in wanted or node is None or node != fetcher.leader:
+                self._stop(leader_id)
+        for leader_id, partitions in wanted.items():
+            node = self._replicas.image.storage_node(leader_id)
+            if node is None:
+                continue  # the leader is not registered: nothing to fetch from until it is
+            fetcher = self.fetchers.get(leader_id) or self._start(node)
+            for tp in list(fetcher.states):
+                if tp not in partitions:
+                    del fetcher.states[tp]
+            for tp, partition in partitions.items():
+                state = fetcher.states.get(tp)
+                if state is None or state.leader_epoch != partition.leader_epoch:
+                    fetcher.states[tp] = FetchState(partition.leader_epoch)
+            fetcher.wake.set()
+
+    def _start(self, node: NodeInfo) -> LeaderFetcher:
+        fetcher = LeaderFetcher(node, self._factory(node))
+        fetcher.task = asyncio.get_running_loop().create_task(
+            self._run(fetcher), name=f"replica-fetcher-{node.node_id}"
+        )
+        self.fetchers[node.node_id] = fetcher
+        return fetcher
+
+    def _stop(self, leader_id: int) -> None:
+        fetcher = self.fetchers.pop(leader_id)
+        if fetcher.task is not None:
+            fetcher.task.cancel()
+        asyncio.get_running_loop().create_task(fetcher.endpoint.close())
+
+    async def close(self) -> None:
+        self._closed = True
+        fetchers, self.fetchers = list(self.fetchers.values()), {}
+        for fetcher in fetchers:
+            if fetcher.task is not None:
+                fetcher.task.cancel()
+        for fetcher in fetchers:
+            if fetcher.task is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await fetcher.task
+            with contextlib.suppress(Exception):
+                await fetcher.endpoint.close()
+
+    # --- one fetcher ---------------------------------------------------------------------------
+
+    async def _run(self, fetcher: LeaderFetcher) -> None:
+        loop = asyncio.get_running_loop()
+        backoff = self.settings.backoff_ms / 1000.0
+        while True:
+            fetcher.wake.clear()
+            try:
+                truncating = [tp for tp, s in fetcher.states.items() if s.truncating]
+                if truncating:
+                    await self._truncate(fetcher, truncating)
+                now = loop.time()
+                ready = [
+                    tp
+                    for tp, s in fetcher.states.items()
+                    if not s.truncating and not s.fenced and s.delayed_until <= now
+                ]
+                if not ready:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(fetcher.wake.wait(), backoff)
+                    continue
+                await self._fetch(fetcher, ready)
+                fetcher.rounds += 1
+            except RiverlogError as exc:
+                log.info("fetch from node %d failed: %s", fetcher.leader.node_id, exc)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(fetcher.wake.wait(), backoff)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("replica fetcher for node %d failed", fetcher.leader.node_id)
+                await asyncio.sleep(backoff)
+
+    def _current(self, fetcher: LeaderFetcher, tp: TopicPartition) -> Partition | None:
+        """The partition if it is still followed by this fetcher at the state's epoch."""
+        state = fetcher.states.get(tp)
+        partition = self._replicas.partitions.get(tp)
+        if state is None or partition is None or partition.role is not Role.FOLLOWER:
+            return None
+        if partition.leader_epoch != state.leader_epoch:
+            return None
+        return partition
+
+    async def _truncate(self, fetcher: LeaderFetcher, tps: list[TopicPartition]) -> None:
+        asked: list[EpochEndOffsetData] = []
+        for tp in tps:
+            partition = self._current(fetcher, tp)
+            if partition is None:
+                continue
+            latest = partition.log.leader_epoch_cache.latest_epoch
+            if latest < 0 or partition.log_end_offset <= partition.log_start_offset:
+                fetcher.states[tp].truncating = False  # nothing that could have diverged
+                continue
+            asked.append(EpochEndOffsetData(tp, latest, partition.leader_epoch))
+        if not asked:
+            return
+        results = await fetcher.endpoint.offsets_for_leader_epoch(self.node_id, asked)
+        for result in results:
+            partition = self._current(fetcher, result.tp)
+            if partition is None:
+                continue
+            self._apply_epoch_end(fetcher, partition, result)
+
+    def _apply_epoch_end(
+        self, fetcher: LeaderFetcher, partition: Partition, result: EpochEndOffsetResult
+    ) -> None:
+        state = fetcher.states[partition.tp]
+        if not result.ok:
+            self._on_error(fetcher, partition.tp, state, result.error, result.error_message)
+            return
+        if result.end_offset == UNDEFINED_EPOCH_OFFSET:
+            # The leader has no epoch at or below ours: it is behind the image. Ask again.
+            state.delayed_until = asyncio.get_running_loop().time() + self._backoff_s
+            return
+        target, done = truncation_target(partition, result.leader_epoch, result.end_offset)
+        partition.truncate_to(target)
+        state.truncating = not done
+
+    def _fetch_params(self, fetcher: LeaderFetcher, tps: list[TopicPartition]) -> FetchParams:
+        parts: list[FetchPartitionData] = []
+        for tp in tps:
+            partition = self._current(fetcher, tp)
+            if partition is None:
+                continue
+            latest = partition.log.leader_epoch_cache.latest_epoch
+            parts.append(
+                FetchPartitionData(
+                    tp,
+                    partition.log_end_offset,
+                    self.settings.max_bytes,
+                    partition.leader_epoch,
+                    partition.log_start_offset,
+                    latest if latest >= 0 else None,
+                )
+            )
+        return FetchParams(
+            partitions=parts,
+            max_wait_ms=self.settings.max_wait_ms,
+            min_bytes=self.settings.min_bytes,
+            max_bytes=self.settings.response_max_bytes,
+            replica_id=self.node_id,
+        )
+
+    async def _fetch(self, fetcher: LeaderFetcher, tps: list[TopicPartition]) -> None:
+        params = self._fetch_params(fetcher, tps)
+        if not params.partitions:
+            return
+        asked = {p.tp: p.fetch_offset for p in params.partitions}
+        results = await fetcher.endpoint.fetch(params)
+        for result in results:
+            partition = self._current(fetcher, result.tp)
+            if partition is None or asked.get(result.tp) != partition.log_end_offset:
+                continue  # moved on (new epoch, truncated) while the fetch was out
+            state = fetcher.states[result.tp]
+            if not result.ok:
+                self._on_error(fetcher, result.tp, state, result.error, result.error_message)
+                if result.error == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    reset_out_of_range(partition, result)
+                continue
+            try:
+                records = strip_below(partition, result.records)
+                partition.append_as_follower(records, result.high_watermark)
+            except RiverlogError as exc:
+                # Bytes that do not continue our log: resolve the divergence by epoch again.
+                log.error("%s: cannot append what the leader sent: %s", result.tp, exc)
+                state.truncating = True
+                state.delayed_until = asyncio.get_running_loop().time() + self._backoff_s
+
+    @property
+    def _backoff_s(self) -> float:
+        return self.settings.backoff_ms / 1000.0
+
+    def _on_error(
+        self,
+        fetcher: LeaderFetcher,
+        tp: TopicPartition,
+        state: FetchState,
+        error: ErrorCode,
+        message: str,
+    ) -> None:
+        if error == ErrorCode.FENCED_LEADER_EPOCH:
+            log.info("%s: fenced by the leader (%s); waiting for a newer image", tp, message)
+            state.fenced = True
+            return
+        log.info("%s: fetch from node %d: %s (%s)", tp, fetcher.leader.node_id, error.name, message)
+        state.delayed_until = asyncio.get_running_loop().time() + self._backoff_s
+
+
+def reset_out_of_range(partition: Partition, result: FollowerFetchResult) -> None:
+    """Kafka's handleOutOfRangeError with the leader's bounds from the error: a follower ahead
+    of the leader's log end truncates to it (what the leader never had cannot be committed); a
+    follower behind the leader's log start starts empty there."""
+    leo = partition.log_end_offset
+    if 0 <= result.log_end_offset < leo:
+        partition.truncate_to(result.log_end_offset)
+    elif leo < result.log_start_offset:
+        log.warning(
+            "%s: below the leader's log start %d; restarting the log there",
+            partition.tp,
+            result.log_start_offset,
+        )
+        partition.log.truncate_fully_and_start_at(result.log_start_offset)
+
+
+def truncation_target(
+    partition: Partition, leader_epoch: int, leader_end_offset: int
+) -> tuple[int, bool]:
+    """Where a follower truncates given the leader's answer (epoch, end offset) to
+    OffsetsForLeaderEpoch for the follower's latest epoch, and whether that is final (Kafka's
+    getOffsetTruncationState, KIP-279). When the follower also has the leader's epoch the
+    answer is final: min(leader end, follower end of that epoch). When it does not (the leader
+    answered with an older epoch the follower never had), truncate to the follower's own end
+    of its largest epoch below it and ask again."""
+    cache = partition.log.leader_epoch_cache
+    leo = partition.log_end_offset
+    follower_epoch, follower_end = cache.end_offset_for(leader_epoch, leo)
+    if follower_end == UNDEFINED_EPOCH_OFFSET:
+        return min(leader_end_offset, leo), True
+    if follower_epoch != leader_epoch:
+        return min(follower_end, leo), False
+    return min(leader_end_offset, follower_end, leo), True
+
+
+def strip_below(partition: Partition, records: bytes) -> bytes:
+    """Drop whole batches that end below our log end offset (a fetch answers with whole
+    stored batches starting at or before the fetch offset)."""
+    leo = partition.log_end_offset
+    pos = 0
+    while pos < len(records):
+        try:
+            header = parse_header(records, pos)
+        except InvalidBatchError:
+            break  # the log's validation reports it
+        if header.next_offset > leo:
+            break
+        pos += header.size
+    return records[pos:] if pos else records
