@@ -1,0 +1,1 @@
+"""The quota service's gRPC adapter."""
