@@ -1,0 +1,77 @@
+"""The coordinator's settings: one frozen dataclass with Kafka's key names, built from
+`--config key=value`. Unknown keys and values that are not integers are refused at start-up.
+
+The group timeouts bound what members may ask for (`group.min.session.timeout.ms`...), the
+offsets settings bound commits and their retention; tests lower the minimum session timeout
+and the initial rebalance delay so a rebalance takes a fraction of a second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+from riverlog.common.errors import ErrorCode, RiverlogError
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorConfig:
+    """Settings by Kafka name (attribute = key with dots as underscores). Built once in
+    `app.main`, shared read-only."""
+
+    group_min_session_timeout_ms: int = 6_000
+    """Smallest session.timeout.ms a member may join with (else INVALID_SESSION_TIMEOUT)."""
+
+    group_max_session_timeout_ms: int = 1_800_000
+    """Largest session.timeout.ms a member may join with."""
+
+    group_initial_rebalance_delay_ms: int = 3_000
+    """How long the first rebalance of an empty group waits for more members to join."""
+
+    group_max_size: int = 2_147_483_647
+    """Members one group may hold (GROUP_MAX_SIZE_REACHED beyond)."""
+
+    offsets_retention_minutes: int = 10_080
+    """How long the offsets of an empty group (or a simple consumer's) are kept."""
+
+    offsets_retention_check_interval_ms: int = 600_000
+    """How often the retention sweep runs."""
+
+    offset_metadata_max_bytes: int = 4_096
+    """Largest commit metadata string (OFFSET_METADATA_TOO_LARGE beyond)."""
+
+    offsets_commit_timeout_ms: int = 5_000
+    """How long a write to __consumer_offsets (acks=all) may take."""
+
+    metadata_startup_timeout_ms: int = 60_000
+    """How long start-up waits for the first metadata snapshot."""
+
+    @classmethod
+    def from_overrides(cls, overrides: Mapping[str, str]) -> CoordinatorConfig:
+        known = {f.name.replace("_", "."): f.name for f in fields(cls)}
+        values: dict[str, int] = {}
+        for key, raw in overrides.items():
+            attr = known.get(key)
+            if attr is None:
+                raise RiverlogError(
+                    f"unknown coordinator setting {key!r} (one of {', '.join(sorted(known))})",
+                    ErrorCode.INVALID_CONFIG,
+                )
+            try:
+                value = int(raw)
+            except ValueError:
+                raise RiverlogError(
+                    f"invalid value {raw!r} for {key}: expected an integer",
+                    ErrorCode.INVALID_CONFIG,
+                ) from None
+            if value < 0:
+                raise RiverlogError(
+                    f"invalid value {raw!r} for {key}: must not be negative",
+                    ErrorCode.INVALID_CONFIG,
+                )
+            values[attr] = value
+        return cls(**values)
+
+    @property
+    def offsets_retention_ms(self) -> int:
+        return self.offsets_retention_minutes * 60_000

@@ -1,0 +1,1 @@
+"""Classic consumer groups: the state machine, members, one group, and the manager."""

@@ -1,0 +1,1 @@
+"""Committed offsets and the `__consumer_offsets` record encoding."""

@@ -1,0 +1,1 @@
+"""Clients of other services used by the coordinator (storage nodes)."""

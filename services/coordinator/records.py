@@ -1,0 +1,169 @@
+"""The byte format of `__consumer_offsets` records (decision 0006): what a coordinator writes
+and what a new owner replays when it loads a partition.
+
+Kafka keys its records by a versioned binary schema; Riverlog keeps the same keying with JSON,
+compact and self-describing, so `riverlog consume __consumer_offsets` is readable:
+
+    offset commit    key   {"v":1,"g":group,"t":topic,"p":partition}
+                     value {"o":offset,"e":leader_epoch,"m":metadata,"ts":commit_ms}  | null
+    group metadata   key   {"v":2,"g":group}
+                     value {"type","gen","protocol","leader","ts","members":[{"id","iid",
+                            "client","host","rto","sto","meta"(b64),"asg"(b64)}]}    | null
+
+A null value is a tombstone (deleted group or expired offset). Key versions follow Kafka's
+(0/1 offsets, 2 group metadata), so one key's records replace each other as compaction would.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from riverlog.common.types import TopicPartition
+
+OFFSET_KEY_VERSION = 1
+GROUP_KEY_VERSION = 2
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorRecord:
+    """One record for `__consumer_offsets` (value None: a tombstone)."""
+
+    key: bytes
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetKey:
+    group_id: str
+    tp: TopicPartition
+
+
+@dataclass(frozen=True, slots=True)
+class GroupKey:
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetValue:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemberValue:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupValue:
+    protocol_type: str
+    generation_id: int
+    protocol_name: str | None
+    leader_id: str | None
+    current_state_timestamp_ms: int
+    members: Sequence[MemberValue]
+
+
+def _dumps(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def offset_record(
+    group_id: str, tp: TopicPartition, value: OffsetValue | None
+) -> CoordinatorRecord:
+    key = _dumps({"v": OFFSET_KEY_VERSION, "g": group_id, "t": tp.topic, "p": tp.partition})
+    if value is None:
+        return CoordinatorRecord(key, None)
+    body = {
+        "o": value.offset,
+        "e": value.leader_epoch,
+        "m": value.metadata,
+        "ts": value.commit_timestamp_ms,
+    }
+    return CoordinatorRecord(key, _dumps(body))
+
+
+def group_record(group_id: str, value: GroupValue | None) -> CoordinatorRecord:
+    key = _dumps({"v": GROUP_KEY_VERSION, "g": group_id})
+    if value is None:
+        return CoordinatorRecord(key, None)
+    members = [
+        {
+            "id": m.member_id,
+            "iid": m.group_instance_id,
+            "client": m.client_id,
+            "host": m.client_host,
+            "rto": m.rebalance_timeout_ms,
+            "sto": m.session_timeout_ms,
+            "meta": _b64(m.subscription),
+            "asg": _b64(m.assignment),
+        }
+        for m in value.members
+    ]
+    body = {
+        "type": value.protocol_type,
+        "gen": value.generation_id,
+        "protocol": value.protocol_name,
+        "leader": value.leader_id,
+        "ts": value.current_state_timestamp_ms,
+        "members": members,
+    }
+    return CoordinatorRecord(key, _dumps(body))
+
+
+def decode_key(raw: bytes) -> OffsetKey | GroupKey:
+    """Raises ValueError for a key this build does not know."""
+    obj = json.loads(raw)
+    version = obj.get("v")
+    if version == OFFSET_KEY_VERSION:
+        return OffsetKey(str(obj["g"]), TopicPartition(str(obj["t"]), int(obj["p"])))
+    if version == GROUP_KEY_VERSION:
+        return GroupKey(str(obj["g"]))
+    raise ValueError(f"unknown __consumer_offsets key version {version!r}")
+
+
+def decode_offset_value(raw: bytes) -> OffsetValue:
+    obj = json.loads(raw)
+    return OffsetValue(int(obj["o"]), int(obj["e"]), str(obj["m"]), int(obj["ts"]))
+
+
+def decode_group_value(raw: bytes) -> GroupValue:
+    obj = json.loads(raw)
+    members = [
+        MemberValue(
+            member_id=str(m["id"]),
+            group_instance_id=m["iid"],
+            client_id=str(m["client"]),
+            client_host=str(m["host"]),
+            rebalance_timeout_ms=int(m["rto"]),
+            session_timeout_ms=int(m["sto"]),
+            subscription=base64.b64decode(m["meta"]),
+            assignment=base64.b64decode(m["asg"]),
+        )
+        for m in obj["members"]
+    ]
+    return GroupValue(
+        protocol_type=str(obj["type"]),
+        generation_id=int(obj["gen"]),
+        protocol_name=obj["protocol"],
+        leader_id=obj["leader"],
+        current_state_timestamp_ms=int(obj["ts"]),
+        members=members,
+    )

@@ -1,0 +1,1 @@
+"""gRPC adapters of the coordinator: the servicer and the proto converters."""
