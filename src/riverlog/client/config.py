@@ -121,8 +121,6 @@ _UNSUPPORTED: dict[str, str] = {
     "group.id": "consumer groups are not supported yet (assign partitions: Consumer.assign)",
     "enable.auto.commit": "consumer groups are not supported yet",
     "transactional.id": "transactions are not supported",
-    "enable.idempotence": "the idempotent producer is not supported (the gateway API has no "
-    "InitProducerId); delivery is at least once",
     "security.protocol": "the gateway API is plaintext gRPC",
 }
 
@@ -197,16 +195,61 @@ class ProducerConfig(_ClientConfig):
     delivery_timeout_ms: int = _int(120_000, "Upper bound from send() to success or failure", lo=1)
     max_in_flight_requests_per_connection: int = _int(5, "Unanswered produce requests", lo=1)
     partitioner_ignore_keys: bool = _key(False, _parse_bool, "Sticky partitioning for keys too")
+    enable_idempotence: bool = _key(
+        True,
+        _parse_bool,
+        "Exactly one copy of each record per partition, in order (needs acks=all)",
+    )
     key_serializer: Serializer | None = _callable("Turns a key into bytes")  # noqa: RUF009
     value_serializer: Serializer | None = _callable("Turns a value into bytes")  # noqa: RUF009
 
+    @classmethod
+    def from_kafka(
+        cls, conf: Mapping[str, object] | None = None, **kwargs: object
+    ) -> ProducerConfig:
+        """As `_ClientConfig.from_kafka`; enable.idempotence defaults to true, as in Kafka 3.x,
+        but when it is not set and acks, retries or max.in.flight.requests.per.connection
+        conflict with it, it is off (Kafka 3.2+ does the same) rather than an error."""
+        parse = _ClientConfig.from_kafka.__func__  # type: ignore[attr-defined]
+        keys = [str(k).strip().replace("_", ".") for k in [*(conf or {}), *kwargs]]
+        if "enable.idempotence" not in keys:
+            config: ProducerConfig = parse(
+                cls, {**(conf or {}), "enable.idempotence": False}, **kwargs
+            )
+            if _idempotence_conflicts(config):
+                return config
+        result: ProducerConfig = parse(cls, conf, **kwargs)
+        return result
+
     def validate(self) -> None:
         _ClientConfig.validate(self)
+        if self.enable_idempotence:
+            conflicts = _idempotence_conflicts(self)
+            if conflicts:
+                raise ConfigError(f"enable.idempotence: {conflicts[0]}")
         if self.delivery_timeout_ms < self.linger_ms + self.request_timeout_ms:
             raise ConfigError(
                 f"delivery.timeout.ms ({self.delivery_timeout_ms}) must be at least "
                 f"linger.ms + request.timeout.ms ({self.linger_ms + self.request_timeout_ms})"
             )
+
+
+def _idempotence_conflicts(config: ProducerConfig) -> list[str]:
+    """Kafka's ProducerConfig messages for settings the idempotent producer cannot work with."""
+    conflicts = []
+    if config.max_in_flight_requests_per_connection > 5:
+        conflicts.append(
+            "Must set max.in.flight.requests.per.connection to at most 5 to use the idempotent "
+            "producer."
+        )
+    if config.retries == 0:
+        conflicts.append("Must set retries to non-zero when using the idempotent producer.")
+    if config.acks != -1:
+        conflicts.append(
+            "Must set acks to all in order to use the idempotent producer. Otherwise we cannot "
+            "guarantee idempotence."
+        )
+    return conflicts
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

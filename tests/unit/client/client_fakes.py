@@ -51,6 +51,11 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
         self.drop_responses = 0  # append, then fail the call as UNAVAILABLE (lost response)
         self.partition_errors: dict[tuple[str, int], deque[ErrorCode]] = {}
         self.metadata_calls = 0
+        self.next_producer_id = 1000
+        self.init_producer_id_calls = 0
+        # Idempotence, as a leader: (topic, partition, producer id) -> epoch and the last five
+        # batches' (first seq, last seq, base offset, next offset).
+        self.producers: dict[tuple[str, int, int], tuple[int, list[tuple[int, int, int, int]]]] = {}
 
     def create(self, name: str, partitions: int = 1) -> None:
         with self.lock:
@@ -105,6 +110,10 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
                     )
                     continue
                 part = topic.partitions[p.partition]
+                checked = self._check_sequences(p.topic, p.partition, p.records)
+                if checked is not None:
+                    out.append(checked)
+                    continue
                 base = part.end
                 buf = bytearray(p.records)
                 pos = 0
@@ -115,6 +124,21 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
                     part.batches.append(
                         (offset, offset + header.records_count, bytes(buf[pos : pos + size]))
                     )
+                    if header.producer_id >= 0:
+                        key = (p.topic, p.partition, header.producer_id)
+                        epoch, last = self.producers.get(key, (header.producer_epoch, []))
+                        if epoch != header.producer_epoch:
+                            last = []
+                        last = [
+                            *last,
+                            (
+                                header.base_sequence,
+                                header.last_sequence,
+                                offset,
+                                offset + header.records_count,
+                            ),
+                        ][-5:]
+                        self.producers[key] = (header.producer_epoch, last)
                     offset += header.records_count
                     pos += size
                 out.append(
@@ -130,6 +154,49 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
                 self.drop_responses -= 1
                 context.abort(grpc.StatusCode.UNAVAILABLE, "response lost")
             return data_pb2.ProduceResponse(partitions=out)
+
+    def _check_sequences(self, topic, partition, records):
+        """A leader's idempotence check of one batch: a duplicate gets its original offsets,
+        a gap OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch INVALID_PRODUCER_EPOCH; None: append."""
+        header = iter_batches(bytes(records))[0]
+        if header.producer_id < 0:
+            return None
+        known = self.producers.get((topic, partition, header.producer_id))
+        if known is None:
+            return None
+        epoch, last = known
+
+        def error(code):
+            return data_pb2.ProducePartitionResponse(
+                topic=topic, partition=partition, error_code=code
+            )
+
+        if header.producer_epoch < epoch:
+            return error(ErrorCode.INVALID_PRODUCER_EPOCH)
+        if header.producer_epoch > epoch:
+            return (
+                None if header.base_sequence == 0 else error(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+            )
+        for first, last_seq, base, end in last:
+            if (first, last_seq) == (header.base_sequence, header.last_sequence):
+                return data_pb2.ProducePartitionResponse(
+                    topic=topic,
+                    partition=partition,
+                    base_offset=base,
+                    last_offset=end - 1,
+                    log_append_time_ms=-1,
+                )
+        if header.base_sequence != last[-1][1] + 1:
+            return error(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+        return None
+
+    def InitProducerId(self, request, context):
+        self._client(context)
+        with self.lock:
+            self.init_producer_id_calls += 1
+            producer_id = self.next_producer_id
+            self.next_producer_id += 1
+        return gateway_pb2.InitProducerIdResponse(producer_id=producer_id, producer_epoch=0)
 
     def Fetch(self, request, context):
         self._client(context)

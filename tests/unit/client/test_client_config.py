@@ -63,8 +63,8 @@ def test_unknown_key_names_it_and_suggests() -> None:
 def test_unsupported_kafka_keys_say_why() -> None:
     with pytest.raises(ConfigError, match=r"group\.id.*not supported"):
         ConsumerConfig.from_kafka(BOOT, group_id="g")
-    with pytest.raises(ConfigError, match=r"enable\.idempotence.*not supported"):
-        ProducerConfig.from_kafka(BOOT, enable_idempotence=True)
+    with pytest.raises(ConfigError, match=r"transactional\.id.*not supported"):
+        ProducerConfig.from_kafka(BOOT, transactional_id="t")
 
 
 @pytest.mark.parametrize(

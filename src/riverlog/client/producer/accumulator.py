@@ -268,10 +268,16 @@ class RecordAccumulator:
     # ---- sender thread -------------------------------------------------------------------
 
     def drain(
-        self, now: float, max_bytes: int, muted: frozenset[tuple[str, int]] | set[tuple[str, int]]
+        self,
+        now: float,
+        max_bytes: int,
+        muted: frozenset[tuple[str, int]] | set[tuple[str, int]],
+        one_per_partition: bool = False,
     ) -> tuple[list[ProducerBatch], float]:
         """Take the ready batches, oldest first per partition, up to `max_bytes` in all (at least
-        one batch). Returns them (closed) and the time at which the next check is due."""
+        one batch); only the first of each partition with `one_per_partition` (the idempotent
+        producer, as Kafka's: a retried batch never shares a request with new ones). Returns
+        them (closed) and the time at which the next check is due."""
         out: list[ProducerBatch] = []
         total = 0
         next_check = now + 3600.0
@@ -301,16 +307,26 @@ class RecordAccumulator:
                     batch.closed = True
                     out.append(batch)
                     total += size
+                    if one_per_partition:
+                        break
                 if not dq:
                     del self._active[key]
         return out, next_check
 
     def reenqueue(self, batch: ProducerBatch, retry_at: float) -> None:
-        """Put a batch back at the front of its partition for a retry at `retry_at`."""
+        """Put a batch back at the front of its partition for a retry at `retry_at`; a batch
+        holding a sequence goes in sequence order among the other retries (Kafka's
+        insertInSequenceOrder), whatever order their requests came back in."""
         batch.retry_at = retry_at
         with self._lock:
             dq = self._deque(batch.topic, batch.partition)
-            dq.appendleft(batch)
+            if batch.base_sequence < 0:
+                dq.appendleft(batch)
+            else:
+                at = 0
+                while at < len(dq) and 0 <= dq[at].base_sequence < batch.base_sequence:
+                    at += 1
+                dq.insert(at, batch)
             self._active[(batch.topic, batch.partition)] = dq
 
     def expire(self, now: float) -> list[ProducerBatch]:

@@ -24,12 +24,14 @@ class ProducerBatch:
 
     __slots__ = (
         "attempts",
+        "base_sequence",
         "builder",
         "closed",
         "count",
         "created",
         "data",
         "last_error",
+        "owner",
         "partition",
         "reserved",
         "result",
@@ -52,6 +54,9 @@ class ProducerBatch:
         self.retry_at = 0.0
         self.reserved = 0
         self.trace_context: Any = None
+        # Idempotence: the (producer id, epoch) and first sequence the bytes were built with.
+        self.owner: Any = None
+        self.base_sequence = -1
 
     def build(self) -> bytes:
         """The batch bytes, built once (retries resend the same bytes)."""

@@ -26,6 +26,7 @@ from ..config import ProducerConfig
 from ..errors import ClientClosedError, ClientTimeoutError, RecordTooLargeError
 from .accumulator import RecordAccumulator
 from .future import Callback, RecordFuture, delivery_callback
+from .idempotence import ProducerIdAndEpoch
 from .sender import Sender
 
 _ids = itertools.count(1)
@@ -86,6 +87,13 @@ class Producer:
     @property
     def client_id(self) -> str:
         return self._conn.client_id
+
+    @property
+    def producer_id_and_epoch(self) -> ProducerIdAndEpoch | None:
+        """The idempotent producer's id and epoch (InitProducerId at the first send: id -1
+        until then); None with enable.idempotence=false."""
+        idem = self._sender.idempotence
+        return None if idem is None else idem.producer_id_and_epoch
 
     def send(
         self,

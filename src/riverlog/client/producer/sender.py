@@ -25,7 +25,7 @@ from typing import Any
 import grpc
 
 from riverlog.common.errors import ErrorCode, RiverlogError, error_for
-from riverlog.v1 import common_pb2, data_pb2
+from riverlog.v1 import common_pb2, data_pb2, gateway_pb2
 
 from .._connection import GatewayConnection, rpc_error
 from .._metadata import MetadataCache
@@ -33,6 +33,7 @@ from ..config import ProducerConfig
 from ..errors import ClientClosedError, ClientTimeoutError
 from .accumulator import RecordAccumulator
 from .batch import ProducerBatch
+from .idempotence import IdempotenceManager
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,8 @@ class Sender(threading.Thread):
         self._forced = False
         self._next_expiry_check = 0.0
         self.accumulator: RecordAccumulator  # set by the producer before start()
+        self.idempotence = IdempotenceManager() if config.enable_idempotence else None
+        self._next_init_attempt = 0.0
 
     def wakeup(self) -> None:
         self._event.set()
@@ -106,8 +109,13 @@ class Sender(threading.Thread):
                 for batch in acc.expire(now):
                     self._expire(batch, now)
             next_check = now + _IDLE_WAIT_S
-            while len(self._in_flight) < self._max_in_flight:
-                batches, next_check = acc.drain(now, self._config.max_request_size, self._muted)
+            idem = self.idempotence
+            ready = idem is None or self._ensure_producer_id(now)
+            while ready and len(self._in_flight) < self._max_in_flight:
+                muted = self._muted if idem is None else self._muted | idem.blocked()
+                batches, next_check = acc.drain(
+                    now, self._config.max_request_size, muted, idem is not None
+                )
                 if not batches:
                     break
                 self._send(batches)
@@ -135,9 +143,36 @@ class Sender(threading.Thread):
 
     # ---- sending ------------------------------------------------------------------------
 
+    def _ensure_producer_id(self, now: float) -> bool:
+        """Idempotence: apply a requested epoch bump, and have a producer id (InitProducerId
+        at the first send, retried after retry.backoff.ms while it fails). Returns whether
+        batches may be drained."""
+        idem = self.idempotence
+        assert idem is not None
+        idem.maybe_bump_epoch()
+        if idem.has_producer_id():
+            return True
+        if now < self._next_init_attempt or not self.accumulator.has_queued():
+            return False
+        try:
+            response = self._conn.call(
+                lambda stub: stub.InitProducerId,
+                gateway_pb2.InitProducerIdRequest(),
+                self._timeout_s,
+            )
+        except Exception as e:
+            log.warning("InitProducerId failed: %s", rpc_error(e))
+            self._next_init_attempt = now + self._config.retry_backoff_ms / 1000
+            return False
+        idem.set_producer_id(response.producer_id, response.producer_epoch)
+        return True
+
     def _send(self, batches: list[ProducerBatch]) -> None:
         groups: dict[tuple[str, int], list[ProducerBatch]] = {}
+        idem = self.idempotence
         for batch in batches:
+            if idem is not None:
+                idem.assign(batch)
             groups.setdefault((batch.topic, batch.partition), []).append(batch)
         partitions = [
             data_pb2.ProducePartition(
@@ -170,6 +205,9 @@ class Sender(threading.Thread):
         except Exception as e:  # closed client, or a channel that cannot take the call
             error = rpc_error(e)
             now = self._clock()
+            if idem is not None:
+                for batch in batches:
+                    idem.on_response(batch)
             for group in groups.values():
                 self._retry_or_fail(group, error, now)
             return
@@ -195,6 +233,10 @@ class Sender(threading.Thread):
             self._in_flight.discard(inflight)
             if self._guarantee_order:
                 self._muted -= inflight.tps
+            if self.idempotence is not None:
+                for group in inflight.groups.values():
+                    for batch in group:
+                        self.idempotence.on_response(batch)
             if inflight.span is not None:
                 inflight.span.end()
             try:
@@ -235,6 +277,8 @@ class Sender(threading.Thread):
                 base = answer.base_offset
                 append_time = answer.log_append_time_ms
                 for batch in group:
+                    if self.idempotence is not None:
+                        self.idempotence.on_success(batch)
                     batch.result.complete(base, append_time, None)
                     base += batch.count
                 self.accumulator.release(*group)
@@ -243,15 +287,20 @@ class Sender(threading.Thread):
         retry = error.retriable and not self._forced
         if retry and error.refresh_metadata:
             self._metadata.invalidate(group[0].topic)
+        idem = self.idempotence
         for batch in reversed(group):  # appendleft in reverse keeps the partition's order
             batch.attempts += 1
             deadline = batch.created + self._delivery_timeout_s
+            if idem is not None and not self._forced:
+                retry = idem.can_retry(batch, error)
             if retry and batch.attempts <= self._config.retries and now < deadline:
                 backoff = self._config.retry_backoff_ms * 2 ** min(batch.attempts - 1, 16)
                 backoff = min(backoff, self._config.retry_backoff_max_ms)
                 backoff_s = backoff * random.uniform(0.8, 1.2) / 1000
                 log.debug("retrying %r after %s (attempt %d)", batch, error, batch.attempts)
                 batch.last_error = error
+                if idem is not None:
+                    idem.on_retry(batch)
                 self.accumulator.reenqueue(batch, now + backoff_s)
             elif retry and now >= deadline:
                 self._expire(batch, now, error)
@@ -272,5 +321,7 @@ class Sender(threading.Thread):
         )
 
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
+        if self.idempotence is not None:
+            self.idempotence.on_failed(batch)
         batch.result.complete(-1, -1, error)
         self.accumulator.release(batch)

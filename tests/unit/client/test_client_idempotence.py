@@ -1,0 +1,171 @@
+"""The idempotent producer in the SDK: on by default (with Kafka 3's config rules), an id from
+InitProducerId at the first send, per-partition sequences assigned at drain, a retry resent with
+the same sequence (stored once), retried batches back in sequence order before later ones, and
+Kafka's epoch bump when a batch with a sequence fails for good or the leader sees a gap."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import pytest
+from client_fakes import FakeGateway, FakeServer
+
+from riverlog.client import Producer
+from riverlog.client.config import ConfigError, ProducerConfig
+from riverlog.client.producer.batch import ProducerBatch
+from riverlog.client.producer.idempotence import IdempotenceManager, ProducerIdAndEpoch
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.records import BatchBuilder, CompressionType
+from riverlog.common.records.header import iter_batches
+from riverlog.common.records.reader import iter_batches_records
+
+BOOT = {"bootstrap.servers": "127.0.0.1:9"}
+FAST = {"linger.ms": 0, "retry.backoff.ms": 5, "retry.backoff.max.ms": 20}
+
+
+def producer(address: str, **config: object) -> Producer:
+    return Producer({"bootstrap.servers": address, **FAST}, **config)
+
+
+def values(gateway: FakeGateway, topic: str = "t", partition: int = 0) -> list[bytes | None]:
+    return [r.value for r in iter_batches_records(gateway.records(topic, partition))]
+
+
+# ---- configuration ---------------------------------------------------------------------
+
+
+def test_idempotence_is_on_by_default_with_acks_all() -> None:
+    config = ProducerConfig.from_kafka(BOOT)
+    assert config.enable_idempotence and config.acks == -1
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("acks", "1", "Must set acks to all"),
+        ("retries", 0, "Must set retries to non-zero"),
+        ("max.in.flight.requests.per.connection", 6, "at most 5"),
+    ],
+)
+def test_conflicting_settings(key: str, value: object, message: str) -> None:
+    assert not ProducerConfig.from_kafka({**BOOT, key: value}).enable_idempotence  # quietly off
+    with pytest.raises(ConfigError, match=message):
+        ProducerConfig.from_kafka({**BOOT, key: value, "enable.idempotence": "true"})
+
+
+def test_idempotence_can_be_turned_off() -> None:
+    assert not ProducerConfig.from_kafka(BOOT, enable_idempotence=False).enable_idempotence
+
+
+# ---- against the fake gateway ----------------------------------------------------------
+
+
+def test_batches_carry_the_producer_id_and_consecutive_sequences(
+    fake: FakeServer, gateway: FakeGateway
+) -> None:
+    gateway.create("t", 1)
+    with producer(fake.address) as p:
+        assert p.producer_id_and_epoch == ProducerIdAndEpoch()
+        for i in range(3):
+            p.send("t", b"v%d" % i, partition=0).result(10)
+        assert p.producer_id_and_epoch == ProducerIdAndEpoch(1000, 0)
+    headers = iter_batches(gateway.records("t", 0))
+    assert [(h.producer_id, h.producer_epoch, h.base_sequence) for h in headers] == [
+        (1000, 0, 0),
+        (1000, 0, 1),
+        (1000, 0, 2),
+    ]
+    assert gateway.init_producer_id_calls == 1
+
+
+def test_a_lost_response_is_retried_and_stored_once(fake: FakeServer, gateway: FakeGateway) -> None:
+    gateway.create("t", 1)
+    with producer(fake.address) as p:
+        p.send("t", b"first", partition=0).result(10)
+        gateway.drop_responses = 1  # appended, but the answer is lost: the SDK retries
+        metadata = p.send("t", b"second", partition=0).result(10)
+    assert metadata.offset == 1  # the original offset, from the duplicate's answer
+    assert values(gateway) == [b"first", b"second"]
+
+
+def test_retries_keep_the_order_with_five_in_flight(fake: FakeServer, gateway: FakeGateway) -> None:
+    gateway.create("t", 1)
+    gateway.partition_errors[("t", 0)] = deque([ErrorCode.NOT_LEADER_OR_FOLLOWER])
+    with producer(fake.address, batch_size=200, linger_ms=20) as p:
+        futures = [p.send("t", b"record-%03d" % i, partition=0) for i in range(60)]
+        offsets = [f.result(10).offset for f in futures]
+    assert offsets == list(range(60))
+    assert values(gateway) == [b"record-%03d" % i for i in range(60)]
+
+
+def test_a_batch_failing_for_good_bumps_the_epoch(fake: FakeServer, gateway: FakeGateway) -> None:
+    gateway.create("t", 1)
+    with producer(fake.address) as p:
+        p.send("t", b"a", partition=0).result(10)
+        gateway.produce_errors.append(ErrorCode.INVALID_RECORD)  # not retriable
+        with pytest.raises(RiverlogError):
+            p.send("t", b"b", partition=0).result(10)
+        p.send("t", b"c", partition=0).result(10)  # would be a gap under epoch 0
+        assert p.producer_id_and_epoch == ProducerIdAndEpoch(1000, 1)
+    last = iter_batches(gateway.records("t", 0))[-1]
+    assert (last.producer_epoch, last.base_sequence) == (1, 0)
+    assert values(gateway) == [b"a", b"c"]
+
+
+# ---- the bookkeeping itself ------------------------------------------------------------
+
+
+def _batch(partition: int = 0, count: int = 1) -> ProducerBatch:
+    builder = BatchBuilder(CompressionType.NONE)
+    batch = ProducerBatch("t", partition, builder, 0.0)
+    for _ in range(count):
+        builder.append(0, None, b"x")
+    batch.count = count
+    return batch
+
+
+def test_out_of_order_for_a_later_batch_is_retried_without_a_bump() -> None:
+    idem = IdempotenceManager()
+    idem.set_producer_id(7, 0)
+    first, second = _batch(count=2), _batch()
+    idem.assign(first)
+    idem.assign(second)
+    assert (first.base_sequence, second.base_sequence) == (0, 2)
+    gap = RiverlogError("gap", ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+    assert idem.can_retry(second, gap)
+    idem.maybe_bump_epoch()
+    assert idem.producer_id_and_epoch == ProducerIdAndEpoch(7, 0)
+    assert idem.can_retry(first, gap)  # the next expected batch: a real gap
+    idem.maybe_bump_epoch()
+    assert idem.producer_id_and_epoch == ProducerIdAndEpoch(7, 1)
+
+
+def test_a_retry_waits_for_the_requests_on_the_wire_and_keeps_its_sequence() -> None:
+    idem = IdempotenceManager()
+    idem.set_producer_id(7, 0)
+    first, second = _batch(), _batch()
+    idem.assign(first)
+    idem.assign(second)
+    idem.on_response(first)
+    idem.on_retry(first)
+    assert idem.blocked() == {("t", 0)}
+    idem.on_response(second)
+    assert idem.blocked() == set()
+    idem.assign(first)
+    assert first.base_sequence == 0
+
+
+def test_after_a_bump_sequences_restart_at_zero_with_new_bytes() -> None:
+    idem = IdempotenceManager()
+    idem.set_producer_id(7, 0)
+    batch = _batch()
+    idem.assign(batch)
+    data = batch.build()
+    idem.on_response(batch)
+    idem.request_epoch_bump(("t", 0), "test")
+    idem.maybe_bump_epoch()
+    idem.assign(batch)
+    assert batch.data is None
+    header = iter_batches(batch.build())[0]
+    assert (header.producer_epoch, header.base_sequence) == (1, 0)
+    assert batch.build() != data
