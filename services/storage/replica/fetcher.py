@@ -328,6 +328,7 @@ def reset_out_of_range(partition: Partition, result: FollowerFetchResult) -> Non
             result.log_start_offset,
         )
         partition.log.truncate_fully_and_start_at(result.log_start_offset)
+        partition.producer_state.truncate_fully_and_start_at(result.log_start_offset)
 
 
 def truncation_target(
