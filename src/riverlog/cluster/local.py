@@ -1,5 +1,6 @@
 """A whole Riverlog cluster on this machine, as real processes on loopback: etcd, metadata
-instances, storage nodes and gateways, each started by module name (`python -m
+instances, storage nodes, quota instances (`quota_nodes`, none unless asked for; the CLI's
+`cluster up` starts one) and gateways, each started by module name (`python -m
 riverlog.services.<role>`), never imported. Tests, benchmarks and `riverlog cluster up` use it;
 fault tests reach single processes through `processes` to kill, pause or restart them.
 
@@ -25,7 +26,7 @@ from .readiness import HOST, ClusterView, describe_cluster, wait_for_storage_nod
 from .state import ClusterLayout, read_state, state_path, write_state
 from .topics import create_topic
 
-SERVICE_ROLES = ("metadata", "storage", "gateway")
+SERVICE_ROLES = ("metadata", "storage", "quota", "gateway")
 START_ORDER = ("etcd", *SERVICE_ROLES)
 STOP_ORDER = tuple(reversed(START_ORDER))
 DEFAULT_START_TIMEOUT = 120.0
@@ -52,11 +53,12 @@ class LocalCluster:
         extra_config: Mapping[str, Mapping[str, str]] | None = None,
         racks: Sequence[str] | None = None,
         *,
+        quota_nodes: int = 0,
         python: str | None = None,
         service_modules: Mapping[str, str] | None = None,
         env: Mapping[str, str] | None = None,
     ) -> None:
-        if metadata_nodes < 1 or storage_nodes < 0 or gateways < 0:
+        if metadata_nodes < 1 or storage_nodes < 0 or gateways < 0 or quota_nodes < 0:
             raise ValueError("need at least one metadata instance; counts cannot be negative")
         unknown = set(extra_config or {}) - set(SERVICE_ROLES)
         if unknown:
@@ -66,6 +68,7 @@ class LocalCluster:
             storage_nodes=storage_nodes,
             metadata_nodes=metadata_nodes,
             gateways=gateways,
+            quota_nodes=quota_nodes,
             etcd_url=etcd_url,
             extra_config={r: dict(c) for r, c in (extra_config or {}).items()},
             racks=list(racks) if racks else None,
@@ -92,6 +95,7 @@ class LocalCluster:
             etcd_url=layout.etcd_url,
             extra_config=layout.extra_config,
             racks=layout.racks,
+            quota_nodes=layout.quota_nodes,
         )
         cluster._etcd_url = etcd_url
         for proc in procs:
@@ -166,6 +170,9 @@ class LocalCluster:
     def gateway(self, node_id: int) -> ManagedProcess:
         return self._one("gateway", node_id)
 
+    def quota(self, node_id: int) -> ManagedProcess:
+        return self._one("quota", node_id)
+
     @property
     def running(self) -> bool:
         """True while any of its processes is alive."""
@@ -174,9 +181,10 @@ class LocalCluster:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self, timeout: float = DEFAULT_START_TIMEOUT) -> LocalCluster:
-        """Start etcd, the metadata instances, the storage nodes and the gateways, in that
-        order, each tier in parallel; then wait until every gateway reports every storage
-        node live. On any failure everything started is stopped and ClusterError raised."""
+        """Start etcd, the metadata instances, the storage nodes, the quota instances and the
+        gateways, in that order, each tier in parallel; then wait until every gateway reports
+        every storage node live. On any failure everything started is stopped and
+        ClusterError raised."""
         deadline = time.monotonic() + timeout
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._refuse_if_running()
@@ -249,6 +257,7 @@ class LocalCluster:
             "metadata": self.layout.metadata_nodes,
             "storage": self.layout.storage_nodes,
             "gateway": self.layout.gateways,
+            "quota": self.layout.quota_nodes,
         }[role]
         return [self.service_spec(role, node_id) for node_id in range(1, count + 1)]
 
