@@ -31,6 +31,7 @@ PASSTHROUGH: Final = {
     "ListTopics": "ListTopics",
     "DescribeTopics": "DescribeTopics",
     "DescribeCluster": "DescribeCluster",
+    "ElectLeaders": "ElectLeaders",
     "AlterClientQuotas": "AlterClientQuotas",
     "DescribeClientQuotas": "DescribeClientQuotas",
     "UpsertUser": "UpsertUser",

@@ -362,6 +362,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     ) -> admin_pb2.DescribeClusterResponse:
         return await self._pass("DescribeCluster", request, context)  # type: ignore[no-any-return]
 
+    async def ElectLeaders(
+        self, request: admin_pb2.ElectLeadersRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.ElectLeadersResponse:
+        return await self._pass("ElectLeaders", request, context)  # type: ignore[no-any-return]
+
     # --- client quotas and users: passed through ----------------------------------------------
 
     async def AlterClientQuotas(

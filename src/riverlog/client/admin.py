@@ -82,6 +82,8 @@ class ClusterDescription:
     controller_epoch: int
     nodes: tuple[NodeInfo, ...]
     metadata_instances: tuple[tuple[int, str, int, bool], ...]  # id, host, port, is_controller
+    offline_partitions: int = 0  # partitions with no leader
+    under_replicated_partitions: int = 0  # partitions whose ISR is smaller than their replicas
 
 
 def _kind(kind: int) -> str:
@@ -303,8 +305,47 @@ class AdminClient:
             (m.instance_id, m.host, m.port, m.is_controller) for m in r.metadata_instances
         )
         return ClusterDescription(
-            r.cluster_id, r.controller_id, r.controller_epoch, nodes, instances
+            r.cluster_id,
+            r.controller_id,
+            r.controller_epoch,
+            nodes,
+            instances,
+            r.offline_partitions,
+            r.under_replicated_partitions,
         )
+
+    def elect_leaders(
+        self,
+        election_type: str = "preferred",
+        partitions: Iterable[TopicPartition] | None = None,
+    ) -> dict[TopicPartition, RiverlogError | None]:
+        """Kafka's electLeaders: `"preferred"` moves leadership to each partition's first
+        replica where it is live and in sync; `"unclean"` gives a leaderless partition any live
+        replica. `partitions` None means every partition. Per partition: None when elected, else
+        the error (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE,
+        ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION)."""
+        types = {
+            "preferred": admin_pb2.ELECTION_TYPE_PREFERRED,
+            "unclean": admin_pb2.ELECTION_TYPE_UNCLEAN,
+        }
+        if election_type not in types:
+            raise ValueError(f"election_type must be one of {sorted(types)}: {election_type!r}")
+        request = admin_pb2.ElectLeadersRequest(
+            election_type=types[election_type],
+            partitions=[
+                common_pb2.TopicPartition(topic=tp.topic, partition=tp.partition)
+                for tp in partitions or ()
+            ],
+        )
+        response = self._call(lambda s: s.ElectLeaders, request)
+        if response.error_code != ErrorCode.NONE:
+            raise error_for(response.error_code, response.error_message)
+        return {
+            TopicPartition(r.topic, r.partition): (
+                None if r.error_code == ErrorCode.NONE else error_for(r.error_code, r.error_message)
+            )
+            for r in response.partitions
+        }
 
     # ---- lifecycle ----------------------------------------------------------------------
 
