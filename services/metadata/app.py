@@ -29,6 +29,7 @@ from riverlog.v1 import metadata_pb2_grpc
 from .client_quotas import ClientQuotaBook
 from .config import MetadataConfig
 from .controller.cluster import NodeRegistry
+from .controller.coordinators import CoordinatorAssigner
 from .controller.election import ControllerElection
 from .controller.producer_ids import ProducerIdManager
 from .controller.replication import ReplicationController
@@ -95,6 +96,8 @@ async def serve(config: MetadataConfig, ready_file: str | None, stop: asyncio.Ev
     servicer.client_quotas = client_quotas
     await server.start()
     await election.start(config.host, server.port)
+    assigner = CoordinatorAssigner(election, image, topics, config)
+    assigner.start()
     replication.start()
     log.info(
         "metadata instance %d serving on %s (cluster %s)",
@@ -114,6 +117,7 @@ async def serve(config: MetadataConfig, ready_file: str | None, stop: asyncio.Ev
         await stop.wait()
     finally:
         log.info("metadata instance %d stopping", config.instance_id)
+        await assigner.stop()
         await replication.stop()
         await election.stop()
         await server.stop(grace=1.0)

@@ -22,6 +22,8 @@ _KEYS: Final[dict[str, tuple[str, int, int]]] = {
     "metadata.forward.timeout.ms": ("forward_timeout_ms", 100, 600_000),
     "leader.imbalance.check.interval.seconds": ("leader_imbalance_check_interval_s", 1, 86_400),
     "leader.imbalance.per.broker.percentage": ("leader_imbalance_per_broker_percentage", 0, 100),
+    "offsets.topic.num.partitions": ("offsets_topic_num_partitions", 1, 1_000),
+    "offsets.topic.replication.factor": ("offsets_topic_replication_factor", 1, 1_000),
 }
 _STRING_KEYS: Final[dict[str, str]] = {"metadata.etcd.prefix": "etcd_prefix"}
 _BOOL_KEYS: Final[dict[str, str]] = {"auto.leader.rebalance.enable": "auto_leader_rebalance"}
@@ -57,6 +59,11 @@ class MetadataConfig:
     auto_leader_rebalance: bool = True
     leader_imbalance_check_interval_s: int = 300
     leader_imbalance_per_broker_percentage: int = 10
+    # offsets.topic.num.partitions / offsets.topic.replication.factor: __consumer_offsets,
+    # created by the controller once a coordinator registers (the factor is capped at the live
+    # storage nodes); decision 0006.
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
 
     @property
     def address(self) -> str:

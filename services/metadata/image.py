@@ -18,6 +18,7 @@ from types import MappingProxyType
 from riverlog.common.cluster.image import (
     ClusterDelta,
     ClusterImage,
+    CoordinatorAssignment,
     NodeInfo,
     NodeKey,
     PartitionInfo,
@@ -28,6 +29,7 @@ from .records import (
     ControllerRecord,
     InstanceRecord,
     TopicRecord,
+    coordinator_decode,
     node_decode,
     partition_decode,
     topic_info,
@@ -81,6 +83,7 @@ class MetadataImage:
         self.revisions: dict[str, int] = {}
         self._topic_records: dict[str, TopicRecord] = {}
         self._partitions: dict[str, dict[int, PartitionInfo]] = {}
+        self._coordinators: dict[int, CoordinatorAssignment] = {}
         self._subscribers: set[Subscription] = set()
         self._listeners: list[Callable[[], None]] = []
         self._changed = asyncio.Event()
@@ -168,6 +171,7 @@ class MetadataImage:
         self.node_leases.clear()
         self._topic_records.clear()
         self._partitions.clear()
+        self._coordinators.clear()
         nodes: dict[NodeKey, NodeInfo] = {}
         cluster_id = ""
         for key, value in values.items():
@@ -183,6 +187,7 @@ class MetadataImage:
             controller_epoch=self.controller.epoch if self.controller else self.last_epoch,
             nodes=MappingProxyType(nodes),
             topics=MappingProxyType(topics),
+            coordinators=MappingProxyType(dict(self._coordinators)),
         )
         self._publish(self.cluster.to_snapshot())
 
@@ -220,6 +225,8 @@ class MetadataImage:
                     self._topic_records.pop(rest, None)
                 else:
                     self._topic_records[rest] = TopicRecord.decode(value)
+            elif head == "coordinators" and value is not None:
+                self._coordinators[int(rest)] = coordinator_decode(int(rest), value)
             elif head == "partitions":
                 topic, _, p = rest.rpartition("/")
                 topics.add(topic)
@@ -259,6 +266,7 @@ class MetadataImage:
             topics[name] = info
             upserts.append(info)
         old_nodes = self.cluster.nodes
+        old_coordinators = self.cluster.coordinators
         delta = ClusterDelta(
             version=revision,
             controller_id=self.controller.instance_id if self.controller else -1,
@@ -268,6 +276,9 @@ class MetadataImage:
             removed_nodes=tuple(sorted(k for k in old_nodes if k not in nodes)),
             topics=tuple(upserts),
             removed_topics=tuple(removed),
+            coordinators=tuple(
+                c for p, c in sorted(self._coordinators.items()) if old_coordinators.get(p) != c
+            ),
         )
         self.cluster = self.cluster.apply_delta(delta)
         self._publish(delta)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from riverlog.common.cluster.image import NodeInfo, PartitionInfo, TopicInfo
+from riverlog.common.cluster.image import CoordinatorAssignment, NodeInfo, PartitionInfo, TopicInfo
 
 
 def _dumps(obj: Mapping[str, Any]) -> bytes:
@@ -158,6 +158,16 @@ def node_decode(raw: bytes) -> tuple[NodeInfo, int]:
         incarnation=int(d.get("incarnation", 0)),
     )
     return node, int(d.get("lease_id", 0))
+
+
+def coordinator_encode(assignment: CoordinatorAssignment) -> bytes:
+    """`coordinators/<p>`: the owner of __consumer_offsets-p and its epoch (decision 0006)."""
+    return _dumps({"coordinator_id": assignment.coordinator_id, "epoch": assignment.epoch})
+
+
+def coordinator_decode(partition: int, raw: bytes) -> CoordinatorAssignment:
+    obj = _loads(raw)
+    return CoordinatorAssignment(partition, int(obj["coordinator_id"]), int(obj["epoch"]))
 
 
 def topic_info(

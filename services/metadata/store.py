@@ -10,6 +10,7 @@ Keys, under a root prefix P (default `/riverlog/`, `metadata.etcd.prefix`):
     P nodes/<kind>/<id>           JSON node registration + lease_id; on the node's lease
     P topics/<name>               JSON {topic_id, partitions, configs, internal}
     P partitions/<topic>/<p>      JSON {replicas, leader, leader_epoch, isr, partition_epoch}
+    P coordinators/<p>            JSON {coordinator_id, epoch}: owner of __consumer_offsets-p
     P producer_ids/next_block     JSON {next_producer_id, node_id}: the first id not yet handed out
 
 Writes are transactions built from `Compare`s and `Op`s. A controller write also compares
@@ -92,6 +93,7 @@ class Keys:
         self.nodes = prefix + "nodes/"
         self.topics = prefix + "topics/"
         self.partitions = prefix + "partitions/"
+        self.coordinators = prefix + "coordinators/"
         self.producer_ids_next_block = prefix + "producer_ids/next_block"
 
     def instance(self, instance_id: int) -> str:
@@ -105,6 +107,9 @@ class Keys:
 
     def partition(self, topic: str, partition: int) -> str:
         return f"{self.partitions}{topic}/{partition}"
+
+    def coordinator(self, partition: int) -> str:
+        return f"{self.coordinators}{partition}"
 
     def partitions_of(self, topic: str) -> str:
         return f"{self.partitions}{topic}/"

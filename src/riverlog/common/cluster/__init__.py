@@ -5,6 +5,7 @@ from .client import MetadataClient, parse_addresses
 from .image import (
     ClusterDelta,
     ClusterImage,
+    CoordinatorAssignment,
     NodeInfo,
     PartitionInfo,
     TopicInfo,
@@ -15,6 +16,7 @@ from .watcher import MetadataWatcher
 __all__ = [
     "ClusterDelta",
     "ClusterImage",
+    "CoordinatorAssignment",
     "MembershipSession",
     "MetadataClient",
     "MetadataWatcher",

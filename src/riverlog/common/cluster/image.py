@@ -70,6 +70,16 @@ class TopicInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class CoordinatorAssignment:
+    """The coordinator instance owning one `__consumer_offsets` partition (decision 0006).
+    `epoch` grows at every change of owner and fences the previous owner's writes."""
+
+    partition: int
+    coordinator_id: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterDelta:
     """One step of the Watch stream (a `MetadataUpdate`): a full snapshot or upserts/removals."""
 
@@ -82,6 +92,7 @@ class ClusterDelta:
     removed_nodes: tuple[NodeKey, ...] = ()
     topics: tuple[TopicInfo, ...] = ()
     removed_topics: tuple[str, ...] = ()
+    coordinators: tuple[CoordinatorAssignment, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +105,10 @@ class ClusterImage:
     controller_epoch: int = 0
     nodes: Mapping[NodeKey, NodeInfo] = field(default_factory=lambda: MappingProxyType({}))
     topics: Mapping[str, TopicInfo] = field(default_factory=lambda: MappingProxyType({}))
+    coordinators: Mapping[int, CoordinatorAssignment] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    """Owners of the `__consumer_offsets` partitions by partition (decision 0006)."""
 
     @classmethod
     def empty(cls) -> ClusterImage:
@@ -118,6 +133,7 @@ class ClusterImage:
                 controller_epoch=delta.controller_epoch,
                 nodes=MappingProxyType({n.key: n for n in delta.nodes}),
                 topics=MappingProxyType({t.name: t for t in delta.topics}),
+                coordinators=MappingProxyType({c.partition: c for c in delta.coordinators}),
             )
         if delta.version <= self.version:
             return self
@@ -131,6 +147,11 @@ class ClusterImage:
             topics.pop(name, None)
         for topic in delta.topics:
             topics[topic.name] = topic
+        coordinators = self.coordinators
+        if delta.coordinators:
+            merged = dict(coordinators)
+            merged.update((c.partition, c) for c in delta.coordinators)
+            coordinators = MappingProxyType(merged)
         return ClusterImage(
             version=delta.version,
             cluster_id=delta.cluster_id or self.cluster_id,
@@ -138,6 +159,7 @@ class ClusterImage:
             controller_epoch=delta.controller_epoch,
             nodes=MappingProxyType(nodes),
             topics=MappingProxyType(topics),
+            coordinators=coordinators,
         )
 
     def storage_node(self, node_id: int) -> NodeInfo | None:
@@ -173,6 +195,7 @@ class ClusterImage:
             snapshot=True,
             nodes=tuple(sorted(self.nodes.values(), key=lambda n: n.key)),
             topics=tuple(self.topics[name] for name in sorted(self.topics)),
+            coordinators=tuple(self.coordinators[p] for p in sorted(self.coordinators)),
         )
 
 
@@ -283,6 +306,12 @@ def delta_to_proto(delta: ClusterDelta) -> metadata_pb2.MetadataUpdate:
         topics=[topic_to_proto(t) for t in delta.topics],
         removed_topics=list(delta.removed_topics),
         cluster_id=delta.cluster_id,
+        coordinator_assignments=[
+            metadata_pb2.CoordinatorAssignment(
+                partition=c.partition, coordinator_id=c.coordinator_id, coordinator_epoch=c.epoch
+            )
+            for c in delta.coordinators
+        ],
     )
 
 
@@ -301,4 +330,8 @@ def delta_from_proto(msg: metadata_pb2.MetadataUpdate) -> ClusterDelta:
         ),
         topics=tuple(topic_from_proto(t) for t in msg.topics),
         removed_topics=tuple(msg.removed_topics),
+        coordinators=tuple(
+            CoordinatorAssignment(c.partition, c.coordinator_id, c.coordinator_epoch)
+            for c in msg.coordinator_assignments
+        ),
     )

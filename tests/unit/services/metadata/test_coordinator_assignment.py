@@ -1,0 +1,52 @@
+"""The controller's plan for `__consumer_offsets` ownership: even spread, owners keep what they
+can, every move bumps the partition's coordinator epoch (the zombie fence)."""
+
+from collections import Counter
+
+from riverlog.common.cluster.image import CoordinatorAssignment as CA
+from riverlog.services.metadata.controller.coordinators import (
+    offsets_topic_configs,
+    plan_assignment,
+)
+
+
+def apply(current: dict[int, CA], changes: list[CA]) -> dict[int, CA]:
+    return {**current, **{c.partition: c for c in changes}}
+
+
+def test_first_assignment_spreads_evenly_at_epoch_one() -> None:
+    changes = plan_assignment(50, {}, [1, 2])
+    assert len(changes) == 50
+    assert Counter(c.coordinator_id for c in changes) == {1: 25, 2: 25}
+    assert {c.epoch for c in changes} == {1}
+
+
+def test_lapsed_owner_partitions_move_with_a_higher_epoch() -> None:
+    state = apply({}, plan_assignment(10, {}, [1, 2]))
+    lost = {p for p, a in state.items() if a.coordinator_id == 2}
+    changes = plan_assignment(10, state, [1])
+    assert {c.partition for c in changes} == lost
+    assert all(c.coordinator_id == 1 and c.epoch == 2 for c in changes)
+    assert plan_assignment(10, apply(state, changes), [1]) == []
+
+
+def test_a_new_instance_takes_a_fair_share_and_others_keep_theirs() -> None:
+    state = apply({}, plan_assignment(12, {}, [1]))
+    changes = plan_assignment(12, state, [1, 2, 3])
+    after = apply(state, changes)
+    assert Counter(a.coordinator_id for a in after.values()) == {1: 4, 2: 4, 3: 4}
+    assert all(state[c.partition].epoch + 1 == c.epoch for c in changes)
+    assert len(changes) == 8
+
+
+def test_no_live_coordinator_leaves_partitions_ownerless() -> None:
+    state = apply({}, plan_assignment(3, {}, [7]))
+    changes = plan_assignment(3, state, [])
+    assert [(c.coordinator_id, c.epoch) for c in changes] == [(-1, 2)] * 3
+    again = plan_assignment(3, apply(state, changes), [8])
+    assert [(c.coordinator_id, c.epoch) for c in again] == [(8, 3)] * 3
+
+
+def test_offsets_topic_configs() -> None:
+    assert dict(offsets_topic_configs(3))["min.insync.replicas"] == "2"
+    assert dict(offsets_topic_configs(1))["min.insync.replicas"] == "1"
