@@ -71,9 +71,7 @@ def test_starting_and_ending_offsets_select_exactly_that_range(spark, gateway_ad
     assert got == [(0, 5), (0, 6), (0, 7), (1, 0), (1, 1), (1, 2), (2, 19)]
 
 
-def test_min_partitions_splits_ranges_without_duplicates_or_gaps(
-    spark, gateway_address, new_topic
-):
+def test_min_partitions_splits_ranges_without_duplicates_or_gaps(spark, gateway_address, new_topic):
     topic = new_topic(partitions=2)
     produce(gateway_address, topic, [{"value": b"v%d" % i, "partition": i % 2} for i in range(400)])
     df = (
