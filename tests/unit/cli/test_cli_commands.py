@@ -266,14 +266,20 @@ def test_topic_json_and_kafka_text() -> None:
     assert document["configs"] == {"retention.ms": "1000"}
     assert document["partitions"][1] == {
         "partition": 1, "leader": -1, "leader_epoch": 0, "replicas": [2, 3, 1], "isr": [],
+        "under_replicated": True, "offline": True,
     }  # fmt: skip
     lines = topic_text(document).splitlines()
     assert lines[0] == (
         "Topic: orders\tTopicId: abc\tPartitionCount: 2\tReplicationFactor: 3\t"
         "Configs: retention.ms=1000"
     )
-    assert lines[1] == "\tTopic: orders\tPartition: 0\tLeader: 1\tReplicas: 1,2,3\tIsr: 1,2,3"
-    assert lines[2] == "\tTopic: orders\tPartition: 1\tLeader: none\tReplicas: 2,3,1\tIsr: -"
+    assert lines[1] == (
+        "\tTopic: orders\tPartition: 0\tLeader: 1\tLeaderEpoch: 3\tReplicas: 1,2,3\tIsr: 1,2,3"
+    )
+    assert lines[2] == (
+        "\tTopic: orders\tPartition: 1\tLeader: none\tLeaderEpoch: 0\tReplicas: 2,3,1\tIsr: -"
+        "\tOffline UnderReplicated"
+    )
 
 
 def test_topic_json_with_every_config() -> None:

@@ -177,6 +177,8 @@ def cluster_json(response: admin_pb2.DescribeClusterResponse) -> dict[str, Any]:
         "controller_id": response.controller_id,
         "controller_epoch": response.controller_epoch,
         "metadata_version": response.metadata_version,
+        "offline_partitions": response.offline_partitions,
+        "under_replicated_partitions": response.under_replicated_partitions,
         "metadata_instances": [
             {
                 "instance_id": m.instance_id,
@@ -249,6 +251,10 @@ def status_text(document: dict[str, Any]) -> str:
         f"Controller: metadata instance {controller} (epoch {epoch})"
         if controller >= 0
         else "Controller: none"
+    )
+    lines.append(
+        f"Partitions: {view.get('offline_partitions', 0)} offline, "
+        f"{view.get('under_replicated_partitions', 0)} under-replicated"
     )
     lines.append("Live nodes:")
     node_rows = [(n["kind"], n["node_id"], n["address"], n["rack"]) for n in view["live_nodes"]]

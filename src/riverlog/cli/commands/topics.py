@@ -2,9 +2,12 @@
 SDK's AdminClient, as Kafka's `kafka-topics.sh` (and `kafka-configs.sh` for `alter`).
 
 `describe` prints Kafka's layout — one `Topic: ... PartitionCount ... Configs` line, then one
-`Partition: ... Leader ... Replicas ... Isr` line per partition — or, with `--json`, one
-document with the same facts. Every refusal by the cluster (TOPIC_ALREADY_EXISTS,
-INVALID_CONFIG, UNKNOWN_TOPIC_OR_PARTITION, ...) is one line on stderr and exit status 1.
+`Partition: ... Leader ... LeaderEpoch ... Replicas ... Isr` line per partition, flagged
+`UnderReplicated` (ISR smaller than the replicas) or `Offline` (no leader) — or, with `--json`,
+one document with the same facts. `--under-replicated-partitions` and
+`--unavailable-partitions` keep only such partitions, as Kafka's filters. Every refusal by
+the cluster (TOPIC_ALREADY_EXISTS, INVALID_CONFIG, UNKNOWN_TOPIC_OR_PARTITION, ...) is one line
+on stderr and exit status 1.
 """
 
 from __future__ import annotations
@@ -52,6 +55,16 @@ def register(subparsers: Any) -> None:
     describe.add_argument("--include-internal", action="store_true")
     describe.add_argument("--all-configs", action="store_true", help="defaults included")
     describe.add_argument("--json", action="store_true", help="print one JSON document")
+    describe.add_argument(
+        "--under-replicated-partitions",
+        action="store_true",
+        help="only partitions whose ISR is smaller than their replicas",
+    )
+    describe.add_argument(
+        "--unavailable-partitions",
+        action="store_true",
+        help="only partitions with no leader",
+    )
     describe.set_defaults(func=run_describe)
 
     delete = sub.add_parser("delete", help="delete a topic and its data")
@@ -136,14 +149,32 @@ def topic_json(
                 "leader_epoch": p.leader_epoch,
                 "replicas": list(p.replicas),
                 "isr": list(p.isr),
+                "under_replicated": len(p.isr) < len(p.replicas),
+                "offline": p.leader < 0,
             }
             for p in topic.partitions
         ],
     }
 
 
-def topic_text(document: dict[str, Any]) -> str:
-    """Kafka's `kafka-topics.sh --describe` layout for one topic document."""
+def keep_partitions(
+    document: dict[str, Any], under_replicated: bool, unavailable: bool
+) -> dict[str, Any]:
+    """The document with only the partitions the filters ask for (all without a filter; with
+    both, those matching either, as Kafka's tool)."""
+    if not (under_replicated or unavailable):
+        return document
+    kept = [
+        p
+        for p in document["partitions"]
+        if (under_replicated and p["under_replicated"]) or (unavailable and p["offline"])
+    ]
+    return {**document, "partitions": kept}
+
+
+def topic_text(document: dict[str, Any], header: bool = True) -> str:
+    """Kafka's `kafka-topics.sh --describe` layout for one topic document (without the topic
+    line when filtering partitions, as Kafka's tool)."""
     head = {
         "Topic": document["name"],
         "TopicId": document["topic_id"],
@@ -151,16 +182,23 @@ def topic_text(document: dict[str, Any]) -> str:
         "ReplicationFactor": document["replication_factor"],
         "Configs": configs_text(document["configs"]),
     }
-    lines = [fields(head)]
+    lines = [fields(head)] if header else []
     for p in document["partitions"]:
         row = {
             "Topic": document["name"],
             "Partition": p["partition"],
             "Leader": p["leader"] if p["leader"] >= 0 else "none",
+            "LeaderEpoch": p["leader_epoch"],
             "Replicas": p["replicas"],
             "Isr": p["isr"],
         }
-        lines.append(fields(row, indent="\t"))
+        flags = [
+            name
+            for name, on in (("Offline", p["offline"]), ("UnderReplicated", p["under_replicated"]))
+            if on
+        ]
+        line = fields(row, indent="\t")
+        lines.append(f"{line}\t{' '.join(flags)}" if flags else line)
     return "\n".join(lines)
 
 
@@ -170,10 +208,14 @@ def run_describe(args: argparse.Namespace) -> int:
         configs = admin.describe_configs(sorted(topics)) if args.all_configs and topics else {}
     order = args.names or sorted(topics)
     documents = [topic_json(topics[n], configs.get(n) if args.all_configs else None) for n in order]
+    filters = (args.under_replicated_partitions, args.unavailable_partitions)
+    if any(filters):
+        documents = [keep_partitions(d, *filters) for d in documents]
+        documents = [d for d in documents if d["partitions"]]
     if args.json:
         emit(to_json(documents))
     elif documents:
-        emit("\n".join(topic_text(d) for d in documents))
+        emit("\n".join(topic_text(d, header=not any(filters)) for d in documents))
     return EXIT_OK
 
 
