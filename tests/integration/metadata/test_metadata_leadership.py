@@ -330,3 +330,47 @@ def test_new_controller_elects_for_nodes_that_died_without_one(cluster_factory):
             await h.close()
 
     run(go())
+
+
+def test_auto_rebalance_moves_leadership_back_to_preferred_replicas(cluster_factory):
+    configs = {
+        **SHORT,
+        "auto.leader.rebalance.enable": "true",
+        "leader.imbalance.check.interval.seconds": "1",
+    }
+    cluster = cluster_factory(1, configs)
+
+    async def go() -> None:
+        h = Harness(cluster.addresses)
+        try:
+            for node in (1, 2):
+                await h.join(node)
+            await h.create("r", 4, 2)
+            await h.leave(1)
+            moved = await h.wait_partitions("r", lambda ps: all(p.leader == 2 for p in ps))
+            await h.join(1)
+            # The leader takes node 1 back into every ISR, as once its fetcher caught up.
+            request = metadata_pb2.AlterPartitionRequest(
+                node_id=2,
+                node_incarnation=1,
+                partitions=[
+                    metadata_pb2.AlterPartitionItem(
+                        topic="r",
+                        partition=p.partition,
+                        leader_epoch=p.leader_epoch,
+                        new_isr=[2, 1],
+                        partition_epoch=p.partition_epoch,
+                    )
+                    for p in moved
+                ],
+            )
+            response = await h.client.call("AlterPartition", request)
+            assert all(r.error_code == 0 for r in response.partitions), response
+            back = await h.wait_partitions(
+                "r", lambda ps: all(p.leader == p.replicas[0] for p in ps)
+            )
+            assert any(p.leader == 1 for p in back)
+        finally:
+            await h.close()
+
+    run(go())
