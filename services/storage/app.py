@@ -110,6 +110,7 @@ class StorageNode:
             self.purgatory,
             clock=self.clock,
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+            producer_id_expiration_ms=config.producer_id_expiration_ms,
             alter_isr=lambda request: alter.submit(request) if alter else None,
             may_lead=self.fence.may_lead,
         )

@@ -59,6 +59,8 @@ _NODE_DEFAULTS: Final[Mapping[str, int]] = MappingProxyType(
         "replica.fetch.max.bytes": 1_048_576,
         "replica.fetch.response.max.bytes": 10_485_760,
         "replica.fetch.backoff.ms": 1_000,
+        # Idempotence: forget a producer idle this long (Kafka's default, one day).
+        "producer.id.expiration.ms": 86_400_000,
     }
 )
 # Boolean node keys (true/false).
@@ -83,6 +85,7 @@ _NODE_MINIMUMS: Final[Mapping[str, int]] = MappingProxyType(
         "replica.fetch.max.bytes": 1,
         "replica.fetch.response.max.bytes": 1,
         "replica.fetch.backoff.ms": 1,
+        "producer.id.expiration.ms": 1,
     }
 )
 
@@ -121,6 +124,7 @@ class StorageConfig:
     replica_fetch_response_max_bytes: int = 10_485_760
     replica_fetch_backoff_ms: int = 1_000
     replica_fetch_zero_copy_enable: bool = True
+    producer_id_expiration_ms: int = 86_400_000
     # Topic-level keys (`segment.bytes`, ...) with the broker's defaults for them.
     log_defaults: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -195,6 +199,7 @@ class StorageConfig:
             replica_fetch_response_max_bytes=node_values["replica.fetch.response.max.bytes"],
             replica_fetch_backoff_ms=node_values["replica.fetch.backoff.ms"],
             replica_fetch_zero_copy_enable=flags["replica.fetch.zero.copy.enable"],
+            producer_id_expiration_ms=node_values["producer.id.expiration.ms"],
             log_defaults=MappingProxyType(log_defaults),
         )
 

@@ -26,6 +26,7 @@ from riverlog.common.types import TopicPartition
 
 from ..log import AppendInfo, FetchSlice, LogConfig, PartitionLog
 from ..producer import ProducerStateManager
+from ..producer.manager import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from .isr import (
     AlterIsrRequest,
     FollowerState,
@@ -80,6 +81,7 @@ class Partition:
         *,
         clock: Clock = SYSTEM_CLOCK,
         replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         alter_isr: Callable[[AlterIsrRequest], None] | None = None,
         may_lead: Callable[[], bool] | None = None,
     ) -> None:
@@ -89,7 +91,9 @@ class Partition:
         self.topic_id = topic_id
         self.log = partition_log
         # Idempotence: producer id -> epoch and last batches, loaded from snapshot + log.
-        self.producer_state = ProducerStateManager(partition_log)
+        self.producer_state = ProducerStateManager(
+            partition_log, clock, producer_id_expiration_ms=producer_id_expiration_ms
+        )
         self.node_id = node_id
         self._on_change = on_change
         self.role = Role.OFFLINE

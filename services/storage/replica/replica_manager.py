@@ -27,6 +27,7 @@ from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 
 from ..log import LogConfig, LogManager
+from ..producer.manager import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from .isr import AlterIsrRequest
 from .partition import DEFAULT_REPLICA_LAG_TIME_MAX_MS, Partition
 from .purgatory import Purgatory
@@ -70,10 +71,12 @@ class ReplicaManager:
         *,
         clock: Clock = SYSTEM_CLOCK,
         replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         alter_isr: Callable[[AlterIsrRequest], None] | None = None,
         may_lead: Callable[[], bool] | None = None,
     ) -> None:
         self.node_id = node_id
+        self.producer_id_expiration_ms = producer_id_expiration_ms
         self.log_manager = log_manager
         self.base_config = base_config
         self.purgatory = purgatory
@@ -160,6 +163,7 @@ class ReplicaManager:
                 self._changed,
                 clock=self.clock,
                 replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
                 alter_isr=self.alter_isr,
                 may_lead=self.may_lead,
             )
