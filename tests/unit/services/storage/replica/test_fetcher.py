@@ -1,0 +1,224 @@
+"""The follower fetcher against a leader in the same process (its FetchHandler and
+OffsetsHandler behind a LeaderEndpoint): replication of appends and the high watermark, and
+truncation by leader epoch in both cases of KIP-101 — a follower whose high watermark lags must
+not lose a committed record (data loss), and a follower holding an uncommitted record the new
+leader never had must drop it (divergence) — plus KIP-279's multi-round answer."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from types import MappingProxyType
+
+from storage_replica_testkit import Node, make_batch, make_node, topic
+
+from riverlog.common.clock import ManualClock
+from riverlog.common.cluster import ClusterImage, NodeInfo
+from riverlog.common.types import TopicPartition
+from riverlog.services.storage.log import EpochEntry
+from riverlog.services.storage.replica.fetch import close_results
+from riverlog.services.storage.replica.fetcher import (
+    FetcherSettings,
+    ReplicaFetcherManager,
+    truncation_target,
+)
+from riverlog.services.storage.replica.requests import (
+    EpochEndOffsetData,
+    EpochEndOffsetResult,
+    FetchParams,
+    FollowerFetchResult,
+)
+
+T0 = TopicPartition("t", 0)
+A, B = 1, 2
+
+
+class LocalEndpoint:
+    """A LeaderEndpoint calling another in-process node's handlers."""
+
+    def __init__(self, leader: Node) -> None:
+        self.leader = leader
+        self.epoch_requests: list[list[EpochEndOffsetData]] = []
+
+    async def fetch(self, params: FetchParams) -> list[FollowerFetchResult]:
+        results = await self.leader.fetch.fetch(params)
+        try:
+            return [
+                FollowerFetchResult(
+                    r.tp,
+                    r.error,
+                    r.error_message,
+                    r.high_watermark,
+                    r.log_start_offset,
+                    r.log_end_offset,
+                    r.records.to_bytes() if r.records is not None else b"",
+                )
+                for r in results
+            ]
+        finally:
+            close_results(results)
+
+    async def offsets_for_leader_epoch(
+        self, replica_id: int, partitions: list[EpochEndOffsetData]
+    ) -> list[EpochEndOffsetResult]:
+        self.epoch_requests.append(partitions)
+        return self.leader.offsets.offsets_for_leader_epoch(partitions)
+
+    async def close(self) -> None:
+        pass
+
+
+def _image(leader: int, epoch: int, version: int, isr: tuple[int, ...] = (A, B)) -> ClusterImage:
+    nodes = {("storage", n): NodeInfo("storage", n, "127.0.0.1", 1000 + n) for n in (A, B)}
+    info = topic("t", leaders=[leader], epoch=epoch, replicas=[[A, B]], isr=[list(isr)])
+    return ClusterImage(
+        version=version,
+        nodes=MappingProxyType(nodes),
+        topics=MappingProxyType({"t": info}),
+    )
+
+
+def _node(root: Path, node_id: int) -> Node:
+    return make_node(root / f"n{node_id}", ManualClock(), node_id=node_id)
+
+
+async def _until(condition: Callable[[], bool], what: str) -> None:
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _fetcher(follower: Node, leader: Node) -> tuple[ReplicaFetcherManager, LocalEndpoint]:
+    endpoint = LocalEndpoint(leader)
+    manager = ReplicaFetcherManager(
+        follower.replicas.node_id,
+        follower.replicas,
+        lambda _node: endpoint,
+        FetcherSettings(max_wait_ms=20, backoff_ms=10),
+    )
+    follower.replicas.on_partitions_changed.append(manager.update)
+    return manager, endpoint
+
+
+def _log_bytes(node: Node) -> bytes:
+    partition_log = node.replicas.partitions[T0].log
+    return b"".join(s.log.path.read_bytes() for s in partition_log.segments)
+
+
+async def test_follower_replicates_appends_and_learns_the_high_watermark(tmp_path: Path) -> None:
+    leader, follower = _node(tmp_path, A), _node(tmp_path, B)
+    leader.replicas.apply_image(_image(A, 0, 1))
+    manager, _ = _fetcher(follower, leader)
+    try:
+        follower.replicas.apply_image(_image(A, 0, 1))
+        for i in range(3):
+            leader.replicas.partitions[T0].append_as_leader(make_batch(4, tag=i))
+        lp, fp = leader.replicas.partitions[T0], follower.replicas.partitions[T0]
+        await _until(lambda: fp.high_watermark == 12, "the follower's high watermark")
+        assert lp.high_watermark == 12
+        assert _log_bytes(follower) == _log_bytes(leader)
+        assert fp.log.leader_epoch_cache.entries == (EpochEntry(0, 0),)
+    finally:
+        await manager.close()
+        leader.close()
+        follower.close()
+
+
+async def test_kip101_data_loss_case_a_restarted_follower_keeps_committed_records(
+    tmp_path: Path,
+) -> None:
+    # A leads epoch 0 with offsets 0..1 committed (HW 2). B has both records but, as the HW
+    # reaches followers a fetch later, its own high watermark is only 1.
+    leader, follower = _node(tmp_path, A), _node(tmp_path, B)
+    leader.replicas.apply_image(_image(A, 0, 1))
+    lp = leader.replicas.partitions[T0]
+    lp.append_as_leader(make_batch(1, tag=0))
+    lp.append_as_leader(make_batch(1, tag=1))
+    follower.replicas.apply_image(_image(A, 0, 1))
+    fp = follower.replicas.partitions[T0]
+    fp.append_as_follower(_read_raw(leader, 0), leader_high_watermark=1)
+    lp.update_follower_fetch_state(B, 2)
+    assert (lp.high_watermark, fp.log_end_offset, fp.high_watermark) == (2, 2, 1)
+    # B restarts: its logs reopen from disk and it follows A again.
+    follower.close()
+    follower = _node(tmp_path, B)
+    manager, endpoint = _fetcher(follower, leader)
+    try:
+        follower.replicas.apply_image(_image(A, 0, 2))
+        fp = follower.replicas.partitions[T0]
+        await _until(lambda: bool(endpoint.epoch_requests), "OffsetsForLeaderEpoch")
+        await _until(lambda: fp.high_watermark == 2, "the follower to catch up")
+        assert fp.log_end_offset == 2  # truncating to its HW (1) would have lost offset 1
+        # A dies; B leads epoch 1 and still serves the committed record at offset 1.
+        await manager.close()
+        follower.replicas.apply_image(_image(B, 1, 3, isr=(B,)))
+        read = fp.read(1, 1 << 20, True)
+        assert read.records is not None and read.records.size > 0
+        read.records.close()
+    finally:
+        await manager.close()
+        leader.close()
+        follower.close()
+
+
+async def test_kip101_divergence_case_the_old_leader_drops_its_uncommitted_tail(
+    tmp_path: Path,
+) -> None:
+    # A led epoch 0: offset 0 (replicated to B) and offset 1 (never replicated, uncommitted).
+    a, b = _node(tmp_path, A), _node(tmp_path, B)
+    a.replicas.apply_image(_image(A, 0, 1))
+    ap = a.replicas.partitions[T0]
+    ap.append_as_leader(make_batch(1, tag=0))
+    b.replicas.apply_image(_image(A, 0, 1))
+    bp = b.replicas.partitions[T0]
+    bp.append_as_follower(_read_raw(a, 0), leader_high_watermark=0)
+    ap.append_as_leader(make_batch(1, tag=1))  # only on A
+    ap.update_follower_fetch_state(B, 1)
+    ap.log.update_high_watermark(2)  # as if A had wrongly advanced its HW: irrelevant to epochs
+    # Both crash; B comes back first, leads epoch 1 and writes a different record at offset 1.
+    b.replicas.apply_image(_image(B, 1, 2, isr=(B,)))
+    bp.append_as_leader(make_batch(1, tag=7))
+    # A comes back as B's follower.
+    manager, endpoint = _fetcher(a, b)
+    try:
+        a.replicas.apply_image(_image(B, 1, 3, isr=(B,)))
+        await _until(lambda: ap.log_end_offset == 2 and bool(endpoint.epoch_requests), "A")
+        await _until(lambda: _log_bytes(a) == _log_bytes(b), "identical logs")
+        assert endpoint.epoch_requests[0][0].leader_epoch == 0
+        assert ap.log.leader_epoch_cache.entries == (EpochEntry(0, 0), EpochEntry(1, 1))
+    finally:
+        await manager.close()
+        a.close()
+        b.close()
+
+
+def test_truncation_target_follows_kip279(tmp_path: Path) -> None:
+    node = _node(tmp_path, B)
+    try:
+        node.replicas.apply_image(_image(A, 5, 1))
+        partition = node.replicas.partitions[T0]
+        cache = partition.log.leader_epoch_cache
+        partition.log.append_as_leader(make_batch(10), leader_epoch=1)  # 0..9 at epoch 1
+        partition.log.append_as_leader(make_batch(10), leader_epoch=3)  # 10..19 at epoch 3
+        assert cache.entries[-2:] == (EpochEntry(1, 0), EpochEntry(3, 10))
+        # The leader has epoch 3 and it ended at 15: final, truncate to 15.
+        assert truncation_target(partition, 3, 15) == (15, True)
+        # The leader's end for epoch 3 is past ours: keep all we have.
+        assert truncation_target(partition, 3, 40) == (20, True)
+        # The leader answers epoch 2 (it never had 3): we never had 2 either; cut to where
+        # our epoch 1 ended (10) and ask again.
+        assert truncation_target(partition, 2, 12) == (10, False)
+    finally:
+        node.close()
+
+
+def _read_raw(node: Node, offset: int) -> bytes:
+    read = node.replicas.partitions[T0].read(offset, 1 << 20, True, up_to_high_watermark=False)
+    assert read.records is not None
+    try:
+        return read.records.to_bytes()
+    finally:
+        read.records.close()
