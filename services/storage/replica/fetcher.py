@@ -288,6 +288,11 @@ class ReplicaFetcherManager:
             try:
                 records = strip_below(partition, result.records)
                 partition.append_as_follower(records, result.high_watermark)
+                # DeleteRecords and retention on the leader move our log start too (Kafka's
+                # maybeIncrementLogStartOffset), never past what we hold as committed.
+                new_start = min(result.log_start_offset, partition.high_watermark)
+                if new_start > partition.log_start_offset:
+                    partition.log.delete_records(new_start)
             except RiverlogError as exc:
                 # Bytes that do not continue our log: resolve the divergence by epoch again.
                 log.error("%s: cannot append what the leader sent: %s", result.tp, exc)
@@ -322,12 +327,7 @@ def reset_out_of_range(partition: Partition, result: FollowerFetchResult) -> Non
     if 0 <= result.log_end_offset < leo:
         partition.truncate_to(result.log_end_offset)
     elif leo < result.log_start_offset:
-        log.warning(
-            "%s: below the leader's log start %d; restarting the log there",
-            partition.tp,
-            result.log_start_offset,
-        )
-        partition.log.truncate_fully_and_start_at(result.log_start_offset)
+        partition.truncate_fully_and_start_at(result.log_start_offset)
         partition.producer_state.truncate_fully_and_start_at(result.log_start_offset)
 
 

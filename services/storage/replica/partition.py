@@ -425,3 +425,10 @@ class Partition:
             self.log.truncate_to(offset)
             self.producer_state.truncate_to(offset)
             self._on_change(self.tp)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Start the log afresh at `offset` (a follower below the leader's log start)."""
+        log.warning("%s: restarting the log at the leader's log start %d", self.tp, offset)
+        self.log.truncate_fully_and_start_at(offset)
+        self.producer_state.truncate_fully_and_start_at(offset)
+        self._on_change(self.tp)
