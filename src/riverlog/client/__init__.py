@@ -14,11 +14,14 @@ from riverlog.common.types import TopicPartition
 from ._offsets import OffsetAndTimestamp
 from .admin import AdminClient, ClusterDescription, ConfigEntry, NewTopic, TopicDescription
 from .config import AdminConfig, ConfigError, ConsumerConfig, ProducerConfig
-from .consumer import Consumer, ConsumerRecord
+from .consumer import Consumer, ConsumerRebalanceListener, ConsumerRecord, OffsetAndMetadata
 from .errors import (
     ClientClosedError,
     ClientTimeoutError,
+    CommitFailedError,
+    NoOffsetForPartitionError,
     OffsetOutOfRangeError,
+    RebalanceInProgressError,
     RecordTooLargeError,
 )
 from .producer import Producer, RecordFuture, RecordMetadata
@@ -29,17 +32,22 @@ __all__ = [
     "ClientClosedError",
     "ClientTimeoutError",
     "ClusterDescription",
+    "CommitFailedError",
     "ConfigEntry",
     "ConfigError",
     "Consumer",
     "ConsumerConfig",
+    "ConsumerRebalanceListener",
     "ConsumerRecord",
     "ErrorCode",
     "NewTopic",
+    "NoOffsetForPartitionError",
+    "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "OffsetOutOfRangeError",
     "Producer",
     "ProducerConfig",
+    "RebalanceInProgressError",
     "RecordFuture",
     "RecordMetadata",
     "RecordTooLargeError",

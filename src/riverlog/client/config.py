@@ -16,6 +16,8 @@ import difflib
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Self, TypeVar
 
+from riverlog.common.assignors import ASSIGNORS
+
 T = TypeVar("T")
 Deserializer = Callable[[bytes | None], Any]
 Serializer = Callable[[Any], bytes | None]
@@ -99,6 +101,36 @@ def _parse_acks(name: str, value: object) -> int:
     return acks
 
 
+_ASSIGNOR_CLASSES = {
+    "org.apache.kafka.clients.consumer.RangeAssignor": "range",
+    "org.apache.kafka.clients.consumer.RoundRobinAssignor": "roundrobin",
+    "org.apache.kafka.clients.consumer.StickyAssignor": "sticky",
+    "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky",
+}
+
+
+def _parse_assignors(name: str, value: object) -> tuple[str, ...]:
+    """partition.assignment.strategy: assignor names in preference order, as a comma-separated
+    string or a list; Kafka's class names are accepted for the four built-in assignors."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise ConfigError(f"{name}: expected a list of assignor names, got {value!r}")
+    names: list[str] = []
+    for item in items:
+        text = str(item).strip()
+        text = _ASSIGNOR_CLASSES.get(text, text)
+        if not text:
+            continue
+        if text not in ASSIGNORS:
+            known = ", ".join(sorted(ASSIGNORS))
+            raise ConfigError(f"{name}: unknown assignor {text!r} (known: {known})")
+        if text not in names:
+            names.append(text)
+    if not names:
+        raise ConfigError(f"{name}: at least one assignor is required")
+    return tuple(names)
+
+
 def _key(default: T, parse: Callable[[str, object], Any], doc: str) -> T:
     meta = {"parse": parse, "doc": doc}
     return dataclasses.field(default=default, metadata=meta)
@@ -118,8 +150,6 @@ def _choice(default: str, choices: tuple[str, ...], doc: str) -> str:
 
 
 _UNSUPPORTED: dict[str, str] = {
-    "group.id": "consumer groups are not supported yet (assign partitions: Consumer.assign)",
-    "enable.auto.commit": "consumer groups are not supported yet",
     "transactional.id": "transactions are not supported",
     "security.protocol": "the gateway API is plaintext gRPC",
 }
@@ -254,7 +284,7 @@ def _idempotence_conflicts(config: ProducerConfig) -> list[str]:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ConsumerConfig(_ClientConfig):
-    """Consumer keys (no groups yet); defaults are Kafka 3.x's."""
+    """Consumer keys; defaults are Kafka 3.x's. Group keys matter only with group.id."""
 
     kind: ClassVar[str] = "consumer"
 
@@ -273,6 +303,32 @@ class ConsumerConfig(_ClientConfig):
     check_crcs: bool = _key(True, _parse_bool, "Verify the CRC-32C of every fetched batch")
     key_deserializer: Deserializer | None = _callable("Turns key bytes back")  # noqa: RUF009
     value_deserializer: Deserializer | None = _callable("Turns value bytes back")  # noqa: RUF009
+    group_id: str = _key("", _parse_str, "The consumer group; needed by subscribe() and commits")
+    group_instance_id: str = _key("", _parse_str, "Static membership: a stable member identity")
+    session_timeout_ms: int = _int(
+        45_000, "Without a heartbeat this long a member is removed", lo=1
+    )
+    heartbeat_interval_ms: int = _int(3_000, "Time between heartbeats to the coordinator", lo=1)
+    max_poll_interval_ms: int = _int(300_000, "Leave the group if poll() is not called", lo=1)
+    enable_auto_commit: bool = _key(True, _parse_bool, "Commit positions in the background")
+    auto_commit_interval_ms: int = _int(5_000, "Time between automatic commits", lo=0)
+    partition_assignment_strategy: tuple[str, ...] = _key(
+        ("range", "cooperative-sticky"),
+        _parse_assignors,
+        "Assignors in preference order (range, roundrobin, sticky, cooperative-sticky)",
+    )
+    client_rack: str = _key("", _parse_str, "The rack of this consumer, sent to assignors")
+    exclude_internal_topics: bool = _key(True, _parse_bool, "Patterns never match __ topics")
+
+    def validate(self) -> None:
+        _ClientConfig.validate(self)
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ConfigError(
+                f"heartbeat.interval.ms ({self.heartbeat_interval_ms}) must be lower than "
+                f"session.timeout.ms ({self.session_timeout_ms})"
+            )
+        if self.group_instance_id and not self.group_id:
+            raise ConfigError("group.instance.id needs group.id")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -17,8 +17,11 @@ from riverlog.common.types import TopicPartition
 __all__ = [
     "ClientClosedError",
     "ClientTimeoutError",
+    "CommitFailedError",
     "ErrorCode",
+    "NoOffsetForPartitionError",
     "OffsetOutOfRangeError",
+    "RebalanceInProgressError",
     "RecordTooLargeError",
     "RiverlogError",
 ]
@@ -66,3 +69,25 @@ class OffsetOutOfRangeError(RiverlogError):
         super().__init__(
             f"no valid position for {parts} and auto.offset.reset is 'none': seek() first"
         )
+
+
+class NoOffsetForPartitionError(OffsetOutOfRangeError):
+    """A partition has no committed offset and no position, and auto.offset.reset is `none`
+    (Kafka's NoOffsetForPartitionException)."""
+
+
+class CommitFailedError(RiverlogError):
+    """A commit was refused because this member is no longer part of the group generation it
+    committed for (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID): its partitions were (or will be)
+    given to other members. The consumer rejoins at its next poll(); the records it read since
+    its last successful commit may be read again by the new owner (Kafka's
+    CommitFailedException)."""
+
+    code = ErrorCode.ILLEGAL_GENERATION
+
+
+class RebalanceInProgressError(RiverlogError):
+    """A commit was refused because the group is rebalancing; the consumer rejoins at its next
+    poll(), after which committing the partitions it still owns succeeds."""
+
+    code = ErrorCode.REBALANCE_IN_PROGRESS

@@ -61,8 +61,6 @@ def test_unknown_key_names_it_and_suggests() -> None:
 
 
 def test_unsupported_kafka_keys_say_why() -> None:
-    with pytest.raises(ConfigError, match=r"group\.id.*not supported"):
-        ConsumerConfig.from_kafka(BOOT, group_id="g")
     with pytest.raises(ConfigError, match=r"transactional\.id.*not supported"):
         ProducerConfig.from_kafka(BOOT, transactional_id="t")
 
@@ -116,3 +114,19 @@ def test_configs_are_frozen() -> None:
     c = ProducerConfig.from_kafka(BOOT)
     with pytest.raises(AttributeError):
         c.linger_ms = 1  # type: ignore[misc]
+
+
+def test_group_keys() -> None:
+    config = ConsumerConfig.from_kafka(BOOT, group_id="g")
+    assert config.enable_auto_commit and config.auto_commit_interval_ms == 5000
+    assert config.session_timeout_ms == 45_000 and config.heartbeat_interval_ms == 3000
+    assert config.partition_assignment_strategy == ("range", "cooperative-sticky")
+    kafka_names = "org.apache.kafka.clients.consumer.CooperativeStickyAssignor, roundrobin"
+    config = ConsumerConfig.from_kafka({**BOOT, "partition.assignment.strategy": kafka_names})
+    assert config.partition_assignment_strategy == ("cooperative-sticky", "roundrobin")
+    with pytest.raises(ConfigError, match="unknown assignor 'fair'"):
+        ConsumerConfig.from_kafka({**BOOT, "partition.assignment.strategy": "fair"})
+    with pytest.raises(ConfigError, match="heartbeat.interval.ms"):
+        ConsumerConfig.from_kafka(BOOT, session_timeout_ms=1000, heartbeat_interval_ms=1000)
+    with pytest.raises(ConfigError, match="group.instance.id needs group.id"):
+        ConsumerConfig.from_kafka(BOOT, group_instance_id="i")

@@ -1,23 +1,30 @@
-"""`Consumer`: Kafka's consumer API over the gateway, for assigned partitions (no groups yet).
+"""`Consumer`: Kafka's consumer API over the gateway, for assigned partitions (`assign`) or as a
+member of a consumer group (`subscribe`, with group.id; see `group/`).
 
 `poll()` returns `{TopicPartition: [ConsumerRecord, ...]}` (kafka-python's shape: records of
 one partition stay together and in offset order; iterate `.values()` or use `itertools.chain`
 for a flat stream). Positions that are unknown or fall out of the log are reset by
 auto.offset.reset through ListOffsets. A fetch is always in flight while the application
 handles the last records (see `fetcher.py`), so throughput is not bound by round trips.
+
+Threads: the consumer is used from one thread at a time. With a group, a heartbeat thread keeps
+the membership alive and an async-commit worker sends commit_async's requests; the rebalance
+listener and commit callbacks always run on the thread calling poll()/commit_*/close().
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 
-from riverlog.common.errors import RiverlogError
+from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 
 from .._connection import GatewayConnection
+from .._metadata import MetadataCache
 from .._offsets import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -25,8 +32,17 @@ from .._offsets import (
     list_offsets,
 )
 from ..config import ConsumerConfig
-from ..errors import ClientClosedError, ClientTimeoutError, OffsetOutOfRangeError
+from ..errors import ClientClosedError, ClientTimeoutError, NoOffsetForPartitionError
 from .fetcher import ConsumerRecord, Fetcher
+from .group import (
+    ConsumerCoordinator,
+    ConsumerRebalanceListener,
+    GatewayGroupApi,
+    GroupApi,
+    OffsetAndMetadata,
+)
+from .group.grpc_api import MetadataTopicSource
+from .group.offsets import CommitCallback
 from .subscription import EARLIEST, LATEST, NONE, SubscriptionState
 
 _ids = itertools.count(1)
@@ -53,6 +69,19 @@ class Consumer:
         self._subs = SubscriptionState(config.auto_offset_reset)
         self._fetcher = Fetcher(config, self._conn, self._subs)
         self._closed = False
+        self._coordinator: ConsumerCoordinator | None = None
+        if config.group_id:
+            self._coordinator = self._make_coordinator(GatewayGroupApi(self._conn))
+
+    def _make_coordinator(self, api: GroupApi) -> ConsumerCoordinator:
+        config = self.config
+        cache = MetadataCache(
+            self._conn,
+            max_age_ms=config.metadata_max_age_ms,
+            retry_backoff_ms=config.retry_backoff_ms,
+            request_timeout_ms=config.request_timeout_ms,
+        )
+        return ConsumerCoordinator(config, api, self._subs, MetadataTopicSource(cache))
 
     @property
     def client_id(self) -> str:
@@ -65,8 +94,110 @@ class Consumer:
         keep their position). Positions of new partitions start per auto.offset.reset unless
         `seek` sets them."""
         self._check_open()
+        if self._subs.subscribed:
+            raise RiverlogError("assign() after subscribe(): unsubscribe() first")
         self._subs.assign(partitions)
         self._fetcher.clear()
+
+    # ---- groups -------------------------------------------------------------------------
+
+    def subscribe(
+        self,
+        topics: Sequence[str] = (),
+        pattern: str | re.Pattern[str] | None = None,
+        listener: ConsumerRebalanceListener | None = None,
+    ) -> None:
+        """Join the group (group.id) and read the partitions it assigns from `topics`, or from
+        every topic whose whole name matches `pattern` (re-matched every metadata.max.age.ms;
+        a new match rebalances). The join happens in poll(); `listener` hears of the
+        partitions revoked, assigned and lost, on the thread calling poll()."""
+        self._check_open()
+        coordinator = self._group("subscribe()")
+        if isinstance(topics, str):
+            topics = [topics]
+        if (pattern is None) == (not topics):
+            raise ValueError("subscribe() takes topics or a pattern (one of them)")
+        if self._subs.partitions and not self._subs.subscribed:
+            raise RiverlogError("subscribe() after assign(): unsubscribe() first")
+        self._subs.pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
+        coordinator.subscribe(list(topics), pattern is not None, listener)
+
+    def subscription(self) -> set[str]:
+        """The topics subscribed to (for a pattern: those it matched at the last refresh)."""
+        return set(self._subs.subscription)
+
+    def unsubscribe(self) -> None:
+        """Stop reading: revoke the assignment (listener called), leave the group, and forget
+        a manual assignment too."""
+        self._check_open()
+        if self._coordinator is not None and self._subs.subscribed:
+            self._coordinator.unsubscribe()
+        self._subs.unsubscribe()
+        self._fetcher.clear()
+
+    def _group(self, what: str) -> ConsumerCoordinator:
+        if self._coordinator is None:
+            raise RiverlogError(f"{what} needs group.id", ErrorCode.INVALID_GROUP_ID)
+        return self._coordinator
+
+    def commit_sync(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Commit `offsets` (each the NEXT offset to read), or every position when None.
+        Raises CommitFailedError when the group moved on without this member,
+        RebalanceInProgressError during a rebalance (commit again after the next poll())."""
+        self._check_open()
+        coordinator = self._group("commit_sync()")
+        coordinator.commit_sync(_offsets(offsets), self._timeout_s(timeout_ms))
+
+    def commit_async(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+        callback: CommitCallback | None = None,
+    ) -> None:
+        """Commit without waiting; `callback(offsets, error_or_None)` runs on this thread at a
+        later poll(), commit or close()."""
+        self._check_open()
+        coordinator = self._group("commit_async()")
+        wanted = _offsets(offsets)
+        if wanted is None:
+            wanted = {tp: OffsetAndMetadata(p) for tp, p in self._subs.consumed().items()}
+        coordinator.offsets.commit_async(wanted, callback)
+
+    def committed(
+        self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets of `partitions` (None where there is none)."""
+        self._check_open()
+        coordinator = self._group("committed()")
+        found = coordinator.offsets.fetch_committed(list(partitions), self._timeout_s(timeout_ms))
+        return {
+            tp: None if c.offset < 0 else OffsetAndMetadata(c.offset, c.metadata, c.leader_epoch)
+            for tp, c in found.items()
+        }
+
+    def _refresh_committed(self, timeout_s: float) -> None:
+        """Partitions the group just assigned start at their committed offset, else per
+        auto.offset.reset."""
+        coordinator = self._coordinator
+        waiting = self._subs.initializing()
+        if coordinator is None or not waiting:
+            return
+        try:
+            found = coordinator.offsets.fetch_committed(waiting, max(timeout_s, 0.0))
+        except ClientTimeoutError:
+            return  # the coordinator is moving: try again at the next round
+        for tp in waiting:
+            state = self._subs.partitions.get(tp)
+            if state is None or state.position is not None or state.reset is not None:
+                continue
+            committed = found.get(tp)
+            if committed is not None and committed.offset >= 0:
+                state.seek(committed.offset)
+            else:
+                state.request_reset(self._subs.default_reset)
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._subs.partitions)
@@ -114,7 +245,7 @@ class Consumer:
             return
         undefined = {tp: -1 for tp, policy in needing.items() if policy == NONE}
         if undefined:
-            raise OffsetOutOfRangeError(undefined)
+            raise NoOffsetForPartitionError(undefined)
         queries = {
             tp: EARLIEST_TIMESTAMP if policy == EARLIEST else LATEST_TIMESTAMP
             for tp, policy in needing.items()
@@ -143,7 +274,12 @@ class Consumer:
             raise ValueError(f"max_records must be positive, not {max_records}")
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000
         fetcher = self._fetcher
+        coordinator = self._coordinator
         while True:
+            if coordinator is not None:
+                if not coordinator.poll(max(deadline - time.monotonic(), 0.0)):
+                    return {}  # still joining: the join continues at the next poll
+                self._refresh_committed(max(deadline - time.monotonic(), 0.0))
             if self._subs.needing_reset():
                 try:
                     self._update_positions(max(deadline - time.monotonic(), 0.0))
@@ -221,12 +357,18 @@ class Consumer:
             raise ClientClosedError("consumer")
 
     def close(self) -> None:
-        """Drop buffered records, cancel the fetch in flight, close the channels. Idempotent."""
+        """With a group: commit positions (enable.auto.commit), revoke the assignment, leave
+        the group (dynamic members; static ones keep their assignment for session.timeout.ms).
+        Then drop buffered records, cancel the fetch in flight, close the channels. Idempotent."""
         if self._closed:
             return
         self._closed = True
-        self._fetcher.close()
-        self._conn.close()
+        try:
+            if self._coordinator is not None:
+                self._coordinator.close(self.config.default_api_timeout_ms / 1000)
+        finally:
+            self._fetcher.close()
+            self._conn.close()
 
     def __enter__(self) -> Consumer:
         return self
@@ -241,3 +383,14 @@ class Consumer:
 
     def __repr__(self) -> str:
         return f"<Consumer {self.client_id} → {','.join(self._conn.servers)}>"
+
+
+def _offsets(
+    offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None,
+) -> dict[TopicPartition, OffsetAndMetadata] | None:
+    if offsets is None:
+        return None
+    return {
+        tp: value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(int(value))
+        for tp, value in offsets.items()
+    }

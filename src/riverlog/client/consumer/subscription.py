@@ -2,13 +2,18 @@
 poll() returns), a pending offset reset, a back-off after a partition error, and an epoch that
 every seek bumps so answers to fetches sent before the seek are recognised and dropped.
 
-Kafka's SubscriptionState without groups: partitions come only from `assign()`. The fetch
+Kafka's SubscriptionState: partitions come from `assign()` (manual assignment) or, after
+`subscribe()` to topics or a pattern, from the group's rebalances (`assign_from_subscribed`);
+partitions a rebalance adds wait for their committed offset (position and reset both None,
+`initializing()`) before auto.offset.reset applies. The fetch
 position (where the next fetch starts) is not kept here: it runs ahead of the position while a
 fetched chunk waits to be consumed, and the fetcher derives it from its buffer.
 """
 
 from __future__ import annotations
 
+import itertools
+import re
 import time
 from collections.abc import Iterable
 
@@ -17,6 +22,10 @@ from riverlog.common.types import TopicPartition
 EARLIEST = "earliest"
 LATEST = "latest"
 NONE = "none"
+
+# One sequence for every partition state and seek, so an answer to a fetch sent for an earlier
+# ownership of a partition never matches a later one.
+_epochs = itertools.count(1)
 
 
 class PartitionState:
@@ -32,10 +41,10 @@ class PartitionState:
         "reset",
     )
 
-    def __init__(self, reset: str) -> None:
+    def __init__(self, reset: str | None) -> None:
         self.position: int | None = None
         self.reset: str | None = reset
-        self.epoch = 0
+        self.epoch = next(_epochs)
         self.backoff_until = 0.0
         self.high_watermark = -1
         self.log_start_offset = -1
@@ -43,13 +52,13 @@ class PartitionState:
     def seek(self, offset: int) -> None:
         self.position = offset
         self.reset = None
-        self.epoch += 1
+        self.epoch = next(_epochs)
         self.backoff_until = 0.0
 
     def request_reset(self, policy: str) -> None:
         self.position = None
         self.reset = policy
-        self.epoch += 1
+        self.epoch = next(_epochs)
 
 
 class SubscriptionState:
@@ -59,15 +68,58 @@ class SubscriptionState:
     def __init__(self, default_reset: str) -> None:
         self.default_reset = default_reset
         self.partitions: dict[TopicPartition, PartitionState] = {}
+        self.subscription: frozenset[str] = frozenset()
+        self.pattern: re.Pattern[str] | None = None
+
+    @property
+    def subscribed(self) -> bool:
+        """True after subscribe() (the group assigns), False for manual assign()."""
+        return bool(self.subscription) or self.pattern is not None
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Replace the assignment; partitions kept keep their position."""
+        self._replace(partitions, self.default_reset)
+
+    def _replace(self, partitions: Iterable[TopicPartition], reset: str | None) -> None:
         wanted = list(dict.fromkeys(partitions))
         for tp in wanted:
             if not isinstance(tp, TopicPartition):
                 raise TypeError(f"assign() takes TopicPartition objects, not {tp!r}")
-        self.partitions = {
-            tp: self.partitions.get(tp) or PartitionState(self.default_reset) for tp in wanted
+        self.partitions = {tp: self.partitions.get(tp) or PartitionState(reset) for tp in wanted}
+
+    def subscribe(self, topics: Iterable[str]) -> bool:
+        """Set the subscribed topics (for a pattern: the topics it matches now); True if they
+        changed."""
+        topics = frozenset(topics)
+        changed = topics != self.subscription
+        self.subscription = topics
+        return changed
+
+    def unsubscribe(self) -> None:
+        self.subscription = frozenset()
+        self.pattern = None
+        self.partitions = {}
+
+    def assign_from_subscribed(self, partitions: Iterable[TopicPartition]) -> None:
+        """The group's assignment: partitions kept keep their position, new ones wait for
+        their committed offset."""
+        self._replace(partitions, None)
+
+    def initializing(self) -> list[TopicPartition]:
+        """Partitions waiting for their committed offset (new from a rebalance)."""
+        return [
+            tp
+            for tp, state in self.partitions.items()
+            if state.position is None and state.reset is None
+        ]
+
+    def consumed(self) -> dict[TopicPartition, int]:
+        """Positions of every partition that has one: what a commit of "all consumed"
+        sends."""
+        return {
+            tp: state.position
+            for tp, state in self.partitions.items()
+            if state.position is not None
         }
 
     def state(self, tp: TopicPartition) -> PartitionState:
