@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
+from riverlog.common.assignors.javaorder import java_string_hash
 from riverlog.v1 import common_pb2, metadata_pb2
 
 NODE_KINDS: Final = ("storage", "gateway", "coordinator", "quota", "metadata")
@@ -67,6 +68,15 @@ class TopicInfo:
     partitions: tuple[PartitionInfo, ...]
     configs: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     internal: bool = False
+
+
+OFFSETS_TOPIC: Final = "__consumer_offsets"
+
+
+def group_partition(group_id: str, num_partitions: int) -> int:
+    """The `__consumer_offsets` partition of a group (Kafka's `partitionFor`:
+    `Utils.abs(groupId.hashCode()) % numPartitions`, with Java's String.hashCode)."""
+    return (java_string_hash(group_id) & 0x7FFFFFFF) % num_partitions
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +171,23 @@ class ClusterImage:
             topics=MappingProxyType(topics),
             coordinators=coordinators,
         )
+
+    def offsets_partitions(self) -> int:
+        """The partition count of `__consumer_offsets`; 0 before the controller created it."""
+        topic = self.topics.get(OFFSETS_TOPIC)
+        return len(topic.partitions) if topic is not None else 0
+
+    def coordinator_for(self, group_id: str) -> tuple[int, NodeInfo | None]:
+        """The group's `__consumer_offsets` partition and its live coordinator (None when
+        unassigned or gone); partition -1 before the topic exists."""
+        count = self.offsets_partitions()
+        if count == 0:
+            return -1, None
+        partition = group_partition(group_id, count)
+        owner = self.coordinators.get(partition)
+        if owner is None or owner.coordinator_id < 0:
+            return partition, None
+        return partition, self.nodes.get(("coordinator", owner.coordinator_id))
 
     def storage_node(self, node_id: int) -> NodeInfo | None:
         return self.nodes.get(("storage", node_id))

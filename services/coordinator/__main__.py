@@ -1,0 +1,5 @@
+"""`python -m riverlog.services.coordinator`: run one coordinator instance."""
+
+from .app import main
+
+main()

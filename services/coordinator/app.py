@@ -1,0 +1,157 @@
+"""The coordinator process: parse the command line, wire config → metadata → ownership →
+server, register as a `coordinator` node, and serve until SIGTERM.
+
+Start-up order: follow the metadata (first snapshot), bind and serve the Coordinator API, start
+the shards already assigned here, register (the controller then assigns partitions to this
+instance), write the ready file. Shutdown runs backwards: unregister (the controller moves the
+partitions at once), stop the shards, drain the server, stop following.
+
+    python -m riverlog.services.coordinator --node-id N --host 127.0.0.1 --port P \\
+        --metadata A1[,A2,...] [--ready-file F] [--config key=value ...]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from riverlog.common.clock import SYSTEM_CLOCK
+from riverlog.common.cluster import (
+    MembershipSession,
+    MetadataClient,
+    MetadataWatcher,
+    NodeInfo,
+    parse_addresses,
+)
+from riverlog.common.errors import RiverlogError
+from riverlog.common.rpc.server import RpcServer
+from riverlog.common.service import (
+    base_arg_parser,
+    parse_overrides,
+    run,
+    setup_logging,
+    write_ready_file,
+)
+
+from .config import CoordinatorConfig
+from .ownership import Ownership
+from .peers.storage import StorageClient
+from .rpc.servicer import SERVICE_NAME, CoordinatorServicer, add_to_server
+
+log = logging.getLogger(__name__)
+
+KIND = "coordinator"
+_FENCE_CHECK_S = 1.0
+_STOP_GRACE_S = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    node_id: int
+    host: str
+    port: int
+    metadata: list[str]
+    ready_file: str | None
+    config: CoordinatorConfig
+
+
+def parse_args(argv: Sequence[str] | None = None) -> tuple[Options, str]:
+    """The process options and the log level; exits with a usage message on bad input."""
+    parser = base_arg_parser(KIND)
+    parser.add_argument("--node-id", type=int, required=True, help="this coordinator's node id")
+    args = parser.parse_args(argv)
+    try:
+        config = CoordinatorConfig.from_overrides(parse_overrides(args.config))
+        metadata = parse_addresses(args.metadata)
+    except (ValueError, RiverlogError) as exc:
+        parser.error(str(exc))
+    if args.node_id < 0:
+        parser.error("--node-id must not be negative")
+    options = Options(args.node_id, args.host, args.port, metadata, args.ready_file, config)
+    return options, str(args.log_level)
+
+
+class CoordinatorProcess:
+    """One instance's components. Lifecycle: `await start()`, serve, `await stop()`; all on
+    one event loop."""
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.client = MetadataClient(options.metadata)
+        self.watcher = MetadataWatcher(self.client, options.node_id)
+        self.storage = StorageClient(lambda: self.watcher.image)
+        self.ownership = Ownership(
+            options.node_id, options.config, SYSTEM_CLOCK, self.watcher, self.storage
+        )
+        self.server = RpcServer(
+            options.host,
+            options.port,
+            [(add_to_server, CoordinatorServicer(self.ownership), SERVICE_NAME)],
+        )
+        self.membership: MembershipSession | None = None
+
+    @property
+    def address(self) -> str:
+        return self.server.address
+
+    async def start(self) -> None:
+        startup_s = self.options.config.metadata_startup_timeout_ms / 1000
+        await self.watcher.start(timeout_s=startup_s)
+        await self.server.start()
+        await self.ownership.attach()
+        node = NodeInfo(
+            kind=KIND,
+            node_id=self.options.node_id,
+            host=self.options.host,
+            port=self.server.port,
+            incarnation=time.time_ns(),
+        )
+        self.membership = MembershipSession(self.client, node)
+        await self.membership.start()
+        log.info("coordinator %d serving on %s", self.options.node_id, self.address)
+
+    @property
+    def fenced(self) -> bool:
+        return self.membership is not None and self.membership.fenced
+
+    async def stop(self) -> None:
+        if self.membership is not None:
+            with contextlib.suppress(RiverlogError):
+                await self.membership.stop()
+        await self.ownership.stop()
+        await self.server.stop(_STOP_GRACE_S)
+        await self.watcher.stop()
+        await self.storage.close()
+        await self.client.close()
+
+
+async def serve(options: Options, stop: asyncio.Event) -> None:
+    process = CoordinatorProcess(options)
+    try:
+        await process.start()
+        write_ready_file(
+            options.ready_file, {"address": process.address, "node_id": options.node_id}
+        )
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), _FENCE_CHECK_S)
+            if process.fenced:
+                log.error("coordinator %d was replaced by a newer incarnation", options.node_id)
+                break
+    finally:
+        await process.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    options, log_level = parse_args(argv)
+    setup_logging(log_level, f"coordinator-{options.node_id}")
+    try:
+        run(lambda stop: serve(options, stop), "riverlog-coordinator")
+    except RiverlogError as exc:
+        log.error("coordinator %d cannot run: %s", options.node_id, exc)
+        sys.exit(1)

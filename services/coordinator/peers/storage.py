@@ -1,0 +1,167 @@
+"""The coordinator's client of storage nodes: append `__consumer_offsets` records to a
+partition's leader with acks=all, and read a partition from its start to its high watermark
+when loading it.
+
+Appends carry the coordinator's producer identity for the partition (decision 0006): a
+producer id reserved per `__consumer_offsets` partition, the ownership epoch as producer epoch
+and sequence numbers from 0 within that epoch. A storage node that tracks producer state
+refuses a batch whose epoch is older than one it has seen (INVALID_PRODUCER_EPOCH): the zombie
+owner's writes fail.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import grpc
+
+from riverlog.common.cluster import ClusterImage, NodeInfo
+from riverlog.common.errors import ErrorCode, RiverlogError, code_of
+from riverlog.common.records import BatchBuilder, Record, iter_batches_records, next_fetch_offset
+from riverlog.common.rpc.channel import aio_channel
+from riverlog.common.rpc.status import from_rpc_error
+from riverlog.v1 import common_pb2, data_pb2, storage_pb2_grpc
+
+from ..records import CoordinatorRecord
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+COORDINATOR_PRODUCER_ID_BASE = 1 << 62
+"""Producer ids at and above this are reserved for coordinators: base + partition."""
+_FETCH_BYTES = 4 * 1024 * 1024
+
+
+def producer_id_for(partition: int) -> int:
+    return COORDINATOR_PRODUCER_ID_BASE + partition
+
+
+class StorageClient:
+    """Channels to storage nodes, one per node incarnation. Lifecycle: one per coordinator
+    process, used from its event loop; `close()` at shutdown."""
+
+    def __init__(self, image: Callable[[], ClusterImage]) -> None:
+        self._image = image
+        self._channels: dict[tuple[str, int], tuple[grpc.aio.Channel, Any]] = {}
+
+    def _leader(self, partition: int) -> NodeInfo:
+        node = self._image().leader_node(OFFSETS_TOPIC, partition)
+        if node is None:
+            raise RiverlogError(
+                f"{OFFSETS_TOPIC}-{partition} has no live leader",
+                ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            )
+        return node
+
+    def _stub(self, node: NodeInfo) -> Any:
+        key = (node.address, node.incarnation)
+        entry = self._channels.get(key)
+        if entry is None:
+            channel = aio_channel(node.address)
+            stub = storage_pb2_grpc.StorageServiceStub(channel)  # type: ignore[no-untyped-call]
+            entry = self._channels[key] = (channel, stub)
+        return entry[1]
+
+    async def close(self) -> None:
+        channels, self._channels = self._channels, {}
+        for channel, _ in channels.values():
+            await channel.close()
+
+    async def append(
+        self,
+        partition: int,
+        records: Sequence[CoordinatorRecord],
+        producer_epoch: int,
+        base_sequence: int,
+        timestamp_ms: int,
+        timeout_ms: int,
+    ) -> int:
+        """Append one batch with acks=all; the offset of its last record. Raises RiverlogError
+        with the storage node's code (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS,
+        INVALID_PRODUCER_EPOCH...)."""
+        builder = BatchBuilder(
+            producer_id=producer_id_for(partition),
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+        )
+        for record in records:
+            builder.append(timestamp_ms, record.key, record.value)
+        request = data_pb2.ProduceRequest(
+            acks=common_pb2.ACKS_ALL,
+            timeout_ms=timeout_ms,
+            partitions=[
+                data_pb2.ProducePartition(
+                    topic=OFFSETS_TOPIC, partition=partition, records=builder.build()
+                )
+            ],
+        )
+        node = self._leader(partition)
+        try:
+            response = await self._stub(node).Produce(request, timeout=timeout_ms / 1000 + 1)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from exc
+        if not response.partitions:
+            raise RiverlogError(
+                "the leader answered with no partition", ErrorCode.UNKNOWN_SERVER_ERROR
+            )
+        result = response.partitions[0]
+        code = code_of(result.error_code)
+        if code != ErrorCode.NONE:
+            raise RiverlogError(result.error_message or None, code)
+        return int(result.last_offset)
+
+    async def read(self, partition: int) -> AsyncIterator[Record]:
+        """Every record of the partition from its log start up to the high watermark seen by
+        the first fetch (what was acknowledged before this owner took over)."""
+        position = 0
+        end: int | None = None
+        while end is None or position < end:
+            node = self._leader(partition)
+            request = data_pb2.FetchRequest(
+                max_wait_ms=0,
+                max_bytes=_FETCH_BYTES,
+                partitions=[
+                    data_pb2.FetchPartition(
+                        topic=OFFSETS_TOPIC,
+                        partition=partition,
+                        fetch_offset=position,
+                        partition_max_bytes=_FETCH_BYTES,
+                    )
+                ],
+            )
+            try:
+                response = await self._stub(node).Fetch(request, timeout=30)
+            except grpc.RpcError as exc:
+                raise from_rpc_error(exc) from exc
+            part = response.partitions[0]
+            code = code_of(part.error_code)
+            if code == ErrorCode.OFFSET_OUT_OF_RANGE and position < part.log_start_offset:
+                position = int(part.log_start_offset)
+                continue
+            if code != ErrorCode.NONE:
+                raise RiverlogError(part.error_message or None, code)
+            if end is None:
+                end = int(part.high_watermark)
+                position = max(position, int(part.log_start_offset))
+            moved = False
+            for record in iter_batches_records(part.records, position):
+                if record.offset >= end:
+                    return
+                position = record.offset + 1
+                moved = True
+                yield record
+            if not moved and position < end:
+                # a batch larger than the fetch size or a gap (control batch): skip ahead
+                nxt = _next_offset(part.records, position)
+                if nxt <= position:
+                    raise RiverlogError(
+                        f"{OFFSETS_TOPIC}-{partition}: no progress reading at {position}",
+                        ErrorCode.CORRUPT_MESSAGE,
+                    )
+                position = nxt
+
+
+def _next_offset(data: bytes, position: int) -> int:
+    return next_fetch_offset(data, position)

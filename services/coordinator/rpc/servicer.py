@@ -1,0 +1,224 @@
+"""The `Coordinator` gRPC service: each group request goes to the shard owning the group's
+`__consumer_offsets` partition and waits for its reply. Routing errors (NOT_COORDINATOR,
+COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE) come back in the response's
+error_code, as Kafka's do, so clients and the gateway retry or re-route on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+
+from riverlog.common.cluster.image import OFFSETS_TOPIC
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.v1 import coordinator_pb2 as pb
+from riverlog.v1 import coordinator_pb2_grpc
+
+from ..coordinator import GroupCoordinator, GroupDescription
+from ..group.outcome import NOTHING, Outcome
+from ..ownership import Ownership
+from . import convert
+
+SERVICE_NAME = "riverlog.v1.Coordinator"
+Handler = Callable[[GroupCoordinator, Callable[[Any], None]], Outcome]
+
+
+def add_to_server(servicer: CoordinatorServicer, server: grpc.aio.Server) -> None:
+    coordinator_pb2_grpc.add_CoordinatorServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
+
+
+def _code(exc: RiverlogError) -> int:
+    return int(exc.code)
+
+
+class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
+    """Adapts the RPCs to the shards. Stateless apart from the ownership it routes with."""
+
+    def __init__(self, ownership: Ownership) -> None:
+        self.ownership = ownership
+
+    async def _on_shard(self, group_id: str, handler: Handler) -> Any:
+        """The shard's reply; raises RiverlogError for routing and load errors."""
+        return await self.ownership.shard_for(group_id).submit(handler)
+
+    async def FindCoordinator(
+        self, request: pb.FindCoordinatorRequest, context: grpc.aio.ServicerContext
+    ) -> pb.FindCoordinatorResponse:
+        image = self.ownership.watcher.image
+        out = pb.FindCoordinatorResponse()
+        for key in request.keys:
+            partition, node = image.coordinator_for(key)
+            found = out.coordinators.add(key=key, partition=partition, node_id=-1)
+            if node is None:
+                found.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+                found.error_message = f"no live coordinator for {OFFSETS_TOPIC}-{partition}"
+            else:
+                found.node_id, found.host, found.port = node.node_id, node.host, node.port
+        return out
+
+    async def JoinGroup(
+        self, request: pb.JoinGroupRequest, context: grpc.aio.ServicerContext
+    ) -> pb.JoinGroupResponse:
+        join = convert.join_from_proto(request)
+        try:
+            response = await self._on_shard(join.group_id, lambda c, r: c.groups.join(join, r))
+        except RiverlogError as exc:
+            return pb.JoinGroupResponse(
+                error_code=_code(exc),  # type: ignore[arg-type]
+                error_message=exc.message,
+                member_id=request.member_id,
+            )
+        return convert.join_to_proto(response)
+
+    async def SyncGroup(
+        self, request: pb.SyncGroupRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SyncGroupResponse:
+        sync = convert.sync_from_proto(request)
+        try:
+            response = await self._on_shard(sync.group_id, lambda c, r: c.groups.sync(sync, r))
+        except RiverlogError as exc:
+            return pb.SyncGroupResponse(error_code=_code(exc), error_message=exc.message)  # type: ignore[arg-type]
+        return convert.sync_to_proto(response)
+
+    async def Heartbeat(
+        self, request: pb.GroupHeartbeatRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GroupHeartbeatResponse:
+        instance = request.group_instance_id if request.HasField("group_instance_id") else None
+
+        def beat(c: GroupCoordinator, reply: Callable[[Any], None]) -> Outcome:
+            reply(
+                c.groups.heartbeat(
+                    request.group_id, request.member_id, instance, request.generation_id
+                )
+            )
+            return NOTHING
+
+        try:
+            code = await self._on_shard(request.group_id, beat)
+        except RiverlogError as exc:
+            return pb.GroupHeartbeatResponse(error_code=_code(exc), error_message=exc.message)  # type: ignore[arg-type]
+        return pb.GroupHeartbeatResponse(error_code=int(code))  # type: ignore[arg-type]
+
+    async def LeaveGroup(
+        self, request: pb.LeaveGroupRequest, context: grpc.aio.ServicerContext
+    ) -> pb.LeaveGroupResponse:
+        members = [
+            (
+                m.member_id,
+                m.group_instance_id if m.HasField("group_instance_id") else None,
+                m.reason,
+            )
+            for m in request.members
+        ]
+
+        def leave(c: GroupCoordinator, reply: Callable[[Any], None]) -> Outcome:
+            reply([c.groups.leave(request.group_id, mid, iid, why) for mid, iid, why in members])
+            return NOTHING
+
+        try:
+            codes = await self._on_shard(request.group_id, leave)
+        except RiverlogError as exc:
+            return pb.LeaveGroupResponse(error_code=_code(exc), error_message=exc.message)  # type: ignore[arg-type]
+        out = pb.LeaveGroupResponse()
+        for (mid, iid, _), code in zip(members, codes, strict=True):
+            row = out.members.add(member_id=mid, error_code=int(code))
+            if iid is not None:
+                row.group_instance_id = iid
+        return out
+
+    async def OffsetCommit(
+        self, request: pb.OffsetCommitRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OffsetCommitResponse:
+        commit = convert.commit_from_proto(request)
+        try:
+            results = await self._on_shard(
+                commit.group_id, lambda c, r: c.offsets.commit(commit, r)
+            )
+        except RiverlogError as exc:
+            return pb.OffsetCommitResponse(
+                error_code=_code(exc),  # type: ignore[arg-type]
+                error_message=exc.message,
+                topics=convert.commit_to_proto(convert.commit_error(request, exc.code)),
+            )
+        return pb.OffsetCommitResponse(topics=convert.commit_to_proto(results))
+
+    async def OffsetFetch(
+        self, request: pb.OffsetFetchRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OffsetFetchResponse:
+        partitions = convert.fetch_partitions(request)
+
+        def fetch(c: GroupCoordinator, reply: Callable[[Any], None]) -> Outcome:
+            reply(c.offsets.fetch(request.group_id, partitions))
+            return NOTHING
+
+        try:
+            rows = await self._on_shard(request.group_id, fetch)
+        except RiverlogError as exc:
+            return pb.OffsetFetchResponse(error_code=_code(exc), error_message=exc.message)  # type: ignore[arg-type]
+        return pb.OffsetFetchResponse(topics=convert.fetch_to_proto(rows))
+
+    async def ListGroups(
+        self, request: pb.ListGroupsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListGroupsResponse:
+        out = pb.ListGroupsResponse()
+        states = list(request.states_filter)
+
+        def listing(c: GroupCoordinator, reply: Callable[[Any], None]) -> Outcome:
+            reply(c.list_groups(states))
+            return NOTHING
+
+        if any(not s.ready for s in self.ownership.shards.values()):
+            out.error_code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS  # type: ignore[assignment]
+            out.error_message = "some partitions are still loading"
+        for shard in self.ownership.ready_shards():
+            try:
+                rows = await shard.submit(listing)
+            except RiverlogError:
+                continue
+            for group_id, protocol_type, state in rows:
+                out.groups.add(group_id=group_id, protocol_type=protocol_type, group_state=state)
+        return out
+
+    async def DescribeGroups(
+        self, request: pb.DescribeGroupsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DescribeGroupsResponse:
+        out = pb.DescribeGroupsResponse()
+        for group_id in request.groups:
+
+            def describe(
+                c: GroupCoordinator, reply: Callable[[Any], None], g: str = group_id
+            ) -> Outcome:
+                reply(c.describe(g))
+                return NOTHING
+
+            try:
+                described: GroupDescription = await self._on_shard(group_id, describe)
+            except RiverlogError as exc:
+                out.groups.add(group_id=group_id, error_code=_code(exc), error_message=exc.message)
+                continue
+            out.groups.append(convert.described_to_proto(described))
+        return out
+
+    async def DeleteGroups(
+        self, request: pb.DeleteGroupsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteGroupsResponse:
+        out = pb.DeleteGroupsResponse()
+        for group_id in request.groups:
+
+            def delete(
+                c: GroupCoordinator, reply: Callable[[Any], None], g: str = group_id
+            ) -> Outcome:
+                return c.delete_group(g, reply)
+
+            try:
+                code: ErrorCode = await self._on_shard(group_id, delete)
+            except RiverlogError as exc:
+                code = exc.code
+            out.results.add(
+                group_id=group_id,
+                error_code=int(code),
+                error_message="" if code == ErrorCode.NONE else code.name,
+            )
+        return out

@@ -1,0 +1,233 @@
+"""One owned `__consumer_offsets` partition at run time: one asyncio task that loads the
+partition, then drains a queue of requests, writes what each produces, and runs the timers.
+
+Everything about the partition's groups happens on that task, so the domain needs no locks
+(STYLE: one task per shard). A request is a function of the `GroupCoordinator` and a reply
+callable; its `Outcome` records go to the partition leader with acks=all before its
+continuation runs, and only then are they replayed into the state. Requests that arrive while
+the partition loads are refused with COORDINATOR_LOAD_IN_PROGRESS; those parked when the shard
+stops (the partition moved away) get NOT_COORDINATOR.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from riverlog.common.clock import Clock
+from riverlog.common.errors import ErrorCode, RiverlogError
+
+from .config import CoordinatorConfig
+from .coordinator import GroupCoordinator
+from .group.assignment import PartitionCounts
+from .group.outcome import Outcome
+from .peers.storage import StorageClient
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Handler = Callable[[GroupCoordinator, Callable[[Any], None]], Outcome]
+
+_RETRY_S = 0.2
+_LOAD_RETRY_MAX_S = 2.0
+_RETRIABLE_WRITE = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+    }
+)
+_FENCED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED})
+
+
+def write_error(code: ErrorCode) -> ErrorCode:
+    """What a member is told when its records could not be written (Kafka's mapping in
+    `GroupMetadataManager.appendForGroup`)."""
+    if code in (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, *_FENCED):
+        return ErrorCode.NOT_COORDINATOR
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class Shard:
+    """Lifecycle: `start()`, then `submit()` from any task of the loop, `await stop()` when
+    the partition moves away (or a write shows this owner is fenced: `fenced` turns True)."""
+
+    def __init__(
+        self,
+        partition: int,
+        epoch: int,
+        config: CoordinatorConfig,
+        clock: Clock,
+        storage: StorageClient,
+        counts: PartitionCounts,
+    ) -> None:
+        self.partition = partition
+        self.epoch = epoch
+        self.config = config
+        self.clock = clock
+        self.storage = storage
+        self.coord = GroupCoordinator(config, clock, counts)
+        self.ready = False
+        self.fenced = False
+        self._sequence = 0
+        self._queue: asyncio.Queue[tuple[Handler, Callable[[Any], None]]] = asyncio.Queue()
+        self._waiting: set[asyncio.Future[Any]] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"shard-{self.partition}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        error = RiverlogError(
+            f"__consumer_offsets-{self.partition} moved to another coordinator",
+            ErrorCode.NOT_COORDINATOR,
+        )
+        for future in self._waiting:
+            if not future.done():
+                future.set_exception(error)
+        self._waiting.clear()
+
+    async def submit(self, handler: Handler) -> Any:
+        """Run `handler` on the shard's task; its reply. Raises COORDINATOR_LOAD_IN_PROGRESS
+        while loading, NOT_COORDINATOR when the shard stops first."""
+        if not self.ready:
+            raise RiverlogError(
+                f"__consumer_offsets-{self.partition} is loading",
+                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+            )
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiting.add(future)
+
+        def reply(value: Any) -> None:
+            if future.done():
+                return
+            if isinstance(value, BaseException):
+                future.set_exception(value)
+            else:
+                future.set_result(value)
+
+        try:
+            await self._queue.put((handler, reply))
+            return await future
+        finally:
+            self._waiting.discard(future)
+
+    def notify(self, handler: Callable[[GroupCoordinator], None]) -> None:
+        """Run `handler` on the shard's task with no reply (metadata changes)."""
+        if self.ready:
+            self._queue.put_nowait((lambda coord, _: _call(handler, coord), lambda _: None))
+
+    # --- the task ---------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        await self._load()
+        self.coord.loaded()
+        self.ready = True
+        log.info("__consumer_offsets-%d loaded (epoch %d)", self.partition, self.epoch)
+        while True:
+            item = await self._next()
+            if item is not None:
+                handler, reply = item
+                try:
+                    outcome = handler(self.coord, reply)
+                except Exception:
+                    log.exception("__consumer_offsets-%d: handler failed", self.partition)
+                    reply(RiverlogError(code=ErrorCode.UNKNOWN_SERVER_ERROR))
+                    outcome = Outcome()
+                await self._write(outcome)
+            self.coord.timer.expire()
+            for queued in self.coord.groups.outbox.drain():
+                await self._write(queued)
+
+    async def _next(self) -> tuple[Handler, Callable[[Any], None]] | None:
+        deadline = self.coord.timer.next_deadline_ms()
+        if deadline is None:
+            return await self._queue.get()
+        wait_s = max(0.0, (deadline - self.clock.monotonic_ms()) / 1000)
+        try:
+            async with asyncio.timeout(wait_s):
+                return await self._queue.get()
+        except TimeoutError:
+            return None
+
+    async def _load(self) -> None:
+        backoff = _RETRY_S
+        while True:
+            fresh = GroupCoordinator(self.config, self.clock, self.coord.groups.counts)
+            try:
+                async for record in self.storage.read(self.partition):
+                    fresh.replay(record.key, record.value)
+                self.coord = fresh
+                return
+            except RiverlogError as exc:
+                log.info("__consumer_offsets-%d: cannot load yet (%s)", self.partition, exc)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, _LOAD_RETRY_MAX_S)
+
+    async def _write(self, outcome: Outcome) -> None:
+        error = ErrorCode.NONE
+        if outcome.records:
+            error = await self._append(outcome)
+            if error == ErrorCode.NONE:
+                for record in outcome.records:
+                    self.coord.replay(record.key, record.value)
+        if outcome.after is not None:
+            outcome.after(error)
+
+    async def _append(self, outcome: Outcome) -> ErrorCode:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.offsets_commit_timeout_ms / 1000
+        while True:
+            remaining_ms = int((deadline - loop.time()) * 1000)
+            try:
+                await self.storage.append(
+                    self.partition,
+                    outcome.records,
+                    self.epoch,
+                    self._sequence,
+                    self.clock.time_ms(),
+                    max(remaining_ms, 1),
+                )
+                self._sequence += len(outcome.records)
+                return ErrorCode.NONE
+            except RiverlogError as exc:
+                code = exc.code
+            if code in _FENCED:
+                log.error(
+                    "__consumer_offsets-%d: epoch %d is fenced (%s); a newer owner exists",
+                    self.partition,
+                    self.epoch,
+                    code.name,
+                )
+                self.fenced = True
+                return write_error(code)
+            if code not in _RETRIABLE_WRITE or loop.time() + _RETRY_S >= deadline:
+                log.warning("__consumer_offsets-%d: write failed: %s", self.partition, code.name)
+                return write_error(code)
+            await asyncio.sleep(_RETRY_S)
+
+
+def _call(handler: Callable[[GroupCoordinator], None], coord: GroupCoordinator) -> Outcome:
+    handler(coord)
+    return Outcome()
