@@ -1,5 +1,6 @@
 """A whole Riverlog cluster on this machine, as real processes on loopback: etcd, metadata
-instances, storage nodes, quota instances (`quota_nodes`, none unless asked for; the CLI's
+instances, storage nodes, group coordinators (`coordinators`, none unless asked for; the CLI's
+`cluster up` starts two), quota instances (`quota_nodes`, none unless asked for; the CLI's
 `cluster up` starts one) and gateways, each started by module name (`python -m
 riverlog.services.<role>`), never imported. Tests, benchmarks and `riverlog cluster up` use it;
 fault tests reach single processes through `processes` to kill, pause or restart them.
@@ -26,7 +27,7 @@ from .readiness import HOST, ClusterView, describe_cluster, wait_for_storage_nod
 from .state import ClusterLayout, read_state, state_path, write_state
 from .topics import create_topic
 
-SERVICE_ROLES = ("metadata", "storage", "quota", "gateway")
+SERVICE_ROLES = ("metadata", "storage", "quota", "coordinator", "gateway")
 START_ORDER = ("etcd", *SERVICE_ROLES)
 STOP_ORDER = tuple(reversed(START_ORDER))
 DEFAULT_START_TIMEOUT = 120.0
@@ -54,11 +55,12 @@ class LocalCluster:
         racks: Sequence[str] | None = None,
         *,
         quota_nodes: int = 0,
+        coordinators: int = 0,
         python: str | None = None,
         service_modules: Mapping[str, str] | None = None,
         env: Mapping[str, str] | None = None,
     ) -> None:
-        if metadata_nodes < 1 or storage_nodes < 0 or gateways < 0 or quota_nodes < 0:
+        if min(storage_nodes, gateways, quota_nodes, coordinators) < 0 or metadata_nodes < 1:
             raise ValueError("need at least one metadata instance; counts cannot be negative")
         unknown = set(extra_config or {}) - set(SERVICE_ROLES)
         if unknown:
@@ -69,6 +71,7 @@ class LocalCluster:
             metadata_nodes=metadata_nodes,
             gateways=gateways,
             quota_nodes=quota_nodes,
+            coordinators=coordinators,
             etcd_url=etcd_url,
             extra_config={r: dict(c) for r, c in (extra_config or {}).items()},
             racks=list(racks) if racks else None,
@@ -96,6 +99,7 @@ class LocalCluster:
             extra_config=layout.extra_config,
             racks=layout.racks,
             quota_nodes=layout.quota_nodes,
+            coordinators=layout.coordinators,
         )
         cluster._etcd_url = etcd_url
         for proc in procs:
@@ -172,6 +176,13 @@ class LocalCluster:
 
     def quota(self, node_id: int) -> ManagedProcess:
         return self._one("quota", node_id)
+
+    def coordinator(self, node_id: int) -> ManagedProcess:
+        return self._one("coordinator", node_id)
+
+    @property
+    def coordinator_addresses(self) -> list[str]:
+        return self._addresses("coordinator")
 
     @property
     def running(self) -> bool:
@@ -258,6 +269,7 @@ class LocalCluster:
             "storage": self.layout.storage_nodes,
             "gateway": self.layout.gateways,
             "quota": self.layout.quota_nodes,
+            "coordinator": self.layout.coordinators,
         }[role]
         return [self.service_spec(role, node_id) for node_id in range(1, count + 1)]
 

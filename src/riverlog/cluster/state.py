@@ -34,6 +34,7 @@ class ClusterLayout:
     metadata_nodes: int = 3
     gateways: int = 1
     quota_nodes: int = 0
+    coordinators: int = 0
     etcd_url: str | None = None  # an external etcd; None: the cluster starts its own
     extra_config: dict[str, dict[str, str]] = field(default_factory=dict)
     racks: list[str] | None = None
@@ -95,6 +96,7 @@ def write_state(
         "metadata_nodes": layout.metadata_nodes,
         "gateways": layout.gateways,
         "quota_nodes": layout.quota_nodes,
+        "coordinators": layout.coordinators,
         "extra_config": layout.extra_config,
         "racks": layout.racks,
         "processes": [process_to_json(p) for p in procs],
@@ -123,6 +125,7 @@ def read_state(data_dir: Path) -> tuple[ClusterLayout, str | None, list[ManagedP
             metadata_nodes=int(document["metadata_nodes"]),
             gateways=int(document["gateways"]),
             quota_nodes=int(document.get("quota_nodes", 0)),
+            coordinators=int(document.get("coordinators", 0)),
             etcd_url=document["etcd_url"] if document.get("external_etcd") else None,
             extra_config={
                 str(role): {str(k): str(v) for k, v in values.items()}

@@ -69,6 +69,9 @@ def register(subparsers: Any) -> None:
     up.add_argument("--metadata-nodes", type=positive_count, default=3)
     up.add_argument("--gateways", type=positive_count, default=1)
     up.add_argument("--quota-nodes", type=positive_count, default=1, help="quota service instances")
+    up.add_argument(
+        "--coordinators", type=positive_count, default=2, help="group coordinator instances"
+    )
     up.add_argument("--etcd", metavar="URL", help="use this etcd instead of starting one")
     up.add_argument("--racks", metavar="R1,R2", help="racks dealt to storage nodes in turn")
     up.add_argument(
@@ -117,6 +120,7 @@ def run_up(args: argparse.Namespace) -> int:
         metadata_nodes=args.metadata_nodes,
         gateways=args.gateways,
         quota_nodes=args.quota_nodes,
+        coordinators=args.coordinators,
         etcd_url=args.etcd,
         extra_config=extra,
         racks=racks,
@@ -125,7 +129,8 @@ def run_up(args: argparse.Namespace) -> int:
         _clean(cluster.data_dir)
     print(
         f"starting {args.metadata_nodes} metadata, {args.storage_nodes} storage,"
-        f" {args.quota_nodes} quota and {args.gateways} gateway processes"
+        f" {args.quota_nodes} quota, {args.coordinators} coordinator"
+        f" and {args.gateways} gateway processes"
         f" in {cluster.data_dir} ...",
         file=sys.stderr,
     )
