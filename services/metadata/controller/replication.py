@@ -13,8 +13,9 @@ One task (`_reconcile_loop`) reacts to the storage nodes changing and to this in
 becoming the controller; partition writes of every kind take `_writes` in turn, so two
 decisions never race on one instance. Lifecycle: `start()` after the election started,
 `await stop()`. Metrics: OpenTelemetry counters `riverlog.controller.leader_elections` and
-`riverlog.controller.isr_changes` (no-ops unless a MeterProvider is installed), mirrored in
-`leader_elections` / `isr_changes` for DescribeCluster.
+`riverlog.controller.isr_changes` (attribute `change`: shrink or expand; no-ops unless a
+MeterProvider is installed), mirrored in `leader_elections` / `isr_changes` for
+DescribeCluster, which also counts offline and under-replicated partitions from the image.
 """
 
 from __future__ import annotations
@@ -138,9 +139,10 @@ class ReplicationController:
         self.isr_changes += isr
         if elected:
             _elections_counter.add(elected)
-        if isr:
-            _isr_counter.add(isr)
         for u in written:
+            if u.after.isr != u.before.isr:
+                grew = len(u.after.isr) > len(u.before.isr)
+                _isr_counter.add(1, {"change": "expand" if grew else "shrink"})
             if u.elected:
                 log.info(
                     "%s-%d: leader %d → %d (epoch %d), isr %s",
@@ -167,6 +169,8 @@ class ReplicationController:
             written = await self._write(updates) if updates else []
             if len(written) == len(updates):
                 self._incarnations = live
+            else:
+                self._wake.set()  # some partitions changed meanwhile: decide again for them
             offline = sum(1 for u in written if u.offline)
             if written:
                 log.info(

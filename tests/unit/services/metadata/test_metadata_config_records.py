@@ -54,6 +54,25 @@ def test_bad_settings(overrides):
         make(**overrides)
 
 
+def test_leader_rebalance_settings():
+    config = make()
+    assert config.auto_leader_rebalance is True
+    assert config.leader_imbalance_check_interval_s == 300
+    assert config.leader_imbalance_per_broker_percentage == 10
+    config = make(
+        **{
+            "auto.leader.rebalance.enable": "FALSE",
+            "leader.imbalance.check.interval.seconds": "5",
+            "leader.imbalance.per.broker.percentage": "25",
+        }
+    )
+    assert config.auto_leader_rebalance is False
+    assert config.leader_imbalance_check_interval_s == 5
+    assert config.leader_imbalance_per_broker_percentage == 25
+    with pytest.raises(ValueError):
+        make(**{"auto.leader.rebalance.enable": "yes"})
+
+
 def test_bad_flags():
     with pytest.raises(ValueError):
         MetadataConfig.from_args(-1, "h", 1, "http://e:1", {})
