@@ -42,7 +42,9 @@ from .config import GatewayConfig
 from .context import ClientIdLogFilter
 from .enforcement import Enforcement
 from .fetch import Fetcher
+from .groups import GroupRouter
 from .offsets import Offsets
+from .peers.coordinator import CoordinatorPeers
 from .peers.metadata import MetadataPeer
 from .peers.producer_ids import block_source
 from .peers.storage import StoragePeers
@@ -97,6 +99,7 @@ class Gateway:
         self.watcher = MetadataWatcher(self.client, options.node_id)
         self.cache = MetadataCache(self.watcher)
         self.storage = StoragePeers()
+        self.coordinators = CoordinatorPeers()
         router = Router(self.cache, config)
         self.producer_ids = ProducerIdAllocator(
             block_source(self.client, options.node_id, lambda: self.incarnation)
@@ -117,6 +120,7 @@ class Gateway:
             producer_ids=self.producer_ids,
             quotas=self.enforcement.quotas,
             auth=self.enforcement.auth,
+            groups=GroupRouter(self.cache, self.coordinators, config),
         )
         self.server = RpcServer(
             options.host, options.port, [(add_to_server, GatewayServicer(families), SERVICE_NAME)]
@@ -168,6 +172,7 @@ class Gateway:
         await self.enforcement.stop()
         await self.watcher.stop()
         await self.storage.close()
+        await self.coordinators.close()
         await self.client.close()
 
 

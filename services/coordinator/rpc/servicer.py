@@ -196,6 +196,8 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
             try:
                 described: GroupDescription = await self._on_shard(group_id, describe)
             except RiverlogError as exc:
+                if len(request.groups) == 1:  # the gateway's per-group form: it retries on this
+                    out.error_code, out.error_message = _code(exc), exc.message  # type: ignore[assignment]
                 out.groups.add(group_id=group_id, error_code=_code(exc), error_message=exc.message)
                 continue
             out.groups.append(convert.described_to_proto(described))
@@ -216,6 +218,8 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
                 code: ErrorCode = await self._on_shard(group_id, delete)
             except RiverlogError as exc:
                 code = exc.code
+                if len(request.groups) == 1:  # the gateway's per-group form: it retries on this
+                    out.error_code, out.error_message = _code(exc), exc.message  # type: ignore[assignment]
             out.results.add(
                 group_id=group_id,
                 error_code=int(code),

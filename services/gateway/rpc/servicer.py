@@ -30,6 +30,7 @@ from ..auth import Authenticator
 from ..config import GatewayConfig
 from ..context import UNKNOWN_CLIENT, Deadline, RequestContext, bind
 from ..fetch import Fetcher
+from ..groups import GroupRouter
 from ..offsets import Offsets
 from ..peers.metadata import MetadataPeer
 from ..produce import Acks, ProduceOptions, Producer
@@ -39,6 +40,7 @@ from ..records import PlainRecords
 from ..streams import Pipeline
 from ..validation import topic_error
 from . import convert
+from .groups import GroupMethods
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,7 @@ class Families:
     producer_ids: ProducerIdAllocator | None = None
     quotas: GatewayQuotas | None = None
     auth: Authenticator | None = None
+    groups: GroupRouter | None = None
 
 
 def client_id_of(context: grpc.aio.ServicerContext) -> str:
@@ -70,7 +73,7 @@ def client_id_of(context: grpc.aio.ServicerContext) -> str:
     return UNKNOWN_CLIENT
 
 
-class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
+class GatewayServicer(GroupMethods, gateway_pb2_grpc.GatewayServicer):
     """One per gateway process; grpc calls its methods from the event loop, one task per call."""
 
     def __init__(self, families: Families) -> None:

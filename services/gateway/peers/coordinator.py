@@ -1,0 +1,56 @@
+"""The gateway's client of coordinator instances: one channel per instance incarnation, and
+one call that turns transport failures into COORDINATOR_NOT_AVAILABLE so the group router
+retries them like Kafka clients retry a coordinator that went away."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import grpc
+
+from riverlog.common.cluster import NodeInfo
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.rpc.channel import aio_channel
+from riverlog.v1 import coordinator_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+
+class CoordinatorPeers:
+    """Lifecycle: one per gateway process, used from its event loop; `close()` at shutdown."""
+
+    def __init__(self) -> None:
+        self._channels: dict[tuple[str, int], tuple[grpc.aio.Channel, Any]] = {}
+
+    def _stub(self, node: NodeInfo) -> Any:
+        key = (node.address, node.incarnation)
+        entry = self._channels.get(key)
+        if entry is None:
+            channel = aio_channel(node.address)
+            stub = coordinator_pb2_grpc.CoordinatorStub(channel)  # type: ignore[no-untyped-call]
+            entry = self._channels[key] = (channel, stub)
+        return entry[1]
+
+    async def call(self, node: NodeInfo, method: str, request: Any, timeout_s: float) -> Any:
+        """`method` on the coordinator `node`; RiverlogError(COORDINATOR_NOT_AVAILABLE) when it
+        cannot be reached, REQUEST_TIMED_OUT when the deadline passes."""
+        try:
+            return await getattr(self._stub(node), method)(request, timeout=max(timeout_s, 0.01))
+        except grpc.RpcError as exc:
+            status = exc.code() if hasattr(exc, "code") else None
+            if status == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise RiverlogError(
+                    f"coordinator {node.node_id} did not answer {method} in time",
+                    ErrorCode.REQUEST_TIMED_OUT,
+                ) from None
+            log.info("coordinator %d unreachable for %s: %s", node.node_id, method, status)
+            raise RiverlogError(
+                f"coordinator {node.node_id} is unreachable ({status})",
+                ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            ) from None
+
+    async def close(self) -> None:
+        channels, self._channels = self._channels, {}
+        for channel, _ in channels.values():
+            await channel.close()

@@ -1,0 +1,135 @@
+"""The Gateway's consumer-group RPCs (coordinator.proto messages), mixed into the servicer:
+each builds the request context, fills what the gateway knows of the caller (client id and
+host for JoinGroup), and hands the call to the `GroupRouter`, which finds the group's
+coordinator and retries coordinator moves until the deadline."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.v1 import coordinator_pb2 as pb
+
+from ..context import Deadline, RequestContext
+from ..groups import GroupRouter
+
+if TYPE_CHECKING:
+    from .servicer import Families
+
+_JOIN_MARGIN_S = 5.0
+
+
+def host_of(peer: str) -> str:
+    """The host part of a gRPC peer string (`ipv4:127.0.0.1:5555`, `ipv6:[::1]:5555`)."""
+    _, _, rest = peer.partition(":")
+    host = rest.rpartition(":")[0] or rest
+    return host.strip("[]")
+
+
+class GroupMethods:
+    """Mixin of `GatewayServicer`; reads the router from the servicer's families (`f`)."""
+
+    f: Families
+
+    def _context(self, method: str, context: grpc.aio.ServicerContext) -> RequestContext:
+        raise NotImplementedError
+
+    def _router(self) -> GroupRouter:
+        router = self.f.groups
+        if router is None:
+            raise RiverlogError(
+                "this gateway routes no group requests", ErrorCode.COORDINATOR_NOT_AVAILABLE
+            )
+        return router
+
+    async def FindCoordinator(
+        self, request: pb.FindCoordinatorRequest, context: grpc.aio.ServicerContext
+    ) -> pb.FindCoordinatorResponse:
+        self._context("FindCoordinator", context)
+        return self._router().find(request)
+
+    async def JoinGroup(
+        self, request: pb.JoinGroupRequest, context: grpc.aio.ServicerContext
+    ) -> pb.JoinGroupResponse:
+        ctx = self._context("JoinGroup", context)
+        # A join waits for the whole rebalance: up to the member's rebalance timeout.
+        limit = max(
+            self.f.config.request_timeout_s, request.rebalance_timeout_ms / 1000 + _JOIN_MARGIN_S
+        )
+        deadline = Deadline.for_call(limit, context.time_remaining())
+        if not request.client_id:
+            request.client_id = ctx.client_id
+        if not request.client_host:
+            request.client_host = host_of(ctx.peer)
+        response: pb.JoinGroupResponse = await self._router().call(
+            request.group_id, "JoinGroup", request, pb.JoinGroupResponse, deadline
+        )
+        return response
+
+    async def _single(
+        self, method: str, request: Any, response_type: Any, context: grpc.aio.ServicerContext
+    ) -> Any:
+        ctx = self._context(method, context)
+        return await self._router().call(
+            request.group_id, method, request, response_type, ctx.deadline
+        )
+
+    async def SyncGroup(
+        self, request: pb.SyncGroupRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SyncGroupResponse:
+        response: pb.SyncGroupResponse = await self._single(
+            "SyncGroup", request, pb.SyncGroupResponse, context
+        )
+        return response
+
+    async def Heartbeat(
+        self, request: pb.GroupHeartbeatRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GroupHeartbeatResponse:
+        response: pb.GroupHeartbeatResponse = await self._single(
+            "Heartbeat", request, pb.GroupHeartbeatResponse, context
+        )
+        return response
+
+    async def LeaveGroup(
+        self, request: pb.LeaveGroupRequest, context: grpc.aio.ServicerContext
+    ) -> pb.LeaveGroupResponse:
+        response: pb.LeaveGroupResponse = await self._single(
+            "LeaveGroup", request, pb.LeaveGroupResponse, context
+        )
+        return response
+
+    async def OffsetCommit(
+        self, request: pb.OffsetCommitRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OffsetCommitResponse:
+        response: pb.OffsetCommitResponse = await self._single(
+            "OffsetCommit", request, pb.OffsetCommitResponse, context
+        )
+        return response
+
+    async def OffsetFetch(
+        self, request: pb.OffsetFetchRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OffsetFetchResponse:
+        response: pb.OffsetFetchResponse = await self._single(
+            "OffsetFetch", request, pb.OffsetFetchResponse, context
+        )
+        return response
+
+    async def ListGroups(
+        self, request: pb.ListGroupsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListGroupsResponse:
+        ctx = self._context("ListGroups", context)
+        return await self._router().list_groups(request, ctx.deadline)
+
+    async def DescribeGroups(
+        self, request: pb.DescribeGroupsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DescribeGroupsResponse:
+        ctx = self._context("DescribeGroups", context)
+        return await self._router().describe_groups(request, ctx)
+
+    async def DeleteGroups(
+        self, request: pb.DeleteGroupsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteGroupsResponse:
+        ctx = self._context("DeleteGroups", context)
+        return await self._router().delete_groups(request, ctx)
