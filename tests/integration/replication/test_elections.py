@@ -91,7 +91,9 @@ def restart_all(cluster: LocalCluster) -> None:
     wait_until(lambda: live_storage(cluster) == {1, 2, 3}, what="every storage node live")
 
 
-def test_kill9_of_a_storage_node_moves_its_leaderships_in_one_change(cluster: LocalCluster):
+def test_kill9_of_a_storage_node_moves_its_leaderships_in_one_change(
+    cluster: LocalCluster, capsys: pytest.CaptureFixture[str]
+):
     topic = unique_topic_name("kill-leader")
     cluster.create_topic(topic, partitions=6, replication_factor=3)
     wait_until(lambda: all(len(p.isr) == 3 for p in partitions(cluster, topic)), what="full ISRs")
@@ -115,9 +117,17 @@ def test_kill9_of_a_storage_node_moves_its_leaderships_in_one_change(cluster: Lo
                 assert new.leader_epoch == old.leader_epoch + 1
             else:
                 assert (new.leader, new.leader_epoch) == (old.leader, old.leader_epoch)
+        assert cluster.describe_cluster().under_replicated_partitions >= len(after)
+        capsys.readouterr()
+        describe = ["topics", "describe", topic, "--bootstrap", cluster.gateway_address]
+        assert cli_main([*describe, "--under-replicated-partitions"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert len(lines) == len(after)
+        assert all(line.endswith("UnderReplicated") and "LeaderEpoch: " in line for line in lines)
+        assert cli_main([*describe, "--unavailable-partitions"]) == 0
+        assert capsys.readouterr().out.strip() == ""
     finally:
         restart_all(cluster)
-    assert cluster.describe_cluster().under_replicated_partitions >= 0
 
 
 def test_offline_without_unclean_then_back_with_its_in_sync_replica(cluster: LocalCluster):
