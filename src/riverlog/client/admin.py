@@ -25,6 +25,7 @@ from ._connection import GatewayConnection
 from ._offsets import OffsetAndTimestamp, list_offsets
 from .config import AdminConfig
 from .errors import ClientClosedError
+from .group_admin import GroupAdminMixin
 
 _ids = itertools.count(1)
 Outcomes = dict[str, RiverlogError | None]
@@ -99,8 +100,9 @@ def _topic(meta: common_pb2.TopicMetadata) -> TopicDescription:
     return TopicDescription(meta.name, meta.topic_id, meta.internal, partitions, configs)
 
 
-class AdminClient:
-    """Administers topics. Thread-safe (any thread may call any method).
+class AdminClient(GroupAdminMixin):
+    """Administers topics and consumer groups (`group_admin.py`). Thread-safe (any thread
+    may call any method).
 
     with AdminClient({"bootstrap.servers": "127.0.0.1:9092"}) as admin:
         admin.create_topics([NewTopic("events", num_partitions=6, replication_factor=3)])

@@ -378,14 +378,93 @@ class GroupGateway(FakeGateway):
         self, request: pb.OffsetFetchRequest, context: object
     ) -> pb.OffsetFetchResponse:
         tps = [TopicPartition(t.name, p) for t in request.topics for p in t.partitions]
+        if request.all_topics:
+            with self.group.cond:
+                tps = sorted(self.group.offsets)
         found = self.group.offset_fetch(request.group_id, tps, 5.0)
         topics: dict[str, list[pb.OffsetFetchPartitionResponse]] = {}
         for tp, c in found.items():
             topics.setdefault(tp.topic, []).append(
                 pb.OffsetFetchPartitionResponse(
-                    partition=tp.partition, committed_offset=c.offset, metadata=c.metadata
+                    partition=tp.partition,
+                    committed_offset=c.offset,
+                    committed_leader_epoch=-1,
+                    metadata=c.metadata,
                 )
             )
         return pb.OffsetFetchResponse(
             topics=[pb.OffsetFetchTopicResponse(name=t, partitions=p) for t, p in topics.items()]
         )
+
+
+class AdminGroupGateway(GroupGateway):
+    """GroupGateway plus ListGroups, DescribeGroups and DeleteGroups of its one group ("g"
+    unless renamed), for the admin client and the CLI."""
+
+    group_id = "g"
+
+    def ListGroups(self, request: pb.ListGroupsRequest, context: object) -> pb.ListGroupsResponse:
+        g = self.group
+        with g.cond:
+            if g.state == "Dead" or (g.state == "Empty" and not g.offsets and not g.generation):
+                return pb.ListGroupsResponse()
+            state = g.state
+        if request.states_filter and state not in request.states_filter:
+            return pb.ListGroupsResponse()
+        return pb.ListGroupsResponse(
+            groups=[
+                pb.ListedGroup(group_id=self.group_id, protocol_type="consumer", group_state=state)
+            ]
+        )
+
+    def DescribeGroups(
+        self, request: pb.DescribeGroupsRequest, context: object
+    ) -> pb.DescribeGroupsResponse:
+        g = self.group
+        out = []
+        with g.cond:
+            for gid in request.groups:
+                if gid != self.group_id or g.state == "Dead":
+                    out.append(pb.DescribedGroup(group_id=gid, group_state="Dead"))
+                    continue
+                members = []
+                for m in g.members.values():
+                    member = pb.DescribedGroupMember(
+                        member_id=m.member_id,
+                        client_id=m.client_id or "cli",
+                        client_host="/127.0.0.1",
+                        member_assignment=m.assignment,
+                    )
+                    if m.instance_id is not None:
+                        member.group_instance_id = m.instance_id
+                    members.append(member)
+                out.append(
+                    pb.DescribedGroup(
+                        group_id=gid,
+                        group_state=g.state,
+                        protocol_type="consumer",
+                        protocol_data=g.protocol,
+                        generation_id=g.generation,
+                        leader=g.leader,
+                        members=members,
+                    )
+                )
+        return pb.DescribeGroupsResponse(groups=out)
+
+    def DeleteGroups(
+        self, request: pb.DeleteGroupsRequest, context: object
+    ) -> pb.DeleteGroupsResponse:
+        g = self.group
+        results = []
+        with g.cond:
+            for gid in request.groups:
+                if gid != self.group_id or g.state == "Dead":
+                    code = ErrorCode.GROUP_ID_NOT_FOUND
+                elif g.members:
+                    code = ErrorCode.NON_EMPTY_GROUP
+                else:
+                    code = ErrorCode.NONE
+                    g.state = "Dead"
+                    g.offsets.clear()
+                results.append(pb.DeletableGroupResult(group_id=gid, error_code=code))  # type: ignore[arg-type]
+        return pb.DeleteGroupsResponse(results=results)

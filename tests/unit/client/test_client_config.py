@@ -126,7 +126,7 @@ def test_group_keys() -> None:
     assert config.partition_assignment_strategy == ("cooperative-sticky", "roundrobin")
     with pytest.raises(ConfigError, match="unknown assignor 'fair'"):
         ConsumerConfig.from_kafka({**BOOT, "partition.assignment.strategy": "fair"})
-    with pytest.raises(ConfigError, match="heartbeat.interval.ms"):
+    with pytest.raises(ConfigError, match=r"heartbeat\.interval\.ms"):
         ConsumerConfig.from_kafka(BOOT, session_timeout_ms=1000, heartbeat_interval_ms=1000)
-    with pytest.raises(ConfigError, match="group.instance.id needs group.id"):
+    with pytest.raises(ConfigError, match=r"group\.instance\.id needs group\.id"):
         ConsumerConfig.from_kafka(BOOT, group_instance_id="i")

@@ -8,6 +8,7 @@ Without `--follow` it stops once every partition reached the end offset it had w
 command started, or after `--timeout-ms` (default 30 s) without a new record, whichever comes
 first. With `--follow` it runs until Ctrl-C, `--max-messages`, or `--timeout-ms` idle when
 given. The count read goes to stderr, as Kafka's "Processed a total of N messages".
+With `--group G` it joins the group instead of assigning partitions (`consume_group.py`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from riverlog.client import Consumer, ConsumerRecord, TopicPartition
 
 from ..connection import add_connection_args, client_config, describe_topic, key_value
 from ..console import EXIT_OK, EXIT_USAGE, CliError
+from .consume_group import run_group
 
 DEFAULT_IDLE_TIMEOUT_MS = 30_000
 POLL_MS = 200
@@ -53,6 +55,9 @@ def register(subparsers: Any) -> None:
     )
     start.add_argument("--from-timestamp", type=int, metavar="MS", help="first record at/after MS")
     parser.add_argument("--partition", type=int, metavar="P", help="read only partition P")
+    parser.add_argument(
+        "--group", metavar="G", help="consume as a member of group G, committing as it goes"
+    )
     parser.add_argument("--max-messages", type=int, metavar="N", help="stop after N records")
     parser.add_argument("--timeout-ms", type=int, metavar="T", help="stop after T ms idle")
     parser.add_argument("--follow", action="store_true", help="keep reading new records")
@@ -186,6 +191,8 @@ def _until_end(
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.group:
+        return run_group(args, RecordFormatter(args))
     check_options(args)
     options: list[tuple[str, str]] = [("auto.offset.reset", "earliest"), *args.consumer_property]
     conf = client_config(args, options)
