@@ -174,14 +174,15 @@ class ReplicaFetcherManager:
         while True:
             fetcher.wake.clear()
             try:
-                truncating = [tp for tp, s in fetcher.states.items() if s.truncating]
+                now = loop.time()
+                truncating = [
+                    tp for tp, s in fetcher.states.items() if s.truncating and _due(s, now)
+                ]
                 if truncating:
                     await self._truncate(fetcher, truncating)
                 now = loop.time()
                 ready = [
-                    tp
-                    for tp, s in fetcher.states.items()
-                    if not s.truncating and not s.fenced and s.delayed_until <= now
+                    tp for tp, s in fetcher.states.items() if not s.truncating and _due(s, now)
                 ]
                 if not ready:
                     with contextlib.suppress(TimeoutError):
@@ -317,6 +318,11 @@ class ReplicaFetcherManager:
             return
         log.info("%s: fetch from node %d: %s (%s)", tp, fetcher.leader.node_id, error.name, message)
         state.delayed_until = asyncio.get_running_loop().time() + self._backoff_s
+
+
+def _due(state: FetchState, now: float) -> bool:
+    """Not fenced (waiting for an image) and not backing off."""
+    return not state.fenced and state.delayed_until <= now
 
 
 def reset_out_of_range(partition: Partition, result: FollowerFetchResult) -> None:
