@@ -18,7 +18,7 @@ PYTEST_ARGS ?=
 DEMO_TOPIC ?= demo
 UP_ARGS ?=
 
-.PHONY: help venv install install-test up down test check protos bench clean-venv
+.PHONY: help venv install install-test up down test check protos bench pipeline clean-venv
 
 help:
 	@echo "make up        start a local cluster (etcd, 3 metadata, 3 storage, 1 gateway) and run a demo"
@@ -27,6 +27,7 @@ help:
 	@echo "make check     ruff, ruff format, mypy, import-linter, proto freshness"
 	@echo "make protos    regenerate src/riverlog/v1 from proto/"
 	@echo "make bench     run every bench/*_bench.py and print its figures"
+	@echo "make pipeline  the Spark example (page views per minute) on the local cluster ('make up' first)"
 
 $(PY):
 	$(SYSTEM_PYTHON) -m venv $(VENV)
@@ -88,6 +89,12 @@ bench: $(STAMP)
 	@shopt -s nullglob; files=(bench/*_bench.py); \
 	if [ $${#files[@]} -eq 0 ]; then echo "no bench/*_bench.py" >&2; exit 1; fi; \
 	for f in "$${files[@]}"; do echo "== $$f"; $(PY) "$$f"; done
+
+# The Spark example pipeline (spark/examples/pageviews.py) in local mode against the local
+# cluster; PIPELINE_ARGS e.g. "--events 50000 --master spark://host:7077".
+PIPELINE_ARGS ?=
+pipeline: $(STAMP_TEST)
+	$(PY) -m riverlog.spark.examples.pageviews $(PIPELINE_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

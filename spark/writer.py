@@ -34,7 +34,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from riverlog.client import Producer, RecordMetadata, RiverlogError
+from riverlog.client import Producer, RecordFuture, RiverlogError
 
 from .options import RiverlogOptionError, WriteOptions
 
@@ -108,17 +108,31 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
     return list(column.to_pylist())
 
 
+def _first_error(futures: list[RecordFuture]) -> tuple[int, BaseException | None]:
+    """Wait for `futures`; how many failed and the first error. Records of one produce batch
+    share one outcome, so this is cheap next to sending them."""
+    failed = 0
+    first: BaseException | None = None
+    for future in futures:
+        error = future.exception()
+        if error is not None:
+            failed += 1
+            first = first or error
+    return failed, first
+
+
 def produce_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> WriteResult:
-    """Send every row of `batches`; raise if any record failed (runs in a Spark worker)."""
-    failures: list[BaseException] = []
+    """Send every row of `batches`; raise if any record failed (runs in a Spark worker).
+
+    The futures of one Arrow batch are checked after the next one has been sent, so the check
+    overlaps with sending instead of waiting for each batch's acknowledgements (a callback per
+    record costs more than the send itself)."""
     sent = 0
     size = 0
-
-    def on_done(_: RecordMetadata | None, error: BaseException | None) -> None:
-        if error is not None:
-            failures.append(error)
-
+    previous: list[RecordFuture] = []
+    failed, first = 0, None
     with Producer(options.producer_config()) as producer:
+        send = producer.send
         for batch in batches:
             values = _column(batch, "value")
             assert values is not None  # checked on the driver
@@ -126,26 +140,26 @@ def produce_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) ->
             keys = _column(batch, "key") or [None] * n
             topics = _column(batch, "topic") or [options.topic] * n
             partitions = _column(batch, "partition") or [None] * n
-            headers = _column(batch, "headers") or [None] * n
-            send = producer.send
-            for value, key, topic, partition, hdrs in zip(
-                values, keys, topics, partitions, headers, strict=True
-            ):
-                if topic is None:
-                    raise RiverlogOptionError("a row has a null 'topic' and no 'topic' option")
-                pairs = None if not hdrs else [(h["key"], h["value"]) for h in hdrs]
-                send(topic, value, key, pairs, partition, callback=on_done)
-                if failures:
-                    break
+            headers = _column(batch, "headers")
+            if headers is None:
+                pairs: list[Any] = [None] * n
+            else:
+                pairs = [[(h["key"], h["value"]) for h in hs] if hs else None for hs in headers]
+            if None in topics:
+                raise RiverlogOptionError("a row has a null 'topic' and there is no 'topic' option")
+            futures = list(map(send, topics, values, keys, pairs, partitions))
+            failed, first = _first_error(previous)
+            if failed:
+                break
+            previous = futures
             sent += n
             size += batch.nbytes
-            if failures:
-                break
         producer.flush()
-    if failures:
-        first = failures[0]
+    if not failed:
+        failed, first = _first_error(previous)
+    if failed:
         message = first.message if isinstance(first, RiverlogError) else str(first)
-        raise RiverlogError(f"{len(failures)} record(s) could not be written: {message}")
+        raise RiverlogError(f"{failed} record(s) could not be written to Riverlog: {message}")
     return WriteResult(sent, size)
 
 

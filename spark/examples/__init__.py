@@ -1,0 +1,1 @@
+"""Example Spark pipelines on Riverlog; `pageviews` is the one `make pipeline` runs."""
