@@ -34,9 +34,13 @@ VALUE_SIZE = 100
 
 
 def timed(action: Callable[[], Any]) -> float:
+    return timed_result(action)[1]
+
+
+def timed_result(action: Callable[[], Any]) -> tuple[Any, float]:
     start = time.perf_counter()
-    action()
-    return time.perf_counter() - start
+    result = action()
+    return result, time.perf_counter() - start
 
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
@@ -50,12 +54,14 @@ def write(spark: Any, bootstrap: str, topic: str, records: int, partitions: int)
         f"CAST(lpad(CAST(id AS STRING), {VALUE_SIZE}, 'x') AS BINARY) AS value"
     )
     return timed(
-        lambda: df.write.format("riverlog")
-        .option("riverlog.bootstrap", bootstrap)
-        .option("topic", topic)
-        .option("kafka.acks", "1")
-        .mode("append")
-        .save()
+        lambda: (
+            df.write.format("riverlog")
+            .option("riverlog.bootstrap", bootstrap)
+            .option("topic", topic)
+            .option("kafka.acks", "1")
+            .mode("append")
+            .save()
+        )
     )
 
 
@@ -82,9 +88,9 @@ def run(bootstrap: str, args: argparse.Namespace, work: Path) -> None:
 
     best = float("inf")
     for _ in range(args.runs):
-        counted: list[int] = []
-        best = min(best, timed(lambda: counted.append(source(spark, bootstrap, topic).count())))
-        assert counted == [n], counted
+        counted, elapsed = timed_result(source(spark, bootstrap, topic).count)
+        assert counted == n, counted
+        best = min(best, elapsed)
     print(f"batch read into count: {best:.1f} s, {n / best:,.0f} rows/s")
 
     best = float("inf")
