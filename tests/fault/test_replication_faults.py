@@ -33,6 +33,7 @@ from faults import (
     restart_etcd,
     wait_for_full_isr,
     wait_for_leaders,
+    wait_until,
 )
 from harness import HighWatermarkWatcher, Workload, check, read_back, wait_for_convergence
 
@@ -164,13 +165,15 @@ def dwell_then_restart(ctx: Context) -> None:
 
 
 def controller_moved(ctx: Context) -> None:
-    """After a controller failure: another instance leads with a higher epoch, and exactly one
-    instance says it is the controller (the paused one must not think it still is)."""
+    """After a controller failure: another instance leads with a higher epoch (once the old
+    one's lease lapsed), and at most one instance says it is the controller (a resumed one must
+    not think it still is)."""
     old_epoch = int(ctx.notes[0].rsplit(" ", 1)[1])
-    assert wait_for_leaders(ctx.cluster, ctx.topic, 30)
+    moved = wait_until(lambda: describe_cluster(ctx.cluster).controller_epoch > old_epoch, 30)
     now = describe_cluster(ctx.cluster)
     ctx.notes.append(f"now controller {now.controller_id} epoch {now.controller_epoch}")
-    assert now.controller_epoch > old_epoch, ctx.notes
+    assert moved, f"no controller with an epoch above {old_epoch} 30 s later: {ctx.notes}"
+    assert wait_for_leaders(ctx.cluster, ctx.topic, 30)
     claiming = [m for m in now.metadata_instances if m[3]]
     assert len(claiming) <= 1, f"two metadata instances claim the controller: {claiming}"
 
@@ -267,6 +270,8 @@ def test_acknowledged_records_survive(scenario: Scenario, start_cluster, record_
     print(f"  sent {workload.sent}, failures {dict(workload.failures)}")
     print(f"  watcher fetches {watcher.fetches}, errors {dict(watcher.errors)}")
     print(f"  notes {ctx.notes}; full ISR again: {full}; lost (unclean) {len(report.lost)}")
+    for problem in report.problems:
+        print(f"  {problem}")
     record_property("summary", summary)
     assert not report.problems, "\n".join([summary, *report.problems])
     assert full, f"{scenario}: the ISR did not grow back to every replica: {description}"
