@@ -259,7 +259,8 @@ class Partition:
             return self.producer_state.duplicate_info(check.duplicate)
         info = self.log.append_as_leader(records, self.leader_epoch)
         self.producer_state.on_leader_append(check, info)
-        self._maybe_increment_high_watermark()
+        if not self._maybe_increment_high_watermark():
+            self._on_change(self.tp)  # wake the followers' long polls (Kafka's tryComplete)
         return info
 
     def read(
@@ -385,15 +386,19 @@ class Partition:
         min.insync.replicas members."""
         return len(self.isr) >= self.config.min_insync_replicas
 
-    def _maybe_increment_high_watermark(self) -> None:
+    def _maybe_increment_high_watermark(self) -> bool:
+        """Move the high watermark up to the maximal ISR's minimum log end offset; returns
+        whether it moved (waiters on the partition are then woken)."""
         if self.role is not Role.LEADER:
-            return
+            return False
         new_hw = high_watermark_candidate(
             self.isr_state.maximal, self.node_id, self.log.log_end_offset, self.followers
         )
-        if new_hw > self.log.high_watermark:
-            self.log.high_watermark = new_hw
-            self._on_change(self.tp)
+        if new_hw <= self.log.high_watermark:
+            return False
+        self.log.high_watermark = new_hw
+        self._on_change(self.tp)
+        return True
 
     # --- replication (follower side) ---------------------------------------------------------
 
