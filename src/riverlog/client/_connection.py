@@ -4,7 +4,8 @@
 leaders itself), so a client talks to one address at a time and moves to the next when a call
 fails as UNAVAILABLE (the gateway is down or unreachable). Channels are created on first use
 and kept, so coming back to an address reuses its connection. Every call carries the client id
-in the `riverlog-client-id` metadata key, and every failure comes out as a RiverlogError
+in the `riverlog-client-id` metadata key (and, with sasl.username set, the user and password in
+`riverlog-user` / `riverlog-password`), and every failure comes out as a RiverlogError
 (`from_rpc_error`), so callers never see grpc.RpcError.
 """
 
@@ -21,7 +22,11 @@ from riverlog.common.rpc.channel import CLIENT_ID_KEY, sync_channel
 from riverlog.common.rpc.status import from_rpc_error
 from riverlog.v1 import gateway_pb2_grpc
 
+from ._throttle import ThrottleTracker
 from .errors import ClientClosedError
+
+USER_KEY: Final = "riverlog-user"
+PASSWORD_KEY: Final = "riverlog-password"
 
 # Failures that say "this gateway, not this request": try the next address.
 _FAILOVER_CODES: Final = frozenset({grpc.StatusCode.UNAVAILABLE})
@@ -41,12 +46,18 @@ class GatewayConnection:
     `failover(index)`, which moves on only if that address is still the current one.
     """
 
-    def __init__(self, servers: Sequence[str], client_id: str) -> None:
+    def __init__(
+        self, servers: Sequence[str], client_id: str, credentials: tuple[str, str] | None = None
+    ) -> None:
         if not servers:
             raise ValueError("bootstrap.servers lists no gateway")
         self._servers = tuple(servers)
         self._client_id = client_id
-        self.metadata: Final[tuple[tuple[str, str], ...]] = ((CLIENT_ID_KEY, client_id),)
+        metadata = [(CLIENT_ID_KEY, client_id)]
+        if credentials is not None and credentials[0]:
+            metadata += [(USER_KEY, credentials[0]), (PASSWORD_KEY, credentials[1])]
+        self.metadata: Final[tuple[tuple[str, str], ...]] = tuple(metadata)
+        self.throttle = ThrottleTracker()
         self._lock = threading.Lock()
         self._channels: dict[int, grpc.Channel] = {}
         self._stubs: dict[int, gateway_pb2_grpc.GatewayStub] = {}
@@ -77,6 +88,10 @@ class GatewayConnection:
                 self._channels[index] = channel
                 stub = self._stubs[index] = gateway_pb2_grpc.GatewayStub(channel)  # type: ignore[no-untyped-call]
             return stub, index
+
+    def throttle_remaining_s(self) -> float:
+        """How long the current gateway must be left alone (its last throttle_time_ms)."""
+        return self.throttle.remaining_s(self._current)
 
     def failover(self, index: int) -> None:
         """The address at `index` failed as unavailable: move to the next one, if still on it."""

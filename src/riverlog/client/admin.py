@@ -111,7 +111,7 @@ class AdminClient(GroupAdminMixin):
     def __init__(self, conf: Mapping[str, object] | None = None, **kwargs: object) -> None:
         self.config = config = AdminConfig.from_kafka(conf, **kwargs)
         client_id = config.client_id or f"riverlog-admin-{next(_ids)}"
-        self._conn = GatewayConnection(config.bootstrap_servers, client_id)
+        self._conn = GatewayConnection(config.bootstrap_servers, client_id, config.credentials)
         self._closed = False
 
     def _call(self, method: Callable[[Any], Any], request: Any) -> Any:

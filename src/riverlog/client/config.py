@@ -165,6 +165,8 @@ class _ClientConfig:
         (), _parse_servers, "Comma-separated host:port list of GATEWAY addresses (required)"
     )
     client_id: str = _key("", _parse_str, "Sent as riverlog-client-id on every call")
+    sasl_username: str = _key("", _parse_str, "User to authenticate as (empty: ANONYMOUS)")
+    sasl_password: str = _key("", _parse_str, "Password of sasl.username")
     request_timeout_ms: int = _int(30_000, "Deadline of one RPC", lo=1)
     retry_backoff_ms: int = _int(100, "Wait before retrying a retriable failure")
     retry_backoff_max_ms: int = _int(1000, "Cap of the exponential retry back-off")
@@ -204,6 +206,11 @@ class _ClientConfig:
     def get(self, name: str) -> object:
         """A value by its Kafka name."""
         return getattr(self, name.replace(".", "_"))
+
+    @property
+    def credentials(self) -> tuple[str, str] | None:
+        """(sasl.username, sasl.password), or None when no user is configured."""
+        return (self.sasl_username, self.sasl_password) if self.sasl_username else None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -36,6 +36,7 @@ from ..errors import ClientClosedError, ClientTimeoutError, NoOffsetForPartition
 from .fetcher import ConsumerRecord, Fetcher
 from .group import (
     ConsumerCoordinator,
+    ConsumerGroupMetadata,
     ConsumerRebalanceListener,
     GatewayGroupApi,
     GroupApi,
@@ -65,7 +66,7 @@ class Consumer:
     def __init__(self, conf: Mapping[str, object] | None = None, **kwargs: object) -> None:
         self.config = config = ConsumerConfig.from_kafka(conf, **kwargs)
         client_id = config.client_id or f"riverlog-consumer-{next(_ids)}"
-        self._conn = GatewayConnection(config.bootstrap_servers, client_id)
+        self._conn = GatewayConnection(config.bootstrap_servers, client_id, config.credentials)
         self._subs = SubscriptionState(config.auto_offset_reset)
         self._fetcher = Fetcher(config, self._conn, self._subs)
         self._closed = False
@@ -121,6 +122,18 @@ class Consumer:
             raise RiverlogError("subscribe() after assign(): unsubscribe() first")
         self._subs.pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
         coordinator.subscribe(list(topics), pattern is not None, listener)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group, generation and member id this consumer last joined with (Kafka's
+        groupMetadata(); generation -1 and member id "" outside a generation)."""
+        coordinator = self._group("group_metadata()")
+        generation = coordinator.generation
+        return ConsumerGroupMetadata(
+            coordinator.group_id,
+            generation.generation_id,
+            generation.member_id,
+            coordinator.instance_id,
+        )
 
     def subscription(self) -> set[str]:
         """The topics subscribed to (for a pattern: those it matched at the last refresh)."""
@@ -255,6 +268,10 @@ class Consumer:
             state = self._subs.partitions.get(tp)
             if state is not None and state.position is None and result is not None:
                 state.seek(result.offset)
+
+    def metrics(self) -> dict[str, float]:
+        """Kafka's fetch-throttle-time-avg / -max (ms, over the last minute of responses)."""
+        return self._conn.throttle.metrics("fetch")
 
     # ---- polling ------------------------------------------------------------------------
 

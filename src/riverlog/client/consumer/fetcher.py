@@ -102,8 +102,8 @@ class Fetcher:
 
     def send_fetch(self) -> bool:
         """Send a fetch for every partition that can take one, unless one is in flight."""
-        if self._in_flight is not None:
-            return False
+        if self._in_flight is not None or self._conn.throttle_remaining_s() > 0:
+            return False  # one at a time; none to a gateway that asked for a pause (quota)
         config = self._config
         partitions: list[data_pb2.FetchPartition] = []
         epochs: dict[TopicPartition, tuple[int, int]] = {}
@@ -169,6 +169,7 @@ class Fetcher:
                     state.backoff_until = backoff
             return True
         self._in_flight = None
+        self._conn.throttle.record(self._in_flight_server, response.throttle_time_ms)
         self._handle(response)
         return True
 

@@ -52,7 +52,7 @@ class Producer:
     def __init__(self, conf: Mapping[str, object] | None = None, **kwargs: object) -> None:
         self.config = config = ProducerConfig.from_kafka(conf, **kwargs)
         client_id = config.client_id or f"riverlog-producer-{next(_ids)}"
-        self._conn = GatewayConnection(config.bootstrap_servers, client_id)
+        self._conn = GatewayConnection(config.bootstrap_servers, client_id, config.credentials)
         self._metadata = MetadataCache(
             self._conn,
             max_age_ms=config.metadata_max_age_ms,
@@ -160,6 +160,10 @@ class Producer:
         finally:
             if span is not None:
                 span.end()
+
+    def metrics(self) -> dict[str, float]:
+        """Kafka's produce-throttle-time-avg / -max (ms, over the last minute of responses)."""
+        return self._conn.throttle.metrics("produce")
 
     def partitions_for(self, topic: str) -> list[int]:
         """The topic's partition ids, waiting up to max.block.ms for the topic to appear."""

@@ -111,6 +111,10 @@ class Sender(threading.Thread):
             next_check = now + _IDLE_WAIT_S
             idem = self.idempotence
             ready = idem is None or self._ensure_producer_id(now)
+            throttled_s = self._conn.throttle_remaining_s()
+            if throttled_s > 0:  # the gateway asked for a pause (quota): send it nothing
+                ready = False
+                next_check = min(next_check, now + throttled_s)
             while ready and len(self._in_flight) < self._max_in_flight:
                 muted = self._muted if idem is None else self._muted | idem.blocked()
                 batches, next_check = acc.drain(
@@ -253,6 +257,7 @@ class Sender(threading.Thread):
     def _settle_response(
         self, inflight: InFlight, response: data_pb2.ProduceResponse, now: float
     ) -> None:
+        self._conn.throttle.record(inflight.server, response.throttle_time_ms)
         if self._acks == common_pb2.ACKS_NONE:
             # acks=0, as Kafka: nothing is acknowledged, so nothing is checked or retried; the
             # records count as sent (offset -1) once the gateway took the request.
