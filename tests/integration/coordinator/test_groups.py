@@ -13,7 +13,10 @@ from group_client import RawMember, describe, stub_for, wait_until
 
 from riverlog.cluster import LocalCluster, unique_topic_name
 from riverlog.common.errors import ErrorCode
+from riverlog.common.records import BatchBuilder
+from riverlog.common.rpc.channel import sync_channel
 from riverlog.common.types import TopicPartition
+from riverlog.v1 import common_pb2, data_pb2, storage_pb2_grpc
 from riverlog.v1 import coordinator_pb2 as pb
 
 E = ErrorCode
@@ -135,6 +138,23 @@ def test_static_member_restart_keeps_its_partitions_without_rebalance(
             restarted.stop()
 
 
+def _zombie_append(cluster: LocalCluster, partition: int, epoch: int) -> ErrorCode:
+    """Append to __consumer_offsets-`partition` as its coordinator with `epoch` would."""
+    builder = BatchBuilder(producer_id=(1 << 62) + partition, producer_epoch=epoch, base_sequence=0)
+    builder.append(0, b'{"g":"zombie","v":2}', None)
+    request = data_pb2.ProduceRequest(
+        acks=common_pb2.ACKS_ALL,
+        timeout_ms=5_000,
+        partitions=[
+            data_pb2.ProducePartition(
+                topic="__consumer_offsets", partition=partition, records=builder.build()
+            )
+        ],
+    )
+    stub = storage_pb2_grpc.StorageServiceStub(sync_channel(cluster.storage_addresses[0]))  # type: ignore[no-untyped-call]
+    return E(stub.Produce(request, timeout=10).partitions[0].error_code)
+
+
 def test_killed_coordinator_is_replaced_and_offsets_survive(groups_cluster: LocalCluster) -> None:
     gateway = groups_cluster.gateway_address
     topic = unique_topic_name("failover")
@@ -170,5 +190,10 @@ def test_killed_coordinator_is_replaced_and_offsets_survive(groups_cluster: Loca
         # the member keeps (or regains) its membership with the new owner
         wait_until(lambda: _stable(gateway, group, [member]), 90, "a stable group after failover")
         assert member.error is None, member.error
+        assert wait_until(lambda: member.commit({TopicPartition(topic, 1): 9}) == [E.NONE], 30)
+
+        # the zombie's fence: a write with an older ownership epoch is refused by storage
+        zombie = _zombie_append(groups_cluster, owner.partition, epoch=1)
+        assert zombie == E.INVALID_PRODUCER_EPOCH
     finally:
         member.stop()
