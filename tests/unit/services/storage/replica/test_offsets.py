@@ -8,6 +8,7 @@ from riverlog.common.errors import ErrorCode
 from riverlog.common.types import TopicPartition
 from riverlog.services.storage.replica.requests import (
     DeleteRecordsPartitionData,
+    EpochEndOffsetData,
     ListOffsetsPartitionData,
     OffsetSpec,
 )
@@ -112,3 +113,23 @@ def test_describe_log_dirs(node: Node) -> None:
     )
     assert p.size_bytes > 0 and log_dir.total_bytes == p.size_bytes
     assert NODE == node.replicas.node_id
+
+
+async def test_offsets_for_leader_epoch_answers_from_the_epoch_cache(node: Node) -> None:
+    # The fixture's 8 records were written at epoch 4; epoch 6 starts at 8.
+    node.replicas.apply_image(image(topic("t", epoch=6), topic("x", leaders=[OTHER]), version=3))
+    [r] = await node.produce.produce(produce_params((T0, make_batch(2))))
+    assert r.error == ErrorCode.NONE
+
+    def ask(epoch: int, current: int | None = 6) -> tuple[ErrorCode, int, int]:
+        [result] = node.offsets.offsets_for_leader_epoch([EpochEndOffsetData(T0, epoch, current)])
+        return result.error, result.leader_epoch, result.end_offset
+
+    assert ask(4) == (ErrorCode.NONE, 4, 8)
+    assert ask(5) == (ErrorCode.NONE, 4, 8)  # never led at 5: where 4 ended
+    assert ask(6) == (ErrorCode.NONE, 6, 10)  # the current epoch: the log end
+    assert ask(7) == (ErrorCode.NONE, -1, -1)  # newer than any here
+    assert ask(4, current=5)[0] == ErrorCode.FENCED_LEADER_EPOCH
+    assert ask(4, current=7)[0] == ErrorCode.UNKNOWN_LEADER_EPOCH
+    [other] = node.offsets.offsets_for_leader_epoch([EpochEndOffsetData(TopicPartition("x", 0), 0)])
+    assert other.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
