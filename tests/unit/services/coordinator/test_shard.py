@@ -1,0 +1,139 @@
+"""The shard's run-time contract with a fake storage: it loads before answering
+(COORDINATOR_LOAD_IN_PROGRESS until then), writes with its ownership epoch as producer epoch
+and sequences from 0, replays only what was written, and a write refused for an older epoch
+fences it (NOT_COORDINATOR)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+
+import pytest
+
+from riverlog.common.clock import SYSTEM_CLOCK
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.records import Record
+from riverlog.common.types import TopicPartition
+from riverlog.services.coordinator.config import CoordinatorConfig
+from riverlog.services.coordinator.coordinator import GroupCoordinator
+from riverlog.services.coordinator.offsets.store import CommitItem, CommitRequest
+from riverlog.services.coordinator.records import CoordinatorRecord, OffsetValue, offset_record
+from riverlog.services.coordinator.shard import Shard, write_error
+
+TP = TopicPartition("t", 0)
+
+
+class FakeStorage:
+    def __init__(self, log: list[CoordinatorRecord]) -> None:
+        self.log = list(log)
+        self.appends: list[tuple[int, int, int]] = []
+        self.refuse: ErrorCode | None = None
+        self.loading = asyncio.Event()
+
+    async def read(self, partition: int) -> AsyncIterator[Record]:
+        await self.loading.wait()
+        for offset, r in enumerate(self.log):
+            yield Record(offset, 0, r.key, r.value, [])
+
+    async def append(
+        self,
+        partition: int,
+        records: Sequence[CoordinatorRecord],
+        producer_epoch: int,
+        base_sequence: int,
+        timestamp_ms: int,
+        timeout_ms: int,
+    ) -> int:
+        if self.refuse is not None:
+            raise RiverlogError(code=self.refuse)
+        self.appends.append((partition, producer_epoch, base_sequence))
+        self.log.extend(records)
+        return len(self.log) - 1
+
+
+def commit(group: str, offset: int) -> object:
+    req = CommitRequest(group, -1, "", None, [CommitItem(TP, offset)])
+    return lambda coord, reply: coord.offsets.commit(req, reply)
+
+
+def fetch(group: str) -> object:
+    def handler(coord: GroupCoordinator, reply: object) -> object:
+        from riverlog.services.coordinator.group.outcome import NOTHING
+
+        reply(coord.offsets.fetch(group, [TP])[0].offset)  # type: ignore[operator]
+        return NOTHING
+
+    return handler
+
+
+async def _until_ready(shard: Shard) -> None:
+    async with asyncio.timeout(5):
+        while not shard.ready:
+            await asyncio.sleep(0.01)
+
+
+async def test_loads_then_serves_and_writes_with_its_epoch() -> None:
+    previous = [offset_record("g", TP, OffsetValue(17, -1, "", 0))]
+    storage = FakeStorage(previous)
+    shard = Shard(3, 7, CoordinatorConfig(), SYSTEM_CLOCK, storage, lambda t: 1)  # type: ignore[arg-type]
+    shard.start()
+    try:
+        with pytest.raises(RiverlogError) as loading:
+            await shard.submit(fetch("g"))  # type: ignore[arg-type]
+        assert loading.value.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        storage.loading.set()
+        await _until_ready(shard)
+        assert await shard.submit(fetch("g")) == 17  # type: ignore[arg-type]
+        assert await shard.submit(commit("g", 20)) == [(TP, ErrorCode.NONE)]  # type: ignore[arg-type]
+        assert await shard.submit(commit("h", 1)) == [(TP, ErrorCode.NONE)]  # type: ignore[arg-type]
+        assert storage.appends == [(3, 7, 0), (3, 7, 1)]
+        assert await shard.submit(fetch("g")) == 20  # type: ignore[arg-type]
+    finally:
+        await shard.stop()
+
+
+async def test_a_write_refused_for_an_older_epoch_fences_the_shard() -> None:
+    storage = FakeStorage([])
+    storage.loading.set()
+    shard = Shard(0, 1, CoordinatorConfig(), SYSTEM_CLOCK, storage, lambda t: 1)  # type: ignore[arg-type]
+    shard.start()
+    try:
+        await _until_ready(shard)
+        storage.refuse = ErrorCode.INVALID_PRODUCER_EPOCH
+        assert await shard.submit(commit("g", 5)) == [(TP, ErrorCode.NOT_COORDINATOR)]  # type: ignore[arg-type]
+        assert shard.fenced
+        storage.refuse = None
+        assert await shard.submit(fetch("g")) == -1  # type: ignore[arg-type]  # never replayed
+    finally:
+        await shard.stop()
+
+
+async def test_parked_requests_learn_not_coordinator_when_the_shard_stops() -> None:
+    from riverlog.services.coordinator.group.member import JoinRequest, Protocol
+
+    storage = FakeStorage([])
+    storage.loading.set()
+    config = CoordinatorConfig(group_min_session_timeout_ms=10)
+    shard = Shard(0, 1, config, SYSTEM_CLOCK, storage, lambda t: 1)  # type: ignore[arg-type]
+    shard.start()
+    await _until_ready(shard)
+    protocols = (Protocol("range", b""),)
+    first = JoinRequest("g", "", "consumer", protocols, 60_000, 60_000, group_instance_id="a")
+    second = JoinRequest("g", "", "consumer", protocols, 60_000, 60_000, group_instance_id="b")
+    joined = await shard.submit(lambda c, r: c.groups.join(first, r))
+    assert joined.error_code == ErrorCode.NONE and joined.generation_id == 1
+    # the second member starts a rebalance that waits for the first to rejoin: parked
+    parked = asyncio.create_task(shard.submit(lambda c, r: c.groups.join(second, r)))
+    await asyncio.sleep(0.05)
+    assert not parked.done()
+    await shard.stop()
+    with pytest.raises(RiverlogError) as moved:
+        await parked
+    assert moved.value.code == ErrorCode.NOT_COORDINATOR
+
+
+def test_write_errors_map_as_kafka() -> None:
+    assert write_error(ErrorCode.NOT_ENOUGH_REPLICAS) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert write_error(ErrorCode.NOT_LEADER_OR_FOLLOWER) == ErrorCode.NOT_COORDINATOR
+    assert write_error(ErrorCode.INVALID_PRODUCER_EPOCH) == ErrorCode.NOT_COORDINATOR
+    assert write_error(ErrorCode.MESSAGE_TOO_LARGE) == ErrorCode.UNKNOWN_SERVER_ERROR
