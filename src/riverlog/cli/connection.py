@@ -4,7 +4,8 @@ options.
 The bootstrap address is, in order: `--bootstrap HOST:PORT[,HOST:PORT...]`, the environment
 variable RIVERLOG_BOOTSTRAP, or the gateways of the local cluster recorded in the default data
 directory (`$RIVERLOG_HOME`, else `~/.riverlog`) by `riverlog cluster up`. The options every
-command that talks to a gateway shares (`--bootstrap`, `--client-id`) are defined here, and so
+command that talks to a gateway shares (`--bootstrap`, `--client-id`, `--user`, `--password`,
+the last two defaulting to RIVERLOG_USER / RIVERLOG_PASSWORD) are defined here, and so
 is the topic look-up `produce` and `consume` do first, so an unknown topic fails at once with
 its own error instead of after the SDK's max.block.ms.
 """
@@ -23,6 +24,8 @@ from riverlog.cluster import ClusterNotFoundError, LocalCluster
 from .console import EXIT_USAGE, CliError
 
 BOOTSTRAP_ENV: Final = "RIVERLOG_BOOTSTRAP"
+USER_ENV: Final = "RIVERLOG_USER"
+PASSWORD_ENV: Final = "RIVERLOG_PASSWORD"
 HOME_ENV: Final = "RIVERLOG_HOME"
 DEFAULT_CLIENT_ID: Final = "riverlog-cli"
 
@@ -79,9 +82,24 @@ def resolve_bootstrap(
     return local_cluster_bootstrap(data_dir or default_data_dir(env))
 
 
-def add_connection_args(parser: argparse.ArgumentParser) -> None:
-    """`--bootstrap` and `--client-id`, for every command that talks to a gateway."""
+def add_connection_args(parser: argparse.ArgumentParser, entity_options: bool = False) -> None:
+    """`--bootstrap`, `--client-id`, `--user` and `--password`, for every command that talks to
+    a gateway. With `entity_options` (the quotas command, whose `--user` and `--client-id` name
+    the quota entity) the caller's own are `--auth-user` and `--auth-client-id`."""
     group = parser.add_argument_group("connection")
+    prefix = "--auth-" if entity_options else "--"
+    group.add_argument(
+        f"{prefix}user",
+        dest="auth_user",
+        default=os.environ.get(USER_ENV) or None,
+        help=f"authenticate as this user (default: ${USER_ENV}; none: ANONYMOUS)",
+    )
+    group.add_argument(
+        "--password",
+        dest="auth_password",
+        default=os.environ.get(PASSWORD_ENV, ""),
+        help=f"the user's password (default: ${PASSWORD_ENV})",
+    )
     group.add_argument(
         "--bootstrap",
         "--bootstrap-server",
@@ -91,7 +109,8 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         "local cluster started by `riverlog cluster up`)",
     )
     group.add_argument(
-        "--client-id",
+        f"{prefix}client-id",
+        dest="client_id",
         default=DEFAULT_CLIENT_ID,
         help=f"client id sent with every request (default: {DEFAULT_CLIENT_ID})",
     )
@@ -108,11 +127,16 @@ def key_value(text: str) -> tuple[str, str]:
 def client_config(
     args: argparse.Namespace, overrides: Iterable[tuple[str, str]] = ()
 ) -> dict[str, object]:
-    """bootstrap.servers and client.id from the options, then any `KEY=VALUE` overrides."""
+    """bootstrap.servers, client.id and the credentials from the options, then any
+    `KEY=VALUE` overrides."""
     conf: dict[str, object] = {
         "bootstrap.servers": resolve_bootstrap(args.bootstrap),
         "client.id": args.client_id,
     }
+    user = getattr(args, "auth_user", None)
+    if user:
+        conf["sasl.username"] = user
+        conf["sasl.password"] = getattr(args, "auth_password", "") or ""
     conf.update(dict(overrides))
     return conf
 
@@ -125,7 +149,9 @@ def describe_topic(conf: dict[str, object], topic: str) -> TopicDescription:
     """The topic's partitions; raises RiverlogError (UNKNOWN_TOPIC_OR_PARTITION, ...) when the
     cluster cannot describe it."""
     admin_conf: dict[str, object] = {
-        k: conf[k] for k in ("bootstrap.servers", "client.id") if k in conf
+        k: conf[k]
+        for k in ("bootstrap.servers", "client.id", "sasl.username", "sasl.password")
+        if k in conf
     }
     with AdminClient(admin_conf) as admin:
         return admin.describe_topics([topic])[topic]

@@ -16,10 +16,20 @@ from collections.abc import Sequence
 
 from riverlog import __version__
 
-from .commands import cluster, consume, dump_log, groups, leaders, produce, topics
+from .commands import (
+    cluster,
+    consume,
+    dump_log,
+    groups,
+    leaders,
+    produce,
+    quotas,
+    topics,
+    users,
+)
 from .console import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, PROG, report_error
 
-COMMANDS = (cluster, topics, leaders, groups, produce, consume, dump_log)
+COMMANDS = (cluster, topics, leaders, groups, quotas, users, produce, consume, dump_log)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -26,6 +26,7 @@ from ._offsets import OffsetAndTimestamp, list_offsets
 from .config import AdminConfig
 from .errors import ClientClosedError
 from .group_admin import GroupAdminMixin
+from .quota_admin import QuotaAdminMixin
 
 _ids = itertools.count(1)
 Outcomes = dict[str, RiverlogError | None]
@@ -100,9 +101,9 @@ def _topic(meta: common_pb2.TopicMetadata) -> TopicDescription:
     return TopicDescription(meta.name, meta.topic_id, meta.internal, partitions, configs)
 
 
-class AdminClient(GroupAdminMixin):
-    """Administers topics and consumer groups (`group_admin.py`). Thread-safe (any thread
-    may call any method).
+class AdminClient(GroupAdminMixin, QuotaAdminMixin):
+    """Administers topics, consumer groups (`group_admin.py`), client quotas and users
+    (`quota_admin.py`). Thread-safe (any thread may call any method).
 
     with AdminClient({"bootstrap.servers": "127.0.0.1:9092"}) as admin:
         admin.create_topics([NewTopic("events", num_partitions=6, replication_factor=3)])
