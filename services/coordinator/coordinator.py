@@ -100,6 +100,7 @@ class GroupCoordinator:
             elif isinstance(decoded, GroupKey):
                 group = decode_group_value(value) if value is not None else None
                 self._replay_group(decoded.group_id, group)
+            # an OwnerKey marks a change of owner: nothing to rebuild
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("skipping an unreadable __consumer_offsets record: %s", exc)
 
@@ -165,7 +166,8 @@ class GroupCoordinator:
         expiring: dict[str, int] = {}
         for record in records:
             decoded = decode_key(record.key)
-            expiring[decoded.group_id] = expiring.get(decoded.group_id, 0) + 1
+            if isinstance(decoded, OffsetKey):
+                expiring[decoded.group_id] = expiring.get(decoded.group_id, 0) + 1
         for group_id, group in sorted(self.groups.groups.items()):
             held = len(self.offsets.offsets.get(group_id, {}))
             if group.is_in(S.EMPTY) and expiring.get(group_id, 0) == held:

@@ -68,7 +68,13 @@ class Ownership:
             if partition not in self.shards:
                 log.info("__consumer_offsets-%d assigned here (epoch %d)", partition, epoch)
                 shard = Shard(
-                    partition, epoch, self.config, self.clock, self.storage, self.partition_count
+                    partition,
+                    epoch,
+                    self.config,
+                    self.clock,
+                    self.storage,
+                    self.partition_count,
+                    owner_id=self.node_id,
                 )
                 self.shards[partition] = shard
                 shard.start()

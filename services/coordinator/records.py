@@ -9,6 +9,8 @@ compact and self-describing, so `riverlog consume __consumer_offsets` is readabl
     group metadata   key   {"v":2,"g":group}
                      value {"type","gen","protocol","leader","ts","members":[{"id","iid",
                             "client","host","rto","sto","meta"(b64),"asg"(b64)}]}    | null
+    owner marker     key   {"v":3,"c":coordinator node id,"e":ownership epoch}
+                     value null  (written first by each new owner: the fence, decision 0008)
 
 A null value is a tombstone (deleted group or expired offset). Key versions follow Kafka's
 (0/1 offsets, 2 group metadata), so one key's records replace each other as compaction would.
@@ -26,6 +28,7 @@ from riverlog.common.types import TopicPartition
 
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
+OWNER_KEY_VERSION = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +48,12 @@ class OffsetKey:
 @dataclass(frozen=True, slots=True)
 class GroupKey:
     group_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerKey:
+    coordinator_id: int
+    epoch: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +137,15 @@ def group_record(group_id: str, value: GroupValue | None) -> CoordinatorRecord:
     return CoordinatorRecord(key, _dumps(body))
 
 
-def decode_key(raw: bytes) -> OffsetKey | GroupKey:
+def owner_marker(coordinator_id: int, epoch: int) -> CoordinatorRecord:
+    """The first record a new owner writes with its epoch: from then on the storage node
+    refuses the previous owner's writes, and everything before it is what the owner loads."""
+    return CoordinatorRecord(
+        _dumps({"v": OWNER_KEY_VERSION, "c": coordinator_id, "e": epoch}), None
+    )
+
+
+def decode_key(raw: bytes) -> OffsetKey | GroupKey | OwnerKey:
     """Raises ValueError for a key this build does not know."""
     obj = json.loads(raw)
     version = obj.get("v")
@@ -136,6 +153,8 @@ def decode_key(raw: bytes) -> OffsetKey | GroupKey:
         return OffsetKey(str(obj["g"]), TopicPartition(str(obj["t"]), int(obj["p"])))
     if version == GROUP_KEY_VERSION:
         return GroupKey(str(obj["g"]))
+    if version == OWNER_KEY_VERSION:
+        return OwnerKey(int(obj["c"]), int(obj["e"]))
     raise ValueError(f"unknown __consumer_offsets key version {version!r}")
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from riverlog.common.clock import Clock
@@ -25,6 +25,7 @@ from .coordinator import GroupCoordinator
 from .group.assignment import PartitionCounts
 from .group.outcome import Outcome
 from .peers.storage import StorageClient
+from .records import CoordinatorRecord, owner_marker
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +77,10 @@ class Shard:
         clock: Clock,
         storage: StorageClient,
         counts: PartitionCounts,
+        owner_id: int = -1,
     ) -> None:
         self.partition = partition
+        self.owner_id = owner_id
         self.epoch = epoch
         self.config = config
         self.clock = clock
@@ -172,10 +175,17 @@ class Shard:
             return None
 
     async def _load(self) -> None:
+        """Fence, then read: the owner marker goes first with this owner's epoch (so storage
+        refuses the previous owner's later writes), then everything up to it is replayed."""
         backoff = _RETRY_S
+        fenced = False
         while True:
             fresh = GroupCoordinator(self.config, self.clock, self.coord.groups.counts)
             try:
+                if not fenced:
+                    marker = owner_marker(self.owner_id, self.epoch)
+                    await self._append_once([marker], self.config.offsets_commit_timeout_ms)
+                    fenced = True
                 async for record in self.storage.read(self.partition):
                     fresh.replay(record.key, record.value)
                 self.coord = fresh
@@ -195,21 +205,19 @@ class Shard:
         if outcome.after is not None:
             outcome.after(error)
 
+    async def _append_once(self, records: Sequence[CoordinatorRecord], timeout_ms: int) -> None:
+        await self.storage.append(
+            self.partition, records, self.epoch, self._sequence, self.clock.time_ms(), timeout_ms
+        )
+        self._sequence += len(records)
+
     async def _append(self, outcome: Outcome) -> ErrorCode:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.offsets_commit_timeout_ms / 1000
         while True:
             remaining_ms = int((deadline - loop.time()) * 1000)
             try:
-                await self.storage.append(
-                    self.partition,
-                    outcome.records,
-                    self.epoch,
-                    self._sequence,
-                    self.clock.time_ms(),
-                    max(remaining_ms, 1),
-                )
-                self._sequence += len(outcome.records)
+                await self._append_once(outcome.records, max(remaining_ms, 1))
                 return ErrorCode.NONE
             except RiverlogError as exc:
                 code = exc.code

@@ -86,7 +86,9 @@ async def test_loads_then_serves_and_writes_with_its_epoch() -> None:
         assert await shard.submit(fetch("g")) == 17  # type: ignore[arg-type]
         assert await shard.submit(commit("g", 20)) == [(TP, ErrorCode.NONE)]  # type: ignore[arg-type]
         assert await shard.submit(commit("h", 1)) == [(TP, ErrorCode.NONE)]  # type: ignore[arg-type]
-        assert storage.appends == [(3, 7, 0), (3, 7, 1)]
+        # the owner marker (the fence) first, then each write: epoch 7, sequences from 0
+        assert storage.appends == [(3, 7, 0), (3, 7, 1), (3, 7, 2)]
+        assert storage.log[1].key == b'{"c":-1,"e":7,"v":3}'
         assert await shard.submit(fetch("g")) == 20  # type: ignore[arg-type]
     finally:
         await shard.stop()
