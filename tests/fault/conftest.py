@@ -1,7 +1,7 @@
 """Fixtures of the fault tests: every test starts a cluster of its own (real etcd, metadata,
 storage and gateway processes on loopback, short leases) in its own tmp dir, and that cluster
 is always stopped by PID at teardown, whether the test passed, failed or timed out. Every test
-under tests/fault is marked `fault` and `slow`.
+here that starts a cluster is marked `fault` and `slow`.
 """
 
 from __future__ import annotations
@@ -24,8 +24,11 @@ StartCluster = Callable[..., LocalCluster]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark `fault` and `slow` every test here that starts a cluster (not the checker's own
+    tests, which run on synthetic histories)."""
     for item in items:
-        if FAULT_DIR in item.path.resolve().parents:
+        fixtures = getattr(item, "fixturenames", ())
+        if FAULT_DIR in item.path.resolve().parents and "start_cluster" in fixtures:
             for marker in ("fault", "slow"):
                 if not item.get_closest_marker(marker):
                     item.add_marker(getattr(pytest.mark, marker))
