@@ -112,6 +112,27 @@ class StorageClient:
             raise RiverlogError(result.error_message or None, code)
         return int(result.last_offset)
 
+    async def delete_records(self, partition: int, before: int, timeout_ms: int) -> None:
+        """Move the partition's log start offset to `before` (Kafka's DeleteRecords)."""
+        request = data_pb2.DeleteRecordsRequest(
+            partitions=[
+                data_pb2.DeleteRecordsPartition(
+                    topic=OFFSETS_TOPIC, partition=partition, offset=before
+                )
+            ],
+            timeout_ms=timeout_ms,
+        )
+        try:
+            response = await self._stub(self._leader(partition)).DeleteRecords(
+                request, timeout=timeout_ms / 1000 + 1
+            )
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from exc
+        part = response.partitions[0]
+        code = code_of(part.error_code)
+        if code != ErrorCode.NONE:
+            raise RiverlogError(part.error_message or None, code)
+
     async def read(self, partition: int) -> AsyncIterator[Record]:
         """Every record of the partition from its log start up to the high watermark seen by
         the first fetch (what was acknowledged before this owner took over)."""

@@ -29,6 +29,7 @@ class FakeStorage:
         self.appends: list[tuple[int, int, int]] = []
         self.refuse: ErrorCode | None = None
         self.loading = asyncio.Event()
+        self.deleted_before = -1
 
     async def read(self, partition: int) -> AsyncIterator[Record]:
         await self.loading.wait()
@@ -49,6 +50,9 @@ class FakeStorage:
         self.appends.append((partition, producer_epoch, base_sequence))
         self.log.extend(records)
         return len(self.log) - 1
+
+    async def delete_records(self, partition: int, before: int, timeout_ms: int) -> None:
+        self.deleted_before = before
 
 
 def commit(group: str, offset: int) -> object:
@@ -139,3 +143,20 @@ def test_write_errors_map_as_kafka() -> None:
     assert write_error(ErrorCode.NOT_LEADER_OR_FOLLOWER) == ErrorCode.NOT_COORDINATOR
     assert write_error(ErrorCode.INVALID_PRODUCER_EPOCH) == ErrorCode.NOT_COORDINATOR
     assert write_error(ErrorCode.MESSAGE_TOO_LARGE) == ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+async def test_a_long_load_is_followed_by_a_snapshot_and_the_old_records_deleted() -> None:
+    history = [offset_record("g", TP, OffsetValue(i, -1, "", 0)) for i in range(10)]
+    storage = FakeStorage(history)
+    storage.loading.set()
+    config = CoordinatorConfig(offsets_snapshot_min_records=3)
+    shard = Shard(0, 2, config, SYSTEM_CLOCK, storage, lambda t: 1)  # type: ignore[arg-type]
+    shard.start()
+    try:
+        await _until_ready(shard)
+        # 10 commits + the marker were replayed; the live state is one offset
+        assert storage.deleted_before == 11
+        assert storage.log[11:] == [offset_record("g", TP, OffsetValue(9, -1, "", 0))]
+        assert await shard.submit(fetch("g")) == 9  # type: ignore[arg-type]
+    finally:
+        await shard.stop()
