@@ -1,4 +1,4 @@
-"""The byte format of `__consumer_offsets` records (decision 0006): what a coordinator writes
+"""The byte format of `__consumer_offsets` records (decision 0008): what a coordinator writes
 and what a new owner replays when it loads a partition.
 
 Kafka keys its records by a versioned binary schema; Riverlog keeps the same keying with JSON,

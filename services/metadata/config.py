@@ -61,7 +61,7 @@ class MetadataConfig:
     leader_imbalance_per_broker_percentage: int = 10
     # offsets.topic.num.partitions / offsets.topic.replication.factor: __consumer_offsets,
     # created by the controller once a coordinator registers (the factor is capped at the live
-    # storage nodes); decision 0006.
+    # storage nodes); decision 0008.
     offsets_topic_num_partitions: int = 50
     offsets_topic_replication_factor: int = 3
 

@@ -161,7 +161,7 @@ def node_decode(raw: bytes) -> tuple[NodeInfo, int]:
 
 
 def coordinator_encode(assignment: CoordinatorAssignment) -> bytes:
-    """`coordinators/<p>`: the owner of __consumer_offsets-p and its epoch (decision 0006)."""
+    """`coordinators/<p>`: the owner of __consumer_offsets-p and its epoch (decision 0008)."""
     return _dumps({"coordinator_id": assignment.coordinator_id, "epoch": assignment.epoch})
 
 

@@ -2,7 +2,7 @@
 partition's leader with acks=all, and read a partition from its start to its high watermark
 when loading it.
 
-Appends carry the coordinator's producer identity for the partition (decision 0006): a
+Appends carry the coordinator's producer identity for the partition (decision 0008): a
 producer id reserved per `__consumer_offsets` partition, the ownership epoch as producer epoch
 and sequence numbers from 0 within that epoch. A storage node that tracks producer state
 refuses a batch whose epoch is older than one it has seen (INVALID_PRODUCER_EPOCH): the zombie

@@ -1,4 +1,4 @@
-"""Ownership of the `__consumer_offsets` partitions by coordinator instances (decision 0006).
+"""Ownership of the `__consumer_offsets` partitions by coordinator instances (decision 0008).
 
 The controller creates the topic once a coordinator instance has registered (with
 offsets.topic.num.partitions partitions, a replication factor of offsets.topic.replication.factor

@@ -81,7 +81,7 @@ def group_partition(group_id: str, num_partitions: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class CoordinatorAssignment:
-    """The coordinator instance owning one `__consumer_offsets` partition (decision 0006).
+    """The coordinator instance owning one `__consumer_offsets` partition (decision 0008).
     `epoch` grows at every change of owner and fences the previous owner's writes."""
 
     partition: int
@@ -118,7 +118,7 @@ class ClusterImage:
     coordinators: Mapping[int, CoordinatorAssignment] = field(
         default_factory=lambda: MappingProxyType({})
     )
-    """Owners of the `__consumer_offsets` partitions by partition (decision 0006)."""
+    """Owners of the `__consumer_offsets` partitions by partition (decision 0008)."""
 
     @classmethod
     def empty(cls) -> ClusterImage:
