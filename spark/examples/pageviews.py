@@ -5,7 +5,7 @@ Structured Streaming job with an event-time watermark, into another Riverlog top
         [--events 20000] [--out ./pageviews-out]            # `make pipeline` runs this
 
 1. creates the topics `page-views` (3 partitions) and `page-view-counts` (1), if missing;
-2. produces `--events` JSON page views (`{"user", "page", "ts"}`, keyed by user, record
+2. produces `--events` JSON page views (`{"user", "page", "ts"}`, ts in ms, keyed by user, record
    timestamp = event time) spread over ten minutes of event time that ends now, a few seconds
    out of order, plus a handful of events 10 minutes late that the watermark drops;
 3. runs the streaming job with trigger(availableNow=True): read `page-views` → parse the JSON →
@@ -15,8 +15,9 @@ Structured Streaming job with an event-time watermark, into another Riverlog top
 4. prints the busiest pages per minute from the Parquet output and the topic's record count.
 
 The checkpoint lives under `--out`, so running the script again resumes the same query: it reads
-only the new events, and windows still open at the end of the last run (the final minute or two,
-which the watermark has not passed yet) are emitted once later events move the watermark on.
+only the new events; windows still open at the end of the last run (the final minute or two,
+which the watermark has not passed yet) are emitted once later events move the watermark on,
+and new events older than the watermark are dropped as late, as the watermark promises.
 `--master spark://host:7077` (or yarn, k8s://...) runs the job on a Spark cluster instead.
 """
 
@@ -36,7 +37,7 @@ EVENTS_TOPIC = "page-views"
 COUNTS_TOPIC = "page-view-counts"
 PAGES = ["/", "/pricing", "/docs", "/docs/quickstart", "/blog", "/blog/riverlog-1-0", "/signup"]
 WEIGHTS = [30, 8, 15, 10, 12, 6, 4]
-EVENT_SCHEMA = "user STRING, page STRING, ts TIMESTAMP"
+EVENT_SCHEMA = "user STRING, page STRING, ts BIGINT"  # ts: event time, ms since the epoch
 
 
 def ensure_topics(bootstrap: str) -> None:
@@ -63,7 +64,7 @@ def generate(bootstrap: str, events: int, seed: int) -> int:
                 ts -= 10 * 60_000  # far too late: dropped by the watermark
             user = f"user-{rng.randrange(500)}"
             page = rng.choices(PAGES, WEIGHTS)[0]
-            value = json.dumps({"user": user, "page": page, "ts": ts / 1000})
+            value = json.dumps({"user": user, "page": page, "ts": ts})
             producer.send(EVENTS_TOPIC, value.encode(), user.encode(), timestamp_ms=ts)
             sent += 1
         producer.flush()
@@ -82,7 +83,7 @@ def build_job(spark: Any, bootstrap: str, out: Path, max_per_trigger: int) -> An
         .option("maxOffsetsPerTrigger", str(max_per_trigger))
         .load()
         .select(F.from_json(F.col("value").cast("string"), EVENT_SCHEMA).alias("e"))
-        .select(F.col("e.page").alias("page"), F.col("e.ts").alias("event_time"))
+        .select(F.col("e.page").alias("page"), F.expr("timestamp_millis(e.ts)").alias("event_time"))
     )
     counts = (
         events.withWatermark("event_time", "1 minute")
