@@ -36,6 +36,7 @@ from ..errors import ClientClosedError, ClientTimeoutError, NoOffsetForPartition
 from .fetcher import ConsumerRecord, Fetcher
 from .group import (
     ConsumerCoordinator,
+    ConsumerGroupMetadata,
     ConsumerRebalanceListener,
     GatewayGroupApi,
     GroupApi,
@@ -121,6 +122,18 @@ class Consumer:
             raise RiverlogError("subscribe() after assign(): unsubscribe() first")
         self._subs.pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
         coordinator.subscribe(list(topics), pattern is not None, listener)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group, generation and member id this consumer last joined with (Kafka's
+        groupMetadata(); generation -1 and member id "" outside a generation)."""
+        coordinator = self._group("group_metadata()")
+        generation = coordinator.generation
+        return ConsumerGroupMetadata(
+            coordinator.group_id,
+            generation.generation_id,
+            generation.member_id,
+            coordinator.instance_id,
+        )
 
     def subscription(self) -> set[str]:
         """The topics subscribed to (for a pattern: those it matched at the last refresh)."""

@@ -5,7 +5,7 @@ the leader's client-side assignment, the rebalance listener and committed offset
 wire (`grpc_api.GatewayGroupApi`), so the group logic is tested against an in-process fake.
 """
 
-from .api import CommittedOffset, GroupApi, OffsetAndMetadata
+from .api import CommittedOffset, ConsumerGroupMetadata, GroupApi, OffsetAndMetadata
 from .coordinator import ConsumerCoordinator
 from .grpc_api import GatewayGroupApi
 from .state import ConsumerRebalanceListener, MemberState
@@ -13,6 +13,7 @@ from .state import ConsumerRebalanceListener, MemberState
 __all__ = [
     "CommittedOffset",
     "ConsumerCoordinator",
+    "ConsumerGroupMetadata",
     "ConsumerRebalanceListener",
     "GatewayGroupApi",
     "GroupApi",

@@ -77,6 +77,16 @@ class OffsetAndMetadata:
 
 
 @dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadata:
+    """What `Consumer.group_metadata()` reports (Kafka's ConsumerGroupMetadata)."""
+
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class GroupMember:
     """The identity a member sends on every group call after joining."""
 

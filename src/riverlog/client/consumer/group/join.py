@@ -178,7 +178,10 @@ class JoinCycle:
     def _join_protocols(self) -> list[tuple[str, bytes]]:
         topics = sorted(self.subs.subscription)
         owned = sorted(self.subs.partitions)
-        generation = self.generation.generation_id
+        # The generation only qualifies owned partitions. Without any (always so with the eager
+        # protocol) -1 keeps the metadata byte-identical across restarts, so a static member
+        # coming back matches its old metadata and gets its assignment with no rebalance.
+        generation = self.generation.generation_id if owned else -1
         rack = self.config.client_rack or None
         return [
             (

@@ -1,0 +1,286 @@
+"""Consumer groups on a real cluster (real etcd, metadata, storage, coordinator and gateway
+processes), through the SDK and the CLI: three members share twelve partitions with no
+partition owned by two members in one generation and every record read; a member killed with
+SIGKILL has its partitions given to a successor after its session timeout, and the successor
+resumes at the committed offsets; a static member that restarts gets its partitions back with no
+rebalance; the `consume --group` and `groups` commands round trip."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Set
+from dataclasses import dataclass, field
+
+import pytest
+from group_support import create_topic, start_member
+
+from riverlog.client import (
+    AdminClient,
+    Consumer,
+    ConsumerRebalanceListener,
+    Producer,
+    TopicPartition,
+)
+
+pytestmark = pytest.mark.integration
+
+WAIT_S = 90.0
+
+
+def produce(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:
+    with Producer(bootstrap_servers=bootstrap, linger_ms=5) as p:
+        for i in range(partitions * per_partition):
+            p.send(topic, b"v%d" % i, partition=i % partitions)
+        p.flush()
+
+
+@dataclass
+class Member:
+    """An SDK consumer polling in a thread, recording what it was assigned per generation and
+    which records it read."""
+
+    consumer: Consumer
+    topic: str
+    assignments: list[tuple[int, frozenset[TopicPartition]]] = field(default_factory=list)
+    read: set[tuple[int, int]] = field(default_factory=set)
+    stop: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+    thread: threading.Thread | None = None
+
+    def start(self) -> Member:
+        member = self
+
+        class Listener(ConsumerRebalanceListener):
+            def on_partitions_assigned(self, partitions: Set[TopicPartition]) -> None:
+                generation = member.consumer.group_metadata().generation_id
+                member.assignments.append((generation, frozenset(member.consumer.assignment())))
+
+        self.consumer.subscribe([self.topic], listener=Listener())
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                for records in self.consumer.poll(timeout_ms=200).values():
+                    self.read.update((r.partition, r.offset) for r in records)
+        except BaseException as e:
+            self.error = e
+
+    def halt(self, close: bool = True) -> None:
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join(30)
+        if close:
+            self.consumer.close()
+
+
+def consumer(bootstrap: str, group: str, **conf: object) -> Consumer:
+    base: dict[str, object] = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 300,
+        "auto.commit.interval.ms": 200,
+    }
+    base.update({k.replace("_", "."): v for k, v in conf.items()})
+    return Consumer(base)
+
+
+def wait_for(condition: object, what: str, timeout_s: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():  # type: ignore[operator]
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def members() -> Iterator[list[Member]]:
+    started: list[Member] = []
+    yield started
+    for m in started:
+        if not m.stop.is_set():
+            m.halt()
+
+
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_three_members_share_twelve_partitions(
+    bootstrap: str, members: list[Member], strategy: str
+) -> None:
+    topic = create_topic(bootstrap, f"share-{strategy}", 12)
+    produce(bootstrap, topic, 12, 50)
+    group = f"share-{strategy}"
+    for _ in range(3):
+        c = consumer(bootstrap, group, partition_assignment_strategy=strategy)
+        members.append(Member(c, topic).start())
+    every = {(p, o) for p in range(12) for o in range(50)}
+
+    def settled() -> bool:
+        read = set().union(*(m.read for m in members))
+        shares = [m.consumer.assignment() for m in members]
+        return read >= every and all(len(s) == 4 for s in shares)
+
+    wait_for(settled, "every record read and 4 partitions per member")
+    for m in members:
+        m.halt()
+        assert m.error is None, m.error
+    by_generation: dict[int, list[frozenset[TopicPartition]]] = {}
+    for m in members:
+        latest: dict[int, frozenset[TopicPartition]] = {}
+        for generation, owned in m.assignments:
+            latest[generation] = owned  # cooperative: the last call of a generation holds all
+        for generation, owned in latest.items():
+            by_generation.setdefault(generation, []).append(owned)
+    for generation, shares in by_generation.items():
+        owned = [tp for share in shares for tp in share]
+        assert len(owned) == len(set(owned)), f"generation {generation}: {shares}"
+    with AdminClient(bootstrap_servers=bootstrap) as admin:
+        committed = admin.list_group_offsets(group)
+    assert {tp.partition: om.offset for tp, om in committed.items()} == dict.fromkeys(range(12), 50)
+
+
+def _committed_lines(proc: subprocess.Popen[str], want: int) -> list[str]:
+    assert proc.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + WAIT_S
+    while len([x for x in lines if x.startswith("COMMITTED")]) < want:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the member process committed too little: {lines}")
+        line = proc.stdout.readline()
+        if not line:
+            raise AssertionError(f"the member process ended: {lines}")
+        lines.append(line.strip())
+    return lines
+
+
+def test_killed_member_is_replaced_and_its_successor_resumes_at_the_committed_offsets(
+    bootstrap: str, members: list[Member]
+) -> None:
+    topic = create_topic(bootstrap, "kill", 4)
+    produce(bootstrap, topic, 4, 200)
+    group = "kill-group"
+    proc = start_member(bootstrap, topic, group, "0.2")
+    try:
+        lines = _committed_lines(proc, 5)
+        assert lines[0].startswith("ASSIGNED")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+    with AdminClient(bootstrap_servers=bootstrap) as admin:
+        committed = {tp.partition: om.offset for tp, om in admin.list_group_offsets(group).items()}
+    printed: dict[int, int] = {}
+    for line in lines:
+        if line.startswith("COMMITTED"):
+            for item in line.split()[1].split(","):
+                partition, offset = item.split(":")
+                printed[int(partition)] = int(offset)
+    for partition, offset in printed.items():
+        assert committed[partition] >= offset  # what was printed had been committed
+    assert sum(committed.values()) < 800  # killed half-way
+    successor = Member(consumer(bootstrap, group, session_timeout_ms=3000), topic).start()
+    members.append(successor)
+    wait_for(lambda: len(successor.consumer.assignment()) == 4, "the successor owning all 4")
+    wait_for(lambda: len(successor.read) >= 800 - sum(committed.values()), "the rest read")
+    successor.halt()
+    assert successor.error is None, successor.error
+    for partition in range(4):
+        offsets = sorted(o for p, o in successor.read if p == partition)
+        start = committed.get(partition, 0)
+        assert offsets == list(range(start, 200)), f"partition {partition} resumed elsewhere"
+    with AdminClient(bootstrap_servers=bootstrap) as admin:
+        description = admin.describe_groups([group])[group]
+    assert description.state == "Empty"  # the successor left; the dead member is gone
+
+
+def test_static_member_restart_keeps_its_partitions_without_a_rebalance(
+    bootstrap: str, members: list[Member]
+) -> None:
+    topic = create_topic(bootstrap, "static", 4)
+    group = "static-group"
+    conf = {"session_timeout_ms": 20_000, "partition_assignment_strategy": "range"}
+    first = Member(consumer(bootstrap, group, group_instance_id="s1", **conf), topic).start()
+    other = Member(consumer(bootstrap, group, group_instance_id="s2", **conf), topic).start()
+    members.extend([first, other])
+    wait_for(
+        lambda: len(first.consumer.assignment()) == len(other.consumer.assignment()) == 2,
+        "two partitions each",
+    )
+    time.sleep(1.0)  # let any rebalance in flight finish
+    mine = first.consumer.assignment()
+    generation = first.consumer.group_metadata().generation_id
+    assert other.consumer.group_metadata().generation_id == generation
+    first.halt()  # a static member's close sends no LeaveGroup
+    with AdminClient(bootstrap_servers=bootstrap) as admin:
+        still = admin.describe_groups([group])[group]
+    assert sorted(m.group_instance_id or "" for m in still.members) == ["s1", "s2"]
+    again = Member(consumer(bootstrap, group, group_instance_id="s1", **conf), topic).start()
+    members.append(again)
+    wait_for(lambda: bool(again.consumer.assignment()), "the restarted member's assignment")
+    assert again.consumer.assignment() == mine
+    assert again.consumer.group_metadata().generation_id == generation  # no rebalance
+    assert other.consumer.group_metadata().generation_id == generation
+    assert [g for g, _ in other.assignments] == [generation]
+
+
+def riverlog(*args: str, bootstrap: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "riverlog.cli.main", *args, "--bootstrap", bootstrap],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_cli_consume_group_and_groups_commands_round_trip(bootstrap: str) -> None:
+    topic = create_topic(bootstrap, "cli", 3)
+    produce(bootstrap, topic, 3, 10)
+    group = "cli-group"
+    consume = ("consume", topic, "--group", group, "--from-beginning", "--timeout-ms", "5000")
+    done = riverlog(*consume, "--max-messages", "12", bootstrap=bootstrap)
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) == 12
+    assert "Assigned partitions:" in done.stderr
+    assert "Processed a total of 12 messages" in done.stderr
+
+    done = riverlog("groups", "list", bootstrap=bootstrap)
+    assert done.returncode == 0 and group in done.stdout, done.stderr
+    done = riverlog("groups", "describe", group, "--json", bootstrap=bootstrap)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["state"] == "Empty"
+    assert sum(r["current_offset"] for r in doc["partitions"]) == 12
+    assert all(r["log_end_offset"] == 10 for r in doc["partitions"])
+    assert all(r["lag"] == 10 - r["current_offset"] for r in doc["partitions"])
+
+    done = riverlog(*consume, bootstrap=bootstrap)  # the rest, from the committed offsets
+    assert done.returncode == 0 and len(done.stdout.splitlines()) == 18, done.stderr
+
+    reset = ("groups", "reset-offsets", group, "--topic", topic, "--to-earliest")
+    done = riverlog(*reset, bootstrap=bootstrap)
+    assert done.returncode == 0 and "dry run" in done.stderr
+    done = riverlog(*reset, "--execute", bootstrap=bootstrap)
+    assert done.returncode == 0, done.stderr
+    done = riverlog("groups", "describe", group, "--json", bootstrap=bootstrap)
+    assert all(r["current_offset"] == 0 for r in json.loads(done.stdout)["partitions"])
+    done = riverlog(*consume, bootstrap=bootstrap)
+    assert done.returncode == 0 and len(done.stdout.splitlines()) == 30, done.stderr
+
+    done = riverlog("groups", "delete", group, bootstrap=bootstrap)
+    assert done.returncode == 0 and "successful" in done.stdout, done.stderr
+    done = riverlog("groups", "list", bootstrap=bootstrap)
+    assert group not in done.stdout
