@@ -23,7 +23,7 @@ from riverlog.common.clock import ManualClock
 from riverlog.common.errors import ErrorCode
 from riverlog.common.types import TopicPartition
 from riverlog.services.storage.replica.isr import AlterIsrRequest, FollowerState, IsrState
-from riverlog.services.storage.replica.requests import Acks
+from riverlog.services.storage.replica.requests import Acks, ListOffsetsPartitionData, OffsetSpec
 
 T0 = TopicPartition("t", 0)
 THIRD = 3
@@ -242,5 +242,24 @@ async def test_a_self_fenced_leader_refuses_produce_and_isr_changes(tmp_path: Pa
         may_lead[0] = True
         [result] = await node.produce.produce(produce_params((T0, make_batch())))
         assert result.error == ErrorCode.NONE
+    finally:
+        node.close()
+
+
+def test_list_offsets_waits_for_a_new_leaders_high_watermark(tmp_path: Path) -> None:
+    sent: list[AlterIsrRequest] = []
+    node = _node(tmp_path, sent)
+    try:
+        _lead(node, epoch=1)
+        partition = node.replicas.partitions[T0]
+        partition.append_as_leader(make_batch(5))  # not replicated: HW 0
+        _lead(node, epoch=2, version=3)  # re-elected: the epoch starts at 5
+        latest = ListOffsetsPartitionData(T0, OffsetSpec.LATEST)
+        [result] = node.offsets.list_offsets([latest])
+        assert result.error == ErrorCode.OFFSET_NOT_AVAILABLE
+        partition.update_follower_fetch_state(OTHER, 5)
+        partition.update_follower_fetch_state(THIRD, 5)
+        [result] = node.offsets.list_offsets([latest])
+        assert (result.error, result.offset) == (ErrorCode.NONE, 5)
     finally:
         node.close()
