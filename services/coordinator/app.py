@@ -85,8 +85,14 @@ class CoordinatorProcess:
         self.client = MetadataClient(options.metadata)
         self.watcher = MetadataWatcher(self.client, options.node_id)
         self.storage = StorageClient(lambda: self.watcher.image)
+        self.incarnation = time.time_ns()
         self.ownership = Ownership(
-            options.node_id, options.config, SYSTEM_CLOCK, self.watcher, self.storage
+            options.node_id,
+            options.config,
+            SYSTEM_CLOCK,
+            self.watcher,
+            self.storage,
+            incarnation=self.incarnation,
         )
         self.server = RpcServer(
             options.host,
@@ -109,7 +115,7 @@ class CoordinatorProcess:
             node_id=self.options.node_id,
             host=self.options.host,
             port=self.server.port,
-            incarnation=time.time_ns(),
+            incarnation=self.incarnation,
         )
         self.membership = MembershipSession(self.client, node)
         await self.membership.start()

@@ -35,8 +35,10 @@ class Ownership:
         clock: Clock,
         watcher: MetadataWatcher,
         storage: StorageClient,
+        incarnation: int = 0,
     ) -> None:
         self.node_id = node_id
+        self.incarnation = incarnation
         self.config = config
         self.clock = clock
         self.watcher = watcher
@@ -56,7 +58,13 @@ class Ownership:
             await self.shards.pop(partition).stop()
 
     async def _on_image(self, old: ClusterImage, new: ClusterImage) -> None:
-        mine = {p: a.epoch for p, a in new.coordinators.items() if a.coordinator_id == self.node_id}
+        # Partitions given to a previous incarnation of this node id wait for the controller to
+        # give them a new epoch for this one, so sequences never restart within an epoch.
+        mine = {
+            p: a.epoch
+            for p, a in new.coordinators.items()
+            if a.coordinator_id == self.node_id and a.incarnation in (0, self.incarnation)
+        }
         for partition, shard in sorted(self.shards.items()):
             if mine.get(partition) != shard.epoch:
                 log.info(

@@ -162,12 +162,23 @@ def node_decode(raw: bytes) -> tuple[NodeInfo, int]:
 
 def coordinator_encode(assignment: CoordinatorAssignment) -> bytes:
     """`coordinators/<p>`: the owner of __consumer_offsets-p and its epoch (decision 0008)."""
-    return _dumps({"coordinator_id": assignment.coordinator_id, "epoch": assignment.epoch})
+    return _dumps(
+        {
+            "coordinator_id": assignment.coordinator_id,
+            "epoch": assignment.epoch,
+            "incarnation": assignment.incarnation,
+        }
+    )
 
 
 def coordinator_decode(partition: int, raw: bytes) -> CoordinatorAssignment:
     obj = _loads(raw)
-    return CoordinatorAssignment(partition, int(obj["coordinator_id"]), int(obj["epoch"]))
+    return CoordinatorAssignment(
+        partition,
+        int(obj["coordinator_id"]),
+        int(obj["epoch"]),
+        int(obj.get("incarnation", 0)),
+    )
 
 
 def topic_info(

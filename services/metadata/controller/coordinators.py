@@ -38,13 +38,17 @@ _RECHECK_S = 2.0
 
 
 def plan_assignment(
-    num_partitions: int, current: Mapping[int, CoordinatorAssignment], live: Sequence[int]
+    num_partitions: int,
+    current: Mapping[int, CoordinatorAssignment],
+    live: Mapping[int, int] | Sequence[int],
 ) -> list[CoordinatorAssignment]:
     """Pure: the assignments to write so that every partition has a live owner and no owner
     holds more than ceil(partitions / owners). Owners keep what they can (only orphans and the
-    excess of overloaded owners move); each move bumps the partition's epoch. With no live
-    coordinator, orphaned partitions get owner -1."""
-    live_set = set(live)
+    excess of overloaded owners move); each move bumps the partition's epoch, and so does a
+    restart of its owner (`live` maps node id → incarnation). With no live coordinator,
+    orphaned partitions get owner -1."""
+    incarnations = dict(live) if isinstance(live, Mapping) else dict.fromkeys(live, 0)
+    live_set = set(incarnations)
     owners = {
         p: a.coordinator_id
         for p, a in current.items()
@@ -54,8 +58,10 @@ def plan_assignment(
 
     def move(p: int, owner: int) -> None:
         old = current.get(p)
-        if old is None or old.coordinator_id != owner:
-            changes.append(CoordinatorAssignment(p, owner, (old.epoch if old else 0) + 1))
+        incarnation = incarnations.get(owner, 0)
+        if old is None or (old.coordinator_id, old.incarnation) != (owner, incarnation):
+            epoch = (old.epoch if old else 0) + 1
+            changes.append(CoordinatorAssignment(p, owner, epoch, incarnation))
 
     if not live_set:
         for p in range(num_partitions):
@@ -73,6 +79,9 @@ def plan_assignment(
             moving += owned[-excess:]
             load[node] -= excess
     orphans = sorted([p for p in range(num_partitions) if p not in owners] + moving)
+    for p, owner in sorted(owners.items()):
+        if p not in moving:
+            move(p, owner)  # a no-op unless the owner restarted
     for p in orphans:
         node = min(load, key=lambda n: (load[n], n))
         load[node] += 1
@@ -133,7 +142,7 @@ class CoordinatorAssigner:
 
     async def reconcile(self) -> None:
         cluster = self.image.cluster
-        coordinators = [n.node_id for n in cluster.nodes_of_kind("coordinator")]
+        coordinators = {n.node_id: n.incarnation for n in cluster.nodes_of_kind("coordinator")}
         topic = cluster.topics.get(OFFSETS_TOPIC)
         if topic is None:
             storage = cluster.nodes_of_kind("storage")
@@ -147,10 +156,10 @@ class CoordinatorAssigner:
         for start in range(0, len(ops), _OPS_PER_TXN):
             await self.election.write([], ops[start : start + _OPS_PER_TXN])
         log.info(
-            "%s: %d partitions change owner (live coordinators %s)",
+            "%s: %d partitions change owner or epoch (live coordinators %s)",
             OFFSETS_TOPIC,
             len(changes),
-            coordinators,
+            sorted(coordinators),
         )
 
     async def _create_topic(self, storage_nodes: int) -> None:

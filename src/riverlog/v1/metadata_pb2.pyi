@@ -96,14 +96,16 @@ class MetadataUpdate(_message.Message):
     def __init__(self, version: _Optional[int] = ..., controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., snapshot: _Optional[bool] = ..., nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., removed_nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[_common_pb2.TopicMetadata, _Mapping]]] = ..., removed_topics: _Optional[_Iterable[str]] = ..., cluster_id: _Optional[str] = ..., coordinator_assignments: _Optional[_Iterable[_Union[CoordinatorAssignment, _Mapping]]] = ...) -> None: ...
 
 class CoordinatorAssignment(_message.Message):
-    __slots__ = ("partition", "coordinator_id", "coordinator_epoch")
+    __slots__ = ("partition", "coordinator_id", "coordinator_epoch", "coordinator_incarnation")
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
     COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_INCARNATION_FIELD_NUMBER: _ClassVar[int]
     partition: int
     coordinator_id: int
     coordinator_epoch: int
-    def __init__(self, partition: _Optional[int] = ..., coordinator_id: _Optional[int] = ..., coordinator_epoch: _Optional[int] = ...) -> None: ...
+    coordinator_incarnation: int
+    def __init__(self, partition: _Optional[int] = ..., coordinator_id: _Optional[int] = ..., coordinator_epoch: _Optional[int] = ..., coordinator_incarnation: _Optional[int] = ...) -> None: ...
 
 class AlterPartitionItem(_message.Message):
     __slots__ = ("topic", "partition", "leader_epoch", "new_isr", "partition_epoch")

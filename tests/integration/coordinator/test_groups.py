@@ -195,5 +195,44 @@ def test_killed_coordinator_is_replaced_and_offsets_survive(groups_cluster: Loca
         # the zombie's fence: a write with an older ownership epoch is refused by storage
         zombie = _zombie_append(groups_cluster, owner.partition, epoch=1)
         assert zombie == E.INVALID_PRODUCER_EPOCH
+
+        # the killed instance comes back under the same id: it takes a share again, under new
+        # epochs, and the group's offsets stay intact wherever the group lands
+        victim.restart()
+        assert wait_until(lambda: member.commit({TopicPartition(topic, 2): 11}) == [E.NONE], 60)
+        expected = {0: 42, 1: 9, 2: 11, 3: 7}
+        assert wait_until(lambda: fetched() == expected, 60, "offsets after the restart")
+    finally:
+        member.stop()
+
+
+def test_coordinator_restarted_at_once_serves_under_a_new_epoch(
+    groups_cluster: LocalCluster,
+) -> None:
+    """A coordinator killed and restarted before its lease lapses keeps its partitions; the
+    controller gives them a new epoch for the new incarnation, so its writes are accepted."""
+    gateway = groups_cluster.gateway_address
+    stub = stub_for(gateway)
+    topic = unique_topic_name("restart")
+    groups_cluster.create_topic(topic, partitions=2)
+    group = unique_topic_name("restart-group")
+    member = RawMember(gateway, group, [topic], session_ms=10_000)
+    tp = TopicPartition(topic, 0)
+    fetch = pb.OffsetFetchRequest(group_id=group, all_topics=True)
+
+    def committed() -> int:
+        response = stub.OffsetFetch(fetch, timeout=30)
+        return next((p.committed_offset for t in response.topics for p in t.partitions), -1)
+
+    member.start()
+    try:
+        wait_until(lambda: _stable(gateway, group, [member]), 90, "a stable group")
+        assert wait_until(lambda: member.commit({tp: 3}) == [E.NONE], 30, "a commit")
+        owner = stub.FindCoordinator(pb.FindCoordinatorRequest(keys=[group]), timeout=10)
+        process = groups_cluster.coordinator(owner.coordinators[0].node_id)
+        process.kill()
+        process.restart()
+        assert wait_until(lambda: member.commit({tp: 4}) == [E.NONE], 60, "a commit after restart")
+        assert wait_until(lambda: committed() == 4, 60, "the offset after the restart")
     finally:
         member.stop()

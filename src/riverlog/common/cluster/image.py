@@ -87,6 +87,8 @@ class CoordinatorAssignment:
     partition: int
     coordinator_id: int
     epoch: int
+    incarnation: int = 0
+    """The owner's incarnation when it got the partition (a restart means a new epoch)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,7 +337,10 @@ def delta_to_proto(delta: ClusterDelta) -> metadata_pb2.MetadataUpdate:
         cluster_id=delta.cluster_id,
         coordinator_assignments=[
             metadata_pb2.CoordinatorAssignment(
-                partition=c.partition, coordinator_id=c.coordinator_id, coordinator_epoch=c.epoch
+                partition=c.partition,
+                coordinator_id=c.coordinator_id,
+                coordinator_epoch=c.epoch,
+                coordinator_incarnation=c.incarnation,
             )
             for c in delta.coordinators
         ],
@@ -358,7 +363,9 @@ def delta_from_proto(msg: metadata_pb2.MetadataUpdate) -> ClusterDelta:
         topics=tuple(topic_from_proto(t) for t in msg.topics),
         removed_topics=tuple(msg.removed_topics),
         coordinators=tuple(
-            CoordinatorAssignment(c.partition, c.coordinator_id, c.coordinator_epoch)
+            CoordinatorAssignment(
+                c.partition, c.coordinator_id, c.coordinator_epoch, c.coordinator_incarnation
+            )
             for c in msg.coordinator_assignments
         ),
     )

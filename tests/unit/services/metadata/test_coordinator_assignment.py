@@ -50,3 +50,13 @@ def test_no_live_coordinator_leaves_partitions_ownerless() -> None:
 def test_offsets_topic_configs() -> None:
     assert dict(offsets_topic_configs(3))["min.insync.replicas"] == "2"
     assert dict(offsets_topic_configs(1))["min.insync.replicas"] == "1"
+
+
+def test_a_restarted_owner_keeps_its_partitions_under_a_new_epoch() -> None:
+    state = apply({}, plan_assignment(4, {}, {1: 100, 2: 200}))
+    assert {a.incarnation for a in state.values() if a.coordinator_id == 1} == {100}
+    changes = plan_assignment(4, state, {1: 101, 2: 200})
+    assert {c.partition for c in changes} == {p for p, a in state.items() if a.coordinator_id == 1}
+    assert all(c.coordinator_id == 1 and c.incarnation == 101 for c in changes)
+    assert all(c.epoch == state[c.partition].epoch + 1 for c in changes)
+    assert plan_assignment(4, apply(state, changes), {1: 101, 2: 200}) == []
