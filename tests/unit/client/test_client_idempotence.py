@@ -89,13 +89,33 @@ def test_a_lost_response_is_retried_and_stored_once(fake: FakeServer, gateway: F
 
 
 def test_retries_keep_the_order_with_five_in_flight(fake: FakeServer, gateway: FakeGateway) -> None:
+    """The batch after the first fails; the ones behind it, already on the wire, meet the gap
+    (OUT_OF_ORDER_SEQUENCE_NUMBER) and are retried after it, in sequence order."""
+    gateway.create("t", 1)
+    with producer(fake.address, batch_size=200, linger_ms=20) as p:
+        p.send("t", b"record-000", partition=0).result(10)  # the leader knows the producer
+        gateway.partition_errors[("t", 0)] = deque([ErrorCode.NOT_LEADER_OR_FOLLOWER])
+        futures = [p.send("t", b"record-%03d" % i, partition=0) for i in range(1, 60)]
+        offsets = [f.result(10).offset for f in futures]
+        assert p.producer_id_and_epoch == ProducerIdAndEpoch(1000, 0)  # no bump needed
+    assert offsets == list(range(1, 60))
+    assert values(gateway) == [b"record-%03d" % i for i in range(60)]
+    assert len(gateway.produce_requests) > 8  # retries happened
+
+
+def test_a_later_batch_taken_first_bumps_the_epoch_and_loses_nothing(
+    fake: FakeServer, gateway: FakeGateway
+) -> None:
+    """The first batch fails while later ones reach a leader that does not know the producer
+    yet (and so takes them, KIP-360): the first can only go in under a new epoch."""
     gateway.create("t", 1)
     gateway.partition_errors[("t", 0)] = deque([ErrorCode.NOT_LEADER_OR_FOLLOWER])
     with producer(fake.address, batch_size=200, linger_ms=20) as p:
         futures = [p.send("t", b"record-%03d" % i, partition=0) for i in range(60)]
-        offsets = [f.result(10).offset for f in futures]
-    assert offsets == list(range(60))
-    assert values(gateway) == [b"record-%03d" % i for i in range(60)]
+        for f in futures:
+            f.result(10)
+        assert p.producer_id_and_epoch == ProducerIdAndEpoch(1000, 1)
+    assert sorted(values(gateway)) == [b"record-%03d" % i for i in range(60)]
 
 
 def test_a_batch_failing_for_good_bumps_the_epoch(fake: FakeServer, gateway: FakeGateway) -> None:

@@ -161,6 +161,13 @@ class IdempotenceManager:
         if error.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
             if p is None or batch.owner != self._current:
                 return True  # its sequence is rewritten under the new epoch
+            if 0 <= batch.base_sequence <= p.last_acked:
+                # The leader took later sequences first (it did not know this producer yet, as
+                # after KIP-360 it may): this one can only go in under a new epoch. It was not
+                # written: a write would be among the leader's last five batches (at most five
+                # requests in flight), and answered as a duplicate.
+                self.request_epoch_bump(tp, f"sequence {batch.base_sequence} already passed")
+                return True
             if batch.base_sequence != ((p.last_acked + 1) & _SEQUENCE_MASK):
                 return True  # an earlier batch failed first: it resolves when that one does
             self.request_epoch_bump(tp, f"sequence gap before {batch.base_sequence}")
