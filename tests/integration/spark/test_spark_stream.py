@@ -5,6 +5,8 @@ availableNow, and partitions added between runs are read from their beginning.""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from spark_helpers import produce
 
@@ -83,3 +85,39 @@ def test_max_offsets_per_trigger_under_available_now_and_new_partitions(
     _run_available_now(spark, gateway_address, topic, checkpoint, out, maxOffsetsPerTrigger="30")
     expected = sorted((r["partition"], r["offset"], r["value"].decode()) for r in sent)
     assert _read_sink(spark, out) == expected
+
+
+def test_processing_time_trigger_reads_records_as_they_arrive(
+    spark, gateway_address, new_topic, tmp_path
+):
+    topic = new_topic(partitions=2)
+    seen: list[tuple[int, int, bytes]] = []
+
+    def collect(batch, _batch_id):  # runs in this (the driver's) Python process
+        seen.extend((r.partition, r.offset, bytes(r.value)) for r in batch.collect())
+
+    query = (
+        spark.readStream.format("riverlog")
+        .option("riverlog.bootstrap", gateway_address)
+        .option("subscribe", topic)
+        .option("startingOffsets", "latest")
+        .load()
+        .select("partition", "offset", "value")
+        .writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
+    sent = []
+    try:
+        for round_ in range(2):
+            deadline = time.monotonic() + 60
+            while not query.lastProgress and time.monotonic() < deadline:
+                time.sleep(0.2)  # the first batch has fixed "latest" before we send
+            records = [{"value": b"r%d-%d" % (round_, i)} for i in range(20)]
+            sent += produce(gateway_address, topic, records)
+            while len(seen) < len(sent) and time.monotonic() < deadline:
+                time.sleep(0.2)
+    finally:
+        query.stop()
+    assert sorted(seen) == sorted((r["partition"], r["offset"], r["value"]) for r in sent)
