@@ -16,7 +16,7 @@ from riverlog.common.errors import ErrorCode
 from riverlog.common.records import BatchBuilder
 from riverlog.common.rpc.channel import sync_channel
 from riverlog.common.types import TopicPartition
-from riverlog.v1 import common_pb2, data_pb2, storage_pb2_grpc
+from riverlog.v1 import admin_pb2, common_pb2, data_pb2, storage_pb2_grpc
 from riverlog.v1 import coordinator_pb2 as pb
 
 E = ErrorCode
@@ -236,3 +236,31 @@ def test_coordinator_restarted_at_once_serves_under_a_new_epoch(
         assert wait_until(lambda: committed() == 4, 60, "the offset after the restart")
     finally:
         member.stop()
+
+
+def test_server_assigned_group_rebalances_when_a_topic_grows_and_can_be_deleted(
+    groups_cluster: LocalCluster,
+) -> None:
+    gateway = groups_cluster.gateway_address
+    stub = stub_for(gateway)
+    topic = unique_topic_name("grow")
+    groups_cluster.create_topic(topic, partitions=2)
+    group = unique_topic_name("grow-group")
+    member = RawMember(gateway, group, [topic], session_ms=10_000)
+    member.start()
+    try:
+        first = wait_until(lambda: _stable(gateway, group, [member]), 90, "a stable group")
+        assert len(member.history[first.generation_id]) == 2
+        grow = admin_pb2.CreatePartitionsRequest(
+            topics=[admin_pb2.CreatePartitionsRequest.Topic(name=topic, count=5)]
+        )
+        assert all(t.error_code == E.NONE for t in stub.CreatePartitions(grow, timeout=30).topics)
+        # the coordinator assigned this group: it rebalances on its own, no rejoin asked for
+        wait_until(lambda: len(member.assignment) == 5, 60, "the grown topic assigned")
+        assert max(member.history) > first.generation_id
+    finally:
+        member.stop()
+    deleted = stub.DeleteGroups(pb.DeleteGroupsRequest(groups=[group, "no-such-group"]), timeout=30)
+    codes = {r.group_id: E(r.error_code) for r in deleted.results}
+    assert codes == {group: E.NONE, "no-such-group": E.GROUP_ID_NOT_FOUND}
+    assert describe(gateway, group).group_state == "Dead"
