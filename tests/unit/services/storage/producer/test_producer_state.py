@@ -267,3 +267,18 @@ def test_expiry_runs_on_the_append_path(tmp_path: Path, clock: ManualClock) -> N
     clock.advance(700_000)  # past the 10-minute check interval and the expiration
     replica.append(batch(5, pid=PID + 1, ts=clock.time_ms()))
     assert replica.state.last_entry(PID) is None
+
+
+def test_snapshots_below_the_first_segment_are_deleted(tmp_path: Path, clock: ManualClock) -> None:
+    replica = Replica(tmp_path, clock, **{"segment.bytes": "300"})
+    for seq in range(12):
+        replica.append(batch(seq))
+    before = list_snapshots(replica.log.dir)
+    assert len(before) >= 2
+    replica.log.delete_records(replica.log.active_segment.base_offset)
+    replica.append(batch(12))
+    replica.log.roll()
+    first = replica.log.segments[0].base_offset
+    after = list_snapshots(replica.log.dir)
+    assert after and all(offset >= first for offset in after)
+    assert after[-1] == replica.log.log_end_offset
