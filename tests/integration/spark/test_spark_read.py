@@ -93,3 +93,17 @@ def test_subscribe_pattern_and_register_call(spark, gateway_address, new_topic):
     produce(gateway_address, topic, [{"value": b"a"}, {"value": b"b"}])
     df = _reader(spark, gateway_address).option("subscribePattern", topic + ".*").load()
     assert sorted(bytes(r.value) for r in df.collect()) == [b"a", b"b"]
+
+
+def test_starting_timestamp_starts_each_partition_at_that_time(spark, gateway_address, new_topic):
+    topic = new_topic(partitions=3)
+    sent = produce(gateway_address, topic, _records(30))  # timestamps T0 + i
+    df = (
+        _reader(spark, gateway_address)
+        .option("subscribe", topic)
+        .option("startingTimestamp", str(T0 + 20))
+        .load()
+    )
+    got = sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
+    want = sorted((r["partition"], r["offset"]) for r in sent if r["timestamp_ms"] >= T0 + 20)
+    assert got == want
