@@ -8,11 +8,13 @@ import asyncio
 import pytest
 
 from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.services.gateway.peers.producer_ids import block_source
 from riverlog.services.gateway.producer_ids import (
     MAX_PRODUCER_EPOCH,
     ProducerIdAllocator,
     ProducerIdBlock,
 )
+from riverlog.v1 import metadata_pb2
 
 
 class FakeBlocks:
@@ -95,3 +97,35 @@ async def test_init_producer_id_refusals(txn: str, pid: int, epoch: int) -> None
         await allocator.init_producer_id(txn, pid, epoch)
     assert err.value.code == ErrorCode.INVALID_REQUEST
     await allocator.close()
+
+
+class FakeMetadata:
+    """AllocateProducerIds answers: first refusals, then blocks."""
+
+    def __init__(self, refusals: list[ErrorCode]) -> None:
+        self.refusals = list(refusals)
+        self.requests: list[object] = []
+
+    async def call(self, method: str, request: object, timeout_s: float | None = None) -> object:
+        assert method == "AllocateProducerIds"
+        self.requests.append(request)
+        if self.refusals:
+            code = self.refusals.pop(0)
+            return metadata_pb2.AllocateProducerIdsResponse(error_code=code, error_message="no")
+        return metadata_pb2.AllocateProducerIdsResponse(
+            producer_id_start=5000, producer_id_len=1000
+        )
+
+
+async def test_block_source_asks_as_the_gateway_node_and_waits_out_registration() -> None:
+    metadata = FakeMetadata([ErrorCode.STALE_BROKER_EPOCH])  # not registered yet
+    source = block_source(metadata, 3, lambda: 77, patience_s=5.0)
+    assert await source() == ProducerIdBlock(5000, 1000)
+    assert [(r.node_id, r.node_incarnation) for r in metadata.requests] == [(3, 77), (3, 77)]
+
+
+async def test_block_source_gives_up_on_a_final_refusal() -> None:
+    source = block_source(FakeMetadata([ErrorCode.CLUSTER_AUTHORIZATION_FAILED]), 3, lambda: 1)
+    with pytest.raises(RiverlogError) as err:
+        await source()
+    assert err.value.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
