@@ -362,3 +362,50 @@ def test_leader_rejoins_when_partition_counts_change() -> None:
     assert c.poll(5.0)
     assert c.generation.generation_id == 2
     assert len(subs.partitions) == 8
+
+
+def test_listener_error_is_raised_after_the_rebalance_completes() -> None:
+    group = FakeGroupCoordinator()
+
+    class Failing(ConsumerRebalanceListener):
+        def on_partitions_assigned(self, partitions: Set[TopicPartition]) -> None:
+            raise RuntimeError("listener broke")
+
+    c, subs, _ = make(group)
+    c.subscribe(["t"], False, Failing())
+    with pytest.raises(RuntimeError, match="listener broke"):
+        c.poll(5.0)
+    assert c.state == MemberState.STABLE and set(subs.partitions) == set(T)
+    assert c.poll(0)  # raised once; the member stays in the group
+
+
+def test_unsubscribe_revokes_and_leaves() -> None:
+    group = FakeGroupCoordinator()
+    c, subs, rec = make(group)
+    assert c.poll(5.0)
+    c.unsubscribe()
+    assert rec.events[-1] == ("revoked", frozenset(T))
+    assert ("leave", "member-1") in group.calls
+    assert subs.partitions == {} and not subs.subscribed
+    assert c.state == MemberState.UNJOINED
+
+
+def test_join_errors_retry_or_raise() -> None:
+    group = FakeGroupCoordinator()
+    c, _, _ = make(group)
+    group.join_errors.extend([ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR])
+    assert c.poll(5.0)  # retried with back-off
+    assert c.generation.generation_id == 1
+    other, _, _ = make(FakeGroupCoordinator())
+    other.api.join_errors.append(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)  # type: ignore[attr-defined]
+    with pytest.raises(Exception, match="INCONSISTENT_GROUP_PROTOCOL"):
+        other.poll(5.0)
+
+
+def test_join_gives_up_at_the_poll_deadline_and_resumes_next_poll() -> None:
+    group = FakeGroupCoordinator()
+    c, _, _ = make(group)
+    group.join_errors.extend([ErrorCode.COORDINATOR_NOT_AVAILABLE] * 3)
+    assert not c.poll(0)  # one attempt, no time left
+    assert c.poll(5.0)
+    assert c.state == MemberState.STABLE

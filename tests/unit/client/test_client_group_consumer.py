@@ -147,3 +147,20 @@ def test_pattern_subscription(server: FakeServer) -> None:
         assert len(drain(c, 4)) == 4
         assert c.subscription() == {"t"}
         assert c.assignment() == {TP0, TP1}
+
+
+def test_position_of_a_group_partition_comes_from_the_committed_offset(
+    server: FakeServer,
+) -> None:
+    produce(server, 10)
+    group = server.gateway.group  # type: ignore[attr-defined]
+    group.offsets[TP0] = (3, "")
+    with member(server) as c:
+        c.subscribe(["t"])
+        for _ in range(20):
+            c.poll(timeout_ms=0, max_records=1)
+            if c.assignment():
+                break
+        assert c.position(TP0) >= 3
+        assert c.group_metadata().generation_id >= 1
+        assert c.group_metadata().member_id.startswith("member-")

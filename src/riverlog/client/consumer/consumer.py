@@ -237,12 +237,14 @@ class Consumer:
 
     def position(self, tp: TopicPartition, timeout_ms: int | None = None) -> int:
         """The offset of the next record poll() returns for `tp`, looking it up first when it
-        is unknown (auto.offset.reset or a pending seek_to_*)."""
+        is unknown (the group's committed offset, auto.offset.reset or a pending seek_to_*)."""
         state = self._subs.state(tp)
         if state.position is None:
             timeout = self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
+            self._refresh_committed(timeout / 1000)
             self._update_positions(timeout / 1000, only=tp)
-        assert state.position is not None
+        if state.position is None:
+            raise ClientTimeoutError(f"the position of {tp} is not known yet")
         return state.position
 
     def highwater(self, tp: TopicPartition) -> int | None:
