@@ -61,7 +61,11 @@ def make_batch(count: int = 5, tag: int = 0, value_size: int = 100) -> bytes:
     return builder.build()
 
 
-def start_replication_cluster(root: Path) -> LocalCluster:
+def start_replication_cluster(
+    root: Path,
+    session_timeout_ms: int = SESSION_TIMEOUT_MS,
+    lag_time_max_ms: int = LAG_TIME_MAX_MS,
+) -> LocalCluster:
     cluster = LocalCluster(
         root,
         storage_nodes=3,
@@ -69,12 +73,12 @@ def start_replication_cluster(root: Path) -> LocalCluster:
         gateways=0,
         extra_config={
             "storage": {
-                "replica.lag.time.max.ms": str(LAG_TIME_MAX_MS),
+                "replica.lag.time.max.ms": str(lag_time_max_ms),
                 "replica.fetch.wait.max.ms": "200",
                 "replica.fetch.backoff.ms": "200",
             },
             "metadata": {
-                "broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+                "broker.session.timeout.ms": str(session_timeout_ms),
                 "broker.heartbeat.interval.ms": "500",
             },
         },
