@@ -110,6 +110,7 @@ class ReplicaFetcherManager:
         self._factory = endpoint_factory
         self.settings = settings or FetcherSettings()
         self.fetchers: dict[int, LeaderFetcher] = {}
+        self._closing: set[asyncio.Task[None]] = set()
         self._closed = False
 
     def update(self) -> None:
@@ -151,7 +152,9 @@ class ReplicaFetcherManager:
         fetcher = self.fetchers.pop(leader_id)
         if fetcher.task is not None:
             fetcher.task.cancel()
-        asyncio.get_running_loop().create_task(fetcher.endpoint.close())
+        closing = asyncio.get_running_loop().create_task(fetcher.endpoint.close())
+        self._closing.add(closing)  # a reference, so the task is not collected mid-way
+        closing.add_done_callback(self._closing.discard)
 
     async def close(self) -> None:
         self._closed = True
