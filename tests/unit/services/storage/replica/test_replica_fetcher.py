@@ -222,3 +222,57 @@ def _read_raw(node: Node, offset: int) -> bytes:
         return read.records.to_bytes()
     finally:
         read.records.close()
+
+
+async def test_fetchers_follow_leadership_changes(tmp_path: Path) -> None:
+    a, b = _node(tmp_path, A), _node(tmp_path, B)
+    endpoints = {A: LocalEndpoint(a), B: LocalEndpoint(b)}
+    managers = []
+    for node in (a, b):
+        manager = ReplicaFetcherManager(
+            node.replicas.node_id,
+            node.replicas,
+            lambda info: endpoints[info.node_id],
+            FetcherSettings(max_wait_ms=20, backoff_ms=10),
+        )
+        node.replicas.on_partitions_changed.append(manager.update)
+        managers.append(manager)
+    try:
+        for node in (a, b):
+            node.replicas.apply_image(_image(A, 0, 1))
+        assert (set(managers[0].fetchers), set(managers[1].fetchers)) == (set(), {A})
+        a.replicas.partitions[T0].append_as_leader(make_batch(3, tag=0))
+        await _until(lambda: b.replicas.partitions[T0].high_watermark == 3, "B to replicate")
+        for node in (a, b):
+            node.replicas.apply_image(_image(B, 1, 2))
+        assert (set(managers[0].fetchers), set(managers[1].fetchers)) == ({B}, set())
+        b.replicas.partitions[T0].append_as_leader(make_batch(2, tag=1))
+        await _until(lambda: a.replicas.partitions[T0].high_watermark == 5, "A to replicate")
+        assert _log_bytes(a) == _log_bytes(b)
+        cache = a.replicas.partitions[T0].log.leader_epoch_cache
+        assert cache.entries == (EpochEntry(0, 0), EpochEntry(1, 3))
+    finally:
+        for manager in managers:
+            await manager.close()
+        a.close()
+        b.close()
+
+
+async def test_a_follower_below_the_leaders_log_start_restarts_there(tmp_path: Path) -> None:
+    leader, follower = _node(tmp_path, A), _node(tmp_path, B)
+    leader.replicas.apply_image(_image(A, 0, 1, isr=(A,)))
+    lp = leader.replicas.partitions[T0]
+    for i in range(5):
+        lp.append_as_leader(make_batch(2, tag=i))
+    lp.log.roll()
+    assert lp.delete_records(6) == 6
+    manager, _ = _fetcher(follower, leader)
+    try:
+        follower.replicas.apply_image(_image(A, 0, 1, isr=(A,)))
+        fp = follower.replicas.partitions[T0]
+        await _until(lambda: fp.log_end_offset == 10, "the follower to catch up")
+        assert (fp.log_start_offset, fp.high_watermark) == (6, 10)
+    finally:
+        await manager.close()
+        leader.close()
+        follower.close()
