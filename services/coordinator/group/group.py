@@ -38,6 +38,8 @@ class ClassicGroup:
         self.assigned_counts: dict[str, int] = {}
         """Partition counts of the subscribed topics when the coordinator assigned."""
         self.initial_delay_until_ms = 0
+        self.new_member_added = False
+        """A member joined a new group (generation 0) during its initial delay."""
         self.empty_since_ms = 0
         """Wall-clock time the group last became empty (offsets retention counts from it)."""
 

@@ -132,6 +132,8 @@ class GroupManager(Rebalancer):
         member = self._new_member(req, member_id)
         member.join_reply = reply
         group.add(member)
+        if group.is_in(S.PREPARING_REBALANCE) and group.generation_id == 0:
+            group.new_member_added = True
         self._maybe_prepare_rebalance(group, f"member {member_id} joined")
         self._check_join_complete(group)
         return NOTHING

@@ -102,21 +102,30 @@ class Rebalancer:
         )
         delay = self.config.group_initial_rebalance_delay_ms
         if was_empty and delay > 0:
-            group.initial_delay_until_ms = self.now_ms + delay
-            self.timer.schedule(join_key(group), delay, lambda: self._initial_delay_done(group))
+            remaining = max(group.rebalance_timeout_ms() - delay, 0)
+            self._delay_initial_join(group, delay, remaining)
             return
         self.timer.schedule(
             join_key(group), group.rebalance_timeout_ms(), lambda: self._complete_join(group)
         )
 
-    def _initial_delay_done(self, group: ClassicGroup) -> None:
-        group.initial_delay_until_ms = 0
-        if group.all_joined:
-            self._complete_join(group)
-            return
+    def _delay_initial_join(self, group: ClassicGroup, delay: int, remaining: int) -> None:
+        """Kafka's `InitialDelayedJoin`: the first rebalance of a new group waits
+        group.initial.rebalance.delay.ms, again while members keep arriving, at most the
+        rebalance timeout in all."""
+        group.initial_delay_until_ms = self.now_ms + delay
         self.timer.schedule(
-            join_key(group), group.rebalance_timeout_ms(), lambda: self._complete_join(group)
+            join_key(group), delay, lambda: self._initial_delay_done(group, remaining)
         )
+
+    def _initial_delay_done(self, group: ClassicGroup, remaining: int) -> None:
+        if group.new_member_added and remaining > 0:
+            group.new_member_added = False
+            delay = min(self.config.group_initial_rebalance_delay_ms, remaining)
+            self._delay_initial_join(group, delay, remaining - delay)
+            return
+        group.initial_delay_until_ms = 0
+        self._complete_join(group)
 
     def _check_join_complete(self, group: ClassicGroup) -> None:
         if not group.is_in(S.PREPARING_REBALANCE) or not group.all_joined:

@@ -2,7 +2,9 @@
 clock: member ids handed out, protocol vote, leader, generations, server-side assignment,
 timeouts."""
 
-from coord_harness import Harness, consumer_protocol, join_ok, sync_ok
+from dataclasses import replace
+
+from coord_harness import CONFIG, Harness, consumer_protocol, join_ok, sync_ok
 
 from riverlog.common.assignors import decode_assignment
 from riverlog.common.errors import ErrorCode
@@ -179,3 +181,17 @@ def test_invalid_requests() -> None:
     assert h.join(member_id="ghost").value.error_code == E.UNKNOWN_MEMBER_ID
     bad = h.join(protocols=(*consumer_protocol(["t"]), Protocol("range", b"x")))
     assert bad.value.error_code == E.MEMBER_ID_REQUIRED  # protocols are the member's business
+
+
+def test_initial_rebalance_delay_waits_while_members_keep_arriving() -> None:
+    config = replace(CONFIG, group_initial_rebalance_delay_ms=100)
+    h = Harness(config=config)
+    a = h.join_new(rebalance_ms=1_000)
+    assert a.value is None and h.state() == "PreparingRebalance"
+    h.advance(60)
+    b = h.join_new(rebalance_ms=1_000)  # arrives during the delay: another delay follows
+    h.advance(50)
+    assert a.value is None and b.value is None
+    h.advance(100)
+    assert join_ok(a).generation_id == join_ok(b).generation_id == 1
+    assert len(join_ok(a).members) + len(join_ok(b).members) == 2
