@@ -43,6 +43,7 @@ pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
 PARTITIONS = 3
 RATE = 400.0  # records/s, all producers together
+MAX_RECORDS = 10_000  # per producer (two): 50 s at RATE, longer than any scenario
 WARMUP_ACKS = 200  # acknowledged before the failure: the cluster works
 BEFORE_FAULT_S = 2.0
 AFTER_HEAL_S = 3.0
@@ -61,6 +62,7 @@ class Context:
     affected: list[int] = field(default_factory=list)
     victims: list = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    unclean: bool = False
 
 
 Step = Callable[[Context], None]
@@ -145,6 +147,45 @@ def kill_all_replicas(ctx: Context) -> None:
     time.sleep(PAST_LEASE_S)  # the controller sees every replica gone: partitions offline
 
 
+def kill_replicas_one_by_one(ctx: Context) -> None:
+    """Partition 0's replicas die one at a time, so its ISR shrinks to the leader alone: first
+    a follower (the ISR drops it), then the other follower (writes stop: min.insync.replicas),
+    then the leader. The first follower to die is the most out of date."""
+    description = describe(ctx.cluster, ctx.topic)
+    partition = description.partitions[0]
+    stale, second = (r for r in partition.replicas if r != partition.leader)
+    ctx.victims = [ctx.cluster.storage(n) for n in (stale, second, partition.leader)]
+    ctx.affected = list(range(PARTITIONS))
+    for i, proc in enumerate(ctx.victims):
+        if i == 1:
+            ctx.workload.mark_fault()  # from here the ISR is too small for acks=all writes
+        kill(proc)
+        time.sleep(PAST_LEASE_S)
+    ctx.notes.append(f"killed {stale}, {second}, then leader {partition.leader}")
+
+
+def restart_stale_first(ctx: Context) -> None:
+    """Restart the two followers first (out of sync): without unclean election partition 0 must
+    stay offline until its last ISR member, the old leader, is back; with it the stale replica
+    leads at once and the others truncate to it."""
+    stale, second, leader = ctx.victims
+    restart_all([stale])
+    elected = wait_until(
+        lambda: describe(ctx.cluster, ctx.topic).partitions[0].leader >= 0, PAST_LEASE_S + 5
+    )
+    state = describe(ctx.cluster, ctx.topic).partitions[0]
+    ctx.notes.append(f"stale replica back: p0 leader {state.leader} isr {state.isr}")
+    restart_all([second])
+    if ctx.unclean:
+        assert elected and state.leader == stale.node_id, ctx.notes
+    else:
+        time.sleep(2.0)
+        state = describe(ctx.cluster, ctx.topic).partitions[0]
+        ctx.notes.append(f"both followers back: p0 leader {state.leader} isr {state.isr}")
+        assert not elected and state.leader == -1, f"an out-of-sync replica led: {ctx.notes}"
+    restart_all([leader])
+
+
 def kill_etcd(ctx: Context) -> None:
     ctx.affected = list(range(PARTITIONS))
     ctx.workload.mark_fault()
@@ -217,8 +258,11 @@ SCENARIOS = [
     Scenario("kill-controller", kill_controller, kill_controller_heal),
     Scenario("pause-leader", pause_leader, nothing),
     Scenario("pause-controller", pause_controller, controller_moved),
-    Scenario("kill-all-replicas-clean", kill_all_replicas, restart_victims),
-    Scenario("kill-all-replicas-unclean", kill_all_replicas, restart_victims, unclean=True),
+    Scenario("kill-all-replicas-at-once", kill_all_replicas, restart_victims),
+    Scenario("kill-all-replicas-clean", kill_replicas_one_by_one, restart_stale_first),
+    Scenario(
+        "kill-all-replicas-unclean", kill_replicas_one_by_one, restart_stale_first, unclean=True
+    ),
     Scenario("restart-etcd", kill_etcd, nothing),
 ]
 
@@ -239,8 +283,15 @@ def test_acknowledged_records_survive(scenario: Scenario, start_cluster, record_
     cluster.create_topic(topic, PARTITIONS, scenario.replication_factor, configs)
     bootstrap = cluster.bootstrap_servers
     producer_config = {"acks": scenario.acks, **scenario.producer_config}
-    workload = Workload(bootstrap, topic, PARTITIONS, rate=RATE, producer_config=producer_config)
-    ctx = Context(cluster, topic, workload)
+    workload = Workload(
+        bootstrap,
+        topic,
+        PARTITIONS,
+        rate=RATE,
+        max_records=MAX_RECORDS,
+        producer_config=producer_config,
+    )
+    ctx = Context(cluster, topic, workload, unclean=scenario.unclean)
     watcher = HighWatermarkWatcher(bootstrap, topic, PARTITIONS).start()
     try:
         workload.start()
