@@ -122,6 +122,9 @@ class GroupCoordinator:
         group.protocol_name = value.protocol_name
         if not value.members:
             group.empty_since_ms = value.current_state_timestamp_ms
+        if value.server_assigned_counts is not None:
+            group.server_assigned = True
+            group.assigned_counts = dict(value.server_assigned_counts)
         for m in value.members:
             protocols = (Protocol(value.protocol_name or "", m.subscription),)
             group.add(

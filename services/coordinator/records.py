@@ -8,7 +8,8 @@ compact and self-describing, so `riverlog consume __consumer_offsets` is readabl
                      value {"o":offset,"e":leader_epoch,"m":metadata,"ts":commit_ms}  | null
     group metadata   key   {"v":2,"g":group}
                      value {"type","gen","protocol","leader","ts","members":[{"id","iid",
-                            "client","host","rto","sto","meta"(b64),"asg"(b64)}]}    | null
+                            "client","host","rto","sto","meta"(b64),"asg"(b64)}],
+                            "sa": {topic: partitions} when assigned server-side}       | null
     owner marker     key   {"v":3,"c":coordinator node id,"e":ownership epoch}
                      value null  (written first by each new owner: the fence, decision 0008)
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +85,8 @@ class GroupValue:
     leader_id: str | None
     current_state_timestamp_ms: int
     members: Sequence[MemberValue]
+    server_assigned_counts: Mapping[str, int] | None = None
+    """Set when the coordinator computed the assignment: the partition counts it used."""
 
 
 def _dumps(obj: dict[str, Any]) -> bytes:
@@ -133,6 +136,7 @@ def group_record(group_id: str, value: GroupValue | None) -> CoordinatorRecord:
         "leader": value.leader_id,
         "ts": value.current_state_timestamp_ms,
         "members": members,
+        "sa": None if value.server_assigned_counts is None else dict(value.server_assigned_counts),
     }
     return CoordinatorRecord(key, _dumps(body))
 
@@ -185,4 +189,7 @@ def decode_group_value(raw: bytes) -> GroupValue:
         leader_id=obj["leader"],
         current_state_timestamp_ms=int(obj["ts"]),
         members=members,
+        server_assigned_counts=(
+            None if obj.get("sa") is None else {str(k): int(v) for k, v in obj["sa"].items()}
+        ),
     )

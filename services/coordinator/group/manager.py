@@ -230,7 +230,7 @@ class GroupManager(Rebalancer):
                 log.warning("group %s: cannot assign server-side: %s", group.group_id, exc)
         assignments = {m: given.get(m, b"") for m in group.members}
         generation = group.generation_id
-        record = self.group_record(group, assignments)
+        record = self.group_record(group, assignments, counts if server_side else None)
 
         def after(error: E) -> None:
             if not group.is_in(S.COMPLETING_REBALANCE) or group.generation_id != generation:

@@ -224,8 +224,15 @@ class Rebalancer:
     # --- records ----------------------------------------------------------------------------
 
     def group_record(
-        self, group: ClassicGroup, assignments: dict[str, bytes] | None = None
+        self,
+        group: ClassicGroup,
+        assignments: dict[str, bytes] | None = None,
+        server_counts: dict[str, int] | None = None,
     ) -> CoordinatorRecord:
+        """The group as a record; `assignments` and `server_counts` override what the group
+        holds (a SyncGroup writes them before applying them)."""
+        if assignments is None and group.server_assigned:
+            server_counts = group.assigned_counts
         members = [
             MemberValue(
                 member_id=m.member_id,
@@ -246,6 +253,7 @@ class Rebalancer:
             leader_id=group.leader_id,
             current_state_timestamp_ms=self.clock.time_ms(),
             members=members,
+            server_assigned_counts=server_counts,
         )
         return group_record(group.group_id, value)
 

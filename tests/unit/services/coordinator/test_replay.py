@@ -61,3 +61,21 @@ def test_tombstones_remove_on_replay() -> None:
         loaded.replay(record.key, record.value)
     loaded.loaded()
     assert loaded.list_groups() == []
+
+
+def test_a_server_assigned_group_still_rebalances_on_growth_after_a_failover() -> None:
+    h = Harness(counts={"t": 4})
+    a = join_ok(h.join_new())
+    sync_ok(h.sync(a.member_id, 1))
+    counts = {"t": 4}
+    loaded = GroupCoordinator(h.config, ManualClock(), lambda t: counts.get(t, 0))
+    for record in h.log:
+        loaded.replay(record.key, record.value)
+    loaded.loaded()
+    group = loaded.group_of("g")
+    assert group is not None and group.server_assigned
+    loaded.groups.on_partition_counts()
+    assert group.state.value == "Stable"
+    counts["t"] = 8
+    loaded.groups.on_partition_counts()
+    assert group.state.value == "PreparingRebalance"
