@@ -27,6 +27,7 @@ when the dead node's lease lapses), so that is printed too.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import threading
@@ -179,7 +180,8 @@ def main(argv: list[str] | None = None) -> None:
         LocalCluster(data_dir, storage_nodes=3, metadata_nodes=2, extra_config=extra) as cluster,
     ):
         address = cluster.gateway_address
-        pids = {n: p.pid for n, p in sorted(cluster.processes.items()) if p.pid is not None}
+        pids = {"client": os.getpid()}
+        pids.update((n, p.pid) for n, p in sorted(cluster.processes.items()) if p.pid)
         print(f"cluster up: gateway {address}; broker.session.timeout.ms "
               f"{args.session_timeout_ms}")  # fmt: skip
         topic = ""
