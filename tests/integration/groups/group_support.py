@@ -14,8 +14,8 @@ from riverlog.cluster import unique_topic_name
 HERE = Path(__file__).resolve().parent
 
 
-def create_topic(bootstrap: str, prefix: str, partitions: int) -> str:
-    name = unique_topic_name(prefix)
+def create_topic(bootstrap: str, prefix: str, partitions: int, name: str | None = None) -> str:
+    name = name or unique_topic_name(prefix)
     with AdminClient(bootstrap_servers=bootstrap) as admin:
         admin.create_topics([NewTopic(name, partitions, 1)])
         for _ in range(200):

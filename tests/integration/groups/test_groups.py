@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from riverlog.client import (
     Producer,
     TopicPartition,
 )
+from riverlog.cluster import unique_topic_name
 
 pytestmark = pytest.mark.integration
 
@@ -49,6 +51,7 @@ class Member:
     topic: str
     assignments: list[tuple[int, frozenset[TopicPartition]]] = field(default_factory=list)
     read: set[tuple[int, int]] = field(default_factory=set)
+    records: set[tuple[str, int, int]] = field(default_factory=set)
     stop: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
     thread: threading.Thread | None = None
@@ -71,6 +74,7 @@ class Member:
             while not self.stop.is_set():
                 for records in self.consumer.poll(timeout_ms=200).values():
                     self.read.update((r.partition, r.offset) for r in records)
+                    self.records.update((r.topic, r.partition, r.offset) for r in records)
         except BaseException as e:
             self.error = e
 
@@ -235,6 +239,28 @@ def test_static_member_restart_keeps_its_partitions_without_a_rebalance(
     assert again.consumer.group_metadata().generation_id == generation  # no rebalance
     assert other.consumer.group_metadata().generation_id == generation
     assert [g for g, _ in other.assignments] == [generation]
+
+
+def test_pattern_subscription_picks_up_a_new_matching_topic(
+    bootstrap: str, members: list[Member]
+) -> None:
+    token = unique_topic_name("pattern")
+    first = create_topic(bootstrap, "", 2, name=f"{token}-a")
+    produce(bootstrap, first, 2, 5)
+    c = consumer(bootstrap, f"{token}-g", metadata_max_age_ms=500)
+    m = Member(c, first)
+    members.append(m)
+    c.subscribe(pattern=re.escape(token) + r"-.*")
+    m.thread = threading.Thread(target=m._run, daemon=True)
+    m.thread.start()
+    wait_for(lambda: len(m.read) >= 10, "the first topic read")
+    second = create_topic(bootstrap, "", 3, name=f"{token}-b")
+    produce(bootstrap, second, 3, 5)
+    wait_for(lambda: len(c.assignment()) == 5, "the new topic's partitions assigned")
+    wait_for(lambda: len(m.records) >= 25, "the new topic read")
+    m.halt()
+    assert m.error is None, m.error
+    assert c.subscription() == {first, second}
 
 
 def riverlog(*args: str, bootstrap: str) -> subprocess.CompletedProcess[str]:

@@ -42,6 +42,7 @@ from .group import (
     GroupApi,
     OffsetAndMetadata,
 )
+from .group.api import as_offsets
 from .group.grpc_api import MetadataTopicSource
 from .group.offsets import CommitCallback
 from .subscription import EARLIEST, LATEST, NONE, SubscriptionState
@@ -163,7 +164,7 @@ class Consumer:
         RebalanceInProgressError during a rebalance (commit again after the next poll())."""
         self._check_open()
         coordinator = self._group("commit_sync()")
-        coordinator.commit_sync(_offsets(offsets), self._timeout_s(timeout_ms))
+        coordinator.commit_sync(as_offsets(offsets), self._timeout_s(timeout_ms))
 
     def commit_async(
         self,
@@ -174,7 +175,7 @@ class Consumer:
         later poll(), commit or close()."""
         self._check_open()
         coordinator = self._group("commit_async()")
-        wanted = _offsets(offsets)
+        wanted = as_offsets(offsets)
         if wanted is None:
             wanted = {tp: OffsetAndMetadata(p) for tp, p in self._subs.consumed().items()}
         coordinator.offsets.commit_async(wanted, callback)
@@ -192,25 +193,8 @@ class Consumer:
         }
 
     def _refresh_committed(self, timeout_s: float) -> None:
-        """Partitions the group just assigned start at their committed offset, else per
-        auto.offset.reset."""
-        coordinator = self._coordinator
-        waiting = self._subs.initializing()
-        if coordinator is None or not waiting:
-            return
-        try:
-            found = coordinator.offsets.fetch_committed(waiting, max(timeout_s, 0.0))
-        except ClientTimeoutError:
-            return  # the coordinator is moving: try again at the next round
-        for tp in waiting:
-            state = self._subs.partitions.get(tp)
-            if state is None or state.position is not None or state.reset is not None:
-                continue
-            committed = found.get(tp)
-            if committed is not None and committed.offset >= 0:
-                state.seek(committed.offset)
-            else:
-                state.request_reset(self._subs.default_reset)
+        if self._coordinator is not None:
+            self._coordinator.refresh_committed_offsets(timeout_s)
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._subs.partitions)
@@ -402,14 +386,3 @@ class Consumer:
 
     def __repr__(self) -> str:
         return f"<Consumer {self.client_id} → {','.join(self._conn.servers)}>"
-
-
-def _offsets(
-    offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None,
-) -> dict[TopicPartition, OffsetAndMetadata] | None:
-    if offsets is None:
-        return None
-    return {
-        tp: value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(int(value))
-        for tp, value in offsets.items()
-    }

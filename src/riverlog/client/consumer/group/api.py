@@ -141,3 +141,16 @@ class GroupApi(Protocol):
     ) -> dict[TopicPartition, CommittedOffset]: ...
 
     def close(self) -> None: ...
+
+
+def as_offsets(
+    offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None,
+) -> dict[TopicPartition, OffsetAndMetadata] | None:
+    """What commit_sync/commit_async accept (plain ints or OffsetAndMetadata) as
+    OffsetAndMetadata; None stays None ("every position")."""
+    if offsets is None:
+        return None
+    return {
+        tp: value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(int(value))
+        for tp, value in offsets.items()
+    }

@@ -27,7 +27,7 @@ from riverlog.common.errors import ErrorCode, RiverlogError, error_for
 from riverlog.common.types import TopicPartition
 
 from ...config import ConfigError, ConsumerConfig
-from ...errors import CommitFailedError, RebalanceInProgressError
+from ...errors import ClientTimeoutError, CommitFailedError, RebalanceInProgressError
 from ..subscription import SubscriptionState
 from .api import GroupApi, GroupMember, OffsetAndMetadata
 from .heartbeat import HeartbeatThread
@@ -304,6 +304,26 @@ class ConsumerCoordinator(JoinCycle):
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None, timeout_s: float
     ) -> None:
         self.offsets.commit_sync(self._consumed() if offsets is None else offsets, timeout_s)
+
+    def refresh_committed_offsets(self, timeout_s: float) -> None:
+        """Partitions a rebalance just assigned start at their committed offset, else per
+        auto.offset.reset (Kafka's refreshCommittedOffsetsIfNeeded)."""
+        waiting = self.subs.initializing()
+        if not waiting:
+            return
+        try:
+            found = self.offsets.fetch_committed(waiting, max(timeout_s, 0.0))
+        except ClientTimeoutError:
+            return  # the coordinator is moving: try again at the next round
+        for tp in waiting:
+            state = self.subs.partitions.get(tp)
+            if state is None or state.position is not None or state.reset is not None:
+                continue
+            committed = found.get(tp)
+            if committed is not None and committed.offset >= 0:
+                state.seek(committed.offset)
+            else:
+                state.request_reset(self.subs.default_reset)
 
     # ---- close ---------------------------------------------------------------------------
 
