@@ -31,6 +31,8 @@ from .quotas import GatewayQuotas
 log = logging.getLogger(__name__)
 
 _FIRST_IMAGE_TIMEOUT_S = 10.0
+_HOLD_RECHECK_MS = 10
+"""A held request looks again this often: the answer that ends a hold may come any time."""
 
 
 class Enforcement:
@@ -52,7 +54,7 @@ class Enforcement:
         self.view = LocalQuotaView(
             gateway_id, QuotaResolver(), self.clock, window, report_interval_ms=interval
         )
-        self.quotas = GatewayQuotas(self.view, self.clock)
+        self.quotas = GatewayQuotas(self.view, self.clock, _HOLD_RECHECK_MS)
         self.auth = Authenticator(CredentialChecker(), config.allow_anonymous)
         self.watcher = ClientQuotaWatcher(client, node_id)
         self.watcher.add_listener(self._on_image)

@@ -5,8 +5,11 @@ Kafka answers a client over its quota with a delay, not an error: the response t
 bound carries `throttle_time_ms`, and the broker mutes the channel for that long. A gRPC
 gateway has no channel to mute (calls from one client may even arrive on different
 connections), so the hold is per metric entity: a request of an entity that is still held waits
-that long before it is handled (bounded by the request's deadline). Produce records its batch
-bytes, fetch the bytes of its answer; a fetch whose bytes cross the bound is answered empty
+that long before it is handled (bounded by the request's deadline, looked at again every report
+interval since the quota service may lift it). Produce records its batch bytes when it is
+admitted, before it is forwarded, so the concurrent requests of one entity see each other's
+usage (recorded after the answer, five requests in flight would all pass one check); fetch
+records the bytes of its answer; a fetch whose bytes cross the bound is answered empty
 with the throttle time and its bytes are taken back (Kafka's `unrecordQuotaSensor`), and a fetch
 arriving while the entity is held is answered empty at once. A fetch's `max_bytes` is capped at
 what one quota window allows (Kafka's `getMaxValueInQuotaWindow`), so a large fetch cannot be
@@ -48,9 +51,10 @@ class GatewayQuotas:
     """The enforcement side of one gateway. Lifecycle: built by the app with the view;
     `update_resolver` on every config change. Only the event loop calls it."""
 
-    def __init__(self, view: LocalQuotaView, clock: Clock) -> None:
+    def __init__(self, view: LocalQuotaView, clock: Clock, recheck_ms: int = 100) -> None:
         self.view = view
         self.clock = clock
+        self._recheck_ms = recheck_ms
         self._any = False
 
     def update_resolver(self, resolver: QuotaResolver) -> None:
@@ -66,23 +70,35 @@ class GatewayQuotas:
         return max(self.view.throttle_time_ms(k, user, client_id) for k in kinds)
 
     async def _hold(self, kinds: tuple[QuotaType, ...], ctx: RequestContext) -> None:
-        remaining = self.remaining_ms(kinds, *_who(ctx))
-        if remaining > 0:
-            await asyncio.sleep(min(remaining / 1000, ctx.deadline.remaining()))
+        """Wait while any of `kinds` holds the entity back, looking again at least every
+        report interval (an answer of the quota service may end a hold early)."""
+        user, client_id = _who(ctx)
+        while True:
+            remaining = self.remaining_ms(kinds, user, client_id)
+            budget = ctx.deadline.remaining()
+            if remaining <= 0 or budget <= 0:
+                return
+            await asyncio.sleep(
+                min(remaining, self._recheck_ms) / 1000,
+            )
 
-    async def before_produce(self, ctx: RequestContext) -> None:
-        """Wait while the entity's produce or request quota holds it back."""
-        if self._any:
-            await self._hold(_PRODUCE_HOLD, ctx)
-
-    def after_produce(
-        self, ctx: RequestContext, request: data_pb2.ProduceRequest, handler_ns: int
-    ) -> int:
-        """Record a handled produce; the throttle time for its response."""
+    async def before_produce(self, ctx: RequestContext, size: int) -> int:
+        """Wait while the entity's produce or request quota holds it back, then record the
+        request's `size` bytes at once (before it is forwarded, so concurrent requests of
+        one entity see each other's usage); the throttle time for its response."""
         if not self._any:
             return 0
-        size = sum(len(p.records) for p in request.partitions)
-        return self.produced_records(ctx, size, handler_ns)
+        await self._hold(_PRODUCE_HOLD, ctx)
+        user, client_id = _who(ctx)
+        return self.view.record_local(QuotaType.PRODUCE, user, client_id, size)
+
+    def after_request(self, ctx: RequestContext, throttle: int, handler_ns: int) -> int:
+        """Record a handled request's time (request_percentage); the response's throttle
+        time, the larger of `throttle` and the request quota's."""
+        if not self._any:
+            return throttle
+        user, client_id = _who(ctx)
+        return max(throttle, self.view.record_request_time(user, client_id, handler_ns))
 
     async def before_fetch(self, ctx: RequestContext, request: data_pb2.FetchRequest) -> int:
         """Wait while the request quota holds the entity; then the fetch quota's remaining
@@ -127,13 +143,10 @@ class GatewayQuotas:
             self.view.unrecord_local(QuotaType.FETCH, user, client_id, size)
         return throttle
 
-    def produced_records(self, ctx: RequestContext, size: int, handler_ns: int) -> int:
-        """Record a produce's `size` bytes and its handler time; the throttle time."""
-        if not self._any:
-            return 0
-        user, client_id = _who(ctx)
-        throttle = self.view.record_local(QuotaType.PRODUCE, user, client_id, size)
-        return max(throttle, self.view.record_request_time(user, client_id, handler_ns))
+
+def produce_size(request: data_pb2.ProduceRequest) -> int:
+    """The batch bytes of a produce request (what producer_byte_rate measures)."""
+    return sum(len(p.records) for p in request.partitions)
 
 
 def empty(response: data_pb2.FetchResponse) -> None:

@@ -9,6 +9,13 @@ holds alone overshoot). The headroom is the lowest it will be until the gateway'
 since a sample leaving the window can shrink the window by more than the usage it takes along.
 Which gateways carry what is remembered for one full window, so a gateway whose client paused
 under a hold still gets its allowance when the hold ends.
+
+An allowance is also paced: never more than the bound times the time since that gateway's
+previous report (at most three intervals), shared the same way. Headroom alone admits a burst
+of (num - 1) samples' worth whenever the window is empty (Kafka's padding), then nothing until
+that sample leaves the window: a client offering more than its quota went in bursts of ten
+seconds' worth every eleven seconds, 1.12x on average in the gateway simulation and never
+steady. Paced, the cluster admits about the bound in every interval.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ from riverlog.common.quota.exchange import Allowance, Key, QuotaAnswer, UsageRep
 from riverlog.common.quota.manager import INACTIVE_EXPIRATION_MS, QuotaManager, ThrottleState
 from riverlog.common.quota.resolver import QuotaResolver
 from riverlog.common.quota.window import WindowConfig
+
+_MAX_PACE_INTERVALS = 3
 
 
 class QuotaLedger:
@@ -57,12 +66,15 @@ class QuotaLedger:
         now = self._now(now_ms)
         gateway = report.gateway_id
         last = self._last_seq.get(gateway)
+        since_ms = report.interval_ms if last is None else now - last[1]
         if last is None or report.seq > last[0]:
             self._last_seq[gateway] = (report.seq, now)
             self._record(gateway, report, now)
         else:
             self._last_seq[gateway] = (last[0], now)
-        allowances = self._allowances(gateway, now, report.interval_ms)
+        # pace: about one interval's worth of the bound, whatever headroom a window has
+        pace_ms = min(max(since_ms, report.interval_ms), _MAX_PACE_INTERVALS * report.interval_ms)
+        allowances = self._allowances(gateway, now, report.interval_ms, pace_ms)
         return QuotaAnswer(tuple(self.throttle_states(now)), allowances)
 
     def _record(self, gateway: str, report: UsageReport, now: int) -> None:
@@ -78,7 +90,9 @@ class QuotaLedger:
             manager = self._managers[quota_type]
             manager.throttle(entity, manager.check_throttle_time_ms(entity, now), now)
 
-    def _allowances(self, gateway: str, now: int, horizon_ms: int) -> tuple[Allowance, ...]:
+    def _allowances(
+        self, gateway: str, now: int, horizon_ms: int, pace_ms: int
+    ) -> tuple[Allowance, ...]:
         served = self._served.get(gateway)
         if not served:
             return ()
@@ -99,7 +113,9 @@ class QuotaLedger:
                 continue
             carriers = self._carriers.get(key, {})
             sharing = {g for g, at in carriers.items() if now - at < active} | {gateway}
-            allowances.append(Allowance(quota_type, entity, headroom / len(sharing)))
+            bound = manager.bound(entity) or 0.0
+            paced = min(headroom, bound * pace_ms / 1000.0)
+            allowances.append(Allowance(quota_type, entity, paced / len(sharing)))
         return tuple(allowances)
 
     def throttle_states(self, now_ms: int | None = None) -> list[ThrottleState]:

@@ -35,7 +35,7 @@ from ..offsets import Offsets
 from ..peers.metadata import MetadataPeer
 from ..produce import Acks, ProduceOptions, Producer
 from ..producer_ids import ProducerIdAllocator
-from ..quotas import GatewayQuotas
+from ..quotas import GatewayQuotas, produce_size
 from ..records import PlainRecords
 from ..streams import Pipeline
 from ..validation import topic_error
@@ -113,15 +113,16 @@ class GatewayServicer(GroupMethods, gateway_pb2_grpc.GatewayServicer):
     ) -> data_pb2.ProduceResponse:
         ctx = self._context("Produce", context)
         quotas = self.f.quotas
+        throttle = 0
         if quotas is not None:
-            await quotas.before_produce(ctx)
+            throttle = await quotas.before_produce(ctx, produce_size(request))
         started = time.perf_counter_ns()
         options, parts = convert.produce_from_proto(request)
         results = await self.f.producer.produce(ctx, options, parts)
         response = convert.produce_to_proto(results, request.correlation_id)
         if quotas is not None:
             elapsed = time.perf_counter_ns() - started
-            response.throttle_time_ms = quotas.after_produce(ctx, request, elapsed)
+            response.throttle_time_ms = quotas.after_request(ctx, throttle, elapsed)
         return response
 
     async def ProduceStream(
@@ -134,15 +135,15 @@ class GatewayServicer(GroupMethods, gateway_pb2_grpc.GatewayServicer):
         async def handle(request: data_pb2.ProduceRequest) -> data_pb2.ProduceResponse | None:
             ctx = self._stream_request_context(stream)
             quotas = self.f.quotas
+            throttle = 0
             if quotas is not None:
-                await quotas.before_produce(ctx)
+                throttle = await quotas.before_produce(ctx, produce_size(request))
             started = time.perf_counter_ns()
             options, parts = convert.produce_from_proto(request)
             results = await self.f.producer.produce_or_fail(ctx, options, parts)
-            throttle = 0
             if quotas is not None:
                 elapsed = time.perf_counter_ns() - started
-                throttle = quotas.after_produce(ctx, request, elapsed)
+                throttle = quotas.after_request(ctx, throttle, elapsed)
             if options.acks == Acks.NONE:
                 return None  # acks=0 on a stream: no answer, as Kafka (and the storage nodes)
             response = convert.produce_to_proto(results, request.correlation_id)
@@ -224,8 +225,9 @@ class GatewayServicer(GroupMethods, gateway_pb2_grpc.GatewayServicer):
     ) -> gateway_pb2.ProduceRecordsResponse:
         ctx = self._context("ProduceRecords", context)
         quotas = self.f.quotas
+        throttle = 0
         if quotas is not None:
-            await quotas.before_produce(ctx)
+            throttle = await quotas.before_produce(ctx, request.ByteSize())
         started = time.perf_counter_ns()
         partition = request.partition if request.HasField("partition") else None
         options = ProduceOptions(int(request.acks), request.timeout_ms)
@@ -236,8 +238,7 @@ class GatewayServicer(GroupMethods, gateway_pb2_grpc.GatewayServicer):
         response = convert.produce_records_to_proto(results)
         if quotas is not None:
             elapsed = time.perf_counter_ns() - started
-            size = request.ByteSize()
-            response.throttle_time_ms = quotas.produced_records(ctx, size, elapsed)
+            response.throttle_time_ms = quotas.after_request(ctx, throttle, elapsed)
         return response
 
     async def FetchRecords(

@@ -285,15 +285,23 @@ class LocalQuotaView:
         """Replace what quota instance `source` said with its answer to the latest report.
         Hold times are on this process's clock (rebuild them from the remaining time sent on
         the wire). Usage recorded since that report was drained counts against the new
-        allowances."""
+        allowances, and so does the amount by which the previous allowance was overspent (a
+        request is admitted while any allowance is left, so it may cross it)."""
         now = self._now(now_ms)
         view = _Source(now)
+        previous = self._sources.get(source)
         for hold in answer.holds:
             if hold.throttle_until_ms > now:
                 view.holds[(hold.quota_type, hold.entity)] = hold.throttle_until_ms
         for allowance in answer.allowances:
             key = (allowance.quota_type, allowance.entity)
-            view.allowances[key] = allowance.value - self._pending.get(key, 0.0)
+            pending = self._pending.get(key, 0.0)
+            value = allowance.value - pending
+            if previous is not None and key in previous.allowances:
+                # what the last allowance was overspent by when the report was drained (one
+                # request may cross it) is repaid from this one
+                value += min(previous.allowances[key] + pending, 0.0)
+            view.allowances[key] = value
         self._sources[source] = view
 
     def forget_source(self, source: str) -> None:

@@ -70,38 +70,41 @@ def test_a_client_spread_over_two_gateways_gets_its_quota_once():
     assert (held(g1), held(g2)) == (0, 0)
 
 
-def test_each_gateway_may_spend_only_its_share_of_the_headroom():
+def test_allowances_are_paced_and_shared_among_the_gateways_carrying_the_entity():
     (g1, g2), ledger, clock = cluster(2)
     assert send(g1, 2000) == send(g2, 2000) == 0
     first = report_round([g1, g2], ledger)
-    # g1 reported first and alone: all 8000 left; g2 then shares the 6000 left with g1
-    assert first[0].allowances == (Allowance(P, APP, 8000),)
-    assert first[1].allowances == (Allowance(P, APP, 3000),)
+    # headroom is 8000 B, but an answer hands out one interval of the bound (100 ms of
+    # 1000 B/s): g1 reported first and alone, g2 then shares it with g1
+    assert first[0].allowances == (Allowance(P, APP, 100),)
+    assert first[1].allowances == (Allowance(P, APP, 50),)
     second = report_round([g1, g2], ledger)
-    assert [a.allowances for a in second] == [(Allowance(P, APP, 3000),)] * 2
-    assert send(g1, 2500) == 0
-    assert send(g1, 1000) == 100  # share spent (the crossing request is accepted, as in
+    assert [a.allowances for a in second] == [(Allowance(P, APP, 50),)] * 2
+    assert send(g1, 40) == 0
+    assert send(g1, 20) == 100  # share spent (the crossing request is accepted, as in
     assert held(g1) == 100  # Kafka): held until the next answer is due
     clock.advance(40)
     assert held(g1) == 60
-    assert send(g2, 2500) == 0  # g2's share is its own
+    assert send(g2, 50) == 60  # g2's share is its own, spent exactly: held until its next answer
     answers = report_round([g1, g2], ledger)
     assert all(a.holds == () for a in answers)
-    assert ledger.measure(P, APP) <= 1000  # the cluster stayed within the bound
-    # what is left (10 040 ms window at 40 ms): g1's answer does not have g2's 2500 yet,
-    # (10 040 - 7500) / 2; g2's has everything, (10 040 - 10 000) / 2
-    assert [a.allowances[0].value for a in answers] == [1270.0, 20.0]
+    # the next share is paced by the time since each gateway's last report (40 ms, taken as
+    # one interval at least); g1's 10 B overspend is repaid from its new share
+    assert [a.allowances[0].value for a in answers] == [50.0, 50.0]
+    assert send(g1, 39) == 0
+    assert send(g1, 1) == 100
+    assert send(g2, 49) == 0
 
 
 def test_usage_while_a_report_is_in_flight_counts_against_its_allowance():
     (g1,), ledger, _ = cluster(1)
     send(g1, 2000)
     report = g1.drain_report()
-    send(g1, 1000)  # recorded after the report left
+    send(g1, 60)  # recorded after the report left
     answer = ledger.merge(report)
-    assert answer.allowances == (Allowance(P, APP, 8000),)
+    assert answer.allowances == (Allowance(P, APP, 100),)
     g1.apply_answer("quota-0", answer)
-    assert send(g1, 6999) == 0
+    assert send(g1, 39) == 0
     assert send(g1, 2) == 100
 
 
