@@ -263,6 +263,41 @@ def test_pattern_subscription_picks_up_a_new_matching_topic(
     assert c.subscription() == {first, second}
 
 
+def test_a_member_that_stops_polling_leaves_and_rejoins_at_its_next_poll(
+    bootstrap: str,
+) -> None:
+    topic = create_topic(bootstrap, "poll-timeout", 2)
+    group = f"{topic}-g"
+    events: list[str] = []
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_assigned(self, partitions: Set[TopicPartition]) -> None:
+            events.append("assigned")
+
+        def on_partitions_lost(self, partitions: Set[TopicPartition]) -> None:
+            events.append("lost")
+
+    with consumer(bootstrap, group, max_poll_interval_ms=1500) as c:
+        c.subscribe([topic], listener=Listener())
+
+        def polled(count: int) -> bool:
+            c.poll(timeout_ms=100)
+            return events.count("assigned") >= count
+
+        wait_for(lambda: polled(1), "an assignment")
+        with AdminClient(bootstrap_servers=bootstrap) as admin:
+            assert len(admin.describe_groups([group])[group].members) == 1
+            # no poll() for longer than max.poll.interval.ms: the heartbeat thread leaves
+            wait_for(
+                lambda: admin.describe_groups([group])[group].state == "Empty",
+                "the member to leave on its poll timeout",
+                timeout_s=30,
+            )
+            wait_for(lambda: polled(2), "the rejoin at the next poll")
+            assert events[:3] == ["assigned", "lost", "assigned"]
+            assert admin.describe_groups([group])[group].state == "Stable"
+
+
 def riverlog(*args: str, bootstrap: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "riverlog.cli.main", *args, "--bootstrap", bootstrap],
