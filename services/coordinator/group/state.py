@@ -32,7 +32,8 @@ class GroupState(enum.Enum):
 
     action: respond to heartbeats with REBALANCE_IN_PROGRESS, to syncs with
             REBALANCE_IN_PROGRESS; park join responses until every member rejoined or the
-            rebalance timeout passed; refuse member commits with REBALANCE_IN_PROGRESS.
+            rebalance timeout passed; accept commits of the current generation (members
+            commit what they processed before rejoining).
     transition: some members rejoined by the timeout => COMPLETING_REBALANCE;
                 all members left => EMPTY; group deleted => DEAD."""
 

@@ -83,20 +83,31 @@ class OffsetStore:
     # --- OffsetCommit -----------------------------------------------------------------------
 
     def _validate(self, req: CommitRequest, group: ClassicGroup | None) -> ErrorCode:
-        """Kafka's `validateOffsetCommit` for classic groups."""
+        """Kafka's `ClassicGroup.validateOffsetCommit`: simple commits (generation -1) only to
+        empty groups; member commits need the member (and its static instance id) and the
+        current generation; refused while the group waits for its assignment
+        (COMPLETING_REBALANCE), accepted while it prepares a rebalance (a member commits what
+        it processed before rejoining)."""
         if group is None:
             return E.NONE if req.generation_id < 0 else E.ILLEGAL_GENERATION
         if group.is_in(S.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
-        if group.is_static_fenced(req.member_id, req.group_instance_id):
-            return E.FENCED_INSTANCE_ID
-        if req.generation_id < 0 and not req.member_id and group.is_in(S.EMPTY):
-            return E.NONE  # a simple consumer (assign + commit), or admin offsets reset
-        if not group.has_member(req.member_id):
+        if req.generation_id < 0 and group.is_in(S.EMPTY):
+            return E.NONE  # a simple consumer (assign + commit), or an admin offsets reset
+        if req.generation_id >= 0 or req.member_id or req.group_instance_id is not None:
+            if req.group_instance_id is not None:
+                holder = group.static_member_id(req.group_instance_id)
+                if holder is None:
+                    return E.UNKNOWN_MEMBER_ID
+                if holder != req.member_id:
+                    return E.FENCED_INSTANCE_ID
+            if not group.has_member(req.member_id):
+                return E.UNKNOWN_MEMBER_ID
+            if req.generation_id != group.generation_id:
+                return E.ILLEGAL_GENERATION
+        elif not group.is_in(S.EMPTY):
             return E.UNKNOWN_MEMBER_ID
-        if req.generation_id != group.generation_id:
-            return E.ILLEGAL_GENERATION
-        if group.is_in(S.COMPLETING_REBALANCE, S.PREPARING_REBALANCE):
+        if group.is_in(S.COMPLETING_REBALANCE):
             return E.REBALANCE_IN_PROGRESS
         return E.NONE
 

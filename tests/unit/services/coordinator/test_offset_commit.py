@@ -36,6 +36,14 @@ def test_member_commit_checked_against_generation_and_member() -> None:
     assert fetched(h) == 42
     assert commit(h, a.member_id, 0) == E.ILLEGAL_GENERATION
     assert commit(h, "stranger", 1) == E.UNKNOWN_MEMBER_ID
+    # a member may commit what it processed while the group prepares a rebalance
+    h.join()
+    b = h.join()
+    h.join(member_id=b.value.member_id)
+    assert h.state() == "PreparingRebalance"
+    assert commit(h, a.member_id, 1, 43) == E.NONE
+    assert fetched(h) == 43
+    assert commit(h, a.member_id, 1, 42, "meta") == E.NONE
     assert commit(h, "", -1) == E.UNKNOWN_MEMBER_ID  # the group has members
     assert commit(h, a.member_id, 1, metadata="x" * 5000) == E.OFFSET_METADATA_TOO_LARGE
     [one] = h.coord.offsets.fetch("g", None)
