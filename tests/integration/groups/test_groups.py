@@ -1,9 +1,12 @@
 """Consumer groups on a real cluster (real etcd, metadata, storage, coordinator and gateway
 processes), through the SDK and the CLI: three members share twelve partitions with no
-partition owned by two members in one generation and every record read; a member killed with
-SIGKILL has its partitions given to a successor after its session timeout, and the successor
-resumes at the committed offsets; a static member that restarts gets its partitions back with no
-rebalance; the `consume --group` and `groups` commands round trip."""
+partition owned by two members in one generation and every record read (eager and
+cooperative); a member killed with SIGKILL has its partitions given to a successor after its
+session timeout, and the successor resumes at the committed offsets; a static member that
+restarts gets its partitions back with no rebalance; a pattern subscription picks up a new
+matching topic; a member that stops polling leaves and rejoins at its next poll; the
+`consume --group` and `groups` commands round trip, and `consume --group` leaves cleanly on
+Ctrl-C having committed exactly what it printed."""
 
 from __future__ import annotations
 
@@ -345,3 +348,49 @@ def test_cli_consume_group_and_groups_commands_round_trip(bootstrap: str) -> Non
     assert done.returncode == 0 and "successful" in done.stdout, done.stderr
     done = riverlog("groups", "list", bootstrap=bootstrap)
     assert group not in done.stdout
+
+
+def test_cli_consume_group_leaves_cleanly_on_ctrl_c(bootstrap: str) -> None:
+    topic = create_topic(bootstrap, "cli-int", 2)
+    produce(bootstrap, topic, 2, 10)
+    group = f"{topic}-g"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "riverlog.cli.main",
+            "consume",
+            topic,
+            "--group",
+            group,
+            "--from-beginning",
+            "--follow",
+            "--bootstrap",
+            bootstrap,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    watchdog = threading.Timer(WAIT_S, proc.kill)
+    watchdog.start()
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert "Assigned partitions" in proc.stderr.readline()
+        printed = [proc.stdout.readline() for _ in range(20)]
+        assert all(line.startswith("v") for line in printed)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        watchdog.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    assert proc.returncode == 0, err
+    assert "Processed a total of 20 messages" in err
+    assert out == ""
+    with AdminClient(bootstrap_servers=bootstrap) as admin:
+        description = admin.describe_groups([group])[group]
+        committed = admin.list_group_offsets(group)
+    assert description.state == "Empty" and not description.members  # it left
+    assert sum(om.offset for om in committed.values()) == 20  # everything printed, committed
