@@ -108,9 +108,11 @@ class MetadataClient:
         result: metadata_pb2.RegisterNodeResponse = await self.call("RegisterNode", request)
         return result
 
-    async def heartbeat(self, node_id: int, lease_id: int) -> metadata_pb2.HeartbeatResponse:
+    async def heartbeat(
+        self, node_id: int, lease_id: int, timeout_s: float | None = None
+    ) -> metadata_pb2.HeartbeatResponse:
         request = metadata_pb2.HeartbeatRequest(node_id=node_id, lease_id=lease_id)
-        result: metadata_pb2.HeartbeatResponse = await self.call("Heartbeat", request)
+        result: metadata_pb2.HeartbeatResponse = await self.call("Heartbeat", request, timeout_s)
         return result
 
     async def unregister_node(

@@ -140,9 +140,12 @@ class MembershipSession:
             assert self.registration is not None
             await asyncio.sleep(self.registration.heartbeat_interval_ms / 1000)
             sent = time.monotonic()
+            # Each attempt well within the lease: an instance that hangs (paused, partitioned)
+            # costs a third of it before the client moves on to the next one, not the lease.
+            attempt_s = max(0.1, self.registration.lease_ttl_ms / 3000)
             try:
                 response = await self.client.heartbeat(
-                    self.node.node_id, self.registration.lease_id
+                    self.node.node_id, self.registration.lease_id, attempt_s
                 )
             except RiverlogError as exc:
                 log.warning("heartbeat of %s failed: %s", self.node.key, exc)
