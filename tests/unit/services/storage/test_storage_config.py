@@ -47,9 +47,32 @@ def test_kafka_keys() -> None:
     }
 
 
+def test_replication_keys() -> None:
+    default, _ = config_from_args(BASE)
+    assert (default.replica_lag_time_max_ms, default.replica_fetch_wait_max_ms) == (30_000, 500)
+    assert default.replica_fetch_zero_copy_enable is True
+    config, _ = config_from_args(
+        [
+            *BASE,
+            "--config", "replica.lag.time.max.ms=2000",
+            "--config", "replica.fetch.wait.max.ms=100",
+            "--config", "replica.fetch.max.bytes=65536",
+            "--config", "replica.fetch.backoff.ms=50",
+            "--config", "replica.fetch.zero.copy.enable=FALSE",
+            "--config", "min.insync.replicas=2",
+        ]
+    )  # fmt: skip
+    assert (config.replica_lag_time_max_ms, config.replica_fetch_wait_max_ms) == (2000, 100)
+    assert (config.replica_fetch_max_bytes, config.replica_fetch_backoff_ms) == (65536, 50)
+    assert config.replica_fetch_zero_copy_enable is False
+    assert dict(config.log_defaults) == {"min.insync.replicas": "2"}
+
+
 @pytest.mark.parametrize(
     "extra",
     [
+        ["--config", "replica.fetch.zero.copy.enable=maybe"],
+        ["--config", "replica.lag.time.max.ms=0"],
         ["--config", "no.such.key=1"],
         ["--config", "log.retention.check.interval.ms=often"],
         ["--config", "log.retention.check.interval.ms=0"],
