@@ -1,0 +1,26 @@
+"""A cluster of its own for the quota tests: two gateways and a quota instance (the session
+cluster has neither), one metadata instance and two storage nodes, stopped by PID at the end."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from riverlog.cluster import LocalCluster
+
+
+@pytest.fixture(scope="module")
+def quota_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    local = LocalCluster(
+        tmp_path_factory.mktemp("quota-cluster"),
+        storage_nodes=2,
+        metadata_nodes=1,
+        gateways=2,
+        quota_nodes=1,
+    )
+    try:
+        local.start(timeout=120)
+        yield local
+    finally:
+        local.stop()
