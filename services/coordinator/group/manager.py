@@ -266,8 +266,12 @@ class GroupManager(Rebalancer):
             return E.UNKNOWN_MEMBER_ID
         if group.is_in(S.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
-        if group.is_static_fenced(member_id, instance_id):
-            return E.FENCED_INSTANCE_ID
+        if instance_id is not None:  # Kafka's validateMember
+            holder = group.static_member_id(instance_id)
+            if holder is None:
+                return E.UNKNOWN_MEMBER_ID
+            if holder != member_id:
+                return E.FENCED_INSTANCE_ID
         if not group.has_member(member_id) or group.is_in(S.EMPTY):
             return E.UNKNOWN_MEMBER_ID
         if generation != group.generation_id:
