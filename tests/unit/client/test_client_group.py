@@ -409,3 +409,20 @@ def test_join_gives_up_at_the_poll_deadline_and_resumes_next_poll() -> None:
     assert not c.poll(0)  # one attempt, no time left
     assert c.poll(5.0)
     assert c.state == MemberState.STABLE
+
+
+def test_auto_commit_before_a_rebalance_precedes_the_revoke() -> None:
+    group = FakeGroupCoordinator()
+    clock = ManualClock()
+    c, subs, rec = make(group, clock=clock, heartbeat_interval_ms=100)
+    assert c.poll(5.0)
+    subs.partitions[T[2]].seek(11)
+    group.heartbeat_errors.append(ErrorCode.REBALANCE_IN_PROGRESS)
+    clock.advance(100)  # well before auto.commit.interval.ms
+    c.heartbeat.tick(clock.monotonic_ms())
+    calls_before = len(group.calls)
+    assert c.poll(5.0)
+    after = [name for name, _ in group.calls[calls_before:]]
+    assert after[:2] == ["commit", "join"]  # positions committed, then the rejoin
+    assert group.offsets[T[2]] == (11, "")
+    assert [kind for kind, _ in rec.events] == ["assigned", "revoked", "assigned"]
