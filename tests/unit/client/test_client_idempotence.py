@@ -110,7 +110,8 @@ def test_a_later_batch_taken_first_bumps_the_epoch_and_loses_nothing(
     yet (and so takes them, KIP-360): the first can only go in under a new epoch."""
     gateway.create("t", 1)
     gateway.partition_errors[("t", 0)] = deque([ErrorCode.NOT_LEADER_OR_FOLLOWER])
-    with producer(fake.address, batch_size=200, linger_ms=20) as p:
+    # One batch per request, so five requests are on the wire.
+    with producer(fake.address, batch_size=200, linger_ms=20, max_request_size=250) as p:
         futures = [p.send("t", b"record-%03d" % i, partition=0) for i in range(60)]
         for f in futures:
             f.result(10)

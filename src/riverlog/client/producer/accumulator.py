@@ -272,12 +272,13 @@ class RecordAccumulator:
         now: float,
         max_bytes: int,
         muted: frozenset[tuple[str, int]] | set[tuple[str, int]],
-        one_per_partition: bool = False,
+        capacity: Callable[[tuple[str, int]], int] | None = None,
     ) -> tuple[list[ProducerBatch], float]:
         """Take the ready batches, oldest first per partition, up to `max_bytes` in all (at least
-        one batch); only the first of each partition with `one_per_partition` (the idempotent
-        producer, as Kafka's: a retried batch never shares a request with new ones). Returns
-        them (closed) and the time at which the next check is due."""
+        one batch). With `capacity` (the idempotent producer) at most `capacity(tp)` batches of a
+        partition, and a retried batch alone (it may have been written: the leader answers a
+        repeat only when no new batch comes with it). Returns them (closed) and the time at
+        which the next check is due."""
         out: list[ProducerBatch] = []
         total = 0
         next_check = now + 3600.0
@@ -292,7 +293,9 @@ class RecordAccumulator:
             for key, dq in items[start:] + items[:start]:
                 if key in muted:
                     continue
-                while dq:
+                room = -1 if capacity is None else capacity(key)
+                taken = 0
+                while dq and taken != room:
                     batch = dq[0]
                     if batch.retry_at > now:
                         next_check = min(next_check, batch.retry_at)
@@ -303,12 +306,13 @@ class RecordAccumulator:
                     size = batch.size
                     if out and total + size > max_bytes:
                         return out, now
+                    if taken and capacity is not None and (batch.attempts or out[-1].attempts):
+                        break
                     dq.popleft()
                     batch.closed = True
                     out.append(batch)
                     total += size
-                    if one_per_partition:
-                        break
+                    taken += 1
                 if not dq:
                     del self._active[key]
         return out, next_check

@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 NO_PRODUCER_ID: Final = -1
 NO_PRODUCER_EPOCH: Final = -1
 MAX_PRODUCER_EPOCH: Final = 32767
+MAX_BATCHES_ON_THE_WIRE: Final = 5  # per partition: the leader's last five batches
 _SEQUENCE_MASK = 0x7FFFFFFF
 
 TopicPartitionKey = tuple[str, int]
@@ -57,6 +58,9 @@ class _PartitionSequences:
     sending: int = 0  # batches of this partition on the wire
     retry_waiting: bool = False
     unresolved: set[ProducerBatch] = field(default_factory=set)
+    # Batches sent with no earlier sequence outstanding: only their OUT_OF_ORDER is a real gap
+    # (requests on separate HTTP/2 streams may reach the leader out of order).
+    sent_first: set[ProducerBatch] = field(default_factory=set)
 
 
 class IdempotenceManager:
@@ -117,6 +121,12 @@ class IdempotenceManager:
             if p.sending and (p.retry_waiting or p.owner != current)
         }
 
+    def capacity(self, tp: TopicPartitionKey) -> int:
+        """How many more batches of `tp` may go on the wire: at most five in all, the batches a
+        leader remembers, so a lost answer is always answered as a duplicate on retry."""
+        p = self._partitions.get(tp)
+        return MAX_BATCHES_ON_THE_WIRE - (p.sending if p is not None else 0)
+
     def assign(self, batch: ProducerBatch) -> None:
         """Before `batch` is built and sent: give it the current id and epoch and the next
         sequence, unless it already holds a sequence of the current epoch (a retry)."""
@@ -134,6 +144,13 @@ class IdempotenceManager:
             batch.owner, batch.base_sequence, batch.data = current, p.next_sequence, None
             p.next_sequence = (p.next_sequence + batch.count) & _SEQUENCE_MASK
             p.unresolved.add(batch)
+        earlier = (
+            b for b in p.unresolved if b.owner == current and b.base_sequence < batch.base_sequence
+        )
+        if any(earlier):
+            p.sent_first.discard(batch)
+        else:
+            p.sent_first.add(batch)
         p.retry_waiting = False
         p.sending += 1
 
@@ -150,6 +167,7 @@ class IdempotenceManager:
         if p is None:
             return
         p.unresolved.discard(batch)
+        p.sent_first.discard(batch)
         if batch.owner == p.owner:
             last = (batch.base_sequence + batch.count - 1) & _SEQUENCE_MASK
             p.last_acked = max(p.last_acked, last)
@@ -170,6 +188,8 @@ class IdempotenceManager:
                 return True
             if batch.base_sequence != ((p.last_acked + 1) & _SEQUENCE_MASK):
                 return True  # an earlier batch failed first: it resolves when that one does
+            if batch not in p.sent_first:
+                return True  # it overtook an earlier batch on the way: send it again
             self.request_epoch_bump(tp, f"sequence gap before {batch.base_sequence}")
             return True
         if error.code == ErrorCode.UNKNOWN_PRODUCER_ID:
@@ -188,6 +208,7 @@ class IdempotenceManager:
         if p is None or batch not in p.unresolved:
             return
         p.unresolved.discard(batch)
+        p.sent_first.discard(batch)
         if batch.owner == self._current:
             self.request_epoch_bump(
                 (batch.topic, batch.partition), f"batch at sequence {batch.base_sequence} failed"

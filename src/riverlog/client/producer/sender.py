@@ -118,7 +118,10 @@ class Sender(threading.Thread):
             while ready and len(self._in_flight) < self._max_in_flight:
                 muted = self._muted if idem is None else self._muted | idem.blocked()
                 batches, next_check = acc.drain(
-                    now, self._config.max_request_size, muted, idem is not None
+                    now,
+                    self._config.max_request_size,
+                    muted,
+                    None if idem is None else idem.capacity,
                 )
                 if not batches:
                     break
