@@ -3,10 +3,14 @@
 acks=all round trips whose followers' logs end byte-identical to the leader's; a killed follower
 leaving the ISR (acks=all carries on without it) and rejoining after its restart;
 min.insync.replicas=2 refusing acks=all with NOT_ENOUGH_REPLICAS when both followers are dead;
-consumers never reading above the high watermark while followers are paused; the ISR counters.
+consumers never reading above the high watermark while followers are paused; a leader kill -9
+losing nothing acknowledged; and KIP-101's divergence case, an old leader's uncommitted tail
+truncated by epoch when it comes back as a follower.
 """
 
 from __future__ import annotations
+
+import time
 
 import pytest
 from replication_harness import ReplicationHarness, make_batch, wait_until
@@ -146,3 +150,46 @@ def test_leader_kill_loses_nothing_acknowledged(harness: ReplicationHarness) -> 
     new_leader = harness.state(topic).leader
     for node in ALL:
         assert harness.log_bytes(node, topic) == harness.log_bytes(new_leader, topic)
+
+
+def test_kip101_divergence_an_old_leaders_uncommitted_tail_is_truncated(
+    harness: ReplicationHarness,
+) -> None:
+    topic = harness.create_topic("divergence")
+    harness.wait_isr(topic, ALL)
+    old_leader, followers = _followers(harness, topic)
+    committed = harness.produce(old_leader, topic, make_batch(5, tag=0))
+    assert committed.error_code == ErrorCode.NONE
+    harness.wait_converged(topic, ALL)
+    # Followers silent for a moment (well within lease and lag time): records written with
+    # acks=1 now reach the leader only and stay uncommitted.
+    for follower in followers:
+        harness.cluster.storage(follower).pause()
+    try:
+        # Let the followers' outstanding long polls (200 ms) answer into their paused sockets,
+        # so no fetch of theirs is waiting at the leader when the records arrive.
+        time.sleep(1.0)
+        doomed = harness.produce(
+            old_leader, topic, make_batch(5, tag=1), acks=common_pb2.ACKS_LEADER
+        )
+        assert (doomed.error_code, doomed.base_offset) == (ErrorCode.NONE, 5)
+        assert harness.log_end_offsets(topic, {old_leader})[old_leader] == (10, 5)
+        harness.cluster.storage(old_leader).kill()
+    finally:
+        for follower in followers:
+            harness.cluster.storage(follower).resume()
+    try:
+        wait_until(lambda: harness.state(topic).leader in followers, 60, "a new leader")
+        # The new leader writes different records at the offsets the old one's tail held.
+        replacement = harness.produce_to_leader(topic, make_batch(5, tag=2))
+        assert (replacement.error_code, replacement.base_offset) == (ErrorCode.NONE, 5)
+    finally:
+        harness.cluster.storage(old_leader).restart()
+    harness.wait_isr(topic, ALL)
+    harness.wait_converged(topic, ALL)
+    leader = harness.state(topic).leader
+    for node in ALL:
+        assert harness.log_bytes(node, topic) == harness.log_bytes(leader, topic)
+    read = harness.read_all(leader, topic)
+    assert [o for o, _ in read] == [0, 5]
+    assert read[1][1][61:] == make_batch(5, tag=2)[61:]  # the new leader's records
