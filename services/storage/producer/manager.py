@@ -61,6 +61,11 @@ class ProducerStateManager:
         self._producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0
         self.rebuild()
+        # One manager per log: a replica stopped and hosted again gets a new one.
+        for hooks in (partition_log.on_roll, partition_log.on_close):
+            hooks[:] = [
+                h for h in hooks if not isinstance(getattr(h, "__self__", None), type(self))
+            ]
         partition_log.on_roll.append(self._on_roll)
         partition_log.on_close.append(self._on_close)
 

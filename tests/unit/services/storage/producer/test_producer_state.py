@@ -282,3 +282,11 @@ def test_snapshots_below_the_first_segment_are_deleted(tmp_path: Path, clock: Ma
     after = list_snapshots(replica.log.dir)
     assert after and all(offset >= first for offset in after)
     assert after[-1] == replica.log.log_end_offset
+
+
+def test_a_new_manager_replaces_the_old_one_on_the_log(replica: Replica) -> None:
+    replica.append(batch(0))
+    old = replica.state
+    replica.state = ProducerStateManager(replica.log, replica.clock)
+    assert len(replica.log.on_roll) == len(replica.log.on_close) == 1
+    assert replica.state is not old and replica.state.last_entry(PID) is not None
