@@ -62,10 +62,8 @@ class ProducerStateManager:
         self.map_end_offset = 0
         self.rebuild()
         # One manager per log: a replica stopped and hosted again gets a new one.
-        for hooks in (partition_log.on_roll, partition_log.on_close):
-            hooks[:] = [
-                h for h in hooks if not isinstance(getattr(h, "__self__", None), type(self))
-            ]
+        partition_log.on_roll[:] = [h for h in partition_log.on_roll if not _ours(h)]
+        partition_log.on_close[:] = [h for h in partition_log.on_close if not _ours(h)]
         partition_log.on_roll.append(self._on_roll)
         partition_log.on_close.append(self._on_close)
 
@@ -250,6 +248,11 @@ class ProducerStateManager:
                     continue
                 position = found.position
             yield from _scan_headers(segment.log, position)
+
+
+def _ours(hook: object) -> bool:
+    """Whether `hook` is a bound method of a ProducerStateManager."""
+    return isinstance(getattr(hook, "__self__", None), ProducerStateManager)
 
 
 def _scan_headers(records: FileRecords, position: int) -> Iterator[BatchHeader]:
