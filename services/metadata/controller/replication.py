@@ -13,9 +13,9 @@ One task (`_reconcile_loop`) reacts to the storage nodes changing and to this in
 becoming the controller; partition writes of every kind take `_writes` in turn, so two
 decisions never race on one instance. Lifecycle: `start()` after the election started,
 `await stop()`. Metrics: OpenTelemetry counters `riverlog.controller.leader_elections` and
-`riverlog.controller.isr_changes` (attribute `change`: shrink or expand; no-ops unless a
-MeterProvider is installed), mirrored in `leader_elections` / `isr_changes` for
-DescribeCluster, which also counts offline and under-replicated partitions from the image.
+`riverlog.controller.isr_changes` (attribute `change`: shrink or expand) and gauges
+`riverlog.controller.offline_partitions` / `under_replicated_partitions` (all no-ops unless a
+MeterProvider is installed); DescribeCluster carries the same counts.
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from opentelemetry import metrics
+from opentelemetry.metrics import CallbackOptions, Observation
 
 from riverlog.common.errors import ErrorCode, RiverlogError
 
@@ -88,6 +89,16 @@ class ReplicationController:
     # --- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> None:
+        _meter.create_observable_gauge(
+            "riverlog.controller.offline_partitions",
+            callbacks=[self._observe_offline],
+            description="partitions with no leader (reported by the active controller)",
+        )
+        _meter.create_observable_gauge(
+            "riverlog.controller.under_replicated_partitions",
+            callbacks=[self._observe_under_replicated],
+            description="partitions whose ISR is smaller than their replicas",
+        )
         self._tasks = [asyncio.create_task(self._reconcile_loop(), name="controller-reconcile")]
         if self.config.auto_leader_rebalance:
             self._tasks.append(
@@ -101,6 +112,22 @@ class ReplicationController:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
+
+    def _partitions(self) -> list[tuple[int, int]]:
+        """(ISR size - replica count, leader) of every partition."""
+        return [
+            (len(p.isr) - len(p.replicas), p.leader)
+            for t in self.image.cluster.topics.values()
+            for p in t.partitions
+        ]
+
+    def _observe_offline(self, _: CallbackOptions) -> Iterable[Observation]:
+        if self.election.is_controller:
+            yield Observation(sum(1 for _, leader in self._partitions() if leader < 0))
+
+    def _observe_under_replicated(self, _: CallbackOptions) -> Iterable[Observation]:
+        if self.election.is_controller:
+            yield Observation(sum(1 for gap, _ in self._partitions() if gap < 0))
 
     def live_storage(self) -> dict[int, int]:
         """Live storage node id → incarnation, from the image."""
