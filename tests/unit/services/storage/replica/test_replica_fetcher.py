@@ -21,6 +21,8 @@ from riverlog.services.storage.replica.fetch import close_results
 from riverlog.services.storage.replica.fetcher import (
     FetcherSettings,
     ReplicaFetcherManager,
+    reset_out_of_range,
+    strip_below,
     truncation_target,
 )
 from riverlog.services.storage.replica.requests import (
@@ -274,5 +276,31 @@ async def test_a_follower_below_the_leaders_log_start_restarts_there(tmp_path: P
         assert (fp.log_start_offset, fp.high_watermark) == (6, 10)
     finally:
         await manager.close()
+        leader.close()
+        follower.close()
+
+
+def test_out_of_range_resets_and_batches_below_the_log_end_are_skipped(tmp_path: Path) -> None:
+    leader, follower = _node(tmp_path, A), _node(tmp_path, B)
+    try:
+        leader.replicas.apply_image(_image(A, 0, 1))
+        follower.replicas.apply_image(_image(A, 0, 1))
+        lp, fp = leader.replicas.partitions[T0], follower.replicas.partitions[T0]
+        lp.append_as_leader(make_batch(3, tag=0))
+        lp.append_as_leader(make_batch(3, tag=1))
+        everything = _read_raw(leader, 0)
+        fp.append_as_follower(_read_raw(leader, 0)[: len(everything) // 2], 0)
+        assert fp.log_end_offset == 3
+        # A fetch answers whole batches from the one holding the fetch offset: the ones
+        # wholly below our log end are dropped before appending.
+        assert strip_below(fp, everything) == everything[len(everything) // 2 :]
+        # Ahead of the leader's log end (the leader lost a tail): truncate to it.
+        fp.append_as_follower(strip_below(fp, everything), 0)
+        reset_out_of_range(fp, FollowerFetchResult(T0, log_start_offset=0, log_end_offset=3))
+        assert fp.log_end_offset == 3
+        # Behind the leader's log start: start afresh there.
+        reset_out_of_range(fp, FollowerFetchResult(T0, log_start_offset=20, log_end_offset=30))
+        assert (fp.log_start_offset, fp.log_end_offset) == (20, 20)
+    finally:
         leader.close()
         follower.close()
