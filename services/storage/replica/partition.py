@@ -170,8 +170,13 @@ class Partition:
         follower's fetcher sees the new epoch and truncates by it before fetching again.)"""
         self.followers.clear()
         if self.role is Role.LEADER:
-            self.leader_epoch_start_offset = self.log.log_end_offset
-            self.log.leader_epoch_cache.assign(self.leader_epoch, self.leader_epoch_start_offset)
+            # A leader restarted within its epoch keeps the epoch's recorded start.
+            cache = self.log.leader_epoch_cache
+            start = cache.start_offset_of(self.leader_epoch)
+            if start is None:
+                start = self.log.log_end_offset
+                cache.assign(self.leader_epoch, start)
+            self.leader_epoch_start_offset = start
             now = self.clock.monotonic_ms()
             for replica in self.replicas:
                 if replica != self.node_id:
