@@ -36,7 +36,8 @@ def test_up_status_down(tmp_path: Path) -> None:
     pids: list[int] = []
     try:
         up = riverlog("cluster", "up", "--data-dir", str(data_dir), "--storage-nodes", "2",
-                      "--metadata-nodes", "2", "--gateways", "1")  # fmt: skip
+                      "--metadata-nodes", "2", "--gateways", "1", "--quota-nodes", "0",
+                      "--coordinators", "0")  # fmt: skip
         assert up.returncode == 0, up.stderr
         state = json.loads((data_dir / "cluster.json").read_text())
         pids = [p["pid"] for p in state["processes"]]
@@ -57,11 +58,13 @@ def test_up_status_down(tmp_path: Path) -> None:
         assert all(p["alive"] and p["pid"] > 0 for p in document["processes"])
         view = document["cluster"]
         assert view["controller_id"] in (1, 2) and view["controller_epoch"] >= 1
+        assert view["offline_partitions"] == 0 and view["under_replicated_partitions"] == 0
         live = {(n["kind"], n["node_id"]) for n in view["live_nodes"]}
         assert {("storage", 1), ("storage", 2), ("gateway", 1)} <= live
 
         text = riverlog("cluster", "status", "--data-dir", str(data_dir))
         assert text.returncode == 0 and "Controller: metadata instance" in text.stdout
+        assert "Partitions: 0 offline, 0 under-replicated" in text.stdout
 
         # The local cluster is the default bootstrap when its data dir is RIVERLOG_HOME.
         home_env = {**env, "RIVERLOG_HOME": str(data_dir)}
