@@ -21,6 +21,21 @@ FAULT_DIR = Path(__file__).resolve().parent
 START_TIMEOUT_S = 60.0
 
 StartCluster = Callable[..., LocalCluster]
+SUMMARIES: list[str] = []
+
+
+@pytest.fixture
+def fault_summary() -> Callable[[str], None]:
+    """`fault_summary(line)`: a line for the end-of-run table of the fault tests (records
+    checked, unavailability), printed even without `-s`."""
+    return SUMMARIES.append
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if SUMMARIES:
+        terminalreporter.section("fault tests: records checked and unavailability")
+        for line in SUMMARIES:
+            terminalreporter.write_line(line)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

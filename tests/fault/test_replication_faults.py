@@ -16,6 +16,7 @@ the harness on what the single-replica foundation already promises.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from faults import (
 from harness import HighWatermarkWatcher, Workload, check, read_back, wait_for_convergence
 
 from riverlog.cluster import LocalCluster
+from riverlog.common.errors import ErrorCode, RiverlogError
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
@@ -62,6 +64,7 @@ class Context:
     affected: list[int] = field(default_factory=list)
     victims: list = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    epochs: dict[int, int] = field(default_factory=dict)
     unclean: bool = False
 
 
@@ -94,12 +97,55 @@ def _leader_victim(ctx: Context) -> None:
     node = description.partitions[0].leader
     ctx.affected = led_by(description, node)
     ctx.victims = [ctx.cluster.storage(node)]
+    ctx.epochs = {p.partition: p.leader_epoch for p in description.partitions}
+
+
+def leadership_moved(ctx: Context) -> None:
+    """Every partition the failed leader led has a leader again, under a higher leader epoch
+    (a resumed zombie cannot have kept its leadership)."""
+
+    def moved() -> bool:
+        now = describe(ctx.cluster, ctx.topic).partitions
+        return all(now[p].leader >= 0 and now[p].leader_epoch > ctx.epochs[p] for p in ctx.affected)
+
+    ok = wait_until(moved, 30)
+    now = describe(ctx.cluster, ctx.topic).partitions
+    ctx.notes.append(f"leader epochs {ctx.epochs} -> {[p.leader_epoch for p in now]}")
+    assert ok, f"leadership of {ctx.affected} did not move to a new epoch: {ctx.notes}"
 
 
 def kill_leader(ctx: Context) -> None:
     _leader_victim(ctx)
     ctx.workload.mark_fault()
     kill(ctx.victims[0])
+
+
+def bounce_leader(rounds: int, sig: str) -> Step:
+    """Kafka's clean_bounce / hard_bounce: `rounds` times, stop the current leader of partition
+    0 (SIGTERM: controlled shutdown, or SIGKILL), wait for another to lead, start it again."""
+
+    def inject(ctx: Context) -> None:
+        _leader_victim(ctx)
+        ctx.affected = list(range(PARTITIONS))
+        ctx.workload.mark_fault()
+        for _ in range(rounds):
+            description = describe(ctx.cluster, ctx.topic)
+            node = description.partitions[0].leader
+            before = description.partitions[0].leader_epoch
+            proc = ctx.cluster.storage(node)
+            if sig == "term":
+                proc.stop()
+            else:
+                kill(proc)
+            moved = wait_until(
+                lambda b=before: describe(ctx.cluster, ctx.topic).partitions[0].leader_epoch > b,
+                PAST_LEASE_S + 5,
+            )
+            ctx.notes.append(f"stopped leader {node} (SIG{sig.upper()}): moved {moved}")
+            restart_all([proc])
+            assert wait_for_full_isr(ctx.cluster, ctx.topic, 30), ctx.notes
+
+    return inject
 
 
 def kill_follower(ctx: Context) -> None:
@@ -196,13 +242,31 @@ def restart_victims(ctx: Context) -> None:
     restart_all(ctx.victims)
 
 
-def nothing(ctx: Context) -> None:
-    """Healing is built into the failure (SIGCONT, etcd restarted)."""
-
-
 def dwell_then_restart(ctx: Context) -> None:
     time.sleep(PAST_LEASE_S)
+    if ctx.epochs:
+        leadership_moved(ctx)
     restart_all(ctx.victims)
+
+
+def already_healed(ctx: Context) -> None:
+    """The failure restarted what it stopped."""
+
+
+def metadata_writable(ctx: Context) -> None:
+    """After etcd came back: the controller can write again (a topic can be created)."""
+    name = f"{ctx.topic}-after"
+
+    def created() -> bool:
+        try:
+            ctx.cluster.create_topic(name, 1, 3, timeout=5)
+        except RiverlogError as e:
+            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+        return describe(ctx.cluster, name).partitions[0].leader >= 0
+
+    ok = wait_until(created, 30, interval=0.5)
+    assert ok, "no topic could be created within 30 s of etcd's restart"
 
 
 def controller_moved(ctx: Context) -> None:
@@ -255,15 +319,17 @@ SCENARIOS = [
     ),
     Scenario("kill-leader", kill_leader, dwell_then_restart),
     Scenario("kill-follower", kill_follower, dwell_then_restart),
+    Scenario("hard-bounce-leader-x3", bounce_leader(3, "kill"), already_healed),
+    Scenario("clean-bounce-leader-x3", bounce_leader(3, "term"), already_healed),
     Scenario("kill-controller", kill_controller, kill_controller_heal),
-    Scenario("pause-leader", pause_leader, nothing),
+    Scenario("pause-leader", pause_leader, leadership_moved),
     Scenario("pause-controller", pause_controller, controller_moved),
     Scenario("kill-all-replicas-at-once", kill_all_replicas, restart_victims),
     Scenario("kill-all-replicas-clean", kill_replicas_one_by_one, restart_stale_first),
     Scenario(
         "kill-all-replicas-unclean", kill_replicas_one_by_one, restart_stale_first, unclean=True
     ),
-    Scenario("restart-etcd", kill_etcd, nothing),
+    Scenario("restart-etcd", kill_etcd, metadata_writable),
 ]
 
 
@@ -272,7 +338,10 @@ SCENARIOS = [
 
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("scenario", [pytest.param(s, id=s.name, marks=s.marks) for s in SCENARIOS])
-def test_acknowledged_records_survive(scenario: Scenario, start_cluster, record_property) -> None:
+def test_acknowledged_records_survive(
+    scenario: Scenario, start_cluster, record_property, fault_summary, caplog
+) -> None:
+    caplog.set_level(logging.INFO, logger="riverlog.client.producer")
     cluster = start_cluster(
         storage_nodes=scenario.storage_nodes, metadata_nodes=scenario.metadata_nodes
     )
@@ -305,6 +374,12 @@ def test_acknowledged_records_survive(scenario: Scenario, start_cluster, record_
     finally:
         workload.stop()
         watcher.stop()
+    if not recovered:
+        print(f"\n{scenario}: sent {workload.sent}, acked {len(workload.acks)}, "
+              f"failures {dict(workload.failures)}; notes {ctx.notes}")  # fmt: skip
+        print(f"  topic: {describe(cluster, topic)}\n  cluster: {describe_cluster(cluster)}")
+        for line in caplog.messages[-20:]:
+            print(f"  sdk: {line}")
     assert recovered, f"{scenario}: no acknowledged produce {RECOVERY_S} s after healing"
     full = scenario.replication_factor == 1 or wait_for_full_isr(cluster, topic, 30)
     description = describe(cluster, topic)
@@ -321,6 +396,11 @@ def test_acknowledged_records_survive(scenario: Scenario, start_cluster, record_
     print(f"  notes {ctx.notes}; full ISR again: {full}; lost (unclean) {len(report.lost)}")
     for problem in report.problems:
         print(f"  {problem}")
+    if report.problems:  # what the producers decided (epoch bumps, retries) explains most
+        for line in caplog.messages:
+            if "epoch" in line or "retry" in line:
+                print(f"  sdk: {line}")
     record_property("summary", summary)
+    fault_summary(summary if not report.problems else f"{summary} FAILED")
     assert not report.problems, "\n".join([summary, *report.problems])
     assert full, f"{scenario}: the ISR did not grow back to every replica: {description}"
