@@ -34,9 +34,12 @@ def local_session(
     *,
     work_dir: Path | None = None,
     conf: dict[str, str] | None = None,
+    fast_start: bool = True,
 ) -> Any:
     """Get or create a SparkSession on `master` with UI off, two shuffle partitions, UTC,
-    loopback-only networking in local mode, a fast-starting JVM and log4j at ERROR."""
+    loopback-only networking in local mode and log4j at ERROR. `fast_start` limits the JVM to
+    its quick JIT tier and serial GC: sessions start seconds sooner, which suits tests and short
+    jobs, but long jobs run slower (the benchmark turns it off)."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -51,7 +54,9 @@ def local_session(
         "spark.sql.shuffle.partitions": "2",
         "spark.default.parallelism": "2",
         "spark.sql.session.timeZone": "UTC",
-        "spark.driver.extraJavaOptions": f"{FAST_START_JVM} -Dlog4j2.configurationFile={log4j}",
+        "spark.driver.extraJavaOptions": (
+            f"{FAST_START_JVM if fast_start else ''} -Dlog4j2.configurationFile={log4j}".strip()
+        ),
         "spark.local.dir": str(work),
     }
     if master.startswith("local"):
