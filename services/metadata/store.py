@@ -12,6 +12,7 @@ Keys, under a root prefix P (default `/riverlog/`, `metadata.etcd.prefix`):
     P partitions/<topic>/<p>      JSON {replicas, leader, leader_epoch, isr, partition_epoch}
     P coordinators/<p>            JSON {coordinator_id, epoch}: owner of __consumer_offsets-p
     P producer_ids/next_block     JSON {next_producer_id, node_id}: the first id not yet handed out
+    P controller_state/storage_incarnations  JSON {node id: incarnation} the controller acted on
 
 Writes are transactions built from `Compare`s and `Op`s. A controller write also compares
 the controller key with the writer's own record (`fenced_txn`), so a deposed controller cannot
@@ -95,6 +96,7 @@ class Keys:
         self.partitions = prefix + "partitions/"
         self.coordinators = prefix + "coordinators/"
         self.producer_ids_next_block = prefix + "producer_ids/next_block"
+        self.storage_incarnations = prefix + "controller_state/storage_incarnations"
 
     def instance(self, instance_id: int) -> str:
         return f"{self.instances}{instance_id}"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Iterable, Sequence
 
@@ -65,6 +66,18 @@ def chunks(updates: Sequence[PartitionUpdate], size: int) -> list[Sequence[Parti
     return [updates[i : i + size] for i in range(0, len(updates), size)]
 
 
+def encode_incarnations(incarnations: dict[int, int]) -> bytes:
+    return json.dumps({str(k): v for k, v in sorted(incarnations.items())}).encode()
+
+
+def decode_incarnations(raw: bytes) -> dict[int, int] | None:
+    try:
+        return {int(k): int(v) for k, v in dict(json.loads(raw)).items()}
+    except (ValueError, TypeError, AttributeError):
+        log.error("ignoring a malformed storage incarnations record: %r", raw[:80])
+        return None
+
+
 class ReplicationController:
     """Partition leadership and ISR writes of the active controller (idle on standbys). Runs
     on the event loop; its handlers are called from RPC tasks."""
@@ -81,6 +94,7 @@ class ReplicationController:
         self._writes = asyncio.Lock()
         self._wake = asyncio.Event()
         self._incarnations: dict[int, int] = {}
+        self._persisted: dict[int, int] | None = None  # as in etcd; None: not read yet
         self._was_controller = False
         self._last_pass = 0.0
         self._tasks: list[asyncio.Task[None]] = []
@@ -196,6 +210,7 @@ class ReplicationController:
             written = await self._write(updates) if updates else []
             if len(written) == len(updates):
                 self._incarnations = live
+                await self._persist_incarnations(live)
             else:
                 self._wake.set()  # some partitions changed meanwhile: decide again for them
             offline = sum(1 for u in written if u.offline)
@@ -210,13 +225,33 @@ class ReplicationController:
                 )
             return written
 
+    async def _load_incarnations(self) -> None:
+        """On taking over: the incarnations the previous controller acted on, so a node
+        restarted while no controller was active is still seen as restarted."""
+        entry = await self.image.store.get(self.keys.storage_incarnations)
+        stored = decode_incarnations(entry.value) if entry is not None else None
+        self._persisted = stored
+        self._incarnations = stored if stored is not None else self.live_storage()
+
+    async def _persist_incarnations(self, live: dict[int, int]) -> None:
+        """Record what this controller acted on (after its partition changes landed: a
+        controller dying in between makes its successor decide again, which is harmless)."""
+        if live == self._persisted:
+            return
+        op = Op(self.keys.storage_incarnations, encode_incarnations(live))
+        if await self.election.write([], [op]) is not None:
+            self._persisted = dict(live)
+
     async def _reconcile_loop(self) -> None:
         while True:
             is_controller = self.election.is_controller
             if is_controller and not self._was_controller:
-                # Restarts before this instance took over cannot be told apart from no
-                # restart: start from the registrations as they are now.
-                self._incarnations = self.live_storage()
+                try:
+                    await self._load_incarnations()
+                except RiverlogError as exc:
+                    log.warning("cannot read the storage incarnations: %s", exc)
+                    await asyncio.sleep(0.5)
+                    continue
                 self._wake.set()
             self._was_controller = is_controller
             if is_controller and self._wake.is_set():

@@ -376,3 +376,47 @@ def test_auto_rebalance_moves_leadership_back_to_preferred_replicas(cluster_fact
             await h.close()
 
     run(go())
+
+
+def test_new_controller_sees_a_restart_that_happened_without_a_controller(cluster_factory):
+    cluster = cluster_factory(2, SHORT)
+
+    def controller() -> int:
+        async def call() -> int:
+            client = MetadataClient(cluster.addresses)
+            try:
+                return (await client.describe_cluster()).controller_id
+            finally:
+                await client.close()
+
+        return run(call())
+
+    [old] = wait_until(lambda: (c := controller()) >= 0 and [c], what="a controller")
+
+    async def go() -> None:
+        h = Harness(cluster.addresses)
+        try:
+            for node in (1, 2):
+                await h.join(node)
+            await h.create("g", 4, 2)
+            before = await h.partitions("g")
+            led = [p.partition for p in before if p.leader == 1]
+            assert led
+            cluster.instances[old].kill9()
+            # Node 1 restarts (a new incarnation replaces its live registration) while no
+            # controller is active: its key never disappears.
+            await h.sessions.pop(1).stop(unregister=False)
+            await h.join(1, incarnation=2)
+            after = await h.wait_partitions(
+                "g",
+                lambda ps: all(p.leader != 1 and 1 not in p.isr for p in ps),
+                timeout_s=60,
+            )
+            for old_p, new_p in zip(before, after, strict=True):
+                if old_p.partition in led:
+                    assert new_p.leader == 2
+                    assert new_p.leader_epoch == old_p.leader_epoch + 1
+        finally:
+            await h.close()
+
+    run(go())

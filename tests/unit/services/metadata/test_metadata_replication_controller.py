@@ -18,9 +18,10 @@ from riverlog.services.metadata.controller.alter_partition import AlterPartition
 from riverlog.services.metadata.controller.replication import (
     PARTITIONS_PER_TXN,
     ReplicationController,
+    decode_incarnations,
 )
 from riverlog.services.metadata.records import partition_decode
-from riverlog.services.metadata.store import Keys
+from riverlog.services.metadata.store import Entry, Keys
 
 
 class FakeElection:
@@ -43,6 +44,7 @@ class FakeElection:
 class FakeImage:
     def __init__(self, topics: list[TopicInfo], nodes: dict[int, int]) -> None:
         self.keys = Keys("/t/")
+        self.incarnations_record: bytes | None = None
         self.revisions: dict[str, int] = {}
         self.listeners: list = []
         self.set(topics, nodes)
@@ -67,6 +69,9 @@ class FakeImage:
     def apply(self, ops) -> None:
         topics = dict(self.cluster.topics)
         for op in ops:
+            if op.key == self.keys.storage_incarnations:
+                self.incarnations_record = op.value
+                continue
             topic, _, number = (
                 self.keys.relative(op.key).removeprefix("partitions/").rpartition("/")
             )
@@ -78,6 +83,11 @@ class FakeImage:
         self.set(
             list(topics.values()), {n.node_id: n.incarnation for n in self.cluster.nodes.values()}
         )
+
+
+def image_record(image: FakeImage) -> dict[int, int] | None:
+    assert image.incarnations_record is not None
+    return decode_incarnations(image.incarnations_record)
 
 
 def topic(n: int, leader: int = 1) -> TopicInfo:
@@ -99,14 +109,19 @@ def test_a_death_is_written_in_fenced_revision_checked_chunks():
     rc, election = controller(image)
     written = asyncio.run(rc.reconcile_once())
     assert len(written) == n
-    assert [len(ops) for _, ops in election.writes] == [PARTITIONS_PER_TXN] * 2 + [50]
-    for compares, ops in election.writes:
+    *partition_writes, (_, [record]) = election.writes
+    assert [len(ops) for _, ops in partition_writes] == [PARTITIONS_PER_TXN] * 2 + [50]
+    # then what the controller acted on, for a successor to tell restarts from returns
+    assert decode_incarnations(record.value) == {2: 1} == image_record(image)
+    for compares, ops in partition_writes:
         assert [c.key for c in compares] == [o.key for o in ops]
         assert all(c.mod_revision == 7 for c in compares)
         assert len(compares) + 1 <= 128 and len(ops) <= 128  # + the controller fence
     assert all(p.leader == 2 and p.leader_epoch == 1 for p in image.cluster.topics["t"].partitions)
     assert rc.leader_elections == n and rc._incarnations == {2: 1}
+    writes = len(election.writes)
     assert asyncio.run(rc.reconcile_once()) == []  # settled
+    assert len(election.writes) == writes  # nothing written, not even the record again
 
 
 def test_a_raced_chunk_is_decided_again():
@@ -148,3 +163,28 @@ def test_standby_and_unknown_senders_are_refused():
     with pytest.raises(RiverlogError) as err:
         asyncio.run(rc.elect_leaders(True, None))
     assert err.value.code == ErrorCode.NOT_CONTROLLER
+
+
+def test_a_successor_tells_a_restart_during_the_gap_from_the_record():
+    image = FakeImage([topic(2)], {1: 5, 2: 1})  # node 1 restarted while nobody controlled
+    image.store = FakeStore({image.keys.storage_incarnations: b'{"1": 4, "2": 1}'})
+    rc, _ = controller(image)
+    rc._incarnations = {}
+
+    async def take_over():
+        await rc._load_incarnations()
+        return await rc.reconcile_once()
+
+    written = asyncio.run(take_over())
+    assert {u.after.leader for u in written} == {2}
+    assert all(u.after.leader_epoch == 1 for u in written)
+    assert image_record(image) == {1: 5, 2: 1}
+
+
+class FakeStore:
+    def __init__(self, values: dict[str, bytes]) -> None:
+        self.values = values
+
+    async def get(self, key: str):
+        value = self.values.get(key)
+        return None if value is None else Entry(value, 1, 0)
