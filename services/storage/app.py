@@ -162,7 +162,9 @@ class StorageNode:
             zero_copy_port=self.zero_copy.port,
             incarnation=self.incarnation,
         )
-        self.membership = MembershipSession(self.metadata, node)
+        self.membership = MembershipSession(
+            self.metadata, node, on_registered=self.fence.on_registered
+        )
         await self.membership.start()
         self.fence.attach(self.membership)
         write_ready_file(

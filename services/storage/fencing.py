@@ -30,7 +30,6 @@ class Lease(Protocol):
     """What the fence reads of a MembershipSession."""
 
     renewed_monotonic: float
-    registrations: int
 
     @property
     def lease_ttl_ms(self) -> int: ...
@@ -47,27 +46,31 @@ class SelfFence:
         self._image_version = image_version
         self._monotonic = monotonic
         self._lease: Lease | None = None
-        self._seen_registrations = 0
         self._required_version = -1
+        self._registrations_seen_by_callback = 0
         self._fenced_logged = False
 
     def attach(self, lease: Lease) -> None:
         self._lease = lease
-        self._seen_registrations = lease.registrations
+
+    def on_registered(self, *_registration: object) -> None:
+        """MembershipSession's `on_registered` callback: every registration after the first
+        means the lease had lapsed; from then on writes wait for an image newer than the one
+        held now (the moment of registering, not of the next produce: images applied in
+        between may predate the registration's own)."""
+        self._registrations_seen_by_callback += 1
+        if self._registrations_seen_by_callback > 1:
+            self._required_version = self._image_version() + 1
+            log.warning(
+                "registered again after the lease lapsed; refusing writes until the image "
+                "passes version %d",
+                self._required_version - 1,
+            )
 
     def may_lead(self) -> bool:
         lease = self._lease
         if lease is None:
             return True  # not registered yet: the controller has named no leader here
-        if lease.registrations != self._seen_registrations:
-            # Registered again (the lease had lapsed): wait for a newer image.
-            self._seen_registrations = lease.registrations
-            self._required_version = self._image_version() + 1
-            log.warning(
-                "membership was renewed by a new registration; refusing writes until the "
-                "image passes version %d",
-                self._required_version - 1,
-            )
         ttl_s = max(lease.lease_ttl_ms, 1) / 1000.0
         expired = self._monotonic() - lease.renewed_monotonic > ttl_s
         stale = self._image_version() < self._required_version

@@ -115,7 +115,6 @@ async def test_a_final_refusal_drops_the_pending_change(tmp_path: Path) -> None:
 class FakeLease:
     def __init__(self) -> None:
         self.renewed_monotonic = 100.0
-        self.registrations = 1
         self.lease_ttl_ms = 3_000
 
 
@@ -125,13 +124,26 @@ def test_self_fence_on_an_old_lease_and_until_a_newer_image() -> None:
     fence = SelfFence(lambda: version[0], lambda: now[0])
     assert fence.may_lead()  # not registered yet
     lease = FakeLease()
+    fence.on_registered()
     fence.attach(lease)
     assert fence.may_lead()
     now[0] = 103.5  # 3.5 s since the last renewal, TTL 3 s: the lease may be gone
     assert not fence.may_lead()
-    # Resumed: the heartbeat found the lease lapsed and registered again.
-    lease.registrations, lease.renewed_monotonic = 2, 103.6
+    # Resumed: the heartbeat found the lease lapsed and registered again at image version 10.
+    fence.on_registered()
+    lease.renewed_monotonic = 103.6
     now[0] = 103.7
     assert not fence.may_lead()  # must first apply an image newer than version 10
     version[0] = 11
+    assert fence.may_lead()
+
+
+def test_self_fence_takes_the_image_version_at_registration_time() -> None:
+    version = [10]
+    fence = SelfFence(lambda: version[0], lambda: 100.0)
+    fence.on_registered()
+    lease = FakeLease()
+    fence.attach(lease)
+    fence.on_registered()  # registered again at version 10
+    version[0] = 12  # images applied before the next produce
     assert fence.may_lead()
