@@ -33,7 +33,7 @@ from riverlog.cluster import LocalCluster
 from riverlog.common.quota.entity import DEFAULT, QuotaEntity
 from riverlog.common.records.builder import BatchBuilder
 from riverlog.common.rpc.channel import CLIENT_ID_KEY
-from riverlog.v1 import data_pb2, gateway_pb2_grpc
+from riverlog.v1 import common_pb2, data_pb2, gateway_pb2_grpc
 
 TOPIC = "quota-bench"
 PARTITIONS = 4
@@ -129,7 +129,7 @@ async def accuracy_case(
         for g, stub in enumerate(stubs):
             partition = (n + g) % PARTITIONS
             request = data_pb2.ProduceRequest(
-                acks=1,
+                acks=common_pb2.ACKS_LEADER,
                 timeout_ms=30_000,
                 partitions=[
                     data_pb2.ProducePartition(topic=TOPIC, partition=partition, records=records)

@@ -1,5 +1,6 @@
-"""A cluster of its own for the quota tests: two gateways and a quota instance (the session
-cluster has neither), one metadata instance and two storage nodes, stopped by PID at the end."""
+"""A cluster of its own for the quota tests: two gateways and two quota instances, so entities
+are sharded between them (the session cluster has neither), one metadata instance and two
+storage nodes, stopped by PID at the end."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def quota_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
         storage_nodes=2,
         metadata_nodes=1,
         gateways=2,
-        quota_nodes=1,
+        quota_nodes=2,
     )
     try:
         local.start(timeout=120)

@@ -16,7 +16,7 @@ from riverlog.common.quota.entity import DEFAULT, QuotaEntity
 from riverlog.common.records.builder import BatchBuilder
 from riverlog.common.records.reader import next_fetch_offset
 from riverlog.common.rpc.channel import CLIENT_ID_KEY
-from riverlog.v1 import admin_pb2, data_pb2, gateway_pb2_grpc
+from riverlog.v1 import admin_pb2, common_pb2, data_pb2, gateway_pb2, gateway_pb2_grpc
 
 pytestmark = pytest.mark.integration
 
@@ -86,7 +86,7 @@ def test_a_quota_set_at_runtime_throttles_within_two_seconds(quota_cluster: Loca
     channel, stub = _stub(quota_cluster.gateway_addresses[1])
     metadata = ((CLIENT_ID_KEY, "runtime-client"),)
     request = data_pb2.ProduceRequest(
-        acks=1,
+        acks=common_pb2.ACKS_LEADER,
         timeout_ms=10_000,
         partitions=[data_pb2.ProducePartition(topic=topic, partition=0, records=_batch(10_000))],
     )
@@ -144,3 +144,47 @@ def test_a_throttled_fetch_is_answered_empty_with_a_throttle_time(
                     offset = next_fetch_offset(p.records, offset)
     assert fetched > 0
     assert len(empties) >= 2 and all(t > 0 for t in empties)
+
+
+def test_plain_record_clients_are_throttled_too(quota_cluster: LocalCluster) -> None:
+    topic = "quota-plain"
+    quota_cluster.create_topic(topic, partitions=1)
+    with _admin(quota_cluster) as admin:
+        admin.alter_client_quotas(
+            [
+                (
+                    QuotaEntity(None, "plain-client"),
+                    {"producer_byte_rate": 5000.0, "consumer_byte_rate": 5000.0},
+                )
+            ]
+        )
+    channel, stub = _stub(quota_cluster.gateway_addresses[1])
+    metadata = ((CLIENT_ID_KEY, "plain-client"),)
+    record = common_pb2.Record(value=b"p" * 20_000, has_value=True)
+    with channel:
+        produce_throttle = 0
+        for _ in range(30):  # the change reaches this gateway within a second
+            produced = stub.ProduceRecords(
+                gateway_pb2.ProduceRecordsRequest(
+                    topic=topic, records=[record], acks=common_pb2.ACKS_LEADER
+                ),
+                metadata=metadata,
+                timeout=30,
+            )
+            assert produced.results[0].error_code == 0
+            if produced.throttle_time_ms > 0:
+                produce_throttle = produced.throttle_time_ms
+                break
+            time.sleep(0.05)
+        assert produce_throttle > 0
+        throttled = None
+        for _ in range(10):
+            response = stub.FetchRecords(
+                gateway_pb2.FetchRecordsRequest(topic=topic, partition=0, offset=0),
+                metadata=metadata,
+                timeout=30,
+            )
+            if response.throttle_time_ms > 0 and not response.records:
+                throttled = response
+                break
+    assert throttled is not None and throttled.next_offset == 0
