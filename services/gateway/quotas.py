@@ -2,20 +2,20 @@
 and put the throttle time in the response.
 
 Kafka answers a client over its quota with a delay, not an error: the response that crosses the
-bound carries `throttle_time_ms`, and the broker mutes the channel for that long. A gRPC
-gateway has no channel to mute (calls from one client may even arrive on different
-connections), so the hold is per metric entity: a request of an entity that is still held waits
-that long before it is handled (bounded by the request's deadline, looked at again every report
-interval since the quota service may lift it). Produce records its batch bytes when it is
-admitted, before it is forwarded, so the concurrent requests of one entity see each other's
-usage (recorded after the answer, five requests in flight would all pass one check); fetch
-records the bytes of its answer; a fetch whose bytes cross the bound is answered empty
+bound carries `throttle_time_ms`, and the broker mutes the channel for that long. A gRPC gateway
+has no channel to mute (calls from one client may even arrive on different connections), so the
+hold is per metric entity: a request of an entity that is still held waits that long before it
+is handled (bounded by the request's deadline, looked at again every `recheck_ms`, 10 ms in the
+gateway, since an answer of the quota service may end it). Produce records its batch bytes when
+it is admitted, before it is forwarded, so the concurrent requests of one entity see each
+other's usage (recorded after the answer, five requests in flight would all pass one check);
+fetch records the bytes of its answer; a fetch whose bytes cross the bound is answered empty
 with the throttle time and its bytes are taken back (Kafka's `unrecordQuotaSensor`), and a fetch
 arriving while the entity is held is answered empty at once. A fetch's `max_bytes` is capped at
 what one quota window allows (Kafka's `getMaxValueInQuotaWindow`), so a large fetch cannot be
-emptied forever. request_percentage records the handler's wall time (the time this gateway
-spent on the request, storage round trips included; an empty long-poll fetch is waiting, not
-work, and records nothing).
+emptied forever. request_percentage records the handler's wall time (the time this gateway spent
+on the request, storage round trips included; an empty long-poll fetch is waiting, not work, and
+records nothing).
 
 All accounting is local (`LocalQuotaView`); the background reporter (`peers/quota.py`) merges
 the quota service's cluster-wide holds and allowances into the same view.
@@ -37,14 +37,12 @@ from .context import UNKNOWN_CLIENT, RequestContext
 log = logging.getLogger(__name__)
 
 _PRODUCE_HOLD = (QuotaType.PRODUCE, QuotaType.REQUEST)
+_FETCH_HOLD = (QuotaType.REQUEST,)
 
 
 def _who(ctx: RequestContext) -> tuple[str, str]:
     """(user, client-id) of a request; a call without client-id is the empty client-id."""
     return ctx.principal, "" if ctx.client_id == UNKNOWN_CLIENT else ctx.client_id
-
-
-_FETCH_HOLD = (QuotaType.REQUEST,)
 
 
 class GatewayQuotas:
@@ -71,16 +69,14 @@ class GatewayQuotas:
 
     async def _hold(self, kinds: tuple[QuotaType, ...], ctx: RequestContext) -> None:
         """Wait while any of `kinds` holds the entity back, looking again at least every
-        report interval (an answer of the quota service may end a hold early)."""
+        `recheck_ms` (an answer of the quota service may end a hold early)."""
         user, client_id = _who(ctx)
         while True:
             remaining = self.remaining_ms(kinds, user, client_id)
             budget = ctx.deadline.remaining()
             if remaining <= 0 or budget <= 0:
                 return
-            await asyncio.sleep(
-                min(remaining, self._recheck_ms) / 1000,
-            )
+            await asyncio.sleep(min(remaining, self._recheck_ms, budget * 1000) / 1000)
 
     async def before_produce(self, ctx: RequestContext, size: int) -> int:
         """Wait while the entity's produce or request quota holds it back, then record the
