@@ -6,10 +6,11 @@ import time
 
 from client_fakes import FakeGateway, FakeServer
 
-from riverlog.client import Producer
+from riverlog.client import Consumer, Producer
 from riverlog.client._connection import GatewayConnection
 from riverlog.client._throttle import ThrottleTracker
 from riverlog.client.config import ProducerConfig
+from riverlog.common.types import TopicPartition
 
 
 class Clock:
@@ -102,3 +103,38 @@ def test_the_producer_sends_nothing_until_the_throttle_time_passed() -> None:
     first, second = gateway.arrivals[:2]
     assert second - first >= 0.29  # the second request waited out the first's throttle time
     assert metrics["produce-throttle-time-max"] == 300.0
+
+
+class ThrottlingFetchGateway(FakeGateway):
+    """Answers every fetch with a throttle time and notes when each fetch arrived."""
+
+    def __init__(self, throttle_ms: int) -> None:
+        super().__init__()
+        self.throttle_ms = throttle_ms
+        self.fetches: list[float] = []
+
+    def Fetch(self, request, context):
+        self.fetches.append(time.monotonic())
+        response = super().Fetch(request, context)
+        response.throttle_time_ms = self.throttle_ms
+        return response
+
+
+def test_the_consumer_fetches_nothing_until_the_throttle_time_passed() -> None:
+    gateway = ThrottlingFetchGateway(400)
+    gateway.create("t")
+    server = FakeServer(gateway)
+    try:
+        consumer = Consumer({"bootstrap.servers": server.address, "fetch.max.wait.ms": 10})
+        consumer.assign([TopicPartition("t", 0)])
+        consumer.seek(TopicPartition("t", 0), 0)
+        deadline = time.monotonic() + 5
+        while len(gateway.fetches) < 2 and time.monotonic() < deadline:
+            consumer.poll(timeout_ms=100)
+        metrics = consumer.metrics()
+        consumer.close()
+    finally:
+        server.stop()
+    assert len(gateway.fetches) >= 2
+    assert gateway.fetches[1] - gateway.fetches[0] >= 0.39
+    assert metrics["fetch-throttle-time-max"] == 400.0
