@@ -226,11 +226,12 @@ class ReplicaFetcherManager:
             asked.append(EpochEndOffsetData(tp, latest, partition.leader_epoch))
         if not asked:
             return
+        epochs = {a.tp: a.current_leader_epoch for a in asked}
         results = await fetcher.endpoint.offsets_for_leader_epoch(self.node_id, asked)
         for result in results:
             partition = self._current(fetcher, result.tp)
-            if partition is None:
-                continue
+            if partition is None or epochs.get(result.tp) != partition.leader_epoch:
+                continue  # moved on to another epoch while the request was out
             self._apply_epoch_end(fetcher, partition, result)
 
     def _apply_epoch_end(
@@ -277,11 +278,14 @@ class ReplicaFetcherManager:
         params = self._fetch_params(fetcher, tps)
         if not params.partitions:
             return
-        asked = {p.tp: p.fetch_offset for p in params.partitions}
+        asked = {p.tp: (p.fetch_offset, p.current_leader_epoch) for p in params.partitions}
         results = await fetcher.endpoint.fetch(params)
         for result in results:
             partition = self._current(fetcher, result.tp)
-            if partition is None or asked.get(result.tp) != partition.log_end_offset:
+            if partition is None or asked.get(result.tp) != (
+                partition.log_end_offset,
+                partition.leader_epoch,
+            ):
                 continue  # moved on (new epoch, truncated) while the fetch was out
             state = fetcher.states[result.tp]
             if not result.ok:
