@@ -7,7 +7,7 @@ Structured Streaming job with an event-time watermark, into another Riverlog top
 1. creates the topics `page-views` (3 partitions) and `page-view-counts` (1), if missing;
 2. produces `--events` JSON page views (`{"user", "page", "ts"}`, ts in ms, keyed by user, record
    timestamp = event time) spread over ten minutes of event time that ends now, a few seconds
-   out of order, plus a handful of events 10 minutes late that the watermark drops;
+   out of order, then a handful that arrive ten minutes late, which the watermark drops;
 3. runs the streaming job with trigger(availableNow=True): read `page-views` → parse the JSON →
    watermark of 1 minute on the event time → count per (1-minute window, page) → in append
    mode, each window once the watermark has passed it, written in each micro-batch
@@ -51,24 +51,22 @@ def ensure_topics(bootstrap: str) -> None:
 
 
 def generate(bootstrap: str, events: int, seed: int) -> int:
-    """Produce page views over the ten minutes before now; returns how many were sent."""
+    """Produce page views over the ten minutes before now, then a few that arrive ten minutes
+    late (one in 2,000), which the watermark drops; returns how many were sent."""
     rng = random.Random(seed)
     now_ms = int(time.time() * 1000)
     start_ms = now_ms - 10 * 60_000
     step = (now_ms - start_ms) / max(events, 1)
-    sent = 0
+    late = [start_ms + rng.randrange(60_000) for _ in range(events // 2_000)]
+    on_time = [int(start_ms + i * step) - rng.randrange(5_000) for i in range(events - len(late))]
     with Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "all"}) as producer:
-        for i in range(events):
-            ts = int(start_ms + i * step) - rng.randrange(0, 5_000)  # a little out of order
-            if i % 2_000 == 1_999:
-                ts -= 10 * 60_000  # far too late: dropped by the watermark
+        for ts in on_time + late:  # on time but a few seconds out of order, then the late ones
             user = f"user-{rng.randrange(500)}"
             page = rng.choices(PAGES, WEIGHTS)[0]
             value = json.dumps({"user": user, "page": page, "ts": ts})
             producer.send(EVENTS_TOPIC, value.encode(), user.encode(), timestamp_ms=ts)
-            sent += 1
         producer.flush()
-    return sent
+    return len(on_time) + len(late)
 
 
 def build_job(spark: Any, bootstrap: str, out: Path, max_per_trigger: int) -> Any:
@@ -192,12 +190,17 @@ def main(argv: list[str] | None = None) -> None:
     started = time.monotonic()
     query = build_job(spark, bootstrap, out, args.max_offsets_per_trigger)
     query.awaitTermination()
-    batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    progress = query.recentProgress
+    batches = [p for p in progress if p["numInputRows"] > 0]
     rows = sum(p["numInputRows"] for p in batches)
+    dropped = sum(
+        op.get("numRowsDroppedByWatermark", 0) for p in progress for op in p["stateOperators"]
+    )
+    watermark = progress[-1]["eventTime"].get("watermark", "-") if progress else "-"
     print(
         f"streaming job read {rows} events in {len(batches)} micro-batches "
-        f"({time.monotonic() - started:.1f} s); watermark now "
-        f"{query.lastProgress['eventTime'].get('watermark', '-') if query.lastProgress else '-'}"
+        f"({time.monotonic() - started:.1f} s); {dropped} arrived behind the watermark and were "
+        f"dropped; watermark now {watermark}"
     )
     report(spark, bootstrap, out)
     spark.stop()
