@@ -211,9 +211,21 @@ def parse_read_options(raw: Mapping[str, str], *, streaming: bool) -> ReadOption
         starting = parse_offset_spec(
             "startingOffsets", options.get("startingoffsets"), "latest" if streaming else "earliest"
         )
-    if streaming and "endingoffsets" in options:
-        raise RiverlogOptionError("option 'endingOffsets' is for batch reads only")
-    ending = parse_offset_spec("endingOffsets", options.get("endingoffsets"), "latest")
+    ending_keys = ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
+    if streaming and any(k in options for k in ending_keys):
+        raise RiverlogOptionError("the options 'endingOffsets...' are for batch reads only")
+    end_timestamp = _int_option(options, "endingTimestamp", None, 0)
+    if end_timestamp is not None:  # the end is the first offset at or after it (exclusive)
+        ending = OffsetSpec("timestamp", timestamp=end_timestamp)
+    elif "endingoffsetsbytimestamp" in options:
+        ending = OffsetSpec(
+            "timestamps",
+            per_partition=parse_partition_map(
+                "endingOffsetsByTimestamp", options["endingoffsetsbytimestamp"]
+            ),
+        )
+    else:
+        ending = parse_offset_spec("endingOffsets", options.get("endingoffsets"), "latest")
     if ending.kind == "earliest":
         raise RiverlogOptionError("option 'endingOffsets' cannot be 'earliest'")
     if not streaming and starting.kind == "latest":

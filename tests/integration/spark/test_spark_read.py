@@ -95,15 +95,18 @@ def test_subscribe_pattern_and_register_call(spark, gateway_address, new_topic):
     assert sorted(bytes(r.value) for r in df.collect()) == [b"a", b"b"]
 
 
-def test_starting_timestamp_starts_each_partition_at_that_time(spark, gateway_address, new_topic):
+def test_starting_and_ending_timestamps_select_that_time_range(spark, gateway_address, new_topic):
     topic = new_topic(partitions=3)
     sent = produce(gateway_address, topic, _records(30))  # timestamps T0 + i
     df = (
         _reader(spark, gateway_address)
         .option("subscribe", topic)
         .option("startingTimestamp", str(T0 + 20))
+        .option("endingTimestamp", str(T0 + 27))
         .load()
     )
     got = sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
-    want = sorted((r["partition"], r["offset"]) for r in sent if r["timestamp_ms"] >= T0 + 20)
+    want = sorted(
+        (r["partition"], r["offset"]) for r in sent if T0 + 20 <= r["timestamp_ms"] < T0 + 27
+    )
     assert got == want

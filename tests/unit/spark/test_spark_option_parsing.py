@@ -45,9 +45,15 @@ def test_options_are_case_insensitive_and_offsets_json_is_parsed():
     assert opts.fail_on_data_loss is False
 
 
-def test_starting_timestamp():
+def test_starting_and_ending_timestamps():
     opts = parse_read_options({**BOOT, "subscribe": "t", "startingTimestamp": "17"}, streaming=True)
     assert (opts.starting.kind, opts.starting.timestamp) == ("timestamp", 17)
+    opts = parse_read_options(
+        {**BOOT, "subscribe": "t", "endingOffsetsByTimestamp": '{"t": {"0": 99}}'},
+        streaming=False,
+    )
+    assert opts.ending.kind == "timestamps"
+    assert dict(opts.ending.per_partition) == {("t", 0): 99}
 
 
 @pytest.mark.parametrize(
@@ -82,8 +88,9 @@ def test_bootstrap_is_required_and_kafka_alias_works():
 
 
 def test_endingoffsets_is_for_batch_only():
-    with pytest.raises(RiverlogOptionError, match="batch reads only"):
-        parse_read_options({**BOOT, "subscribe": "t", "endingOffsets": "latest"}, streaming=True)
+    for key in ("endingOffsets", "endingTimestamp"):
+        with pytest.raises(RiverlogOptionError, match="batch reads only"):
+            parse_read_options({**BOOT, "subscribe": "t", key: "5"}, streaming=True)
 
 
 def test_write_options_pass_producer_keys_through():
