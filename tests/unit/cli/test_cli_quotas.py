@@ -63,3 +63,9 @@ def test_every_gateway_command_takes_user_and_password(monkeypatch) -> None:
     assert (conf["sasl.username"], conf["sasl.password"]) == ("alice", "from-env")
     anonymous = client_config(parse("users", "list"))
     assert "sasl.username" not in anonymous
+
+
+def test_values_print_as_typed() -> None:
+    from riverlog.cli.commands.quotas import number
+
+    assert (number(1048576.0), number(12.5)) == ("1048576", "12.5")

@@ -97,6 +97,11 @@ def entity_text(entity: QuotaEntity) -> str:
     return ",".join(parts)
 
 
+def number(value: float) -> str:
+    """A quota value as typed: whole numbers without a fraction or exponent."""
+    return str(int(value)) if value.is_integer() else f"{value:g}"
+
+
 def _values(args: argparse.Namespace) -> dict[str, float]:
     values = {key: getattr(args, key) for key, _ in _KEYS if getattr(args, key) is not None}
     for key, raw in getattr(args, "config", []):
@@ -116,7 +121,7 @@ def run_set(args: argparse.Namespace) -> int:
     with admin_client(args) as admin:
         admin.alter_client_quotas([(entity, changes)], validate_only=args.validate_only)
     verb = "Validated" if args.validate_only else "Set"
-    shown = ", ".join(f"{k}={v:g}" for k, v in sorted(values.items()))
+    shown = ", ".join(f"{k}={number(v)}" for k, v in sorted(values.items()))
     print(f"{verb} {shown} for {entity_text(entity)} ({entity.path}).", file=sys.stderr)
     return EXIT_OK
 
@@ -156,7 +161,7 @@ def run_describe(args: argparse.Namespace) -> int:
                     (
                         entity_text(e),
                         e.path,
-                        ",".join(f"{k}={x:g}" for k, x in sorted(v.items())),
+                        ",".join(f"{k}={number(x)}" for k, x in sorted(v.items())),
                     )
                     for e, v in rows
                 ],
