@@ -1,0 +1,48 @@
+"""The quota service unreachable: the gateway keeps enforcing with its local view and says so
+once in its log (not per request), and takes the service back when it returns."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from riverlog.client import AdminClient, Producer
+from riverlog.cluster import LocalCluster
+from riverlog.common.quota.entity import QuotaEntity
+
+pytestmark = [pytest.mark.integration, pytest.mark.fault, pytest.mark.timeout(180)]
+
+
+def _throttled(producer: Producer, topic: str, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for _ in range(50):
+            producer.send(topic, b"d" * 1000)
+        producer.flush(30)
+        if producer.metrics()["produce-throttle-time-max"] > 0:
+            return True
+    return False
+
+
+def test_gateways_enforce_alone_while_the_quota_service_is_down(tmp_path: Path) -> None:
+    cluster = LocalCluster(tmp_path, storage_nodes=1, metadata_nodes=1, gateways=1, quota_nodes=1)
+    with cluster:
+        cluster.create_topic("down", partitions=1)
+        bootstrap = cluster.gateway_address
+        quota = cluster.quota(1)
+        quota.kill()
+        with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+            entity = QuotaEntity(None, "alone")
+            admin.alter_client_quotas([(entity, {"producer_byte_rate": 20_000.0})])
+        conf = {"bootstrap.servers": bootstrap, "client.id": "alone", "linger.ms": 0}
+        with Producer(conf) as producer:
+            assert _throttled(producer, "down", 30)
+        log = Path(cluster.gateway(1).log_path).read_text()
+        assert log.count("unreachable") == 1, log[-2000:]
+        quota.start(timeout=60)
+        deadline = time.monotonic() + 15
+        while "reachable again" not in Path(cluster.gateway(1).log_path).read_text():
+            assert time.monotonic() < deadline, "the gateway never reached the new instance"
+            time.sleep(0.2)
