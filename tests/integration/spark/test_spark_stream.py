@@ -11,6 +11,7 @@ import pytest
 from spark_helpers import produce
 
 from riverlog.client import AdminClient
+from riverlog.common.types import TopicPartition
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -121,3 +122,18 @@ def test_processing_time_trigger_reads_records_as_they_arrive(
     finally:
         query.stop()
     assert sorted(seen) == sorted((r["partition"], r["offset"], r["value"]) for r in sent)
+
+
+def test_records_deleted_before_a_stream_read_them(spark, gateway_address, new_topic, tmp_path):
+    topic = new_topic(partitions=1)
+    checkpoint, out = tmp_path / "checkpoint", tmp_path / "out"
+    produce(gateway_address, topic, [{"value": b"a%d" % i} for i in range(10)])
+    _run_available_now(spark, gateway_address, topic, checkpoint, out)
+    produce(gateway_address, topic, [{"value": b"b%d" % i} for i in range(10)])
+    with AdminClient({"bootstrap.servers": gateway_address}) as admin:
+        admin.delete_records({TopicPartition(topic, 0): 15})  # 10..14 never read
+
+    with pytest.raises(Exception, match="failOnDataLoss"):
+        _run_available_now(spark, gateway_address, topic, checkpoint, out)
+    _run_available_now(spark, gateway_address, topic, checkpoint, out, failOnDataLoss="false")
+    assert [offset for _, offset, _ in _read_sink(spark, out)] == [*range(10), *range(15, 20)]
