@@ -138,7 +138,13 @@ class RangeReader:
                 )
             ]
         )
-        answer = self._connect().ListOffsets(request, timeout=self._timeout_s).partitions[0]
+        try:
+            response = self._connect().ListOffsets(
+                request, timeout=self._timeout_s, metadata=self._metadata
+            )
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+        answer = response.partitions[0]
         if answer.error_code != ErrorCode.NONE:
             raise error_for(answer.error_code, answer.error_message)
         return int(answer.offset)
