@@ -426,3 +426,13 @@ def test_auto_commit_before_a_rebalance_precedes_the_revoke() -> None:
     assert after[:2] == ["commit", "join"]  # positions committed, then the rejoin
     assert group.offsets[T[2]] == (11, "")
     assert [kind for kind, _ in rec.events] == ["assigned", "revoked", "assigned"]
+
+
+def test_a_join_answered_between_polls_is_applied_by_the_next_poll() -> None:
+    group = FakeGroupCoordinator()
+    c, subs, rec = make(group, group_instance_id="i-1")  # joins in one round trip
+    c.poll(0)  # sends the join; with no time to wait, returns at once
+    _wait(lambda: c.state == MemberState.STABLE)  # the join thread got its answer
+    assert c.poll(0)
+    assert rec.events == [("assigned", frozenset(T))]
+    assert set(subs.partitions) == set(T)

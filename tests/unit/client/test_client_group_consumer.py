@@ -158,7 +158,7 @@ def test_position_of_a_group_partition_comes_from_the_committed_offset(
     with member(server) as c:
         c.subscribe(["t"])
         for _ in range(20):
-            c.poll(timeout_ms=0, max_records=1)
+            c.poll(timeout_ms=100, max_records=1)
             if c.assignment():
                 break
         assert c.position(TP0) >= 3

@@ -109,6 +109,7 @@ class ConsumerCoordinator(JoinCycle):
         """Give up the assignment (listener called) and leave the group."""
         self._on_leave_prepare()
         self.maybe_leave_group("the consumer unsubscribed")
+        self._join_future = None  # abandoned: its answer is never applied
         self.subs.unsubscribe()
         with self.lock:
             self._assignment_snapshot = None
@@ -127,7 +128,7 @@ class ConsumerCoordinator(JoinCycle):
             self.offsets.maybe_auto_commit(self._consumed)
             return True
         self._maybe_refresh_metadata()
-        if self.rejoin_needed:
+        if self.joining:
             if self._heartbeat_thread:
                 self.heartbeat.start()
             joined = self.ensure_active_group(timeout_s)
@@ -339,6 +340,7 @@ class ConsumerCoordinator(JoinCycle):
             self.offsets.wait_pending(timeout_s)
             self._on_leave_prepare()
             self.maybe_leave_group("the consumer is being closed")
+            self._join_future = None
         finally:
             with self.lock:
                 self._closed = True

@@ -2,12 +2,14 @@
 JoinGroup (with the MEMBER_ID_REQUIRED round trip), the leader's client-side assignment with
 the shared assignors, SyncGroup, the error handling between them, and LeaveGroup.
 
-Threads: `ensure_active_group` and the hooks it calls (`on_join_prepare`, `on_join_complete`)
-run on the consumer's thread; `request_rejoin`, `reset_generation`, `fail` and
+Threads: JoinGroup parks on the coordinator until the group's members have rejoined (up to the
+rebalance timeout, max.poll.interval.ms as in Kafka), so the JoinGroup + SyncGroup round trip
+runs on a join thread of its own while poll() returns on time; a later poll() applies the
+answer. `ensure_active_group` and the hooks it calls (`on_join_prepare`, `on_join_complete`:
+the listener) run on the consumer's thread; `request_rejoin`, `reset_generation`, `fail` and
 `maybe_leave_group` may also be called by the heartbeat thread. Shared fields change under
-`self.lock`, and no RPC is sent while holding it. JoinGroup blocks on the coordinator until the
-group's members have rejoined (up to the rebalance timeout, which is max.poll.interval.ms, as in
-Kafka), so a poll() that joins may take longer than its timeout.
+`self.lock`, no RPC is sent while holding it, and a join the member abandoned (it left the
+group meanwhile) changes nothing: every round trip carries the epoch it started in.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
+from concurrent import futures
+from dataclasses import dataclass
 from typing import Protocol
 
 from riverlog.common.assignors import (
@@ -46,6 +50,19 @@ _RETRY_NOW = frozenset(
         ErrorCode.REBALANCE_IN_PROGRESS,
     }
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Joined:
+    """A round trip that ended in a stable generation, for the consumer's thread to apply."""
+
+    generation: Generation
+    assignment: Assignment
+    epoch: int
+
+
+JoinOutcome = Joined | bool | None
+"""Joined, False (retry at once) or None (back off first)."""
 
 
 class TopicSource(Protocol):
@@ -85,6 +102,8 @@ class JoinCycle:
         self._fatal: RiverlogError | None = None
         self._assignment_snapshot: dict[str, int] | None = None
         self.rebalances = 0
+        self._join_future: futures.Future[JoinOutcome] | None = None
+        self._join_epoch = 0
         self._join_timeout_s = (
             max(config.request_timeout_ms, config.max_poll_interval_ms + 5000) / 1000
         )
@@ -95,6 +114,11 @@ class JoinCycle:
     @property
     def rejoin_needed(self) -> bool:
         return self._rejoin_needed or self.state != MemberState.STABLE
+
+    @property
+    def joining(self) -> bool:
+        """A rejoin is needed, or a join's answer waits to be applied by the next poll()."""
+        return self._join_future is not None or self.rejoin_needed
 
     def request_rejoin(self, reason: str) -> None:
         with self.lock:
@@ -158,22 +182,67 @@ class JoinCycle:
     # ---- the cycle -----------------------------------------------------------------------
 
     def ensure_active_group(self, timeout_s: float) -> bool:
-        """Join until the member is in a stable generation, or `timeout_s` has passed (one
-        attempt at least). Raises fatal errors."""
+        """Join until the member is in a stable generation, or `timeout_s` has passed. The
+        JoinGroup/SyncGroup round trip runs on a join thread (it parks on the coordinator until
+        every member rejoined), so a poll() returns on time and a later one picks the answer
+        up, as Kafka's consumer does; the listener runs here, on the consumer's thread."""
         deadline = time.monotonic() + timeout_s
-        while self.rejoin_needed:
+        while self.joining:
             self.raise_fatal()
-            if self._needs_join_prepare:
-                self._needs_join_prepare = False
-                self.on_join_prepare()
-            outcome = self._join_once()
-            if outcome is True:
+            future = self._join_future
+            if future is None:
+                if self._needs_join_prepare:
+                    self._needs_join_prepare = False
+                    self.on_join_prepare()
+                future = self._join_future = self._start_join()
+            if not future.done():
+                futures.wait([future], timeout=max(deadline - time.monotonic(), 0.0))
+                if not future.done():
+                    return False  # still joining: a later poll() picks the answer up
+            self._join_future = None
+            outcome = future.result()  # fatal errors of the round trip are raised here
+            if isinstance(outcome, Joined):
+                if outcome.epoch == self._join_epoch:
+                    self._heartbeat_reset()
+                    self.on_join_complete(outcome.generation, outcome.assignment)
+                    self._needs_join_prepare = True
                 continue  # a cooperative follow-up may have asked for another round
             if time.monotonic() >= deadline:
                 return False
             if outcome is None:
                 time.sleep(min(self.config.retry_backoff_ms / 1000, deadline - time.monotonic()))
         return True
+
+    def _start_join(self) -> futures.Future[JoinOutcome]:
+        """Consumer thread: build the JoinGroup (the subscription is read here) and run the
+        round trip on a new daemon thread (a new one each time, so an abandoned join still
+        parked on the coordinator never delays the next)."""
+        with self.lock:
+            self._set_state(MemberState.PREPARING_REBALANCE)
+            self._rejoin_needed = False
+            reason = self._rejoin_reason
+            epoch = self._join_epoch
+        request = JoinRequest(
+            group_id=self.group_id,
+            member_id=self.generation.member_id,
+            group_instance_id=self.instance_id,
+            session_timeout_ms=self.config.session_timeout_ms,
+            rebalance_timeout_ms=self.config.max_poll_interval_ms,
+            protocol_type=self.protocol_type,
+            protocols=self._join_protocols(),
+            reason=reason,
+        )
+        future: futures.Future[JoinOutcome] = futures.Future()
+
+        def run() -> None:
+            try:
+                future.set_result(self._round_trip(request, epoch))
+            except BaseException as e:
+                future.set_exception(e)
+
+        name = f"riverlog-join-{self.group_id}"
+        threading.Thread(target=run, name=name, daemon=True).start()
+        return future
 
     def _join_protocols(self) -> list[tuple[str, bytes]]:
         topics = sorted(self.subs.subscription)
@@ -199,32 +268,22 @@ class JoinCycle:
             for assignor in self.assignors
         ]
 
-    def _join_once(self) -> bool | None:
-        """One JoinGroup + SyncGroup. True: stable; False: retry at once; None: back off."""
-        with self.lock:
-            self._set_state(MemberState.PREPARING_REBALANCE)
-            self._rejoin_needed = False
-            reason = self._rejoin_reason
-        request = JoinRequest(
-            group_id=self.group_id,
-            member_id=self.generation.member_id,
-            group_instance_id=self.instance_id,
-            session_timeout_ms=self.config.session_timeout_ms,
-            rebalance_timeout_ms=self.config.max_poll_interval_ms,
-            protocol_type=self.protocol_type,
-            protocols=self._join_protocols(),
-            reason=reason,
-        )
+    def _round_trip(self, request: JoinRequest, epoch: int) -> JoinOutcome:
+        """Join thread: one JoinGroup + SyncGroup. Joined: stable; False: retry at once;
+        None: back off. State changes only while `epoch` is current (not left meanwhile)."""
         try:
             result = self.api.join_group(request, self._join_timeout_s)
         except RiverlogError as e:
-            return self._failed("JoinGroup", e.code, e.message)
+            return self._failed("JoinGroup", e.code, e.message, epoch)
         if result.error_code != ErrorCode.NONE:
             if result.error_code == ErrorCode.MEMBER_ID_REQUIRED:
                 with self.lock:
-                    self.generation = Generation(member_id=result.member_id)
-            return self._failed("JoinGroup", result.error_code, result.error_message)
+                    if epoch == self._join_epoch:
+                        self.generation = Generation(member_id=result.member_id)
+            return self._failed("JoinGroup", result.error_code, result.error_message, epoch)
         with self.lock:
+            if epoch != self._join_epoch:
+                return False
             self.generation = Generation(
                 result.generation_id, result.member_id, result.protocol_name
             )
@@ -239,13 +298,13 @@ class JoinCycle:
                 self.member(), self.protocol_type, assignments, self._timeout_s
             )
         except RiverlogError as e:
-            return self._failed("SyncGroup", e.code, e.message)
+            return self._failed("SyncGroup", e.code, e.message, epoch)
         if sync.error_code != ErrorCode.NONE:
-            return self._failed("SyncGroup", sync.error_code, sync.error_message)
+            return self._failed("SyncGroup", sync.error_code, sync.error_message, epoch)
         assignment = decode_assignment(sync.assignment) if sync.assignment else Assignment([])
         with self.lock:
-            if self._rejoin_needed and self.state != MemberState.COMPLETING_REBALANCE:
-                return False  # the heartbeat thread reset us meanwhile
+            if epoch != self._join_epoch or self.state != MemberState.COMPLETING_REBALANCE:
+                return False  # left, or reset by the heartbeat thread meanwhile
             self._set_state(MemberState.STABLE)
             generation = self.generation
             self.rebalances += 1
@@ -257,17 +316,16 @@ class JoinCycle:
             " (leader)" if result.is_leader else "",
             len(assignment.partitions),
         )
-        self._heartbeat_reset()
-        self.on_join_complete(generation, assignment)
-        self._needs_join_prepare = True
-        return True
+        return Joined(generation, assignment, epoch)
 
     def _heartbeat_reset(self) -> None:
         """A new generation: subclasses restart heartbeat timers."""
 
-    def _failed(self, call: str, code: ErrorCode, message: str) -> bool | None:
+    def _failed(self, call: str, code: ErrorCode, message: str, epoch: int) -> bool | None:
         """Handle a failed JoinGroup/SyncGroup: reset what the error says, raise fatal ones."""
         with self.lock:
+            if epoch != self._join_epoch:
+                return False  # an abandoned join (the member left): nothing to change
             self._rejoin_needed = True
             if self.state != MemberState.UNJOINED:
                 self.state = MemberState.UNJOINED
@@ -311,6 +369,7 @@ class JoinCycle:
         with self.lock:
             member = self.member()
             in_group = self.state != MemberState.UNJOINED and member.member_id != ""
+            self._join_epoch += 1  # a join in flight is abandoned
             self.generation = Generation()
             self.state = MemberState.UNJOINED
             self._rejoin_needed = True
