@@ -58,19 +58,31 @@ def fetch_request_to_proto(params: FetchParams) -> data_pb2.FetchRequest:
     return request
 
 
-def follower_results_from_proto(response: data_pb2.FetchResponse) -> list[FollowerFetchResult]:
-    return [
-        FollowerFetchResult(
-            tp=TopicPartition(p.topic, p.partition),
-            error=code_of(p.error_code),
-            error_message=p.error_message,
-            high_watermark=p.high_watermark,
-            log_start_offset=p.log_start_offset,
-            log_end_offset=p.log_end_offset,
-            records=p.records,
+def follower_results_from_proto(
+    response: data_pb2.FetchResponse, raw: bytes | None = None
+) -> list[FollowerFetchResult]:
+    """The results; with `raw` (the zero-copy channel's bytes after the header) each
+    partition's records are a slice of it, not a copy."""
+    view = memoryview(raw) if raw is not None else None
+    pos = 0
+    results: list[FollowerFetchResult] = []
+    for p in response.partitions:
+        records: bytes | memoryview = p.records
+        if view is not None:
+            records = view[pos : pos + p.zero_copy_records_size]
+            pos += p.zero_copy_records_size
+        results.append(
+            FollowerFetchResult(
+                tp=TopicPartition(p.topic, p.partition),
+                error=code_of(p.error_code),
+                error_message=p.error_message,
+                high_watermark=p.high_watermark,
+                log_start_offset=p.log_start_offset,
+                log_end_offset=p.log_end_offset,
+                records=records,
+            )
         )
-        for p in response.partitions
-    ]
+    return results
 
 
 class LeaderClient:
@@ -93,7 +105,8 @@ class LeaderClient:
     async def fetch(self, params: FetchParams) -> list[FollowerFetchResult]:
         request = fetch_request_to_proto(params)
         if self._zero_copy is not None:
-            response = await self._zero_copy.fetch(request)
+            response, raw = await self._zero_copy.fetch_raw(request)
+            results = follower_results_from_proto(response, raw)
         else:
             try:
                 response = await self._stub.Fetch(
@@ -101,7 +114,7 @@ class LeaderClient:
                 )
             except grpc.RpcError as exc:
                 raise from_rpc_error(exc) from None
-        results = follower_results_from_proto(response)
+            results = follower_results_from_proto(response)
         self.bytes_fetched += sum(len(r.records) for r in results)
         return results
 

@@ -363,7 +363,7 @@ def truncation_target(
     return min(leader_end_offset, follower_end, leo), True
 
 
-def strip_below(partition: Partition, records: bytes) -> bytes:
+def strip_below(partition: Partition, records: bytes | memoryview) -> bytes | memoryview:
     """Drop whole batches that end below our log end offset (a fetch answers with whole
     stored batches starting at or before the fetch offset)."""
     leo = partition.log_end_offset

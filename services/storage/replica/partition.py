@@ -407,7 +407,9 @@ class Partition:
 
     # --- replication (follower side) ---------------------------------------------------------
 
-    def append_as_follower(self, records: bytes, leader_high_watermark: int) -> AppendInfo | None:
+    def append_as_follower(
+        self, records: bytes | memoryview, leader_high_watermark: int
+    ) -> AppendInfo | None:
         """Append fetched batches unchanged, then take the leader's high watermark (capped by
         our log end offset). Returns None when `records` is empty."""
         info = self.log.append_as_follower(records) if records else None

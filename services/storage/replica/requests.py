@@ -150,7 +150,8 @@ class FollowerFetchResult(_Result):
     high_watermark: int = NO_OFFSET
     log_start_offset: int = NO_OFFSET
     log_end_offset: int = NO_OFFSET
-    records: bytes = b""
+    # The zero-copy channel hands a slice of the bytes received after the header (no copy).
+    records: bytes | memoryview = b""
 
 
 # --- list offsets and delete records -----------------------------------------------------------

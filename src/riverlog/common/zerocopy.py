@@ -186,6 +186,16 @@ class AsyncZeroCopyFetchClient:
                 pass
 
     async def fetch(self, request: data_pb2.FetchRequest) -> data_pb2.FetchResponse:
+        response, raw = await self.fetch_raw(request)
+        fill_records(response, raw)
+        return response
+
+    async def fetch_raw(
+        self, request: data_pb2.FetchRequest
+    ) -> tuple[data_pb2.FetchResponse, bytes]:
+        """The response as sent (partitions carry `zero_copy_records_size`, not `records`) and
+        the raw bytes that followed it, partition after partition: for callers that slice the
+        records themselves instead of copying them into the messages (follower replication)."""
         timeout = self.timeout_s + max(request.max_wait_ms, 0) / 1000.0
         async with self._lock:
             try:
@@ -212,7 +222,9 @@ class AsyncZeroCopyFetchClient:
                 self._writer = self._reader = None
                 raise
 
-    async def _exchange(self, request: data_pb2.FetchRequest) -> data_pb2.FetchResponse:
+    async def _exchange(
+        self, request: data_pb2.FetchRequest
+    ) -> tuple[data_pb2.FetchResponse, bytes]:
         if self._writer is None:
             self._reader, self._writer = await asyncio.open_connection(
                 self.host, self.port, limit=1024 * 1024
@@ -225,5 +237,4 @@ class AsyncZeroCopyFetchClient:
         response = _parse_header(await self._reader.readexactly(length))
         total = records_total(response)
         raw = await self._reader.readexactly(total) if total else b""
-        fill_records(response, raw)
-        return response
+        return response, raw
