@@ -323,6 +323,14 @@ SCENARIOS = [
     Scenario("clean-bounce-leader-x3", bounce_leader(3, "term"), already_healed),
     Scenario("kill-controller", kill_controller, kill_controller_heal),
     Scenario("pause-leader", pause_leader, leadership_moved),
+    # The same with Kafka's default request.timeout.ms (30 s, longer than the pause): the
+    # gateway answers before the SDK gives up on the request.
+    Scenario(
+        "pause-leader-30s-request-timeout",
+        pause_leader,
+        leadership_moved,
+        producer_config={"request.timeout.ms": 30_000},
+    ),
     Scenario("pause-controller", pause_controller, controller_moved),
     Scenario("kill-all-replicas-at-once", kill_all_replicas, restart_victims),
     Scenario("kill-all-replicas-clean", kill_replicas_one_by_one, restart_stale_first),
