@@ -4,11 +4,14 @@ a test.
 Starts a cluster with the launcher (etcd, one metadata instance, two storage nodes, a quota
 instance, two gateways), then:
 
+0. The quota path's own cost per produce request, measured in process (microseconds).
 1. Overhead: produces N records (default 300,000) of 100-byte values with one SDK producer
    through gateway 1, alternately with no quota configured and with quotas configured that the
    client does not reach (a producer_byte_rate and request_percentage for the default user and
    a byte rate for the default client-id, so every request is resolved, recorded, reported and
-   judged). Best of `--rounds` runs each; prints records/s and the difference.
+   judged). Best of `--rounds` runs each; prints records/s and the difference. Then the same
+   with produce requests of one record each, 32 in flight over 5 s (requests/s): there the
+   gateway's per-request work, where quota accounting happens, is what limits.
 2. Accuracy: for 1, 10 and 100 entities (client-ids, each with its own producer_byte_rate),
    every entity pushes 10 kB batches as fast as it can through both gateways at once (one
    request in flight per gateway, honouring throttle_time_ms as the SDK does). After a warm-up
@@ -45,6 +48,33 @@ NOT_HIT = [
 ACCURACY_CASES = [(1, 1_000_000.0), (10, 200_000.0), (100, 40_000.0)]
 
 
+def path_cost(requests: int = 200_000) -> None:
+    """Microseconds the gateway's quota path adds to one produce request, in process: the
+    hold check and the byte record before forwarding, the request-time record after."""
+    from riverlog.common.clock import SystemClock
+    from riverlog.common.quota import LocalQuotaView, QuotaResolver
+    from riverlog.services.gateway.context import Deadline, RequestContext
+    from riverlog.services.gateway.quotas import GatewayQuotas
+
+    ctx = RequestContext("Produce", Deadline.after(600), client_id="app", principal="ANONYMOUS")
+    configs = {e.path: dict(values) for e, values in NOT_HIT}
+
+    async def run(quotas: GatewayQuotas) -> float:
+        start = time.perf_counter()
+        for _ in range(requests):
+            throttle = await quotas.before_produce(ctx, 1000)
+            quotas.after_request(ctx, throttle, 50_000)
+        return (time.perf_counter() - start) / requests * 1e6
+
+    print(f"quota path per produce request, in process ({requests:,} requests, best of 3):")
+    for label, paths in (("no quotas", {}), ("quotas set, not hit", configs)):
+        clock = SystemClock()
+        quotas = GatewayQuotas(LocalQuotaView("gw", QuotaResolver(), clock), clock)
+        quotas.update_resolver(QuotaResolver.from_paths(paths))
+        best = min(asyncio.run(run(quotas)) for _ in range(3))
+        print(f"  {label + ':':24s}{best:8.2f} us")
+
+
 def produce_run(bootstrap: str, records: int) -> float:
     value = b"v" * 100
     with Producer({"bootstrap.servers": bootstrap, "client.id": "bench", "linger.ms": 5}) as p:
@@ -79,7 +109,55 @@ def overhead(cluster: LocalCluster, records: int, rounds: int) -> None:
     print(f"  difference:             {100 * (off - on) / off:+.1f}%")
 
 
-def _runs(values: list[float]) -> str:
+async def _request_run(address: str, seconds: float, concurrency: int = 32) -> float:
+    """Produce requests/s of one small batch each (so the gateway's per-request work, where
+    quota accounting happens, is what is measured), `concurrency` in flight."""
+    records = _batch(records=1, size=100)
+    channel = grpc.aio.insecure_channel(address)
+    stub = gateway_pb2_grpc.GatewayStub(channel)
+    request = data_pb2.ProduceRequest(
+        acks=common_pb2.ACKS_LEADER,
+        timeout_ms=30_000,
+        partitions=[data_pb2.ProducePartition(topic=TOPIC, partition=0, records=records)],
+    )
+    metadata = ((CLIENT_ID_KEY, "bench-requests"),)
+    done = 0
+    deadline = time.monotonic() + seconds
+
+    async def loop() -> None:
+        nonlocal done
+        while time.monotonic() < deadline:
+            await stub.Produce(request, metadata=metadata, timeout=30)
+            done += 1
+
+    start = time.monotonic()
+    await asyncio.gather(*(loop() for _ in range(concurrency)))
+    elapsed = time.monotonic() - start
+    await channel.close()
+    return done / elapsed
+
+
+def request_overhead(cluster: LocalCluster, rounds: int, seconds: float = 5.0) -> None:
+    address = cluster.gateway_addresses[0]
+    asyncio.run(_request_run(address, 1.0))  # warm the path
+    results: dict[bool, list[float]] = {False: [], True: []}
+    with AdminClient({"bootstrap.servers": address}) as admin:
+        for _ in range(rounds):
+            for on in (False, True):
+                set_quotas(admin, on)
+                time.sleep(0.5)
+                results[on].append(asyncio.run(_request_run(address, seconds)))
+        set_quotas(admin, False)
+    off, on = max(results[False]), max(results[True])
+    print(f"overhead per request: 1-record produce requests, 32 in flight, {seconds:.0f} s runs")
+    print(f"  no quotas:              {off:10,.0f} requests/s  (runs {_runs(results[False], 1)})")
+    print(f"  quotas set, not hit:    {on:10,.0f} requests/s  (runs {_runs(results[True], 1)})")
+    print(f"  difference:             {100 * (off - on) / off:+.1f}%")
+
+
+def _runs(values: list[float], scale: int = 1000) -> str:
+    if scale == 1:
+        return ", ".join(f"{v:.0f}" for v in values)
     return ", ".join(f"{v / 1000:.0f}k" for v in values)
 
 
@@ -167,8 +245,11 @@ def main() -> None:
     parser.add_argument("--warm-up-seconds", type=float, default=13.0)
     parser.add_argument("--measure-seconds", type=float, default=20.0)
     parser.add_argument("--skip-overhead", action="store_true")
+    parser.add_argument("--skip-records", action="store_true", help="only the per-request run")
     parser.add_argument("--skip-accuracy", action="store_true")
     args = parser.parse_args()
+    if not args.skip_overhead:
+        path_cost()
     with tempfile.TemporaryDirectory(prefix="riverlog-quota-bench-") as data_dir:
         cluster = LocalCluster(
             data_dir, storage_nodes=2, metadata_nodes=1, gateways=2, quota_nodes=1
@@ -176,7 +257,9 @@ def main() -> None:
         with cluster:
             cluster.create_topic(TOPIC, partitions=PARTITIONS)
             if not args.skip_overhead:
-                overhead(cluster, args.records, args.rounds)
+                if not args.skip_records:
+                    overhead(cluster, args.records, args.rounds)
+                request_overhead(cluster, args.rounds)
             if not args.skip_accuracy:
                 accuracy(cluster, args.warm_up_seconds, args.measure_seconds)
 

@@ -16,7 +16,7 @@ import enum
 import math
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import quote, unquote
 
@@ -40,6 +40,10 @@ class QuotaType(enum.Enum):
     """Bytes per second a group may fetch."""
     REQUEST = "request_percentage"
     """Handler time as a percentage of one thread per quota window (Kafka's request quota)."""
+
+    # members are singletons: identity hashing is correct and far cheaper than Enum's
+    # hash(self._name_), and these are dict keys on every recorded request
+    __hash__ = object.__hash__
 
     @property
     def key(self) -> str:
@@ -169,10 +173,16 @@ class MetricEntity:
 
     user: str | None
     client_id: str | None
+    _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.user is None and self.client_id is None:
             raise _invalid_request("a metric entity has a user, a client-id or both")
+        # a dict key several times per recorded request: hash once
+        object.__setattr__(self, "_hash", hash((self.user, self.client_id)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @property
     def key(self) -> str:

@@ -35,6 +35,8 @@ NANOS_TO_PERCENTAGE_PER_SECOND: Final = 100.0 / 1_000_000_000
 INACTIVE_EXPIRATION_MS: Final = 3_600_000
 """Kafka's `InactiveSensorExpirationTimeSeconds`: an entity idle this long is forgotten."""
 
+_BOUND_CACHE_MAX: Final = 100_000
+
 MAX_THROTTLE_TIME_MS: Final = 2**31 - 1
 """throttle_time_ms is an int32 on the wire; Kafka's cast would wrap, we saturate."""
 
@@ -93,6 +95,7 @@ class QuotaManager:
         self._window = window or WindowConfig()
         self._rates: dict[MetricEntity, SampledRate] = {}
         self._throttled_until: dict[MetricEntity, int] = {}
+        self._bounds: dict[MetricEntity, float | None] = {}
         # Kafka bounds only the request quota's throttle, by one sample length
         self._max_throttle_ms = (
             self._window.sample_ms if quota_type is QuotaType.REQUEST else MAX_THROTTLE_TIME_MS
@@ -115,6 +118,7 @@ class QuotaManager:
         measured, as Kafka updates the metric's config in place); held-back entities are
         re-judged with the new bounds at once, so a raised quota frees a client now."""
         self._resolver = resolver
+        self._bounds.clear()
         now = self._clock.monotonic_ms()
         held = list(self._throttled_until)
         self._throttled_until.clear()
@@ -122,7 +126,14 @@ class QuotaManager:
             self.throttle(entity, self.check_throttle_time_ms(entity, now), now)
 
     def bound(self, entity: MetricEntity) -> float | None:
-        return self._resolver.bound_for(self._type, entity)
+        """The entity's bound (looked up once per resolver: it runs on every request)."""
+        try:
+            return self._bounds[entity]
+        except KeyError:
+            if len(self._bounds) >= _BOUND_CACHE_MAX:
+                self._bounds.clear()
+            bound = self._bounds[entity] = self._resolver.bound_for(self._type, entity)
+            return bound
 
     def _now(self, now_ms: int | None) -> int:
         return self._clock.monotonic_ms() if now_ms is None else now_ms

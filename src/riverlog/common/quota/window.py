@@ -159,9 +159,13 @@ class SampledRate:
         return self._window_for(now_ms - oldest)
 
     def measure(self, now_ms: int) -> float:
-        """Units per second over the window (Kafka's `Rate.measure`)."""
-        total = self.total(now_ms)
-        return total / (self.window_ms(now_ms) / 1000.0)
+        """Units per second over the window (Kafka's `Rate.measure`): `total / window_ms`,
+        with one purge instead of two (it runs on every recorded request)."""
+        self.purge_obsolete(now_ms)
+        samples = self._samples
+        total = sum(s.value for s in samples)
+        oldest = min((s.start_ms for s in samples), default=now_ms)
+        return total / (self._window_for(now_ms - oldest) / 1000.0)
 
     def headroom(self, bound: float, now_ms: int, horizon_ms: int = 0) -> float:
         """How much may be recorded at `now_ms` while the rate stays within `bound` (per
