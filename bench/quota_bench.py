@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import tempfile
 import time
+from pathlib import Path
 
 import grpc
 
@@ -38,6 +40,7 @@ from riverlog.common.records.builder import BatchBuilder
 from riverlog.common.rpc.channel import CLIENT_ID_KEY
 from riverlog.v1 import common_pb2, data_pb2, gateway_pb2_grpc
 
+_TICKS = os.sysconf("SC_CLK_TCK")
 TOPIC = "quota-bench"
 PARTITIONS = 4
 NOT_HIT = [
@@ -137,22 +140,36 @@ async def _request_run(address: str, seconds: float, concurrency: int = 32) -> f
     return done / elapsed
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
 def request_overhead(cluster: LocalCluster, rounds: int, seconds: float = 5.0) -> None:
     address = cluster.gateway_addresses[0]
+    pid = cluster.gateway(1).pid or 0
     asyncio.run(_request_run(address, 1.0))  # warm the path
     results: dict[bool, list[float]] = {False: [], True: []}
+    cpu: dict[bool, list[float]] = {False: [], True: []}
     with AdminClient({"bootstrap.servers": address}) as admin:
         for _ in range(rounds):
             for on in (False, True):
                 set_quotas(admin, on)
                 time.sleep(0.5)
-                results[on].append(asyncio.run(_request_run(address, seconds)))
+                before = _cpu_seconds(pid)
+                rate = asyncio.run(_request_run(address, seconds))
+                used = _cpu_seconds(pid) - before
+                results[on].append(rate)
+                cpu[on].append(used / (rate * seconds) * 1e6)
         set_quotas(admin, False)
     off, on = max(results[False]), max(results[True])
+    cpu_off, cpu_on = min(cpu[False]), min(cpu[True])
     print(f"overhead per request: 1-record produce requests, 32 in flight, {seconds:.0f} s runs")
     print(f"  no quotas:              {off:10,.0f} requests/s  (runs {_runs(results[False], 1)})")
     print(f"  quotas set, not hit:    {on:10,.0f} requests/s  (runs {_runs(results[True], 1)})")
     print(f"  difference:             {100 * (off - on) / off:+.1f}%")
+    print(f"  gateway CPU per request: {cpu_off:.0f} us vs {cpu_on:.0f} us (best run each)")
 
 
 def _runs(values: list[float], scale: int = 1000) -> str:
