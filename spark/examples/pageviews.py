@@ -2,7 +2,7 @@
 Structured Streaming job with an event-time watermark, into another Riverlog topic and Parquet.
 
     python -m riverlog.spark.examples.pageviews [--bootstrap HOST:PORT] [--master local[2]]
-        [--events 20000] [--out ./pageviews-out]            # `make pipeline` runs this
+        [--events 20000] [--out $RIVERLOG_HOME/pageviews]   # `make pipeline` runs this
 
 1. creates the topics `page-views` (3 partitions) and `page-view-counts` (1), if missing;
 2. produces `--events` JSON page views (`{"user", "page", "ts"}`, ts in ms, keyed by user, record
@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from riverlog.cli.connection import default_data_dir, resolve_bootstrap
+from riverlog.cli.console import CliError
 from riverlog.client import AdminClient, NewTopic, Producer
 
 EVENTS_TOPIC = "page-views"
@@ -158,9 +160,6 @@ def report(spark: Any, bootstrap: str, out: Path) -> None:
 
 
 def _bootstrap(explicit: str | None) -> str:
-    from riverlog.cli.connection import resolve_bootstrap
-    from riverlog.cli.console import CliError
-
     try:
         return resolve_bootstrap(explicit)
     except CliError as e:
@@ -172,12 +171,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--bootstrap", help="gateway HOST:PORT (default: the local cluster)")
     parser.add_argument("--master", default="local[2]", help="Spark master URL")
     parser.add_argument("--events", type=int, default=20_000)
-    parser.add_argument("--out", type=Path, default=Path("pageviews-out"))
+    parser.add_argument(
+        "--out", type=Path, help="Parquet output and checkpoint (default: $RIVERLOG_HOME/pageviews)"
+    )
     parser.add_argument("--max-offsets-per-trigger", type=int, default=5_000)
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args(argv)
     bootstrap = _bootstrap(args.bootstrap)
-    out = args.out.resolve()
+    out = (args.out or default_data_dir() / "pageviews").resolve()
     out.mkdir(parents=True, exist_ok=True)
 
     ensure_topics(bootstrap)
