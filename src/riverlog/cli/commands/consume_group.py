@@ -6,15 +6,19 @@ batch, synchronously when partitions are revoked and on exit (auto commit is off
 fetched but not printed — past `--max-messages` — is never committed). Where a partition with
 no committed offset starts is auto.offset.reset: latest, or earliest with `--from-beginning`.
 It stops after `--max-messages`, after `--timeout-ms` without a record (default 30 s unless
-`--follow`), or on Ctrl-C, and leaves the group cleanly in every case.
+`--follow`), or on Ctrl-C (handled between records, so what was printed is what gets
+committed), and leaves the group cleanly in every case.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 import time
-from collections.abc import Set
+from collections.abc import Iterator, Set
+from contextlib import contextmanager
 from typing import BinaryIO, TextIO
 
 from riverlog.client import (
@@ -89,20 +93,43 @@ def commit(consumer: Consumer, offsets: dict[TopicPartition, int], err: TextIO) 
         print(f"commit failed: {e}", file=err, flush=True)
 
 
+@contextmanager
+def stop_on_interrupt() -> Iterator[threading.Event]:
+    """The first Ctrl-C (SIGINT) sets the event, so the loop stops between records and the
+    command commits what it printed and leaves; a second one interrupts at once."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def interrupted(signum: int, frame: object) -> None:
+        stop.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    previous = signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def consume_group(
     consumer: Consumer,
     args: argparse.Namespace,
     line: object,
     out: BinaryIO,
     printed: Printed,
+    stop: threading.Event | None = None,
 ) -> int:
-    """Poll and print until a stop condition; returns the number of records printed."""
+    """Poll and print until a stop condition (or `stop` is set); returns the number of
+    records printed."""
     format_line = line.line  # type: ignore[attr-defined]
+    stop = stop or threading.Event()
     idle_ms = args.timeout_ms
     if idle_ms is None and not args.follow:
         idle_ms = DEFAULT_IDLE_TIMEOUT_MS
     last_progress = time.monotonic()
-    while True:
+    while not stop.is_set():
         if idle_ms is not None and (time.monotonic() - last_progress) * 1000 >= idle_ms:
             return printed.count
         batches = consumer.poll(timeout_ms=POLL_MS)
@@ -121,6 +148,7 @@ def consume_group(
         pending = printed.take()
         if pending:
             consumer.commit_async({tp: OffsetAndMetadata(o) for tp, o in pending.items()})
+    return printed.count
 
 
 def run_group(args: argparse.Namespace, formatter: object) -> int:
@@ -137,10 +165,9 @@ def run_group(args: argparse.Namespace, formatter: object) -> int:
     consumer = Consumer(conf)
     try:
         consumer.subscribe([args.topic], listener=Reporter(consumer, printed, sys.stderr))
-        try:
-            consume_group(consumer, args, formatter, sys.stdout.buffer, printed)
-        except KeyboardInterrupt:
-            sys.stdout.flush()
+        with stop_on_interrupt() as stop:
+            consume_group(consumer, args, formatter, sys.stdout.buffer, printed, stop)
+        sys.stdout.flush()
         commit(consumer, printed.take(), sys.stderr)
     finally:
         consumer.close()
