@@ -188,8 +188,18 @@ def main(argv: list[str] | None = None) -> None:
     from riverlog.spark.session import local_session
 
     spark = local_session("riverlog-pageviews", args.master, work_dir=out / "spark-work")
+    try:
+        run_job(spark, bootstrap, out, args.max_offsets_per_trigger)
+        report(spark, bootstrap, out)
+    finally:
+        spark.stop()
+
+
+def run_job(spark: Any, bootstrap: str, out: Path, max_per_trigger: int) -> dict[str, int]:
+    """Run the streaming job until it has read what is there (availableNow); print and return
+    how many events it read, in how many micro-batches, and how many the watermark dropped."""
     started = time.monotonic()
-    query = build_job(spark, bootstrap, out, args.max_offsets_per_trigger)
+    query = build_job(spark, bootstrap, out, max_per_trigger)
     query.awaitTermination()
     progress = query.recentProgress
     batches = [p for p in progress if p["numInputRows"] > 0]
@@ -203,8 +213,7 @@ def main(argv: list[str] | None = None) -> None:
         f"({time.monotonic() - started:.1f} s); {dropped} arrived behind the watermark and were "
         f"dropped; watermark now {watermark}"
     )
-    report(spark, bootstrap, out)
-    spark.stop()
+    return {"events": rows, "batches": len(batches), "dropped": dropped}
 
 
 if __name__ == "__main__":
