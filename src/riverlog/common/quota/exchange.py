@@ -9,7 +9,9 @@ entity (`MetricEntity.shard`) adds every gateway's deltas into one window per en
 
 - holds (`ThrottleState`): entities over their bound and until when, by Kafka's formula;
 - allowances (`Allowance`): for each entity the gateway serves, its share of the headroom left
-  under the bound (bound x window - usage, split among the gateways that carry the entity now).
+  under the bound (bound x window - usage, split among the gateways that carry the entity now),
+  and never more than the bound times the time since that gateway's last report (paced: see
+  `QuotaLedger`), less what it overspent of its previous allowance.
 
 Holds alone are not enough: a gateway learns that the cluster crossed the bound only at its next
 report, so after every hold a client runs unthrottled for up to a report interval on every
