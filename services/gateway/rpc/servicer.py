@@ -1,12 +1,14 @@
 """The Gateway gRPC servicer: a thin adapter from the client API to the request families.
 
-Each method builds the request's `RequestContext` (client id from `riverlog-client-id`, deadline
+Each method builds the request's `RequestContext` (client id from `riverlog-client-id`, the
+principal from the call's credentials (`auth.py`; UNAUTHENTICATED when they are wrong), deadline
 from the call's own deadline and request.timeout.ms), converts the message, awaits the family,
-and converts back. Whole-request errors are raised as RiverlogError and mapped to a gRPC status
-by the shared interceptor; on streams they become per-partition errors instead, so one bad
-request does not end the stream. Topic admin calls go to the metadata service as they are,
-except items the gateway already knows are wrong (a name that cannot be a topic), which are
-answered here and never sent.
+and converts back; produce and fetch paths go through the quota checks first and put the
+throttle time in the response (`quotas.py`). Whole-request errors are raised as RiverlogError
+and mapped to a gRPC status by the shared interceptor; on streams they become per-partition
+errors instead, so one bad request does not end the stream. Topic admin calls go to the metadata
+service as they are, except items the gateway already knows are wrong (a name that cannot be a
+topic), which are answered here and never sent.
 """
 
 from __future__ import annotations
