@@ -248,8 +248,9 @@ class GatewayServicer(GroupMethods, gateway_pb2_grpc.GatewayServicer):
     ) -> gateway_pb2.FetchRecordsResponse:
         ctx = self._context("FetchRecords", context)
         quotas = self.f.quotas
+        sized = data_pb2.FetchRequest(max_bytes=request.max_bytes)  # capped by the quota
         if quotas is not None:
-            held = await quotas.before_fetch(ctx, data_pb2.FetchRequest())
+            held = await quotas.before_fetch(ctx, sized)
             if held > 0:
                 return gateway_pb2.FetchRecordsResponse(
                     next_offset=request.offset, throttle_time_ms=held
@@ -260,7 +261,7 @@ class GatewayServicer(GroupMethods, gateway_pb2_grpc.GatewayServicer):
             TopicPartition(request.topic, request.partition),
             request.offset,
             max_records=request.max_records,
-            max_bytes=request.max_bytes,
+            max_bytes=sized.max_bytes,
             max_wait_ms=request.max_wait_ms,
             isolation_level=int(request.isolation_level),
         )
