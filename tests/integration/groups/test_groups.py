@@ -4,7 +4,8 @@ partition owned by two members in one generation and every record read (eager an
 cooperative); a member killed with SIGKILL has its partitions given to a successor after its
 session timeout, and the successor resumes at the committed offsets; a static member that
 restarts gets its partitions back with no rebalance; a pattern subscription picks up a new
-matching topic; a member that stops polling leaves and rejoins at its next poll; the
+matching topic; a member that stops polling leaves and rejoins at its next poll; a commit
+with an old generation is refused (ILLEGAL_GENERATION); the
 `consume --group` and `groups` commands round trip, and `consume --group` leaves cleanly on
 Ctrl-C having committed exactly what it printed."""
 
@@ -31,7 +32,11 @@ from riverlog.client import (
     Producer,
     TopicPartition,
 )
+from riverlog.client._connection import GatewayConnection
+from riverlog.client.consumer.group.api import CommitRequest, GroupMember, OffsetAndMetadata
+from riverlog.client.consumer.group.grpc_api import GatewayGroupApi
 from riverlog.cluster import unique_topic_name
+from riverlog.common.errors import ErrorCode
 
 pytestmark = pytest.mark.integration
 
@@ -394,3 +399,42 @@ def test_cli_consume_group_leaves_cleanly_on_ctrl_c(bootstrap: str) -> None:
         committed = admin.list_group_offsets(group)
     assert description.state == "Empty" and not description.members  # it left
     assert sum(om.offset for om in committed.values()) == 20  # everything printed, committed
+
+
+def test_a_commit_from_an_old_generation_is_refused(bootstrap: str) -> None:
+    topic = create_topic(bootstrap, "old-generation", 2)
+    group = f"{topic}-g"
+    tp = TopicPartition(topic, 0)
+    with consumer(bootstrap, group) as a, consumer(bootstrap, group) as b:
+        a.subscribe([topic])
+
+        def joined() -> bool:
+            a.poll(timeout_ms=100)
+            return bool(a.assignment())
+
+        wait_for(joined, "the first member's assignment")
+        old = a.group_metadata()
+        b.subscribe([topic])
+
+        def both_in_a_newer_generation() -> bool:
+            a.poll(timeout_ms=50)
+            b.poll(timeout_ms=50)
+            ga, gb = a.group_metadata(), b.group_metadata()
+            return ga.generation_id == gb.generation_id > old.generation_id and bool(
+                a.assignment() and b.assignment()
+            )
+
+        wait_for(both_in_a_newer_generation, "both members in a newer generation")
+        conn = GatewayConnection([bootstrap], "old-generation-test")
+        try:
+            api = GatewayGroupApi(conn)
+            stale = GroupMember(group, old.member_id, old.generation_id)
+            request = CommitRequest(stale, {tp: OffsetAndMetadata(1)})
+            assert api.offset_commit(request, 10.0) == {tp: ErrorCode.ILLEGAL_GENERATION}
+            current = a.group_metadata()
+            fresh = GroupMember(group, current.member_id, current.generation_id)
+            assert api.offset_commit(CommitRequest(fresh, {tp: OffsetAndMetadata(1)}), 10.0) == {
+                tp: ErrorCode.NONE
+            }
+        finally:
+            conn.close()
