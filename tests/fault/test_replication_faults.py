@@ -330,8 +330,9 @@ SCENARIOS = [
     # told its sequence "already passed", resends it under a bumped epoch: written twice, and
     # out of order.
     Scenario("pause-leader", pause_leader, leadership_moved),
-    # The same with Kafka's default request.timeout.ms (30 s, longer than the pause): the
-    # gateway answers before the SDK gives up on the request.
+    # The same with Kafka's default request.timeout.ms (30 s, longer than the pause): the old
+    # leader answers once resumed, yet the partition is unavailable for the whole 30 s while
+    # the gateway's cancelled calls leave the SDK's requests unanswered.
     Scenario(
         "pause-leader-30s-request-timeout",
         pause_leader,
