@@ -12,10 +12,11 @@ other's usage (recorded after the answer, five requests in flight would all pass
 fetch records the bytes of its answer; a fetch whose bytes cross the bound is answered empty
 with the throttle time and its bytes are taken back (Kafka's `unrecordQuotaSensor`), and a fetch
 arriving while the entity is held is answered empty at once. A fetch's `max_bytes` is capped at
-what one quota window allows (Kafka's `getMaxValueInQuotaWindow`), so a large fetch cannot be
-emptied forever. request_percentage records the handler's wall time (the time this gateway spent
-on the request, storage round trips included; an empty long-poll fetch is waiting, not work, and
-records nothing).
+one sample's worth of its quota (Kafka caps at the whole window, `getMaxValueInQuotaWindow`): a
+large fetch can then never be emptied forever, and since a fetch beyond the gateway's share is
+paid back from later shares, delivery stays smooth. request_percentage records the handler's
+wall time (the time this gateway spent on the request, storage round trips included; an empty
+long-poll fetch is waiting, not work, and records nothing).
 
 All accounting is local (`LocalQuotaView`); the background reporter (`peers/quota.py`) merges
 the quota service's cluster-wide holds and allowances into the same view.
@@ -106,9 +107,12 @@ class GatewayQuotas:
         held = self.view.throttle_time_ms(QuotaType.FETCH, user, client_id)
         if held > 0:
             return held
-        cap = self.view.max_value_in_quota_window(QuotaType.FETCH, user, client_id)
-        if cap != float("inf"):
-            limit = max(int(cap), 1)
+        resolved = self.view.resolve(QuotaType.FETCH, user, client_id)
+        if resolved is not None:
+            # Kafka caps at the whole window; one sample's worth keeps delivery smooth, since
+            # with the quota service a larger fetch is paid back over several seconds
+            window = self.view.manager(QuotaType.FETCH).window
+            limit = max(int(resolved.bound * window.sample_ms / 1000), 1)
             if request.max_bytes <= 0 or request.max_bytes > limit:
                 request.max_bytes = limit
         return 0
@@ -121,23 +125,25 @@ class GatewayQuotas:
         if not self._any:
             return 0
         size = sum(len(p.records) for p in response.partitions)
-        throttle = self.fetched_records(ctx, size, handler_ns)
-        if throttle > 0 and size:
+        throttle, emptied = self.fetched_records(ctx, size, handler_ns)
+        if emptied:
             empty(response)
         return throttle
 
-    def fetched_records(self, ctx: RequestContext, size: int, handler_ns: int) -> int:
-        """Record a fetch's `size` bytes and judge; on a throttle the bytes are taken back
-        and the caller answers empty."""
+    def fetched_records(self, ctx: RequestContext, size: int, handler_ns: int) -> tuple[int, bool]:
+        """Record a fetch's `size` bytes and judge: the throttle time for the response, and
+        whether the fetch went over the bound (Kafka's judgement; a spent allowance only delays
+        the next fetch), in which case its bytes are taken back and the answer must be empty."""
         if not self._any:
-            return 0
+            return 0, False
         user, client_id = _who(ctx)
         throttle = self.view.record_local(QuotaType.FETCH, user, client_id, size)
         if size:
             throttle = max(throttle, self.view.record_request_time(user, client_id, handler_ns))
-        if throttle > 0 and size:
-            self.view.unrecord_local(QuotaType.FETCH, user, client_id, size)
-        return throttle
+        if not size or self.view.over_quota_ms(QuotaType.FETCH, user, client_id) <= 0:
+            return throttle, False  # within the bound; a spent share only delays the next one
+        self.view.unrecord_local(QuotaType.FETCH, user, client_id, size)
+        return max(throttle, 1), True
 
 
 def produce_size(request: data_pb2.ProduceRequest) -> int:

@@ -269,8 +269,8 @@ class GatewayServicer(GroupMethods, gateway_pb2_grpc.GatewayServicer):
         if quotas is not None:
             elapsed = time.perf_counter_ns() - started
             size = sum(r.ByteSize() for r in response.records)
-            throttle = quotas.fetched_records(ctx, size, elapsed)
-            if throttle > 0 and size:
+            throttle, emptied = quotas.fetched_records(ctx, size, elapsed)
+            if emptied:
                 del response.records[:]
                 response.next_offset = request.offset
             response.throttle_time_ms = throttle

@@ -176,13 +176,13 @@ class LocalQuotaView:
     def _now(self, now_ms: int | None) -> int:
         return self._clock.monotonic_ms() if now_ms is None else now_ms
 
-    def _remaining(self, key: Key, now: int) -> int:
+    def _remaining(self, key: Key, now: int, allowances: bool = True) -> int:
         remaining = self._managers[key[0]].remaining_throttle_ms(key[1], now)
         for source in self._sources.values():
             until = source.holds.get(key)
             if until is not None and until - now > remaining:
                 remaining = until - now
-            allowance = source.allowances.get(key)
+            allowance = source.allowances.get(key) if allowances else None
             if (
                 allowance is not None
                 and allowance <= 0
@@ -206,6 +206,21 @@ class LocalQuotaView:
         if resolved is None:
             return 0
         return self._remaining((quota_type, resolved.entity), self._now(now_ms))
+
+    def over_quota_ms(
+        self,
+        quota_type: QuotaType,
+        user: str | None,
+        client_id: str | None,
+        now_ms: int | None = None,
+    ) -> int:
+        """The hold by Kafka's judgement alone (this gateway's and the service's), without
+        the wait for a spent allowance: whether a fetch just recorded went over the bound and
+        must be answered empty, rather than only having used up this interval's share."""
+        resolved = self.resolve(quota_type, user, client_id)
+        if resolved is None:
+            return 0
+        return self._remaining((quota_type, resolved.entity), self._now(now_ms), False)
 
     def _add(self, key: Key, value: float) -> None:
         self._pending[key] = self._pending.get(key, 0.0) + value

@@ -13,8 +13,10 @@ from riverlog.common.clock import ManualClock
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.quota import (
     ANONYMOUS,
+    Allowance,
     LocalQuotaView,
     MetricEntity,
+    QuotaAnswer,
     QuotaResolver,
     QuotaType,
     WindowConfig,
@@ -132,7 +134,7 @@ def test_a_fetch_over_the_quota_is_emptied_and_its_bytes_taken_back() -> None:
     q = quotas({"/config/clients/app": {"consumer_byte_rate": 1000}}, clock)
     request = data_pb2.FetchRequest(max_bytes=1 << 20)
     assert asyncio.run(q.before_fetch(ctx(), request)) == 0
-    assert request.max_bytes == 10_000  # one quota window's worth (Kafka's cap)
+    assert request.max_bytes == 1000  # one sample's worth of the quota
     response = data_pb2.FetchResponse(
         partitions=[data_pb2.FetchPartitionResponse(topic="t", records=b"r" * 9000)]
     )
@@ -168,3 +170,18 @@ def test_a_config_change_applies_at_once() -> None:
     assert q.remaining_ms((QuotaType.PRODUCE,), ANONYMOUS, "app") == 0  # raised: free now
     q.update_resolver(QuotaResolver())
     assert not q.active
+
+
+def test_a_fetch_that_only_spends_the_allowance_is_delivered_and_delays_the_next() -> None:
+    clock = ManualClock(0)
+    q = quotas({"/config/clients/app": {"consumer_byte_rate": 1000}}, clock)
+    share = Allowance(QuotaType.FETCH, MetricEntity(None, "app"), 50.0)
+    q.view.apply_answer("quota-1", QuotaAnswer(allowances=(share,)), 0)
+    response = data_pb2.FetchResponse(
+        partitions=[data_pb2.FetchPartitionResponse(topic="t", records=b"r" * 5000)]
+    )
+    # 5000 B over the padded 10 s window is within 1000 B/s: delivered, though far more than
+    # this interval's share; the client waits for the next answer
+    assert q.after_fetch(ctx(), response, 1000) == 100
+    assert response.partitions[0].records == b"r" * 5000
+    assert asyncio.run(q.before_fetch(ctx(), data_pb2.FetchRequest())) == 100
