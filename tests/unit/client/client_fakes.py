@@ -10,6 +10,7 @@ GetMetadata and the admin calls. `produce_errors` and `fetch_errors` queue per-c
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from concurrent import futures
 from dataclasses import dataclass, field
@@ -56,6 +57,16 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
         # Idempotence, as a leader: (topic, partition, producer id) -> epoch and the last five
         # batches' (first seq, last seq, base offset, next offset).
         self.producers: dict[tuple[str, int, int], tuple[int, list[tuple[int, int, int, int]]]] = {}
+        # Unknown outcomes, keyed by the first batch's base sequence of a request: append then
+        # lose the answer (a gateway that timed out after the leader wrote), then stall the
+        # next request of that sequence this long before it reaches the log (a paused leader).
+        self.drop_response_at_sequence: set[int] = set()
+        self.delay_at_sequence: dict[int, float] = {}
+        # The widest span of idempotent batches, from the oldest one not yet answered with
+        # success to the newest one seen, in batches: the SDK keeps it at five at most.
+        self.max_unresolved_window = 0
+        self._seen: dict[tuple[str, int, int, int], set[int]] = {}
+        self._answered: dict[tuple[str, int, int, int], set[int]] = {}
 
     def create(self, name: str, partitions: int = 1) -> None:
         with self.lock:
@@ -75,8 +86,17 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
 
     def Produce(self, request, context):
         self._client(context)
+        first = _first_sequence(request)
+        with self.lock:
+            delay = 0.0
+            if first is not None and first not in self.drop_response_at_sequence:
+                delay = self.delay_at_sequence.pop(first, 0.0)  # the attempt after a lost answer
+        if delay:
+            time.sleep(delay)
         with self.lock:
             self.produce_requests.append(request)
+            for p in request.partitions:
+                self._track_window(p.topic, p.partition, p.records)
             if self.produce_errors:
                 err = self.produce_errors.popleft()
                 if isinstance(err, grpc.StatusCode):
@@ -153,7 +173,27 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
             if self.drop_responses:
                 self.drop_responses -= 1
                 context.abort(grpc.StatusCode.UNAVAILABLE, "response lost")
+            if first is not None and first in self.drop_response_at_sequence:
+                self.drop_response_at_sequence.discard(first)
+                context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "response lost")
+            for p, answer in zip(request.partitions, out, strict=True):
+                if answer.error_code == ErrorCode.NONE:
+                    for header in iter_batches(bytes(p.records)):
+                        key = (p.topic, p.partition, header.producer_id, header.producer_epoch)
+                        self._answered.setdefault(key, set()).add(header.base_sequence)
             return data_pb2.ProduceResponse(partitions=out)
+
+    def _track_window(self, topic: str, partition: int, records: bytes) -> None:
+        for header in iter_batches(bytes(records)):
+            if header.producer_id < 0:
+                continue
+            key = (topic, partition, header.producer_id, header.producer_epoch)
+            seen = self._seen.setdefault(key, set())
+            seen.add(header.base_sequence)
+            pending = seen - self._answered.get(key, set())
+            oldest = min(pending)
+            window = sum(1 for seq in seen if oldest <= seq <= header.base_sequence)
+            self.max_unresolved_window = max(self.max_unresolved_window, window)
 
     def _check_sequences(self, topic, partition, records):
         """A leader's idempotence check of one batch: a duplicate gets its original offsets,
@@ -424,6 +464,14 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
                 )
             ],
         )
+
+
+def _first_sequence(request: data_pb2.ProduceRequest) -> int | None:
+    """The base sequence of the request's first batch, if it has one."""
+    for p in request.partitions:
+        for header in iter_batches(bytes(p.records)):
+            return header.base_sequence if header.producer_id >= 0 else None
+    return None
 
 
 class FakeServer:

@@ -103,6 +103,29 @@ def test_retries_keep_the_order_with_five_in_flight(fake: FakeServer, gateway: F
     assert len(gateway.produce_requests) > 8  # retries happened
 
 
+def test_an_unknown_outcome_keeps_the_window_at_five_and_writes_nothing_twice(
+    fake: FakeServer, gateway: FakeGateway
+) -> None:
+    """The fault harness' pause-leader case: a batch is written but its answer is lost (the
+    gateway timed out on a paused leader), and its retry is held up on the way while later
+    batches are ready. Nothing beyond the five batches the leader remembers may be sent while
+    the retry's outcome is unknown, so the retry is answered as a duplicate, never refused as
+    out of order and rewritten under a new epoch."""
+    gateway.create("t", 1)
+    with producer(fake.address, batch_size=200, linger_ms=5) as p:
+        p.send("t", b"record-000", partition=0).result(10)  # the leader knows the producer
+        gateway.drop_response_at_sequence.add(1)  # written, answer lost
+        gateway.delay_at_sequence[1] = 1.0  # the first retry is stalled; later ones are ready
+        futures = [p.send("t", b"record-%03d" % i, partition=0) for i in range(1, 150)]
+        offsets = [f.result(15).offset for f in futures]
+        epoch = p.producer_id_and_epoch
+    assert not gateway.drop_response_at_sequence and not gateway.delay_at_sequence
+    assert 1 <= gateway.max_unresolved_window <= 5
+    assert values(gateway) == [b"record-%03d" % i for i in range(150)]  # each once, in order
+    assert offsets == list(range(1, 150))
+    assert epoch == ProducerIdAndEpoch(1000, 0)  # nothing to bump
+
+
 def test_a_later_batch_taken_first_bumps_the_epoch_and_loses_nothing(
     fake: FakeServer, gateway: FakeGateway
 ) -> None:
