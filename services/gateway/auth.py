@@ -25,6 +25,10 @@ USER_KEY: Final = "riverlog-user"
 PASSWORD_KEY: Final = "riverlog-password"
 AUTHORIZATION_KEY: Final = "authorization"
 
+OPEN_METHODS: Final = frozenset({"DescribeCluster"})
+"""Served to ANONYMOUS even where unauthenticated clients are refused: readiness probes and
+`riverlog cluster status` ask it before anyone can hold credentials (node addresses only)."""
+
 
 def _text(value: str | bytes) -> str:
     return value if isinstance(value, str) else value.decode("utf-8", "replace")
@@ -68,11 +72,15 @@ class Authenticator:
         self.checker = checker
         self.allow_anonymous = allow_anonymous
 
-    def principal(self, metadata: Iterable[tuple[str, str | bytes]]) -> str:
-        """The user name (or ANONYMOUS); RiverlogError(SASL_AUTHENTICATION_FAILED) otherwise."""
+    def principal(
+        self, metadata: Iterable[tuple[str, str | bytes]], anonymous_ok: bool = False
+    ) -> str:
+        """The user name (or ANONYMOUS); RiverlogError(SASL_AUTHENTICATION_FAILED) otherwise.
+        `anonymous_ok`: a call without credentials is ANONYMOUS even if the gateway refuses
+        unauthenticated clients (OPEN_METHODS); wrong credentials are refused all the same."""
         credentials = credentials_of(metadata)
         if credentials is None:
-            if self.allow_anonymous:
+            if self.allow_anonymous or anonymous_ok:
                 return ANONYMOUS
             raise RiverlogError(
                 "this gateway does not allow unauthenticated clients: send a user and password"

@@ -28,7 +28,7 @@ from riverlog.common.types import TopicPartition
 from riverlog.v1 import admin_pb2, data_pb2, gateway_pb2, gateway_pb2_grpc
 
 from ..admin import Admin
-from ..auth import Authenticator
+from ..auth import OPEN_METHODS, Authenticator
 from ..config import GatewayConfig
 from ..context import UNKNOWN_CLIENT, Deadline, RequestContext, bind
 from ..fetch import Fetcher
@@ -87,15 +87,16 @@ class GatewayServicer(GroupMethods, gateway_pb2_grpc.GatewayServicer):
             deadline=Deadline.for_call(self.f.config.request_timeout_s, context.time_remaining()),
             client_id=client_id_of(context),
             peer=context.peer() or "",
-            principal=self._principal(context),
+            principal=self._principal(method, context),
         )
         bind(ctx)
         return ctx
 
-    def _principal(self, context: grpc.aio.ServicerContext) -> str:
+    def _principal(self, method: str, context: grpc.aio.ServicerContext) -> str:
         if self.f.auth is None:
             return ANONYMOUS
-        return self.f.auth.principal(context.invocation_metadata() or ())
+        metadata = context.invocation_metadata() or ()
+        return self.f.auth.principal(metadata, anonymous_ok=method in OPEN_METHODS)
 
     def _stream_request_context(self, parent: RequestContext) -> RequestContext:
         ctx = RequestContext(

@@ -185,3 +185,11 @@ def test_a_fetch_that_only_spends_the_allowance_is_delivered_and_delays_the_next
     assert q.after_fetch(ctx(), response, 1000) == 100
     assert response.partitions[0].records == b"r" * 5000
     assert asyncio.run(q.before_fetch(ctx(), data_pb2.FetchRequest())) == 100
+
+
+def test_open_methods_serve_anonymous_calls_where_anonymous_is_refused() -> None:
+    checker = CredentialChecker({"alice": hash_password("alice", "pw", iterations=1000)})
+    closed = Authenticator(checker, allow_anonymous=False)
+    assert closed.principal([], anonymous_ok=True) == ANONYMOUS
+    with pytest.raises(RiverlogError):
+        closed.principal([("riverlog-user", "alice"), ("riverlog-password", "x")], True)
