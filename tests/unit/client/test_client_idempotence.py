@@ -126,20 +126,25 @@ def test_an_unknown_outcome_keeps_the_window_at_five_and_writes_nothing_twice(
     assert epoch == ProducerIdAndEpoch(1000, 0)  # nothing to bump
 
 
-def test_a_later_batch_taken_first_bumps_the_epoch_and_loses_nothing(
+def test_the_first_batch_travels_alone_so_no_later_one_overtakes_it(
     fake: FakeServer, gateway: FakeGateway
 ) -> None:
-    """The first batch fails while later ones reach a leader that does not know the producer
-    yet (and so takes them, KIP-360): the first can only go in under a new epoch."""
+    """A leader that does not know the producer takes any sequence (KIP-360): a later batch
+    overtaking the first one on another stream would be taken and the first refused. So the
+    first batch of an epoch goes alone until acknowledged, even when it fails and is retried,
+    and everything is stored once, in order, under the first epoch."""
     gateway.create("t", 1)
     gateway.partition_errors[("t", 0)] = deque([ErrorCode.NOT_LEADER_OR_FOLLOWER])
-    # One batch per request, so five requests are on the wire.
+    # One batch per request, so five requests could be on the wire.
     with producer(fake.address, batch_size=200, linger_ms=20, max_request_size=250) as p:
         futures = [p.send("t", b"record-%03d" % i, partition=0) for i in range(60)]
         for f in futures:
             f.result(10)
-        assert p.producer_id_and_epoch == ProducerIdAndEpoch(1000, 1)
-    assert sorted(values(gateway)) == [b"record-%03d" % i for i in range(60)]
+        assert p.producer_id_and_epoch == ProducerIdAndEpoch(1000, 0)
+    first_two = [iter_batches(r.partitions[0].records) for r in gateway.produce_requests[:2]]
+    assert [[h.base_sequence for h in batches] for batches in first_two] == [[0], [0]]
+    assert values(gateway) == [b"record-%03d" % i for i in range(60)]
+    assert gateway.max_unresolved_window <= 5
 
 
 def test_a_batch_failing_for_good_bumps_the_epoch(fake: FakeServer, gateway: FakeGateway) -> None:
@@ -177,10 +182,10 @@ def test_out_of_order_for_a_later_batch_is_retried_without_a_bump() -> None:
     assert (first.base_sequence, second.base_sequence) == (0, 2)
     gap = RiverlogError("gap", ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
     assert idem.can_retry(second, gap)
-    idem.maybe_bump_epoch()
+    idem.before_drain()
     assert idem.producer_id_and_epoch == ProducerIdAndEpoch(7, 0)
     assert idem.can_retry(first, gap)  # the next expected batch: a real gap
-    idem.maybe_bump_epoch()
+    idem.before_drain()
     assert idem.producer_id_and_epoch == ProducerIdAndEpoch(7, 1)
 
 
@@ -199,17 +204,133 @@ def test_a_retry_waits_for_the_requests_on_the_wire_and_keeps_its_sequence() -> 
     assert first.base_sequence == 0
 
 
-def test_after_a_bump_sequences_restart_at_zero_with_new_bytes() -> None:
+def test_after_a_proven_gap_sequences_restart_at_zero_with_new_bytes() -> None:
     idem = IdempotenceManager()
     idem.set_producer_id(7, 0)
     batch = _batch()
     idem.assign(batch)
     data = batch.build()
     idem.on_response(batch)
-    idem.request_epoch_bump(("t", 0), "test")
-    idem.maybe_bump_epoch()
+    assert idem.can_retry(batch, RiverlogError("gap", ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER))
+    idem.on_retry(batch)
+    idem.before_drain()
+    assert idem.producer_id_and_epoch == ProducerIdAndEpoch(7, 1)
     idem.assign(batch)
     assert batch.data is None
     header = iter_batches(batch.build())[0]
     assert (header.producer_epoch, header.base_sequence) == (1, 0)
     assert batch.build() != data
+
+
+def _sent(idem: IdempotenceManager, *batches: ProducerBatch) -> None:
+    for batch in batches:
+        idem.assign(batch)
+        batch.build()
+
+
+def test_the_window_counts_acknowledged_batches_after_an_open_one() -> None:
+    """Five batches from the oldest one without an outcome to the newest, whatever came back
+    in between: the leader remembers five, so a sixth could push the open one out."""
+    idem = IdempotenceManager()
+    idem.set_producer_id(7, 0)
+    tp = ("t", 0)
+    first = _batch()
+    assert idem.capacity(tp) == 1
+    _sent(idem, first)
+    assert idem.capacity(tp) == 0  # the first batch of the epoch goes alone
+    idem.on_response(first)
+    idem.on_success(first)
+    assert idem.capacity(tp) == 5
+    lost, *later = [_batch() for _ in range(5)]
+    _sent(idem, lost, *later)
+    assert idem.capacity(tp) == 0
+    idem.on_response(lost)  # no answer: outcome unknown, retried
+    lost.maybe_written = True
+    idem.on_retry(lost)
+    for batch in later:
+        idem.on_response(batch)
+        idem.on_success(batch)
+    assert idem.capacity(tp) == 0  # the lost one and the four after it fill the window
+    assert idem.blocked() == set()
+    _sent(idem, lost)
+    assert lost.base_sequence == 1  # the same sequence and bytes
+    idem.on_response(lost)
+    idem.on_success(lost)  # answered as a duplicate
+    assert idem.capacity(tp) == 5
+
+
+def test_a_sequence_refused_after_later_ones_were_taken_fails_without_a_bump() -> None:
+    """Never sent again under a new epoch: it might be in the log (Kafka fails it with
+    OutOfOrderSequenceException rather than risk a duplicate)."""
+    idem = IdempotenceManager()
+    idem.set_producer_id(7, 0)
+    first, second, third = _batch(), _batch(), _batch()
+    _sent(idem, first)
+    idem.on_response(first)
+    idem.on_success(first)
+    _sent(idem, second, third)
+    idem.on_response(third)
+    idem.on_success(third)
+    idem.on_response(second)
+    assert not idem.can_retry(second, RiverlogError("gap", ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER))
+    idem.on_failed(second)
+    idem.before_drain()
+    assert idem.producer_id_and_epoch == ProducerIdAndEpoch(7, 0)
+    assert idem.capacity(("t", 0)) == 5
+
+
+def test_a_bump_for_another_partition_keeps_a_possibly_written_retry_as_it_was() -> None:
+    idem = IdempotenceManager()
+    idem.set_producer_id(7, 0)
+    retry, other = _batch(partition=0), _batch(partition=1)
+    _sent(idem, retry, other)
+    data = retry.data
+    idem.on_response(retry)
+    retry.maybe_written = True
+    idem.on_retry(retry)
+    idem.on_response(other)
+    idem.on_failed(other)  # refused for good: partition 1 moves to a new epoch
+    idem.before_drain()
+    assert idem.producer_id_and_epoch == ProducerIdAndEpoch(7, 1)
+    assert idem.capacity(("t", 0)) == 0  # nothing of the new epoch while epoch 0 is open
+    _sent(idem, retry)
+    assert (retry.owner, retry.base_sequence, retry.data) == (ProducerIdAndEpoch(7, 0), 0, data)
+    idem.on_response(retry)
+    idem.on_success(retry)
+    assert idem.capacity(("t", 0)) == 1  # now the partition starts epoch 1
+    fresh = _batch(partition=0)
+    _sent(idem, fresh)
+    assert (fresh.owner, fresh.base_sequence) == (ProducerIdAndEpoch(7, 1), 0)
+
+
+@pytest.mark.parametrize("later_taken", [True, False])
+def test_an_unresolved_sequence_waits_for_the_batches_after_it(later_taken: bool) -> None:
+    """A batch expires with its outcome unknown: nothing new is sent until the batches after
+    it settle; a later one taken proves it written (no bump), else the next epoch starts. It
+    is never sent again."""
+    idem = IdempotenceManager()
+    idem.set_producer_id(7, 0)
+    tp = ("t", 0)
+    first, lost, after = _batch(), _batch(), _batch()
+    _sent(idem, first)
+    idem.on_response(first)
+    idem.on_success(first)
+    _sent(idem, lost, after)
+    for batch in (lost, after):
+        idem.on_response(batch)
+        batch.maybe_written = True
+    idem.on_failed(lost)  # delivery.timeout.ms expired
+    idem.before_drain()
+    assert idem.capacity(tp) == 0
+    if later_taken:
+        idem.on_success(after)
+    else:
+        idem.on_failed(after)
+    idem.before_drain()
+    epoch = 0 if later_taken else 1
+    assert idem.producer_id_and_epoch == ProducerIdAndEpoch(7, epoch)
+    fresh = _batch()
+    assert idem.capacity(tp) >= 1
+    _sent(idem, fresh)
+    assert (fresh.owner.epoch, fresh.base_sequence) == (epoch, 3 if later_taken else 0)
+    assert (lost.owner.epoch, lost.base_sequence) == (0, 1)  # never rewritten

@@ -275,10 +275,10 @@ class RecordAccumulator:
         capacity: Callable[[tuple[str, int]], int] | None = None,
     ) -> tuple[list[ProducerBatch], float]:
         """Take the ready batches, oldest first per partition, up to `max_bytes` in all (at least
-        one batch). With `capacity` (the idempotent producer) at most `capacity(tp)` batches of a
-        partition, and a retried batch alone (it may have been written: the leader answers a
-        repeat only when no new batch comes with it). Returns them (closed) and the time at
-        which the next check is due."""
+        one batch). With `capacity` (the idempotent producer) at most `capacity(tp)` new batches
+        of a partition, and a retried batch, or one holding a sequence, alone (it may have been
+        written: the leader answers a repeat only when no new batch comes with it). Returns
+        them (closed) and the time at which the next check is due."""
         out: list[ProducerBatch] = []
         total = 0
         next_check = now + 3600.0
@@ -295,8 +295,15 @@ class RecordAccumulator:
                     continue
                 room = -1 if capacity is None else capacity(key)
                 taken = 0
-                while dq and taken != room:
+                while dq:
                     batch = dq[0]
+                    # Idempotence: a batch that holds a sequence is in its window already and
+                    # is not counted against `room`; a retried one travels alone.
+                    alone = capacity is not None and (batch.attempts or batch.base_sequence >= 0)
+                    if taken and alone:
+                        break
+                    if not alone and taken == room:
+                        break
                     if batch.retry_at > now:
                         next_check = min(next_check, batch.retry_at)
                         break
@@ -306,13 +313,13 @@ class RecordAccumulator:
                     size = batch.size
                     if out and total + size > max_bytes:
                         return out, now
-                    if taken and capacity is not None and (batch.attempts or out[-1].attempts):
-                        break
                     dq.popleft()
                     batch.closed = True
                     out.append(batch)
                     total += size
                     taken += 1
+                    if alone:
+                        break
                 if not dq:
                     del self._active[key]
         return out, next_check

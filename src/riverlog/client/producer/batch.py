@@ -31,6 +31,7 @@ class ProducerBatch:
         "created",
         "data",
         "last_error",
+        "maybe_written",
         "owner",
         "partition",
         "reserved",
@@ -57,6 +58,8 @@ class ProducerBatch:
         # Idempotence: the (producer id, epoch) and first sequence the bytes were built with.
         self.owner: Any = None
         self.base_sequence = -1
+        # An attempt ended with no leader answer saying it was refused: it may be in the log.
+        self.maybe_written = False
 
     def build(self) -> bytes:
         """The batch bytes, built once (retries resend the same bytes)."""

@@ -36,8 +36,38 @@ NO_PRODUCER_EPOCH: Final = -1
 MAX_PRODUCER_EPOCH: Final = 32767
 MAX_BATCHES_ON_THE_WIRE: Final = 5  # per partition: the leader's last five batches
 _SEQUENCE_MASK = 0x7FFFFFFF
+_NONE = -1
 
 TopicPartitionKey = tuple[str, int]
+
+# Leader answers that say the batch was not appended (the others, and a request that got no
+# answer, leave it possibly written).
+_NOT_APPENDED: Final = frozenset(
+    {
+        ErrorCode.CORRUPT_MESSAGE,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.INVALID_REQUIRED_ACKS,
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        ErrorCode.INVALID_TIMESTAMP,
+        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+        ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+        ErrorCode.UNKNOWN_PRODUCER_ID,
+        ErrorCode.INVALID_RECORD,
+        ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+    }
+)
+
+
+def leaves_outcome_unknown(leader_answer: ErrorCode | None) -> bool:
+    """Whether an attempt that ended this way may have been written: no answer from the leader
+    (`None`: the request failed or timed out on the way) or an answer that does not say the
+    batch was refused before the append (REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND)."""
+    return leader_answer is None or leader_answer not in _NOT_APPENDED
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,24 +80,48 @@ class ProducerIdAndEpoch:
         return self.producer_id >= 0
 
 
+def _last_sequence(batch: ProducerBatch) -> int:
+    return (batch.base_sequence + batch.count - 1) & _SEQUENCE_MASK
+
+
 @dataclass(slots=True)
 class _PartitionSequences:
     owner: ProducerIdAndEpoch = field(default_factory=ProducerIdAndEpoch)
     next_sequence: int = 0
-    last_acked: int = -1
+    last_acked: int = _NONE
     sending: int = 0  # batches of this partition on the wire
     retry_waiting: bool = False
-    unresolved: set[ProducerBatch] = field(default_factory=set)
+    # The batches of `owner` from the oldest one without a final outcome to the newest, in
+    # sequence order (settled ones stay while an older one is open): at most five, so a write
+    # whose answer was lost is among the leader's last five batches whenever it is retried.
+    window: list[ProducerBatch] = field(default_factory=list)
+    settled: set[ProducerBatch] = field(default_factory=set)
     # Batches sent with no earlier sequence outstanding: only their OUT_OF_ORDER is a real gap
     # (requests on separate HTTP/2 streams may reach the leader out of order).
     sent_first: set[ProducerBatch] = field(default_factory=set)
+    # The last sequence of a batch that failed with its outcome unknown (Kafka's unresolved
+    # sequence): no new batch goes out until it is resolved.
+    unresolved_end: int = _NONE
+    # A gap was proven: once the wire is clear, the open batches get sequences of the new epoch.
+    rewrite: bool = False
+
+    def open_batches(self) -> list[ProducerBatch]:
+        return [b for b in self.window if b not in self.settled]
+
+    def settle(self, batch: ProducerBatch) -> None:
+        if batch in self.window:
+            self.settled.add(batch)
+        self.sent_first.discard(batch)
+        while self.window and self.window[0] in self.settled:
+            self.settled.discard(self.window.pop(0))
 
 
 class IdempotenceManager:
     """Lifecycle: built by the sender when enable.idempotence is on; `set_producer_id` once
-    InitProducerId answered; then the sender thread calls `assign` at drain, `on_response` for
-    every batch whose request came back, and `on_success` / `can_retry` / `on_retry` /
-    `on_failed` as it settles them. `producer_id_and_epoch` may be read from any thread."""
+    InitProducerId answered; then the sender thread calls `before_drain` at every turn,
+    `blocked` / `capacity` / `assign` at drain, `on_response` for every batch whose request
+    came back, and `on_success` / `can_retry` / `on_retry` / `on_failed` as it settles them.
+    `producer_id_and_epoch` may be read from any thread."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -91,63 +145,98 @@ class IdempotenceManager:
         self._bump_required = False
         log.info("idempotent producer id %d, epoch %d", producer_id, epoch)
 
-    def request_epoch_bump(self, tp: TopicPartitionKey, why: str) -> None:
+    def request_epoch_bump(self, tp: TopicPartitionKey, why: str, rewrite: bool = False) -> None:
+        """Ask for the next epoch; with `rewrite`, `tp`'s open batches were proven unwritten
+        and take sequences of the new epoch once its requests on the wire are back."""
         log.info("%s-%d: %s; bumping the producer epoch", tp[0], tp[1], why)
         self._bump_required = True
+        p = self._partitions.get(tp)
+        if rewrite and p is not None:
+            p.rewrite = True
 
-    def maybe_bump_epoch(self) -> None:
-        """Apply a requested bump (sender loop, before draining): the next epoch, or no id
-        (so InitProducerId is asked again) when the epoch is at its maximum."""
-        if not self._bump_required:
-            return
-        self._bump_required = False
-        with self._lock:
-            current = self._current
-            if current.epoch >= MAX_PRODUCER_EPOCH:
-                self._current = ProducerIdAndEpoch()
-            else:
-                self._current = ProducerIdAndEpoch(current.producer_id, current.epoch + 1)
-        log.info("producer epoch bumped to %s", self._current)
+    def before_drain(self) -> None:
+        """Sender loop, before draining: apply a requested bump (the next epoch, or no id so
+        that InitProducerId is asked again when the epoch is at its maximum), resolve
+        unresolved sequences whose partition has nothing left open, and give the batches of a
+        rewritten partition new sequences once its requests are back."""
+        for tp, p in self._partitions.items():
+            if p.unresolved_end != _NONE and not p.sending and not p.open_batches():
+                if p.last_acked != _NONE and _after_or_at(p.last_acked, p.unresolved_end):
+                    p.unresolved_end = _NONE  # a later batch was taken: it was written
+                else:
+                    # Everything sent has an outcome and none proves it written: new batches
+                    # start a new epoch (nothing sent is ever sent again under it).
+                    p.unresolved_end = _NONE
+                    self.request_epoch_bump(tp, "a sequence stays unresolved")
+        if self._bump_required:
+            self._bump_required = False
+            with self._lock:
+                current = self._current
+                if current.epoch >= MAX_PRODUCER_EPOCH:
+                    self._current = ProducerIdAndEpoch()
+                else:
+                    self._current = ProducerIdAndEpoch(current.producer_id, current.epoch + 1)
+            log.info("producer epoch bumped to %s", self._current)
+        for p in self._partitions.values():
+            if p.rewrite and not p.sending and p.owner != self._current:
+                for batch in p.open_batches():
+                    batch.owner, batch.base_sequence, batch.data = None, -1, None
+                p.window.clear()
+                p.settled.clear()
+                p.sent_first.clear()
+                p.rewrite, p.unresolved_end = False, _NONE
 
     # ---- draining ------------------------------------------------------------------------
 
     def blocked(self) -> set[TopicPartitionKey]:
         """Partitions that must not be drained now: a retry waits for their requests on the
-        wire, or their sequences belong to an older epoch with requests still on the wire."""
-        current = self._current
+        wire, or their open batches wait for the sequences of the new epoch."""
         return {
-            tp
-            for tp, p in self._partitions.items()
-            if p.sending and (p.retry_waiting or p.owner != current)
+            tp for tp, p in self._partitions.items() if p.rewrite or (p.sending and p.retry_waiting)
         }
 
     def capacity(self, tp: TopicPartitionKey) -> int:
-        """How many more batches of `tp` may go on the wire: at most five in all, the batches a
-        leader remembers, so a lost answer is always answered as a duplicate on retry."""
+        """How many new batches (without a sequence) of `tp` may be sent now. A batch holding a
+        sequence is in the window already and goes alone. The window, from the oldest batch
+        without a final outcome to the newest, holds at most five: the batches a leader
+        remembers, so a write whose answer was lost is answered as a duplicate on retry.
+        Nothing new while a sequence is unresolved or while batches of an older epoch are
+        open; and the first batch of an epoch travels alone until it is acknowledged (a leader
+        that does not know the producer takes any sequence, KIP-360: a later batch overtaking
+        the first on another HTTP/2 stream would be taken and the first refused)."""
         p = self._partitions.get(tp)
-        return MAX_BATCHES_ON_THE_WIRE - (p.sending if p is not None else 0)
+        if p is None:
+            return 1
+        if p.unresolved_end != _NONE or p.rewrite:
+            return 0
+        if p.owner != self._current:
+            return 0 if p.open_batches() else 1
+        if p.last_acked == _NONE:
+            return 0 if p.window else 1
+        return MAX_BATCHES_ON_THE_WIRE - len(p.window)
 
     def assign(self, batch: ProducerBatch) -> None:
-        """Before `batch` is built and sent: give it the current id and epoch and the next
-        sequence, unless it already holds a sequence of the current epoch (a retry)."""
+        """Before `batch` is built and sent: a batch holding a sequence (a retry) keeps it, and
+        its bytes, whatever the epoch is now; a new one gets the current id and epoch and the
+        partition's next sequence (from 0 when the partition starts the current epoch)."""
         tp = (batch.topic, batch.partition)
         p = self._partitions.get(tp)
         if p is None:
             p = self._partitions[tp] = _PartitionSequences()
-        current = self._current
-        if p.owner != current and not p.sending:
-            p.owner, p.next_sequence, p.last_acked = current, 0, -1
-        if batch.owner != current:
+        if batch.base_sequence < 0 or batch.owner != p.owner:
+            current = self._current
+            if p.owner != current:
+                p.owner, p.next_sequence, p.last_acked = current, 0, _NONE
+                p.window.clear()
+                p.settled.clear()
+                p.sent_first.clear()
             builder = batch.builder
             builder.producer_id, builder.producer_epoch = current.producer_id, current.epoch
             builder.base_sequence = p.next_sequence
             batch.owner, batch.base_sequence, batch.data = current, p.next_sequence, None
             p.next_sequence = (p.next_sequence + batch.count) & _SEQUENCE_MASK
-            p.unresolved.add(batch)
-        earlier = (
-            b for b in p.unresolved if b.owner == current and b.base_sequence < batch.base_sequence
-        )
-        if any(earlier):
+            p.window.append(batch)
+        if any(b.base_sequence < batch.base_sequence for b in p.open_batches()):
             p.sent_first.discard(batch)
         else:
             p.sent_first.add(batch)
@@ -164,38 +253,60 @@ class IdempotenceManager:
 
     def on_success(self, batch: ProducerBatch) -> None:
         p = self._partitions.get((batch.topic, batch.partition))
-        if p is None:
+        if p is None or batch.owner != p.owner:
             return
-        p.unresolved.discard(batch)
-        p.sent_first.discard(batch)
-        if batch.owner == p.owner:
-            last = (batch.base_sequence + batch.count - 1) & _SEQUENCE_MASK
-            p.last_acked = max(p.last_acked, last)
+        p.settle(batch)
+        last = _last_sequence(batch)
+        if p.last_acked == _NONE or _after_or_at(last, p.last_acked):
+            p.last_acked = last
+        if p.unresolved_end != _NONE and _after_or_at(p.last_acked, p.unresolved_end):
+            p.unresolved_end = _NONE  # taken after it: the unresolved batch was written
 
     def can_retry(self, batch: ProducerBatch, error: RiverlogError) -> bool:
-        """Whether `batch` may be sent again after `error` (Kafka's canRetry)."""
+        """Whether `batch` may be sent again after `error` (Kafka's canRetry, for HTTP/2
+        streams that may overtake each other)."""
         tp = (batch.topic, batch.partition)
         p = self._partitions.get(tp)
+        if p is None or batch.owner != p.owner:
+            return error.retriable
         if error.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
-            if p is None or batch.owner != self._current:
-                return True  # its sequence is rewritten under the new epoch
-            if 0 <= batch.base_sequence <= p.last_acked:
-                # The leader took later sequences first (it did not know this producer yet, as
-                # after KIP-360 it may): this one can only go in under a new epoch. It was not
-                # written: a write would be among the leader's last five batches (at most five
-                # requests in flight), and answered as a duplicate.
-                self.request_epoch_bump(tp, f"sequence {batch.base_sequence} already passed")
+            if p.last_acked != _NONE and _after_or_at(p.last_acked, _last_sequence(batch)):
+                # The leader took later sequences. Were it written, it would be among the
+                # leader's last five batches and answered as a duplicate; refused, it was not
+                # written when the leader checked it, but it cannot be sure that it never will
+                # be, nor go in under this epoch: it fails (Kafka's OutOfOrderSequenceException),
+                # it is never sent again under a new epoch, and later batches go on.
+                log.warning(
+                    "%s-%d: sequence %d refused after later ones were taken; failing the batch",
+                    tp[0],
+                    tp[1],
+                    batch.base_sequence,
+                )
+                return False
+            expected = (p.last_acked + 1) & _SEQUENCE_MASK
+            if p.unresolved_end != _NONE:
+                if batch.base_sequence == ((p.unresolved_end + 1) & _SEQUENCE_MASK):
+                    # Right after the unresolved batch: it was not written (Kafka's
+                    # isNextSequenceForUnresolvedPartition).
+                    self._gap(tp, p, batch, f"sequence gap before {batch.base_sequence}")
                 return True
-            if batch.base_sequence != ((p.last_acked + 1) & _SEQUENCE_MASK):
-                return True  # an earlier batch failed first: it resolves when that one does
-            if batch not in p.sent_first:
-                return True  # it overtook an earlier batch on the way: send it again
-            self.request_epoch_bump(tp, f"sequence gap before {batch.base_sequence}")
-            return True
+            if batch.base_sequence == expected and batch in p.sent_first:
+                self._gap(tp, p, batch, f"sequence gap before {batch.base_sequence}")
+            return True  # an earlier batch failed first, or this one overtook it: again
         if error.code == ErrorCode.UNKNOWN_PRODUCER_ID:
-            self.request_epoch_bump(tp, "the leader does not know this producer")
+            self._gap(tp, p, batch, "the leader does not know this producer")
             return True
         return error.retriable
+
+    def _gap(
+        self, tp: TopicPartitionKey, p: _PartitionSequences, batch: ProducerBatch, why: str
+    ) -> None:
+        """`batch` was refused and nothing before it is open: it and the open batches after it
+        can go in under a new epoch, unless an earlier attempt of it may still land (then it is
+        retried as it is until it resolves or expires)."""
+        if batch.maybe_written:
+            return
+        self.request_epoch_bump(tp, why, rewrite=True)
 
     def on_retry(self, batch: ProducerBatch) -> None:
         p = self._partitions.get((batch.topic, batch.partition))
@@ -203,13 +314,32 @@ class IdempotenceManager:
             p.retry_waiting = True
 
     def on_failed(self, batch: ProducerBatch) -> None:
-        """`batch` failed for good: if it held a sequence, later ones would meet a gap."""
+        """`batch` failed for good. Refused for sure (no attempt left its outcome unknown): the
+        open batches after it cannot be written either, so they take sequences of a new epoch.
+        Possibly written: its sequence is unresolved until the batches after it settle."""
         p = self._partitions.get((batch.topic, batch.partition))
-        if p is None or batch not in p.unresolved:
+        if p is None or batch.owner != p.owner or batch not in p.window:
             return
-        p.unresolved.discard(batch)
-        p.sent_first.discard(batch)
-        if batch.owner == self._current:
-            self.request_epoch_bump(
-                (batch.topic, batch.partition), f"batch at sequence {batch.base_sequence} failed"
+        p.settle(batch)
+        last = _last_sequence(batch)
+        if p.last_acked != _NONE and _after_or_at(p.last_acked, last):
+            return  # later sequences were taken: nothing to resolve
+        tp = (batch.topic, batch.partition)
+        if batch.maybe_written:
+            if p.unresolved_end == _NONE or _after_or_at(last, p.unresolved_end):
+                p.unresolved_end = last
+            log.info(
+                "%s-%d: sequence %d failed with its outcome unknown",
+                tp[0],
+                tp[1],
+                batch.base_sequence,
             )
+        elif p.unresolved_end == _NONE:
+            self.request_epoch_bump(
+                tp, f"batch at sequence {batch.base_sequence} failed", rewrite=True
+            )
+
+
+def _after_or_at(a: int, b: int) -> bool:
+    """Sequence `a` is `b` or after it (sequences wrap at 2**31)."""
+    return ((a - b) & _SEQUENCE_MASK) < (1 << 30)

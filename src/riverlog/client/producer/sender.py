@@ -33,7 +33,7 @@ from ..config import ProducerConfig
 from ..errors import ClientClosedError, ClientTimeoutError
 from .accumulator import RecordAccumulator
 from .batch import ProducerBatch
-from .idempotence import IdempotenceManager
+from .idempotence import IdempotenceManager, leaves_outcome_unknown
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ class Sender(threading.Thread):
         batches may be drained."""
         idem = self.idempotence
         assert idem is not None
-        idem.maybe_bump_epoch()
+        idem.before_drain()
         if idem.has_producer_id():
             return True
         if now < self._next_init_attempt or not self.accumulator.has_queued():
@@ -253,6 +253,8 @@ class Sender(threading.Thread):
                 if isinstance(e, grpc.RpcError) and GatewayConnection.should_failover(e):
                     self._conn.failover(inflight.server)
                 for group in inflight.groups.values():
+                    for batch in group:
+                        batch.maybe_written = True  # no answer: the leader may have it
                     self._retry_or_fail(group, error, now)
                 continue
             self._settle_response(inflight, response, now)
@@ -272,14 +274,17 @@ class Sender(threading.Thread):
         answers = {(p.topic, p.partition): p for p in response.partitions}
         for tp, group in inflight.groups.items():
             answer = answers.get(tp)
-            if answer is None:
-                error = RiverlogError(
-                    f"the produce response has no answer for {tp[0]}-{tp[1]}",
-                    ErrorCode.UNKNOWN_SERVER_ERROR,
-                )
-                self._retry_or_fail(group, error, now)
-            elif answer.error_code != ErrorCode.NONE:
-                error = error_for(answer.error_code, answer.error_message)
+            if answer is None or answer.error_code != ErrorCode.NONE:
+                if answer is None:
+                    error = RiverlogError(
+                        f"the produce response has no answer for {tp[0]}-{tp[1]}",
+                        ErrorCode.UNKNOWN_SERVER_ERROR,
+                    )
+                else:
+                    error = error_for(answer.error_code, answer.error_message)
+                if leaves_outcome_unknown(None if answer is None else error.code):
+                    for batch in group:
+                        batch.maybe_written = True
                 self._retry_or_fail(group, error, now)
             else:
                 base = answer.base_offset
