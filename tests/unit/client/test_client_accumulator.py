@@ -117,6 +117,34 @@ def test_reenqueued_batch_goes_first_after_its_backoff() -> None:
     assert batches[0] is first[0] and [b.count for b in batches] == [8, 8, 1]
 
 
+def test_capacity_limits_new_batches_and_a_batch_holding_a_sequence_goes_alone() -> None:
+    """The idempotent producer's drain: `capacity` counts batches that get a new sequence; a
+    batch that holds one is in its window already (not counted) and travels alone, while a
+    retried batch without a sequence (its sequences were rewritten) is counted and alone."""
+    clock = Clock()
+    acc, _ = make(clock)
+    fill(acc, 8 * 4)  # four full batches
+    clock.now += 1
+    room = {("t", 0): 2}
+    first, _ = acc.drain(clock.now, 10**6, set(), room.__getitem__)
+    assert len(first) == 2
+    held, rewritten = first
+    held.base_sequence, held.attempts = 0, 1
+    rewritten.attempts = 1  # its sequence was taken back (base_sequence -1)
+    acc.reenqueue(rewritten, clock.now)
+    acc.reenqueue(held, clock.now)
+    room[("t", 0)] = 0
+    batches, _ = acc.drain(clock.now, 10**6, set(), room.__getitem__)
+    assert batches == [held]  # no room needed, and alone
+    batches, _ = acc.drain(clock.now, 10**6, set(), room.__getitem__)
+    assert batches == []  # no room for a batch that needs a sequence
+    room[("t", 0)] = 5
+    batches, _ = acc.drain(clock.now, 10**6, set(), room.__getitem__)
+    assert batches == [rewritten]  # a retry: alone
+    batches, _ = acc.drain(clock.now, 10**6, set(), room.__getitem__)
+    assert len(batches) == 2
+
+
 def test_expire_takes_batches_past_delivery_timeout() -> None:
     clock = Clock()
     acc, _ = make(clock, linger_ms=10_000, delivery_timeout_ms=1000)

@@ -299,10 +299,11 @@ class RecordAccumulator:
                     batch = dq[0]
                     # Idempotence: a batch that holds a sequence is in its window already and
                     # is not counted against `room`; a retried one travels alone.
-                    alone = capacity is not None and (batch.attempts or batch.base_sequence >= 0)
+                    held = capacity is not None and batch.base_sequence >= 0
+                    alone = held or (capacity is not None and batch.attempts > 0)
                     if taken and alone:
                         break
-                    if not alone and taken == room:
+                    if not held and taken == room:
                         break
                     if batch.retry_at > now:
                         next_check = min(next_check, batch.retry_at)
