@@ -1,21 +1,32 @@
 """The idempotent producer's bookkeeping (the idempotent part of Kafka's TransactionManager):
 the producer id and epoch, and per partition the next sequence number, the last acknowledged
-one and the batches that hold sequences but have no final outcome yet.
+one and the window of batches that hold sequences, from the oldest one without an outcome.
 
 Sequences are assigned when the sender drains a batch, and a retry resends the same bytes with
-the same sequence, so the leader can drop a batch it already has and answer with the offsets of
-the first write. Order with up to five requests in flight: a retried batch goes back into its
-partition's queue in sequence order, and a partition with a retry waiting sends nothing more
-until its requests on the wire have come back, so the retry goes out before later batches.
+the same sequence, so the leader drops a batch it already has and answers with the offsets of
+the first write, as long as it is among the leader's last five batches of the producer. Hence
+the window: from the oldest batch without a final outcome (acknowledged, or failed) to the
+newest, acknowledged ones in between included, at most five batches of a partition are ever
+sent; a batch whose request timed out still counts until it is resolved (Kafka bounds the same
+with five requests on one ordered connection, which it closes on a timeout; our requests travel
+on separate HTTP/2 streams and a stalled one can be overtaken). A retry goes back into its
+partition's queue in sequence order and goes alone, after the partition's requests on the wire.
 
-Errors, as Kafka 2.5+ (KIP-360) handles them for a producer without transactions:
-OUT_OF_ORDER_SEQUENCE_NUMBER for a batch that is not the next expected one (an earlier batch
-failed first) is retried as is; for the next expected batch it means a real gap, so the epoch is
-bumped. UNKNOWN_PRODUCER_ID bumps the epoch. A batch that fails for good (or expires) after its
-sequence was assigned also bumps the epoch, or every later batch would meet the gap. After a
-bump each partition starts again at sequence 0 once its requests of the old epoch have come back
-(queued batches get new sequences, and new bytes, when drained). An epoch at its maximum gets a
-new producer id instead (InitProducerId again).
+Errors, as Kafka 2.5+ (KIP-360) handles them for a producer without transactions, and one rule
+above all: a batch that may have been written is never sent again under a new epoch.
+OUT_OF_ORDER_SEQUENCE_NUMBER for a batch that is not the next expected one is retried as it is;
+for a batch sent as the next expected one it is a proven gap: the partition's open batches take
+sequences of a new epoch once its requests are back (unless an earlier attempt of the refused
+batch may still land). For a batch older than an acknowledged sequence it fails
+(Kafka's OutOfOrderSequenceException): written, it would have been answered as a duplicate, but
+it cannot go in under this epoch and must not go under another. A batch that fails after an
+attempt that got no answer (delivery.timeout.ms, retries) leaves its sequence unresolved: no new
+batch of the partition is sent until the batches after it settle; a later one acknowledged
+proves it written, else the next epoch starts with new batches only. A batch refused for good
+bumps the epoch and rewrites the partition's open batches (they cannot be written without it).
+The first batch of an epoch travels alone until acknowledged, since a leader that does not know
+the producer takes any sequence. An epoch at its maximum gets a new producer id instead
+(InitProducerId again).
 """
 
 from __future__ import annotations
