@@ -94,6 +94,17 @@ class StoragePeers:
             raise RiverlogError(
                 f"storage node {node.node_id} at {node.address}: {error.message}", error.code
             ) from None
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the caller itself is being cancelled: let it go
+            # The call, not the caller, was cancelled: its channel closed under it because the
+            # node left the cluster (prune) or restarted. Retriable, so the router moves on to
+            # the new leader instead of the client waiting out its request timeout.
+            raise RiverlogError(
+                f"storage node {node.node_id} at {node.address} left the cluster during the call",
+                ErrorCode.NETWORK_EXCEPTION,
+            ) from None
 
     # --- the families' senders ----------------------------------------------------------------
 

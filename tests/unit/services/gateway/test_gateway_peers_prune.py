@@ -1,0 +1,70 @@
+"""A storage node that leaves the cluster while a call to it is in flight (paused past its
+lease): pruning its channel must fail the call with a retriable error at once, so the router
+moves on to the new leader, instead of cancelling the gateway's handler and leaving the client
+to wait out its request timeout (found by the pause-leader fault test)."""
+
+import asyncio
+
+import pytest
+
+from riverlog.common.cluster import NodeInfo
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.rpc.server import RpcServer
+from riverlog.services.gateway.context import Deadline
+from riverlog.services.gateway.peers.storage import StoragePeers
+from riverlog.v1 import data_pb2, storage_pb2_grpc
+
+
+class _PausedLeader(storage_pb2_grpc.StorageServiceServicer):
+    """Takes a produce and never answers, like a SIGSTOP'd node."""
+
+    def __init__(self) -> None:
+        self.received = asyncio.Event()
+
+    async def Produce(self, request, context):  # noqa: N802
+        self.received.set()
+        await asyncio.sleep(3600)
+
+
+@pytest.mark.timeout(30)
+async def test_pruning_a_node_fails_its_in_flight_calls_as_retriable() -> None:
+    servicer = _PausedLeader()
+    add = storage_pb2_grpc.add_StorageServiceServicer_to_server
+    server = RpcServer("127.0.0.1", 0, [(add, servicer, "riverlog.v1.StorageService")])
+    await server.start()
+    peers = StoragePeers()
+    node = NodeInfo(kind="storage", node_id=1, host="127.0.0.1", port=server.port)
+    try:
+        call = asyncio.create_task(
+            peers._call(node, "Produce", data_pb2.ProduceRequest(), Deadline.after(20))
+        )
+        await asyncio.wait_for(servicer.received.wait(), 10)
+        await peers.prune([])  # the node's lease lapsed: it is no longer in the image
+        with pytest.raises(RiverlogError) as info:
+            await asyncio.wait_for(call, 5)
+        assert info.value.code is ErrorCode.NETWORK_EXCEPTION
+        assert info.value.retriable
+    finally:
+        await peers.close()
+        await server.stop(0)
+
+
+@pytest.mark.timeout(30)
+async def test_a_cancelled_caller_is_still_cancelled() -> None:
+    servicer = _PausedLeader()
+    add = storage_pb2_grpc.add_StorageServiceServicer_to_server
+    server = RpcServer("127.0.0.1", 0, [(add, servicer, "riverlog.v1.StorageService")])
+    await server.start()
+    peers = StoragePeers()
+    node = NodeInfo(kind="storage", node_id=1, host="127.0.0.1", port=server.port)
+    try:
+        call = asyncio.create_task(
+            peers._call(node, "Produce", data_pb2.ProduceRequest(), Deadline.after(20))
+        )
+        await asyncio.wait_for(servicer.received.wait(), 10)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+    finally:
+        await peers.close()
+        await server.stop(0)
