@@ -21,7 +21,7 @@ class _PausedLeader(storage_pb2_grpc.StorageServiceServicer):
     def __init__(self) -> None:
         self.received = asyncio.Event()
 
-    async def Produce(self, request, context):  # noqa: N802
+    async def Produce(self, request, context):
         self.received.set()
         await asyncio.sleep(3600)
 
