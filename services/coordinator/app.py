@@ -12,13 +12,10 @@ partitions at once), stop the shards, drain the server, stop following.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from riverlog.common.clock import SYSTEM_CLOCK
 from riverlog.common.cluster import (
@@ -26,17 +23,11 @@ from riverlog.common.cluster import (
     MetadataClient,
     MetadataWatcher,
     NodeInfo,
-    parse_addresses,
 )
 from riverlog.common.errors import RiverlogError
+from riverlog.common.node import NodeOptions, parse_node_args, run_node
 from riverlog.common.rpc.server import RpcServer
-from riverlog.common.service import (
-    base_arg_parser,
-    parse_overrides,
-    run,
-    setup_logging,
-    write_ready_file,
-)
+from riverlog.common.service import setup_logging
 
 from .config import CoordinatorConfig
 from .ownership import Ownership
@@ -46,34 +37,17 @@ from .rpc.servicer import SERVICE_NAME, CoordinatorServicer, add_to_server
 log = logging.getLogger(__name__)
 
 KIND = "coordinator"
-_FENCE_CHECK_S = 1.0
 _STOP_GRACE_S = 2.0
 
 
-@dataclass(frozen=True, slots=True)
-class Options:
-    node_id: int
-    host: str
-    port: int
-    metadata: list[str]
-    ready_file: str | None
-    config: CoordinatorConfig
+Options = NodeOptions[CoordinatorConfig]
 
 
 def parse_args(argv: Sequence[str] | None = None) -> tuple[Options, str]:
     """The process options and the log level; exits with a usage message on bad input."""
-    parser = base_arg_parser(KIND)
-    parser.add_argument("--node-id", type=int, required=True, help="this coordinator's node id")
-    args = parser.parse_args(argv)
-    try:
-        config = CoordinatorConfig.from_overrides(parse_overrides(args.config))
-        metadata = parse_addresses(args.metadata)
-    except (ValueError, RiverlogError) as exc:
-        parser.error(str(exc))
-    if args.node_id < 0:
-        parser.error("--node-id must not be negative")
-    options = Options(args.node_id, args.host, args.port, metadata, args.ready_file, config)
-    return options, str(args.log_level)
+    return parse_node_args(
+        KIND, CoordinatorConfig.from_overrides, argv, node_id_help="this coordinator's node id"
+    )
 
 
 class CoordinatorProcess:
@@ -136,28 +110,7 @@ class CoordinatorProcess:
         await self.client.close()
 
 
-async def serve(options: Options, stop: asyncio.Event) -> None:
-    process = CoordinatorProcess(options)
-    try:
-        await process.start()
-        write_ready_file(
-            options.ready_file, {"address": process.address, "node_id": options.node_id}
-        )
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), _FENCE_CHECK_S)
-            if process.fenced:
-                log.error("coordinator %d was replaced by a newer incarnation", options.node_id)
-                break
-    finally:
-        await process.stop()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     options, log_level = parse_args(argv)
     setup_logging(log_level, f"coordinator-{options.node_id}")
-    try:
-        run(lambda stop: serve(options, stop), "riverlog-coordinator")
-    except RiverlogError as exc:
-        log.error("coordinator %d cannot run: %s", options.node_id, exc)
-        sys.exit(1)
+    run_node(KIND, options, CoordinatorProcess)

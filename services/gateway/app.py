@@ -11,13 +11,10 @@ run at once, each with its own `--node-id`.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from riverlog.common.cluster import (
     ClusterImage,
@@ -25,17 +22,11 @@ from riverlog.common.cluster import (
     MetadataClient,
     MetadataWatcher,
     NodeInfo,
-    parse_addresses,
 )
 from riverlog.common.errors import RiverlogError
+from riverlog.common.node import NodeOptions, parse_node_args, run_node
 from riverlog.common.rpc.server import RpcServer
-from riverlog.common.service import (
-    base_arg_parser,
-    parse_overrides,
-    run,
-    setup_logging,
-    write_ready_file,
-)
+from riverlog.common.service import setup_logging
 
 from .admin import Admin
 from .config import GatewayConfig
@@ -58,34 +49,17 @@ from .rpc.servicer import SERVICE_NAME, Families, GatewayServicer, add_to_server
 log = logging.getLogger(__name__)
 
 KIND = "gateway"
-_FENCE_CHECK_S = 1.0
 _STOP_GRACE_S = 5.0
 
 
-@dataclass(frozen=True, slots=True)
-class Options:
-    node_id: int
-    host: str
-    port: int
-    metadata: list[str]
-    ready_file: str | None
-    config: GatewayConfig
+Options = NodeOptions[GatewayConfig]
 
 
 def parse_args(argv: Sequence[str] | None = None) -> tuple[Options, str]:
     """The process options and the log level; exits with a usage message on bad input."""
-    parser = base_arg_parser(KIND)
-    parser.add_argument("--node-id", type=int, required=True, help="this gateway's node id")
-    args = parser.parse_args(argv)
-    try:
-        config = GatewayConfig.from_overrides(parse_overrides(args.config))
-        metadata = parse_addresses(args.metadata)
-    except (ValueError, RiverlogError) as exc:
-        parser.error(str(exc))
-    if args.node_id < 0:
-        parser.error("--node-id must not be negative")
-    options = Options(args.node_id, args.host, args.port, metadata, args.ready_file, config)
-    return options, str(args.log_level)
+    return parse_node_args(
+        KIND, GatewayConfig.from_overrides, argv, node_id_help="this gateway's node id"
+    )
 
 
 class Gateway:
@@ -176,25 +150,6 @@ class Gateway:
         await self.client.close()
 
 
-async def serve(options: Options, stop: asyncio.Event) -> None:
-    gateway = Gateway(options)
-    try:
-        await gateway.start()
-        write_ready_file(
-            options.ready_file, {"address": gateway.address, "node_id": options.node_id}
-        )
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), _FENCE_CHECK_S)
-            if gateway.fenced:
-                log.error(
-                    "gateway %d was replaced by a newer incarnation; exiting", options.node_id
-                )
-                break
-    finally:
-        await gateway.stop()
-
-
 def _install_log_filter() -> None:
     log_filter = ClientIdLogFilter()
     for handler in logging.getLogger().handlers:
@@ -210,8 +165,4 @@ def main(argv: Sequence[str] | None = None) -> None:
     options, log_level = parse_args(argv)
     setup_logging(log_level, f"gateway-{options.node_id}")
     _install_log_filter()
-    try:
-        run(lambda stop: serve(options, stop), "riverlog-gateway")
-    except RiverlogError as exc:  # start-up refused: no metadata, node id taken, ...
-        log.error("gateway %d cannot run: %s", options.node_id, exc)
-        sys.exit(1)
+    run_node(KIND, options, Gateway)

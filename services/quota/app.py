@@ -12,26 +12,19 @@ Kafka broker, and the gateways' local views enforce meanwhile.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import sys
 import time
 from collections.abc import Sequence
 
 from riverlog.common.clock import SystemClock
-from riverlog.common.cluster import MembershipSession, MetadataClient, NodeInfo, parse_addresses
+from riverlog.common.cluster import MembershipSession, MetadataClient, NodeInfo
 from riverlog.common.cluster.quota_watcher import ClientQuotaWatcher
 from riverlog.common.errors import RiverlogError
+from riverlog.common.node import NodeOptions, parse_node_args, run_node
 from riverlog.common.quota.resolver import QuotaResolver
 from riverlog.common.rpc.server import RpcServer
-from riverlog.common.service import (
-    base_arg_parser,
-    parse_overrides,
-    run,
-    setup_logging,
-    write_ready_file,
-)
+from riverlog.common.service import setup_logging
 
 from .config import QuotaConfig
 from .ledger import QuotaLedger
@@ -40,76 +33,75 @@ from .rpc.servicer import SERVICE_NAME, QuotaServicer, add_to_server
 log = logging.getLogger("riverlog.services.quota")
 
 KIND = "quota"
-_FENCE_CHECK_S = 1.0
+
+Options = NodeOptions[QuotaConfig]
 
 
-async def serve(
-    node_id: int,
-    host: str,
-    port: int,
-    metadata: list[str],
-    config: QuotaConfig,
-    ready_file: str | None,
-    stop: asyncio.Event,
-) -> None:
-    clock = SystemClock()
-    client = MetadataClient(metadata)
-    ledger = QuotaLedger(QuotaResolver(), clock, config.window)
-    watcher = ClientQuotaWatcher(client, node_id)
-    watcher.add_listener(lambda resolver, _users: ledger.update_resolver(resolver))
-    server = RpcServer(host, port, [(add_to_server, QuotaServicer(ledger, clock), SERVICE_NAME)])
-    membership: MembershipSession | None = None
-    try:
-        if not await watcher.start(timeout_s=30.0):
-            log.warning("no quota configs from the metadata service yet; serving without bounds")
-        await server.start()
-        node = NodeInfo(
-            kind=KIND, node_id=node_id, host=host, port=server.port, incarnation=time.time_ns()
+class QuotaProcess:
+    """One instance's components. Lifecycle: `await start()`, serve (calling `expire_if_due()`
+    now and then), `await stop()`; all on one event loop."""
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        config = options.config
+        clock = SystemClock()
+        self.client = MetadataClient(options.metadata)
+        self.ledger = QuotaLedger(QuotaResolver(), clock, config.window)
+        self.watcher = ClientQuotaWatcher(self.client, options.node_id)
+        ledger = self.ledger
+        self.watcher.add_listener(lambda resolver, _users: ledger.update_resolver(resolver))
+        self.server = RpcServer(
+            options.host,
+            options.port,
+            [(add_to_server, QuotaServicer(self.ledger, clock), SERVICE_NAME)],
         )
-        membership = MembershipSession(client, node)
-        await membership.start()
-        log.info("quota instance %d serving on %s", node_id, server.address)
-        write_ready_file(ready_file, {"address": server.address, "node_id": node_id})
-        expire_s = config.quota_expire_interval_ms / 1000
-        next_expiry = time.monotonic() + expire_s
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), _FENCE_CHECK_S)
-            if membership.fenced:
-                log.error("quota instance %d was replaced by a newer incarnation", node_id)
-                break
-            if time.monotonic() >= next_expiry:
-                ledger.expire_inactive()
-                next_expiry = time.monotonic() + expire_s
-    finally:
-        log.info("quota instance %d stopping", node_id)
-        if membership is not None:
+        self.membership: MembershipSession | None = None
+        self._expire_s = config.quota_expire_interval_ms / 1000
+        self._next_expiry = 0.0
+
+    @property
+    def address(self) -> str:
+        return self.server.address
+
+    async def start(self) -> None:
+        node_id = self.options.node_id
+        if not await self.watcher.start(timeout_s=30.0):
+            log.warning("no quota configs from the metadata service yet; serving without bounds")
+        await self.server.start()
+        node = NodeInfo(
+            kind=KIND,
+            node_id=node_id,
+            host=self.options.host,
+            port=self.server.port,
+            incarnation=time.time_ns(),
+        )
+        self.membership = MembershipSession(self.client, node)
+        await self.membership.start()
+        log.info("quota instance %d serving on %s", node_id, self.address)
+        self._next_expiry = time.monotonic() + self._expire_s
+
+    @property
+    def fenced(self) -> bool:
+        return self.membership is not None and self.membership.fenced
+
+    def expire_if_due(self) -> None:
+        """Drop the windows of entities idle past `quota.expire.interval.ms`, when it is time."""
+        if time.monotonic() >= self._next_expiry:
+            self.ledger.expire_inactive()
+            self._next_expiry = time.monotonic() + self._expire_s
+
+    async def stop(self) -> None:
+        if self.membership is not None:
             with contextlib.suppress(RiverlogError):
-                await membership.stop()
-        await server.stop(1.0)
-        await watcher.stop()
-        await client.close()
+                await self.membership.stop()
+        await self.server.stop(1.0)
+        await self.watcher.stop()
+        await self.client.close()
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = base_arg_parser(KIND)
-    parser.add_argument("--node-id", type=int, required=True, help="this instance's node id")
-    args = parser.parse_args(argv)
-    try:
-        config = QuotaConfig.from_overrides(parse_overrides(args.config))
-        metadata = parse_addresses(args.metadata)
-    except (ValueError, RiverlogError) as exc:
-        parser.error(str(exc))
-    if args.node_id < 0:
-        parser.error("--node-id must not be negative")
-    setup_logging(args.log_level, f"quota-{args.node_id}")
-    try:
-        run(
-            lambda stop: serve(
-                args.node_id, args.host, args.port, metadata, config, args.ready_file, stop
-            ),
-            "riverlog-quota",
-        )
-    except RiverlogError as exc:
-        log.error("quota instance %d cannot run: %s", args.node_id, exc)
-        sys.exit(1)
+    options, log_level = parse_node_args(
+        KIND, QuotaConfig.from_overrides, argv, node_id_help="this instance's node id"
+    )
+    setup_logging(log_level, f"quota-{options.node_id}")
+    run_node(KIND, options, QuotaProcess, label="quota instance", tick=QuotaProcess.expire_if_due)

@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Sequence
 from riverlog.common.clock import SYSTEM_CLOCK, Clock
 from riverlog.common.cluster import MembershipSession, MetadataClient, MetadataWatcher, NodeInfo
 from riverlog.common.errors import RiverlogError
+from riverlog.common.node import until_stopped_or_fenced
 from riverlog.common.rpc.server import RpcServer
 from riverlog.common.service import (
     base_arg_parser,
@@ -59,8 +60,6 @@ from .tasks import PeriodicTasks
 from .zerocopy.server import ZeroCopyServer
 
 log = logging.getLogger(__name__)
-
-_FENCE_CHECK_S = 1.0
 
 
 class StorageNode:
@@ -252,10 +251,7 @@ async def serve(config: StorageConfig, stop: asyncio.Event) -> None:
         if not await _until_stopped(node.start(), stop):
             log.info("stopped before the node was serving")
             return
-        while not stop.is_set() and not node.fenced:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), _FENCE_CHECK_S)
-        if node.fenced:
+        if await until_stopped_or_fenced(node, stop):
             log.error("a newer incarnation of node %d took over; stopping", config.node_id)
     finally:
         await node.stop()

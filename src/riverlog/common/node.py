@@ -1,0 +1,145 @@
+"""The lifecycle every registered node process shares (gateway, coordinator, quota): the
+`--node-id` command line, and serving until SIGTERM or until a newer incarnation of the same
+node id fences this one.
+
+A service supplies its config type (parsed from `--config key=value` by its `from_overrides`)
+and a process object with `start()`, `stop()`, `address` and `fenced`; this module parses the
+flags, starts the process, writes the ready file (`{"pid", "address", "node_id"}`, which the
+local-cluster launcher reads), checks `fenced` every second until told to stop, and stops the
+process on the way out, whatever happened. Start-up failures (RiverlogError) exit with status 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+from riverlog.common.cluster import parse_addresses
+from riverlog.common.errors import RiverlogError
+from riverlog.common.service import base_arg_parser, parse_overrides, run, write_ready_file
+
+log = logging.getLogger(__name__)
+
+FENCE_CHECK_S = 1.0
+
+C = TypeVar("C")
+P = TypeVar("P", bound="NodeProcess")
+
+
+class Fenceable(Protocol):
+    @property
+    def fenced(self) -> bool:
+        """True once a newer incarnation of this node id took over its registration."""
+        ...
+
+
+class NodeProcess(Fenceable, Protocol):
+    """A node's components as one object. Lifecycle: `await start()` (returns once serving and
+    registered), then `await stop()` (also after a failed or interrupted start)."""
+
+    @property
+    def address(self) -> str: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class NodeOptions(Generic[C]):
+    """A node process's command line, its settings parsed into the service's config type."""
+
+    node_id: int
+    host: str
+    port: int
+    metadata: list[str]
+    ready_file: str | None
+    config: C
+
+
+def parse_node_args(
+    kind: str,
+    config_from_overrides: Callable[[Mapping[str, str]], C],
+    argv: Sequence[str] | None = None,
+    *,
+    node_id_help: str,
+) -> tuple[NodeOptions[C], str]:
+    """The process options and the log level; exits with a usage message on bad input."""
+    parser = base_arg_parser(kind)
+    parser.add_argument("--node-id", type=int, required=True, help=node_id_help)
+    args = parser.parse_args(argv)
+    try:
+        config = config_from_overrides(parse_overrides(args.config))
+        metadata = parse_addresses(args.metadata)
+    except (ValueError, RiverlogError) as exc:
+        parser.error(str(exc))
+    if args.node_id < 0:
+        parser.error("--node-id must not be negative")
+    options = NodeOptions(args.node_id, args.host, args.port, metadata, args.ready_file, config)
+    return options, str(args.log_level)
+
+
+async def until_stopped_or_fenced(
+    process: Fenceable, stop: asyncio.Event, tick: Callable[[], None] | None = None
+) -> bool:
+    """Wait for `stop`, checking every second whether `process` was fenced (and calling
+    `tick()` after each check); returns whether it was fenced."""
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), FENCE_CHECK_S)
+        if process.fenced:
+            return True
+        if tick is not None:
+            tick()
+    return False
+
+
+async def serve_node(
+    process: NodeProcess,
+    options: NodeOptions[C],
+    stop: asyncio.Event,
+    *,
+    label: str,
+    tick: Callable[[], None] | None = None,
+) -> None:
+    """Start `process`, announce it in the ready file, serve until stopped or fenced, stop it."""
+    try:
+        await process.start()
+        write_ready_file(
+            options.ready_file, {"address": process.address, "node_id": options.node_id}
+        )
+        if await until_stopped_or_fenced(process, stop, tick):
+            log.error("%s %d was replaced by a newer incarnation; exiting", label, options.node_id)
+    finally:
+        log.info("%s %d stopping", label, options.node_id)
+        await process.stop()
+
+
+def run_node(
+    kind: str,
+    options: NodeOptions[C],
+    make_process: Callable[[NodeOptions[C]], P],
+    *,
+    label: str | None = None,
+    tick: Callable[[P], None] | None = None,
+) -> None:
+    """Run the node until SIGTERM/SIGINT (logging already set up); exits with status 1 when
+    start-up is refused (no metadata, node id taken, ...). `label` names the node in logs
+    (default: `kind`); `tick(process)` runs about once a second while it serves."""
+    name = label or kind
+
+    async def serve(stop: asyncio.Event) -> None:
+        process = make_process(options)
+        each_second = (lambda: tick(process)) if tick is not None else None
+        await serve_node(process, options, stop, label=name, tick=each_second)
+
+    try:
+        run(serve, f"riverlog-{kind}")
+    except RiverlogError as exc:
+        log.error("%s %d cannot run: %s", name, options.node_id, exc)
+        sys.exit(1)
