@@ -5,6 +5,7 @@ coordinator and retries coordinator moves until the deadline."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -20,12 +21,27 @@ if TYPE_CHECKING:
 
 _JOIN_MARGIN_S = 5.0
 
+Handler = Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[Any]]
+
 
 def host_of(peer: str) -> str:
     """The host part of a gRPC peer string (`ipv4:127.0.0.1:5555`, `ipv6:[::1]:5555`)."""
     _, _, rest = peer.partition(":")
     host = rest.rpartition(":")[0] or rest
     return host.strip("[]")
+
+
+def routed(method: str, response_type: type[Any]) -> Handler:
+    """A servicer method that hands its request to the group's coordinator as it is."""
+
+    async def call(self: GroupMethods, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        ctx = self._context(method, context)
+        return await self._router().call(
+            request.group_id, method, request, response_type, ctx.deadline
+        )
+
+    call.__name__ = call.__qualname__ = method
+    return call
 
 
 class GroupMethods:
@@ -68,53 +84,11 @@ class GroupMethods:
         )
         return response
 
-    async def _single(
-        self, method: str, request: Any, response_type: Any, context: grpc.aio.ServicerContext
-    ) -> Any:
-        ctx = self._context(method, context)
-        return await self._router().call(
-            request.group_id, method, request, response_type, ctx.deadline
-        )
-
-    async def SyncGroup(
-        self, request: pb.SyncGroupRequest, context: grpc.aio.ServicerContext
-    ) -> pb.SyncGroupResponse:
-        response: pb.SyncGroupResponse = await self._single(
-            "SyncGroup", request, pb.SyncGroupResponse, context
-        )
-        return response
-
-    async def Heartbeat(
-        self, request: pb.GroupHeartbeatRequest, context: grpc.aio.ServicerContext
-    ) -> pb.GroupHeartbeatResponse:
-        response: pb.GroupHeartbeatResponse = await self._single(
-            "Heartbeat", request, pb.GroupHeartbeatResponse, context
-        )
-        return response
-
-    async def LeaveGroup(
-        self, request: pb.LeaveGroupRequest, context: grpc.aio.ServicerContext
-    ) -> pb.LeaveGroupResponse:
-        response: pb.LeaveGroupResponse = await self._single(
-            "LeaveGroup", request, pb.LeaveGroupResponse, context
-        )
-        return response
-
-    async def OffsetCommit(
-        self, request: pb.OffsetCommitRequest, context: grpc.aio.ServicerContext
-    ) -> pb.OffsetCommitResponse:
-        response: pb.OffsetCommitResponse = await self._single(
-            "OffsetCommit", request, pb.OffsetCommitResponse, context
-        )
-        return response
-
-    async def OffsetFetch(
-        self, request: pb.OffsetFetchRequest, context: grpc.aio.ServicerContext
-    ) -> pb.OffsetFetchResponse:
-        response: pb.OffsetFetchResponse = await self._single(
-            "OffsetFetch", request, pb.OffsetFetchResponse, context
-        )
-        return response
+    SyncGroup = routed("SyncGroup", pb.SyncGroupResponse)
+    Heartbeat = routed("Heartbeat", pb.GroupHeartbeatResponse)
+    LeaveGroup = routed("LeaveGroup", pb.LeaveGroupResponse)
+    OffsetCommit = routed("OffsetCommit", pb.OffsetCommitResponse)
+    OffsetFetch = routed("OffsetFetch", pb.OffsetFetchResponse)
 
     async def ListGroups(
         self, request: pb.ListGroupsRequest, context: grpc.aio.ServicerContext
