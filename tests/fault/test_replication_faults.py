@@ -322,13 +322,14 @@ SCENARIOS = [
     Scenario("hard-bounce-leader-x3", bounce_leader(3, "kill"), already_healed),
     Scenario("clean-bounce-leader-x3", bounce_leader(3, "term"), already_healed),
     Scenario("kill-controller", kill_controller, kill_controller_heal),
-    # The pause-leader cases (and kill-all-replicas-clean, less often) fail intermittently on
+    # The pause-leader cases (and kill-all-replicas-clean, less often) failed intermittently on
     # two real bugs, so they are not xfail (see the fault-test report of issue 3): the gateway
     # closes the channel of a storage node whose lease lapsed, which cancels the produce calls
     # in flight to it without answering the client (it waits for request.timeout.ms); and the
-    # SDK keeps sending a partition's later batches while an earlier one is unresolved, then,
-    # told its sequence "already passed", resends it under a bumped epoch: written twice, and
-    # out of order.
+    # SDK kept sending a partition's later batches while an earlier one was unresolved, then,
+    # told its sequence "already passed", resent it under a bumped epoch: written twice, and
+    # out of order (fixed: at most five batches from the oldest unresolved one, and a batch that
+    # may have been written is never resent under a new epoch; decision 0006).
     Scenario("pause-leader", pause_leader, leadership_moved),
     # The same with Kafka's default request.timeout.ms (30 s, longer than the pause): the old
     # leader answers once resumed, yet the partition is unavailable for the whole 30 s while
