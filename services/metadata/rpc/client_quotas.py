@@ -28,6 +28,7 @@ from riverlog.common.quota.entity import DEFAULT, QuotaEntity
 from riverlog.v1 import admin_pb2, metadata_pb2
 
 from ..client_quotas import ClientQuotaBook, QuotaOp
+from .converters import UNREACHED, answer_or_error
 
 log = logging.getLogger(__name__)
 
@@ -108,32 +109,22 @@ class ClientQuotasRpc:
     async def UpsertUser(
         self, request: admin_pb2.UpsertUserRequest, context: grpc.aio.ServicerContext
     ) -> admin_pb2.UpsertUserResponse:
-        try:
+        async def upsert() -> admin_pb2.UpsertUserResponse:
             await self.client_quotas.upsert_user(request.name, request.password)
-        except RiverlogError as exc:
-            if exc.code == ErrorCode.NETWORK_EXCEPTION:
-                raise
-            return admin_pb2.UpsertUserResponse(
-                error_code=int(exc.code),  # type: ignore[arg-type]
-                error_message=exc.message,
-            )
-        log.info("stored credential of user %r", request.name)
-        return admin_pb2.UpsertUserResponse()
+            log.info("stored credential of user %r", request.name)
+            return admin_pb2.UpsertUserResponse()
+
+        return await answer_or_error(admin_pb2.UpsertUserResponse, upsert(), raised=UNREACHED)
 
     async def DeleteUser(
         self, request: admin_pb2.DeleteUserRequest, context: grpc.aio.ServicerContext
     ) -> admin_pb2.DeleteUserResponse:
-        try:
+        async def delete() -> admin_pb2.DeleteUserResponse:
             await self.client_quotas.delete_user(request.name)
-        except RiverlogError as exc:
-            if exc.code == ErrorCode.NETWORK_EXCEPTION:
-                raise
-            return admin_pb2.DeleteUserResponse(
-                error_code=int(exc.code),  # type: ignore[arg-type]
-                error_message=exc.message,
-            )
-        log.info("deleted user %r", request.name)
-        return admin_pb2.DeleteUserResponse()
+            log.info("deleted user %r", request.name)
+            return admin_pb2.DeleteUserResponse()
+
+        return await answer_or_error(admin_pb2.DeleteUserResponse, delete(), raised=UNREACHED)
 
     async def ListUsers(
         self, request: admin_pb2.ListUsersRequest, context: grpc.aio.ServicerContext

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
+from typing import TypeVar
+
+from google.protobuf.message import Message
 
 from riverlog.common.cluster.image import (
     ClusterImage,
@@ -11,6 +14,7 @@ from riverlog.common.cluster.image import (
     partition_to_proto,
     topic_to_proto,
 )
+from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.v1 import admin_pb2, common_pb2, metadata_pb2
 
 from ..controller.alter_partition import AlterPartitionItem, AlterPartitionOutcome
@@ -18,6 +22,11 @@ from ..controller.elections import ElectionResult
 from ..controller.topic_validation import ConfigOp, describe_configs
 from ..controller.topics import NewTopic, TopicResult
 from ..records import InstanceRecord
+
+R = TypeVar("R", bound=Message)
+
+# etcd could not be reached: the whole call fails (retriable) rather than answering an error.
+UNREACHED = frozenset({ErrorCode.NETWORK_EXCEPTION})
 
 _OP_TYPES = {
     admin_pb2.AlterConfigsRequest.Op.SET: "SET",
@@ -141,3 +150,17 @@ def election_result_to_proto(result: ElectionResult) -> admin_pb2.ElectLeadersRe
         leader=result.leader,
         leader_epoch=result.leader_epoch,
     )
+
+
+async def answer_or_error(
+    response_type: type[R], work: Awaitable[R], *, raised: frozenset[ErrorCode] = frozenset()
+) -> R:
+    """`work`'s response, or a `response_type` carrying the RiverlogError it raised (its
+    `error_code` and `error_message`); codes in `raised` fail the whole call instead."""
+    try:
+        return await work
+    except RiverlogError as exc:
+        if exc.code in raised:
+            raise
+        response: R = response_type(error_code=int(exc.code), error_message=exc.message)
+        return response

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 
@@ -31,6 +31,8 @@ from . import converters as conv
 from .client_quotas import ClientQuotasRpc
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R")
 
 
 class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceServicer):
@@ -57,49 +59,43 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
     async def RegisterNode(
         self, request: metadata_pb2.RegisterNodeRequest, context: grpc.aio.ServicerContext
     ) -> metadata_pb2.RegisterNodeResponse:
-        try:
-            node = node_from_proto(request.node)
-            granted = await self.registry.register(node)
-        except ValueError as exc:
-            return _register_error(RiverlogError(str(exc), ErrorCode.INVALID_REQUEST))
-        except RiverlogError as exc:
-            if exc.code == ErrorCode.NETWORK_EXCEPTION:
-                raise
-            return _register_error(exc)
-        return metadata_pb2.RegisterNodeResponse(
-            lease_id=granted.lease_id,
-            lease_ttl_ms=granted.lease_ttl_ms,
-            heartbeat_interval_ms=granted.heartbeat_interval_ms,
-            cluster_id=granted.cluster_id,
+        async def register() -> metadata_pb2.RegisterNodeResponse:
+            try:
+                granted = await self.registry.register(node_from_proto(request.node))
+            except ValueError as exc:
+                raise RiverlogError(str(exc), ErrorCode.INVALID_REQUEST) from None
+            return metadata_pb2.RegisterNodeResponse(
+                lease_id=granted.lease_id,
+                lease_ttl_ms=granted.lease_ttl_ms,
+                heartbeat_interval_ms=granted.heartbeat_interval_ms,
+                cluster_id=granted.cluster_id,
+            )
+
+        return await conv.answer_or_error(
+            metadata_pb2.RegisterNodeResponse, register(), raised=conv.UNREACHED
         )
 
     async def Heartbeat(
         self, request: metadata_pb2.HeartbeatRequest, context: grpc.aio.ServicerContext
     ) -> metadata_pb2.HeartbeatResponse:
-        try:
+        async def heartbeat() -> metadata_pb2.HeartbeatResponse:
             ttl = await self.registry.heartbeat(request.node_id, request.lease_id)
-        except RiverlogError as exc:
-            if exc.code == ErrorCode.NETWORK_EXCEPTION:
-                raise
-            return metadata_pb2.HeartbeatResponse(
-                error_code=int(exc.code),  # type: ignore[arg-type]
-                error_message=exc.message,
-            )
-        return metadata_pb2.HeartbeatResponse(lease_ttl_ms=ttl)
+            return metadata_pb2.HeartbeatResponse(lease_ttl_ms=ttl)
+
+        return await conv.answer_or_error(
+            metadata_pb2.HeartbeatResponse, heartbeat(), raised=conv.UNREACHED
+        )
 
     async def UnregisterNode(
         self, request: metadata_pb2.UnregisterNodeRequest, context: grpc.aio.ServicerContext
     ) -> metadata_pb2.UnregisterNodeResponse:
-        try:
+        async def unregister() -> metadata_pb2.UnregisterNodeResponse:
             await self.registry.unregister(request.node_id, request.lease_id)
-        except RiverlogError as exc:
-            if exc.code == ErrorCode.NETWORK_EXCEPTION:
-                raise
-            return metadata_pb2.UnregisterNodeResponse(
-                error_code=int(exc.code),  # type: ignore[arg-type]
-                error_message=exc.message,
-            )
-        return metadata_pb2.UnregisterNodeResponse()
+            return metadata_pb2.UnregisterNodeResponse()
+
+        return await conv.answer_or_error(
+            metadata_pb2.UnregisterNodeResponse, unregister(), raised=conv.UNREACHED
+        )
 
     async def Watch(
         self, request: metadata_pb2.WatchRequest, context: grpc.aio.ServicerContext
@@ -120,8 +116,9 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
         method: str,
         request: Any,
         context: grpc.aio.ServicerContext,
-        local: Callable[[], Awaitable[Any]],
-    ) -> Any:
+        local: Callable[[], Awaitable[R]],
+    ) -> R:
+        """`local()` on the controller; elsewhere the request forwarded to the controller."""
         if self.election.is_controller:
             return await local()
         holder = self.image.controller
@@ -131,7 +128,8 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
             )
         if holder.instance_id == self.election.instance_id:
             raise RiverlogError("this instance was deposed as controller", ErrorCode.NOT_CONTROLLER)
-        return await self.peer.forward(holder.address, method, request)
+        forwarded: R = await self.peer.forward(holder.address, method, request)
+        return forwarded
 
     async def CreateTopics(
         self, request: admin_pb2.CreateTopicsRequest, context: grpc.aio.ServicerContext
@@ -141,10 +139,7 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
             results = await self.topics.create_topics(topics, request.validate_only)
             return admin_pb2.CreateTopicsResponse(topics=conv.topic_results_to_proto(results))
 
-        result: admin_pb2.CreateTopicsResponse = await self._write(
-            "CreateTopics", request, context, local
-        )
-        return result
+        return await self._write("CreateTopics", request, context, local)
 
     async def DeleteTopics(
         self, request: admin_pb2.DeleteTopicsRequest, context: grpc.aio.ServicerContext
@@ -153,10 +148,7 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
             results = await self.topics.delete_topics(list(request.names))
             return admin_pb2.DeleteTopicsResponse(topics=conv.topic_results_to_proto(results))
 
-        result: admin_pb2.DeleteTopicsResponse = await self._write(
-            "DeleteTopics", request, context, local
-        )
-        return result
+        return await self._write("DeleteTopics", request, context, local)
 
     async def CreatePartitions(
         self, request: admin_pb2.CreatePartitionsRequest, context: grpc.aio.ServicerContext
@@ -166,10 +158,7 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
             results = await self.topics.create_partitions(counts, request.validate_only)
             return admin_pb2.CreatePartitionsResponse(topics=conv.topic_results_to_proto(results))
 
-        result: admin_pb2.CreatePartitionsResponse = await self._write(
-            "CreatePartitions", request, context, local
-        )
-        return result
+        return await self._write("CreatePartitions", request, context, local)
 
     async def AlterConfigs(
         self, request: admin_pb2.AlterConfigsRequest, context: grpc.aio.ServicerContext
@@ -179,10 +168,7 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
             results = await self.topics.alter_configs(changes, request.validate_only)
             return admin_pb2.AlterConfigsResponse(topics=conv.topic_results_to_proto(results))
 
-        result: admin_pb2.AlterConfigsResponse = await self._write(
-            "AlterConfigs", request, context, local
-        )
-        return result
+        return await self._write("AlterConfigs", request, context, local)
 
     # --- leadership and producer ids (controller) -----------------------------------------------
 
@@ -198,16 +184,8 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
                 partitions=[conv.alter_partition_outcome_to_proto(o) for o in outcomes]
             )
 
-        try:
-            result: metadata_pb2.AlterPartitionResponse = await self._write(
-                "AlterPartition", request, context, local
-            )
-        except RiverlogError as exc:
-            return metadata_pb2.AlterPartitionResponse(
-                error_code=int(exc.code),  # type: ignore[arg-type]
-                error_message=exc.message,
-            )
-        return result
+        write = self._write("AlterPartition", request, context, local)
+        return await conv.answer_or_error(metadata_pb2.AlterPartitionResponse, write)
 
     async def AllocateProducerIds(
         self, request: metadata_pb2.AllocateProducerIdsRequest, context: grpc.aio.ServicerContext
@@ -218,16 +196,8 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
                 producer_id_start=block.start, producer_id_len=block.length
             )
 
-        try:
-            result: metadata_pb2.AllocateProducerIdsResponse = await self._write(
-                "AllocateProducerIds", request, context, local
-            )
-        except RiverlogError as exc:
-            return metadata_pb2.AllocateProducerIdsResponse(
-                error_code=int(exc.code),  # type: ignore[arg-type]
-                error_message=exc.message,
-            )
-        return result
+        write = self._write("AllocateProducerIds", request, context, local)
+        return await conv.answer_or_error(metadata_pb2.AllocateProducerIdsResponse, write)
 
     async def ElectLeaders(
         self, request: admin_pb2.ElectLeadersRequest, context: grpc.aio.ServicerContext
@@ -247,10 +217,7 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
             raise RiverlogError(
                 f"unknown election type {request.election_type}", ErrorCode.INVALID_REQUEST
             )
-        result: admin_pb2.ElectLeadersResponse = await self._write(
-            "ElectLeaders", request, context, local
-        )
-        return result
+        return await self._write("ElectLeaders", request, context, local)
 
     # --- reads (any instance) -------------------------------------------------------------------
 
@@ -307,10 +274,3 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
             self.replication.leader_elections,
             self.replication.isr_changes,
         )
-
-
-def _register_error(exc: RiverlogError) -> metadata_pb2.RegisterNodeResponse:
-    return metadata_pb2.RegisterNodeResponse(
-        error_code=int(exc.code),  # type: ignore[arg-type]
-        error_message=exc.message,
-    )
