@@ -22,7 +22,7 @@ import base64
 import contextlib
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from riverlog.common.errors import ErrorCode, RiverlogError
@@ -35,7 +35,8 @@ from riverlog.common.quota.entity import (
     validate_quota_values,
 )
 
-from .store import Change, Compare, EtcdStore, Op
+from .follower import EtcdFollower
+from .store import Change, Compare, Entry, EtcdStore, Op
 
 log = logging.getLogger(__name__)
 
@@ -97,57 +98,31 @@ class ClientQuotaBook:
         self.configs: dict[QuotaEntity, dict[QuotaType, float]] = {}
         self.users: dict[str, StoredCredential] = {}
         self._changed = asyncio.Event()
-        self._inbox: asyncio.Queue[tuple[int, list[Change] | None]] = asyncio.Queue()
-        self._task: asyncio.Task[None] | None = None
+        self._follower = EtcdFollower(
+            store, self._load, self._apply, what="client quotas", task_name="client-quota-book"
+        )
 
     # --- lifecycle and feeding ------------------------------------------------------------------
 
     async def start(self) -> None:
-        await self._reload()
-        self._task = asyncio.create_task(self._drain(), name="client-quota-book")
+        await self._follower.start()
 
     async def stop(self) -> None:
-        self.store.cancel_watch()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._follower.stop()
 
-    async def _reload(self) -> None:
-        while True:
-            try:
-                revision, entries = await self.store.read_all()
-                self.configs.clear()
-                self.users.clear()
-                for key, entry in entries.items():
-                    self._absorb(key, entry.value)
-                self._bump(revision)
-                await self.store.watch(revision + 1, self._thread_feed())
-                return
-            except Exception as exc:
-                log.warning("cannot read client quotas from etcd (%s); retrying", exc)
-                await asyncio.sleep(0.5)
+    def _load(self, revision: int, entries: dict[str, Entry]) -> None:
+        self.configs.clear()
+        self.users.clear()
+        for key, entry in entries.items():
+            self._absorb(key, entry.value)
+        self._bump(revision)
 
-    def _thread_feed(self) -> Callable[[int, list[Change] | None], None]:
-        loop = asyncio.get_running_loop()
-
-        def feed(revision: int, changes: list[Change] | None) -> None:
-            loop.call_soon_threadsafe(self._inbox.put_nowait, (revision, changes))
-
-        return feed
-
-    async def _drain(self) -> None:
-        while True:
-            revision, changes = await self._inbox.get()
-            if changes is None:
-                self.store.cancel_watch()
-                await self._reload()
-                continue
-            if revision <= self.version:
-                continue
-            for change in changes:
-                self._absorb(change.key, change.value)
-            self._bump(revision)
+    def _apply(self, revision: int, changes: list[Change]) -> None:
+        if revision <= self.version:
+            return
+        for change in changes:
+            self._absorb(change.key, change.value)
+        self._bump(revision)
 
     def _absorb(self, key: str, value: bytes | None) -> None:
         rel = self.store.keys.relative(key)

@@ -25,6 +25,7 @@ from riverlog.common.cluster.image import (
     TopicInfo,
 )
 
+from .follower import EtcdFollower
 from .records import (
     ControllerRecord,
     InstanceRecord,
@@ -34,7 +35,7 @@ from .records import (
     partition_decode,
     topic_info,
 )
-from .store import Change, EtcdStore
+from .store import Change, Entry, EtcdStore
 
 log = logging.getLogger(__name__)
 
@@ -87,21 +88,17 @@ class MetadataImage:
         self._subscribers: set[Subscription] = set()
         self._listeners: list[Callable[[], None]] = []
         self._changed = asyncio.Event()
-        self._inbox: asyncio.Queue[tuple[int, list[Change] | None]] = asyncio.Queue()
-        self._task: asyncio.Task[None] | None = None
+        self._follower = EtcdFollower(
+            store, self._load, self._apply, what="image", task_name="metadata-image"
+        )
 
     # --- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        await self._reload()
-        self._task = asyncio.create_task(self._drain(), name="metadata-image")
+        await self._follower.start()
 
     async def stop(self) -> None:
-        self.store.cancel_watch()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._follower.stop()
 
     def add_listener(self, callback: Callable[[], None]) -> None:
         """`callback()` after every change (on the loop); read the image from it."""
@@ -132,38 +129,10 @@ class MetadataImage:
 
     # --- feeding -------------------------------------------------------------------------------
 
-    async def _reload(self) -> None:
-        """Read everything, rebuild, and watch from the next revision."""
-        while True:
-            try:
-                revision, entries = await self.store.read_all()
-                self.revisions = {k: v.mod_revision for k, v in entries.items()}
-                self._rebuild(revision, {k: v.value for k, v in entries.items()})
-                await self.store.watch(revision + 1, self._thread_feed())
-                return
-            except Exception as exc:
-                log.warning("cannot read the image from etcd (%s); retrying", exc)
-                await asyncio.sleep(0.5)
-
-    def _thread_feed(self) -> Callable[[int, list[Change] | None], None]:
-        """A callback for etcd3's watch thread that hands each response to the loop."""
-        loop = asyncio.get_running_loop()
-
-        def feed(revision: int, changes: list[Change] | None) -> None:
-            loop.call_soon_threadsafe(self._inbox.put_nowait, (revision, changes))
-
-        return feed
-
-    async def _drain(self) -> None:
-        while True:
-            revision, changes = await self._inbox.get()
-            if changes is None:
-                self.store.cancel_watch()
-                while not self._inbox.empty():
-                    self._inbox.get_nowait()
-                await self._reload()
-                continue
-            self._apply(revision, changes)
+    def _load(self, revision: int, entries: dict[str, Entry]) -> None:
+        """Rebuild from a full read (start, or after the etcd watch broke)."""
+        self.revisions = {k: v.mod_revision for k, v in entries.items()}
+        self._rebuild(revision, {k: v.value for k, v in entries.items()})
 
     def _rebuild(self, revision: int, values: dict[str, bytes]) -> None:
         self.controller = None
