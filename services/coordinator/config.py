@@ -9,9 +9,9 @@ and the initial rebalance delay so a rebalance takes a fraction of a second.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
-from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.service import int_settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,29 +53,11 @@ class CoordinatorConfig:
 
     @classmethod
     def from_overrides(cls, overrides: Mapping[str, str]) -> CoordinatorConfig:
-        known = {f.name.replace("_", "."): f.name for f in fields(cls)}
-        values: dict[str, int] = {}
-        for key, raw in overrides.items():
-            attr = known.get(key)
-            if attr is None:
-                raise RiverlogError(
-                    f"unknown coordinator setting {key!r} (one of {', '.join(sorted(known))})",
-                    ErrorCode.INVALID_CONFIG,
-                )
-            try:
-                value = int(raw)
-            except ValueError:
-                raise RiverlogError(
-                    f"invalid value {raw!r} for {key}: expected an integer",
-                    ErrorCode.INVALID_CONFIG,
-                ) from None
-            if value < 0:
-                raise RiverlogError(
-                    f"invalid value {raw!r} for {key}: must not be negative",
-                    ErrorCode.INVALID_CONFIG,
-                )
-            values[attr] = value
-        return cls(**values)
+        return cls(
+            **int_settings(
+                "coordinator", cls, overrides, minimum=0, too_small="must not be negative"
+            )
+        )
 
     @property
     def offsets_retention_ms(self) -> int:

@@ -10,13 +10,10 @@ refused at start-up with a message naming the key.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from typing import Final
+from dataclasses import dataclass
 
-from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.quota.window import WindowConfig
-
-_MINIMUM: Final = {"quota_window_num": 1, "quota_window_size_seconds": 1}
+from riverlog.common.service import int_settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,29 +33,9 @@ class QuotaConfig:
 
     @classmethod
     def from_overrides(cls, overrides: Mapping[str, str]) -> QuotaConfig:
-        known = {f.name.replace("_", "."): f.name for f in fields(cls)}
-        values: dict[str, int] = {}
-        for key, raw in overrides.items():
-            attr = known.get(key)
-            if attr is None:
-                raise RiverlogError(
-                    f"unknown quota setting {key!r} (one of {', '.join(sorted(known))})",
-                    ErrorCode.INVALID_CONFIG,
-                )
-            try:
-                value = int(raw)
-            except ValueError:
-                raise RiverlogError(
-                    f"invalid value {raw!r} for {key}: expected an integer",
-                    ErrorCode.INVALID_CONFIG,
-                ) from None
-            if value < _MINIMUM.get(attr, 1):
-                raise RiverlogError(
-                    f"invalid value {raw!r} for {key}: must be at least {_MINIMUM.get(attr, 1)}",
-                    ErrorCode.INVALID_CONFIG,
-                )
-            values[attr] = value
-        return cls(**values)
+        return cls(
+            **int_settings("quota", cls, overrides, minimum=1, too_small="must be at least 1")
+        )
 
     @property
     def window(self) -> WindowConfig:

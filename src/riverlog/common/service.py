@@ -1,18 +1,20 @@
-"""What every service process shares: command-line basics, logging, and running an asyncio
-main until SIGTERM/SIGINT with a graceful stop."""
+"""What every service process shares: command-line basics (settings by Kafka name), logging,
+and running an asyncio main until SIGTERM/SIGINT with a graceful stop."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import logging
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from riverlog.common import tracing
+from riverlog.common.errors import ErrorCode, RiverlogError
 
 
 def base_arg_parser(service: str) -> argparse.ArgumentParser:
@@ -45,6 +47,42 @@ def parse_overrides(items: list[str]) -> dict[str, str]:
             raise ValueError(f"expected KEY=VALUE, got {item!r}")
         out[key.strip()] = value.strip()
     return out
+
+
+def int_settings(
+    service: str,
+    config_type: type,
+    overrides: Mapping[str, str],
+    *,
+    minimum: int,
+    too_small: str,
+) -> dict[str, int]:
+    """`--config` overrides of a settings dataclass whose fields are all integers, by Kafka
+    name (the attribute is the key with dots as underscores), as keyword arguments for it.
+    RiverlogError(INVALID_CONFIG) for an unknown key, a value that is not an integer, or one
+    below `minimum` (the message then ends with `too_small`)."""
+    known = {f.name.replace("_", "."): f.name for f in dataclasses.fields(config_type)}
+    values: dict[str, int] = {}
+    for key, raw in overrides.items():
+        attr = known.get(key)
+        if attr is None:
+            raise RiverlogError(
+                f"unknown {service} setting {key!r} (one of {', '.join(sorted(known))})",
+                ErrorCode.INVALID_CONFIG,
+            )
+        try:
+            value = int(raw)
+        except ValueError:
+            raise RiverlogError(
+                f"invalid value {raw!r} for {key}: expected an integer",
+                ErrorCode.INVALID_CONFIG,
+            ) from None
+        if value < minimum:
+            raise RiverlogError(
+                f"invalid value {raw!r} for {key}: {too_small}", ErrorCode.INVALID_CONFIG
+            )
+        values[attr] = value
+    return values
 
 
 def setup_logging(level: str, name: str) -> None:
