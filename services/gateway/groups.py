@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Final
 
-from riverlog.common.cluster.image import OFFSETS_TOPIC
+from riverlog.common.cluster.image import OFFSETS_TOPIC, find_coordinator_to_proto
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.v1 import coordinator_pb2 as pb
 
@@ -85,17 +85,7 @@ class GroupRouter:
         return out
 
     def find(self, request: pb.FindCoordinatorRequest) -> pb.FindCoordinatorResponse:
-        image = self.cache.image
-        out = pb.FindCoordinatorResponse()
-        for key in request.keys:
-            partition, node = image.coordinator_for(key)
-            found = out.coordinators.add(key=key, partition=partition, node_id=-1)
-            if node is None:
-                found.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-                found.error_message = f"no live coordinator for {OFFSETS_TOPIC}-{partition}"
-            else:
-                found.node_id, found.host, found.port = node.node_id, node.host, node.port
-        return out
+        return find_coordinator_to_proto(self.cache.image, request.keys)
 
     async def list_groups(
         self, request: pb.ListGroupsRequest, deadline: Deadline

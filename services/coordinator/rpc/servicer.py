@@ -11,7 +11,7 @@ from typing import Any
 
 import grpc
 
-from riverlog.common.cluster.image import OFFSETS_TOPIC
+from riverlog.common.cluster.image import find_coordinator_to_proto
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.v1 import coordinator_pb2 as pb
 from riverlog.v1 import coordinator_pb2_grpc
@@ -46,17 +46,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
     async def FindCoordinator(
         self, request: pb.FindCoordinatorRequest, context: grpc.aio.ServicerContext
     ) -> pb.FindCoordinatorResponse:
-        image = self.ownership.watcher.image
-        out = pb.FindCoordinatorResponse()
-        for key in request.keys:
-            partition, node = image.coordinator_for(key)
-            found = out.coordinators.add(key=key, partition=partition, node_id=-1)
-            if node is None:
-                found.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-                found.error_message = f"no live coordinator for {OFFSETS_TOPIC}-{partition}"
-            else:
-                found.node_id, found.host, found.port = node.node_id, node.host, node.port
-        return out
+        return find_coordinator_to_proto(self.ownership.watcher.image, request.keys)
 
     async def JoinGroup(
         self, request: pb.JoinGroupRequest, context: grpc.aio.ServicerContext

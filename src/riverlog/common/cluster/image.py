@@ -15,7 +15,8 @@ from types import MappingProxyType
 from typing import Final
 
 from riverlog.common.assignors.javaorder import java_string_hash
-from riverlog.v1 import common_pb2, metadata_pb2
+from riverlog.common.errors import ErrorCode
+from riverlog.v1 import common_pb2, coordinator_pb2, metadata_pb2
 
 NODE_KINDS: Final = ("storage", "gateway", "coordinator", "quota", "metadata")
 _KIND_TO_PROTO: Final[dict[str, int]] = {
@@ -369,3 +370,20 @@ def delta_from_proto(msg: metadata_pb2.MetadataUpdate) -> ClusterDelta:
             for c in msg.coordinator_assignments
         ),
     )
+
+
+def find_coordinator_to_proto(
+    image: ClusterImage, keys: Iterable[str]
+) -> coordinator_pb2.FindCoordinatorResponse:
+    """Each group's coordinator as the image names it (the gateway and every coordinator
+    answer FindCoordinator alike); COORDINATOR_NOT_AVAILABLE where there is none live."""
+    out = coordinator_pb2.FindCoordinatorResponse()
+    for key in keys:
+        partition, node = image.coordinator_for(key)
+        found = out.coordinators.add(key=key, partition=partition, node_id=-1)
+        if node is None:
+            found.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            found.error_message = f"no live coordinator for {OFFSETS_TOPIC}-{partition}"
+        else:
+            found.node_id, found.host, found.port = node.node_id, node.host, node.port
+    return out
