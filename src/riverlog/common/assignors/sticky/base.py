@@ -101,16 +101,20 @@ class AbstractStickyAssignor(AbstractPartitionAssignor):
         multiply_claimed: set[TopicPartition],
     ) -> bool:
         """Kafka's `allSubscriptionsEqual`: also fills each member's still-valid claims and the
-        partitions claimed twice in one generation. Quirks kept on purpose: the comparison is
-        against the first non-empty subscription seen, and a claim is judged against the other
-        claimant's *subscription* generation."""
+        partitions claimed twice in one generation. A claim is judged against the other
+        claimant's *subscription* generation, as Kafka does. One Kafka bug is not kept: Kafka
+        compares against the first *non-empty* subscription, so a member with no topics seen
+        first makes the group look uniform and gets partitions it never subscribed to; here
+        the first subscription seen, empty or not, is the reference (decision 0013)."""
         equal = True
         subscribed: set[str] = set()
+        reference_taken = False
         claimed_by: dict[TopicPartition, str] = {}
         for consumer in order:
             subscription = subscriptions[consumer]
-            if not subscribed:
+            if not reference_taken:
                 subscribed.update(subscription.topics)
+                reference_taken = True
             elif equal and not (
                 len(subscription.topics) == len(subscribed)
                 and subscribed.issuperset(subscription.topics)
