@@ -80,6 +80,17 @@ def client_id_of(context: grpc.aio.ServicerContext) -> str:
     return UNKNOWN_CLIENT
 
 
+def certificate_name(context: grpc.aio.ServicerContext) -> str | None:
+    """The common name of the call's TLS client certificate, which gRPC reports only once it
+    verified the certificate against ssl.ca.location; None on plaintext or without one."""
+    names = (context.auth_context() or {}).get("x509_common_name") or ()
+    for value in names:
+        text = value if isinstance(value, str) else value.decode("utf-8", "replace")
+        if text:
+            return text
+    return None
+
+
 class GatewayServicer(AdminMethods, GroupMethods, gateway_pb2_grpc.GatewayServicer):
     """One per gateway process; grpc calls its methods from the event loop, one task per call."""
 
@@ -101,7 +112,11 @@ class GatewayServicer(AdminMethods, GroupMethods, gateway_pb2_grpc.GatewayServic
         if self.f.auth is None:
             return ANONYMOUS
         metadata = context.invocation_metadata() or ()
-        return self.f.auth.principal(metadata, anonymous_ok=method in OPEN_METHODS)
+        return self.f.auth.principal(
+            metadata,
+            anonymous_ok=method in OPEN_METHODS,
+            certificate_name=certificate_name(context),
+        )
 
     def _stream_request_context(self, parent: RequestContext) -> RequestContext:
         ctx = RequestContext(

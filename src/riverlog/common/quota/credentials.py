@@ -17,6 +17,7 @@ import hashlib
 import hmac
 import os
 import re
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -78,6 +79,24 @@ def hash_password(
         raise RiverlogError(f"the password of user {name!r} is empty", ErrorCode.INVALID_REQUEST)
     salt = salt if salt is not None else os.urandom(SALT_BYTES)
     return StoredCredential(name, MECHANISM, iterations, salt, _derive(password, salt, iterations))
+
+
+TOKEN_SEPARATOR: Final = "."
+TOKEN_SECRET_BYTES: Final = 32
+
+
+def new_token(name: str) -> str:
+    """A fresh random token for user `name`: `<name>.<secret>` (the secret is URL-safe base64,
+    so it holds no dot). It is stored as that user's password (one PBKDF2 hash, never the
+    token), so a user has a password or a token, whichever was set last."""
+    validate_user_name(name)
+    return f"{name}{TOKEN_SEPARATOR}{secrets.token_urlsafe(TOKEN_SECRET_BYTES)}"
+
+
+def token_user(token: str) -> str | None:
+    """The user a token names (the part before its last dot), or None when it names none."""
+    name, sep, secret = token.rpartition(TOKEN_SEPARATOR)
+    return name if sep and name and secret else None
 
 
 class CredentialChecker:
