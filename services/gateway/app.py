@@ -45,6 +45,7 @@ from .records import PlainRecords
 from .routing.metadata_cache import MetadataCache
 from .routing.router import Router
 from .rpc.servicer import SERVICE_NAME, Families, GatewayServicer, add_to_server
+from .rpc.tls import server_credentials
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,10 @@ class Gateway:
             groups=GroupRouter(self.cache, self.coordinators, config),
         )
         self.server = RpcServer(
-            options.host, options.port, [(add_to_server, GatewayServicer(families), SERVICE_NAME)]
+            options.host,
+            options.port,
+            [(add_to_server, GatewayServicer(families), SERVICE_NAME)],
+            credentials=server_credentials(config),
         )
         self.membership: MembershipSession | None = None
         self.incarnation = time.time_ns()

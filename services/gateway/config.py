@@ -16,6 +16,12 @@ from riverlog.common.errors import ErrorCode, RiverlogError
 
 _MIB: Final = 1024 * 1024
 _BOOL_KEYS: Final = frozenset({"allow_anonymous"})
+_STR_KEYS: Final = frozenset(
+    {"ssl_certificate_location", "ssl_key_location", "ssl_ca_location", "ssl_client_auth"}
+)
+CLIENT_AUTH_CHOICES: Final = ("none", "required")
+"""Kafka's `requested` is not offered: gRPC Python's server either requires and verifies a client
+certificate or does not ask for one."""
 
 
 def _parse_bool(key: str, raw: str) -> bool:
@@ -75,13 +81,33 @@ class GatewayConfig:
     allow_anonymous: bool = True
     """Whether calls without credentials are served, as the ANONYMOUS user (true/false)."""
 
+    ssl_certificate_location: str = ""
+    """PEM certificate chain the gateway serves TLS with; empty: plaintext gRPC (with
+    ssl.key.location)."""
+
+    ssl_key_location: str = ""
+    """PEM private key of ssl.certificate.location."""
+
+    ssl_ca_location: str = ""
+    """PEM CA certificates client certificates are verified against (needed for
+    ssl.client.auth requested/required)."""
+
+    ssl_client_auth: str = "none"
+    """Kafka's ssl.client.auth: none or required (`requested` is refused: gRPC Python cannot
+    ask for an optional certificate). A verified certificate's common name is the principal of
+    a call without credentials in its metadata."""
+
+    @property
+    def tls(self) -> bool:
+        return bool(self.ssl_certificate_location)
+
     @classmethod
     def from_overrides(cls, overrides: Mapping[str, str]) -> GatewayConfig:
         """Defaults with `key=value` overrides by Kafka name; RiverlogError(INVALID_CONFIG) for
         an unknown key or a value that is not a positive integer."""
         known = {f.name.replace("_", "."): f.name for f in fields(cls)}
         values: dict[str, Any] = {}
-        flags: dict[str, bool] = {}
+        flags: dict[str, Any] = {}
         for key, raw in overrides.items():
             attr = known.get(key)
             if attr is None:
@@ -91,6 +117,9 @@ class GatewayConfig:
                 )
             if attr in _BOOL_KEYS:
                 flags[attr] = _parse_bool(key, raw)
+                continue
+            if attr in _STR_KEYS:
+                flags[attr] = raw.strip()
                 continue
             try:
                 value = int(raw)
@@ -105,11 +134,31 @@ class GatewayConfig:
                 )
             values[attr] = value
         config = cls(**values, **flags)
+        config._check_tls()
         if config.retry_backoff_max_ms < config.retry_backoff_ms:
             raise RiverlogError(
                 "retry.backoff.max.ms must be at least retry.backoff.ms", ErrorCode.INVALID_CONFIG
             )
         return config
+
+    def _check_tls(self) -> None:
+        if self.ssl_client_auth not in CLIENT_AUTH_CHOICES:
+            raise RiverlogError(
+                f"invalid value {self.ssl_client_auth!r} for ssl.client.auth: one of"
+                f" {', '.join(CLIENT_AUTH_CHOICES)}",
+                ErrorCode.INVALID_CONFIG,
+            )
+        if bool(self.ssl_certificate_location) != bool(self.ssl_key_location):
+            raise RiverlogError(
+                "ssl.certificate.location and ssl.key.location go together",
+                ErrorCode.INVALID_CONFIG,
+            )
+        if self.ssl_client_auth == "required" and not (self.tls and self.ssl_ca_location):
+            raise RiverlogError(
+                f"ssl.client.auth={self.ssl_client_auth} needs ssl.certificate.location,"
+                " ssl.key.location and ssl.ca.location",
+                ErrorCode.INVALID_CONFIG,
+            )
 
     @property
     def request_timeout_s(self) -> float:

@@ -18,12 +18,20 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
+import grpc
+
 from riverlog.v1 import admin_pb2, common_pb2
 
 from .errors import ClusterError
 from .etcd import etcd_ports, etcd_spec
 from .process import ManagedProcess, ProcessSpec
-from .readiness import HOST, ClusterView, describe_cluster, wait_for_storage_nodes
+from .readiness import (
+    HOST,
+    ClusterView,
+    describe_cluster,
+    gateway_channel_credentials,
+    wait_for_storage_nodes,
+)
 from .state import ClusterLayout, read_state, state_path, write_state
 from .topics import create_topic
 
@@ -316,11 +324,16 @@ class LocalCluster:
             return None
         if storage_nodes is None:
             storage_nodes = [p.node_id or 0 for p in self.by_role("storage") if p.alive]
-        return wait_for_storage_nodes(gateways, storage_nodes, timeout)
+        return wait_for_storage_nodes(gateways, storage_nodes, timeout, self.gateway_credentials)
+
+    @property
+    def gateway_credentials(self) -> grpc.ChannelCredentials | None:
+        """TLS channel credentials for the gateways when their extra_config turns TLS on."""
+        return gateway_channel_credentials(self.layout.extra_config.get("gateway", {}))
 
     def describe_cluster(self, timeout: float = 5.0) -> admin_pb2.DescribeClusterResponse:
         """DescribeCluster through the first gateway."""
-        return describe_cluster(self.gateway_address, timeout)
+        return describe_cluster(self.gateway_address, timeout, credentials=self.gateway_credentials)
 
     def create_topic(
         self,
@@ -332,7 +345,13 @@ class LocalCluster:
     ) -> common_pb2.TopicMetadata:
         """Create a topic through the first gateway and wait for a leader per partition."""
         return create_topic(
-            self.gateway_address, name, partitions, replication_factor, configs, timeout
+            self.gateway_address,
+            name,
+            partitions,
+            replication_factor,
+            configs,
+            timeout,
+            self.gateway_credentials,
         )
 
     def stop(self, grace: float = 10.0) -> None:

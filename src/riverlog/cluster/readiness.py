@@ -11,12 +11,12 @@ import socket
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import grpc
 
-from riverlog.common.rpc.channel import CLIENT_ID_KEY, sync_channel
+from riverlog.common.rpc.channel import CLIENT_ID_KEY, sync_channel, tls_channel_credentials
 from riverlog.common.rpc.status import from_rpc_error
 from riverlog.v1 import admin_pb2, common_pb2, gateway_pb2, gateway_pb2_grpc
 
@@ -66,11 +66,31 @@ class ClusterView:
         return sorted(set(storage_nodes) - self.storage_nodes)
 
 
+def gateway_channel_credentials(
+    gateway_config: Mapping[str, str],
+) -> grpc.ChannelCredentials | None:
+    """How the launcher reaches gateways started with `gateway_config` (their --config): TLS
+    trusting ssl.ca.location when ssl.certificate.location is set, presenting the gateway's own
+    certificate as its client certificate (for ssl.client.auth=required; DescribeCluster is open
+    to any principal); None for plaintext gateways."""
+    if not gateway_config.get("ssl.certificate.location"):
+        return None
+    return tls_channel_credentials(
+        gateway_config.get("ssl.ca.location", ""),
+        gateway_config["ssl.certificate.location"],
+        gateway_config.get("ssl.key.location", ""),
+    )
+
+
 def describe_cluster(
-    address: str, timeout: float = 5.0, client_id: str = LAUNCHER_CLIENT_ID
+    address: str,
+    timeout: float = 5.0,
+    client_id: str = LAUNCHER_CLIENT_ID,
+    credentials: grpc.ChannelCredentials | None = None,
 ) -> admin_pb2.DescribeClusterResponse:
-    """One DescribeCluster call through the gateway at `address`; raises RiverlogError."""
-    with sync_channel(address) as channel:
+    """One DescribeCluster call through the gateway at `address` (TLS with `credentials`);
+    raises RiverlogError."""
+    with sync_channel(address, credentials) as channel:
         stub = gateway_pb2_grpc.GatewayStub(channel)  # type: ignore[no-untyped-call]
         metadata = ((CLIENT_ID_KEY, client_id),)
         try:
@@ -96,8 +116,10 @@ def describe_cluster(
     )
 
 
-def cluster_view(address: str, timeout: float = 5.0) -> ClusterView:
-    response = describe_cluster(address, timeout)
+def cluster_view(
+    address: str, timeout: float = 5.0, credentials: grpc.ChannelCredentials | None = None
+) -> ClusterView:
+    response = describe_cluster(address, timeout, credentials=credentials)
     return ClusterView(
         cluster_id=response.cluster_id,
         controller_id=response.controller_id,
@@ -113,7 +135,10 @@ def cluster_view(address: str, timeout: float = 5.0) -> ClusterView:
 
 
 def wait_for_storage_nodes(
-    gateway_addresses: Sequence[str], storage_nodes: Collection[int], timeout: float
+    gateway_addresses: Sequence[str],
+    storage_nodes: Collection[int],
+    timeout: float,
+    credentials: grpc.ChannelCredentials | None = None,
 ) -> ClusterView:
     """Block until every gateway reports a controller and all `storage_nodes` live.
 
@@ -125,7 +150,9 @@ def wait_for_storage_nodes(
     while pending:
         address = pending[0]
         try:
-            view = cluster_view(address, timeout=min(5.0, max(0.5, deadline - time.monotonic())))
+            view = cluster_view(
+                address, min(5.0, max(0.5, deadline - time.monotonic())), credentials
+            )
         except Exception as e:  # any failure is "not yet": the gateway may still be starting
             last = f"gateway {address}: {e}"
         else:

@@ -47,8 +47,10 @@ def create_topic(
     replication_factor: int = 1,
     configs: Mapping[str, str] | None = None,
     timeout: float = 30.0,
+    credentials: grpc.ChannelCredentials | None = None,
 ) -> common_pb2.TopicMetadata:
-    """Create `name` and wait until the gateway knows a leader for every partition.
+    """Create `name` (TLS with `credentials`) and wait until the gateway knows a leader for
+    every partition.
 
     Raises RiverlogError with the cluster's code (TOPIC_ALREADY_EXISTS, INVALID_CONFIG, ...)
     when the creation is refused, ClusterError when the leaders do not appear in time."""
@@ -62,7 +64,7 @@ def create_topic(
             )
         ]
     )
-    with sync_channel(gateway_address) as channel:
+    with sync_channel(gateway_address, credentials) as channel:
         stub = gateway_pb2_grpc.GatewayStub(channel)  # type: ignore[no-untyped-call]
         try:
             response = stub.CreateTopics(request, timeout=timeout, metadata=_metadata())

@@ -37,9 +37,33 @@ def aio_channel(target: str) -> grpc.aio.Channel:
     )
 
 
-def sync_channel(target: str) -> grpc.Channel:
-    """A blocking channel to `host:port`; traced when tracing is configured."""
-    channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+def tls_channel_credentials(
+    ca_location: str = "", certificate_location: str = "", key_location: str = ""
+) -> grpc.ChannelCredentials:
+    """TLS credentials from PEM files (Kafka's ssl.ca.location, ssl.certificate.location,
+    ssl.key.location): an empty CA trusts the system roots; a certificate and key present a
+    client certificate (mTLS). OSError when a file cannot be read."""
+
+    def read(path: str) -> bytes | None:
+        if not path:
+            return None
+        with open(path, "rb") as f:
+            return f.read()
+
+    return grpc.ssl_channel_credentials(
+        root_certificates=read(ca_location),
+        private_key=read(key_location),
+        certificate_chain=read(certificate_location),
+    )
+
+
+def sync_channel(target: str, credentials: grpc.ChannelCredentials | None = None) -> grpc.Channel:
+    """A blocking channel to `host:port` (TLS with `credentials`); traced when tracing is
+    configured."""
+    if credentials is None:
+        channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+    else:
+        channel = grpc.secure_channel(target, credentials, options=CHANNEL_OPTIONS)
     interceptor = tracing.client_interceptor()
     if interceptor is None:
         return channel

@@ -30,8 +30,10 @@ class RpcServer:
         host: str,
         port: int,
         servicers: Sequence[tuple[AddServicer, Any, str]],
+        credentials: grpc.ServerCredentials | None = None,
     ) -> None:
-        """`servicers`: (add_XServicer_to_server, servicer, full service name) triples."""
+        """`servicers`: (add_XServicer_to_server, servicer, full service name) triples;
+        `credentials`: serve TLS (grpc.ssl_server_credentials) instead of plaintext."""
         interceptors: list[grpc.aio.ServerInterceptor] = []
         traced = tracing.aio_server_interceptor()
         if traced is not None:
@@ -47,7 +49,11 @@ class RpcServer:
             [*self._names, health.SERVICE_NAME, reflection.SERVICE_NAME], self._server
         )
         self.host = host
-        self.port = self._server.add_insecure_port(f"{host}:{port}")
+        address = f"{host}:{port}"
+        if credentials is None:
+            self.port = self._server.add_insecure_port(address)
+        else:
+            self.port = self._server.add_secure_port(address, credentials)
         if self.port == 0:
             raise OSError(f"cannot bind {host}:{port}")
 
