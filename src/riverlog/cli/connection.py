@@ -5,7 +5,8 @@ The bootstrap address is, in order: `--bootstrap HOST:PORT[,HOST:PORT...]`, the 
 variable RIVERLOG_BOOTSTRAP, or the gateways of the local cluster recorded in the default data
 directory (`$RIVERLOG_HOME`, else `~/.riverlog`) by `riverlog cluster up`. The options every
 command that talks to a gateway shares (`--bootstrap`, `--client-id`, `--user`, `--password`,
-the last two defaulting to RIVERLOG_USER / RIVERLOG_PASSWORD) are defined here, and so
+`--token`, the last three defaulting to RIVERLOG_USER / RIVERLOG_PASSWORD / RIVERLOG_TOKEN)
+are defined here, and so
 is the topic look-up `produce` and `consume` do first, so an unknown topic fails at once with
 its own error instead of after the SDK's max.block.ms.
 """
@@ -26,6 +27,7 @@ from .console import EXIT_USAGE, CliError
 BOOTSTRAP_ENV: Final = "RIVERLOG_BOOTSTRAP"
 USER_ENV: Final = "RIVERLOG_USER"
 PASSWORD_ENV: Final = "RIVERLOG_PASSWORD"
+TOKEN_ENV: Final = "RIVERLOG_TOKEN"
 HOME_ENV: Final = "RIVERLOG_HOME"
 DEFAULT_CLIENT_ID: Final = "riverlog-cli"
 
@@ -101,6 +103,12 @@ def add_connection_args(parser: argparse.ArgumentParser, entity_options: bool = 
         help=f"the user's password (default: ${PASSWORD_ENV})",
     )
     group.add_argument(
+        "--token",
+        dest="auth_token",
+        default=os.environ.get(TOKEN_ENV, ""),
+        help=f"authenticate with this token instead of --user/--password (default: ${TOKEN_ENV})",
+    )
+    group.add_argument(
         "--bootstrap",
         "--bootstrap-server",
         dest="bootstrap",
@@ -137,6 +145,9 @@ def client_config(
     if user:
         conf["sasl.username"] = user
         conf["sasl.password"] = getattr(args, "auth_password", "") or ""
+    token = getattr(args, "auth_token", "")
+    if token and not user:
+        conf["sasl.oauthbearer.token"] = token
     conf.update(dict(overrides))
     return conf
 
@@ -150,7 +161,13 @@ def describe_topic(conf: dict[str, object], topic: str) -> TopicDescription:
     cluster cannot describe it."""
     admin_conf: dict[str, object] = {
         k: conf[k]
-        for k in ("bootstrap.servers", "client.id", "sasl.username", "sasl.password")
+        for k in (
+            "bootstrap.servers",
+            "client.id",
+            "sasl.username",
+            "sasl.password",
+            "sasl.oauthbearer.token",
+        )
         if k in conf
     }
     with AdminClient(admin_conf) as admin:

@@ -5,8 +5,9 @@ leaders itself), so a client talks to one address at a time and moves to the nex
 fails as UNAVAILABLE (the gateway is down or unreachable). Channels are created on first use
 and kept, so coming back to an address reuses its connection. Every call carries the client id
 in the `riverlog-client-id` metadata key (and, with sasl.username set, the user and password in
-`riverlog-user` / `riverlog-password`), and every failure comes out as a RiverlogError
-(`from_rpc_error`), so callers never see grpc.RpcError.
+`riverlog-user` / `riverlog-password`, or with sasl.oauthbearer.token `authorization: Bearer`;
+channels are TLS with security.protocol=SSL, see `_credentials`), and every failure comes out
+as a RiverlogError (`from_rpc_error`), so callers never see grpc.RpcError.
 """
 
 from __future__ import annotations
@@ -22,19 +23,18 @@ from riverlog.common.rpc.channel import CLIENT_ID_KEY, sync_channel
 from riverlog.common.rpc.status import from_rpc_error
 from riverlog.v1 import gateway_pb2_grpc
 
+from ._credentials import Credentials
 from ._throttle import ThrottleTracker
 from .errors import ClientClosedError
-
-USER_KEY: Final = "riverlog-user"
-PASSWORD_KEY: Final = "riverlog-password"
 
 # Failures that say "this gateway, not this request": try the next address.
 _FAILOVER_CODES: Final = frozenset({grpc.StatusCode.UNAVAILABLE})
 
 
-def open_channel(target: str) -> grpc.Channel:
-    """A channel with the shared options, traced when tracing is configured."""
-    return sync_channel(target)
+def open_channel(target: str, credentials: grpc.ChannelCredentials | None = None) -> grpc.Channel:
+    """A channel with the shared options (TLS with `credentials`), traced when tracing is
+    configured."""
+    return sync_channel(target, credentials)
 
 
 class GatewayConnection:
@@ -47,15 +47,20 @@ class GatewayConnection:
     """
 
     def __init__(
-        self, servers: Sequence[str], client_id: str, credentials: tuple[str, str] | None = None
+        self,
+        servers: Sequence[str],
+        client_id: str,
+        credentials: Credentials | tuple[str, str] | None = None,
     ) -> None:
         if not servers:
             raise ValueError("bootstrap.servers lists no gateway")
         self._servers = tuple(servers)
         self._client_id = client_id
-        metadata = [(CLIENT_ID_KEY, client_id)]
-        if credentials is not None and credentials[0]:
-            metadata += [(USER_KEY, credentials[0]), (PASSWORD_KEY, credentials[1])]
+        if isinstance(credentials, tuple):
+            credentials = Credentials(*credentials)
+        credentials = credentials or Credentials()
+        self._channel_credentials = credentials.channel_credentials()
+        metadata = [(CLIENT_ID_KEY, client_id), *credentials.metadata()]
         self.metadata: Final[tuple[tuple[str, str], ...]] = tuple(metadata)
         self.throttle = ThrottleTracker()
         self._lock = threading.Lock()
@@ -84,7 +89,7 @@ class GatewayConnection:
             index = self._current
             stub = self._stubs.get(index)
             if stub is None:
-                channel = open_channel(self._servers[index])
+                channel = open_channel(self._servers[index], self._channel_credentials)
                 self._channels[index] = channel
                 stub = self._stubs[index] = gateway_pb2_grpc.GatewayStub(channel)  # type: ignore[no-untyped-call]
             return stub, index

@@ -18,6 +18,8 @@ from typing import Any, ClassVar, Self, TypeVar
 
 from riverlog.common.assignors import ASSIGNORS
 
+from ._credentials import Credentials
+
 T = TypeVar("T")
 Deserializer = Callable[[bytes | None], Any]
 Serializer = Callable[[Any], bytes | None]
@@ -151,7 +153,6 @@ def _choice(default: str, choices: tuple[str, ...], doc: str) -> str:
 
 _UNSUPPORTED: dict[str, str] = {
     "transactional.id": "transactions are not supported",
-    "security.protocol": "the gateway API is plaintext gRPC",
 }
 
 
@@ -167,6 +168,15 @@ class _ClientConfig:
     client_id: str = _key("", _parse_str, "Sent as riverlog-client-id on every call")
     sasl_username: str = _key("", _parse_str, "User to authenticate as (empty: ANONYMOUS)")
     sasl_password: str = _key("", _parse_str, "Password of sasl.username")
+    sasl_oauthbearer_token: str = _key(
+        "", _parse_str, "Token (`riverlog users add --token`), sent as authorization: Bearer"
+    )
+    security_protocol: str = _choice(
+        "plaintext", ("plaintext", "ssl"), "PLAINTEXT or SSL (TLS to the gateways)"
+    )
+    ssl_ca_location: str = _key("", _parse_str, "PEM CA file trusted for SSL (empty: system)")
+    ssl_certificate_location: str = _key("", _parse_str, "PEM client certificate (mTLS)")
+    ssl_key_location: str = _key("", _parse_str, "PEM private key of ssl.certificate.location")
     request_timeout_ms: int = _int(30_000, "Deadline of one RPC", lo=1)
     retry_backoff_ms: int = _int(100, "Wait before retrying a retriable failure")
     retry_backoff_max_ms: int = _int(1000, "Cap of the exponential retry back-off")
@@ -208,9 +218,19 @@ class _ClientConfig:
         return getattr(self, name.replace(".", "_"))
 
     @property
-    def credentials(self) -> tuple[str, str] | None:
-        """(sasl.username, sasl.password), or None when no user is configured."""
-        return (self.sasl_username, self.sasl_password) if self.sasl_username else None
+    def credentials(self) -> Credentials | None:
+        """The user, password, token and TLS files, or None when none is configured
+        (PLAINTEXT and ANONYMOUS)."""
+        credentials = Credentials(
+            self.sasl_username,
+            self.sasl_password,
+            self.sasl_oauthbearer_token,
+            self.security_protocol == "ssl",
+            self.ssl_ca_location,
+            self.ssl_certificate_location,
+            self.ssl_key_location,
+        )
+        return None if credentials == Credentials() else credentials
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -69,3 +69,38 @@ def test_values_print_as_typed() -> None:
     from riverlog.cli.commands.quotas import number
 
     assert (number(1048576.0), number(12.5)) == ("1048576", "12.5")
+
+
+def test_token_option_and_env_send_a_bearer_token(monkeypatch) -> None:
+    monkeypatch.setenv("RIVERLOG_BOOTSTRAP", "127.0.0.1:9092")
+    conf = client_config(parse("topics", "list", "--token", "alice.abc"))
+    assert conf["sasl.oauthbearer.token"] == "alice.abc" and "sasl.username" not in conf
+    monkeypatch.setenv("RIVERLOG_TOKEN", "svc.xyz")
+    assert client_config(parse("users", "list"))["sasl.oauthbearer.token"] == "svc.xyz"
+    both = client_config(parse("topics", "list", "--user", "bob", "--password", "pw"))
+    assert both["sasl.username"] == "bob" and "sasl.oauthbearer.token" not in both
+
+
+def test_users_add_new_token_prints_it_once_and_stores_it(monkeypatch, capsys) -> None:
+    from riverlog.cli.commands import users
+    from riverlog.common.quota.credentials import token_user
+
+    stored: list[tuple[str, str]] = []
+
+    class FakeAdmin:
+        def __enter__(self) -> FakeAdmin:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def upsert_user(self, name: str, password: str) -> None:
+            stored.append((name, password))
+
+    monkeypatch.setattr(users, "admin_client", lambda args: FakeAdmin())
+    args = parse("users", "add", "svc", "--new-token", "--bootstrap", "127.0.0.1:9092")
+    assert args.func(args) == 0
+    printed = capsys.readouterr().out.strip()
+    assert token_user(printed) == "svc" and stored == [("svc", printed)]
+    with pytest.raises(SystemExit):
+        parse("users", "add", "svc", "--new-token", "--new-password", "pw")

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from client_fakes import FakeGateway, FakeServer
 
-from riverlog.client import Consumer, Producer
+from riverlog.client import ConfigError, Consumer, Producer
 from riverlog.client._connection import GatewayConnection
+from riverlog.client._credentials import Credentials
 from riverlog.client._throttle import ThrottleTracker
 from riverlog.client.config import ProducerConfig
 from riverlog.common.types import TopicPartition
@@ -54,7 +56,7 @@ def test_credentials_travel_as_call_metadata() -> None:
     config = ProducerConfig.from_kafka(
         {"bootstrap.servers": "h:1", "sasl.username": "alice", "sasl.password": "pw"}
     )
-    assert config.credentials == ("alice", "pw")
+    assert config.credentials == Credentials("alice", "pw")
     conn = GatewayConnection(config.bootstrap_servers, "app", config.credentials)
     assert conn.metadata == (
         ("riverlog-client-id", "app"),
@@ -138,3 +140,19 @@ def test_the_consumer_fetches_nothing_until_the_throttle_time_passed() -> None:
     assert len(gateway.fetches) >= 2
     assert gateway.fetches[1] - gateway.fetches[0] >= 0.39
     assert metrics["fetch-throttle-time-max"] == 400.0
+
+
+def test_a_token_travels_as_bearer_and_ssl_is_a_protocol() -> None:
+    config = ProducerConfig.from_kafka(
+        {"bootstrap.servers": "h:1", "sasl.oauthbearer.token": "alice.s3cret"}
+    )
+    conn = GatewayConnection(config.bootstrap_servers, "app", config.credentials)
+    assert conn.metadata == (
+        ("riverlog-client-id", "app"),
+        ("authorization", "Bearer alice.s3cret"),
+    )
+    tls = ProducerConfig.from_kafka({"bootstrap.servers": "h:1", "security.protocol": "SSL"})
+    assert tls.credentials == Credentials(tls=True)
+    assert tls.credentials is not None and tls.credentials.channel_credentials() is not None
+    with pytest.raises(ConfigError):
+        ProducerConfig.from_kafka({"bootstrap.servers": "h:1", "security.protocol": "SASL_SSL"})

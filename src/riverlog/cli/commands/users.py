@@ -3,8 +3,10 @@
 
 The metadata service stores a salted PBKDF2-SHA256 hash, never the password. The new user's
 password is `--new-password` or, when absent, read from $RIVERLOG_NEW_PASSWORD or the first
-line of stdin (so it need not appear in the shell history); `--user` / `--password` are, as on
-every command, the caller's own credentials.
+line of stdin (so it need not appear in the shell history). `--new-token` instead generates a
+random token (`<user>.<secret>`), prints it once, and stores its hash as the user's password:
+clients send it as `--token` / $RIVERLOG_TOKEN (SDK: `sasl.oauthbearer.token`). `--user` /
+`--password` / `--token` are, as on every command, the caller's own credentials.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import argparse
 import os
 import sys
 from typing import Any
+
+from riverlog.common.quota.credentials import new_token
 
 from ..connection import add_connection_args, admin_client
 from ..console import EXIT_OK, EXIT_USAGE, CliError, emit, to_json
@@ -26,7 +30,13 @@ def register(subparsers: Any) -> None:
 
     add = sub.add_parser("add", help="store a user (or change its password)")
     add.add_argument("name", metavar="NAME")
-    add.add_argument("--new-password", help=f"default: ${NEW_PASSWORD_ENV}, else stdin")
+    secret = add.add_mutually_exclusive_group()
+    secret.add_argument("--new-password", help=f"default: ${NEW_PASSWORD_ENV}, else stdin")
+    secret.add_argument(
+        "--new-token",
+        action="store_true",
+        help="generate a token for the user, print it once (its hash replaces the password)",
+    )
     add.set_defaults(func=run_add)
 
     delete = sub.add_parser("delete", help="delete a user")
@@ -56,10 +66,15 @@ def _new_password(args: argparse.Namespace) -> str:
 
 
 def run_add(args: argparse.Namespace) -> int:
-    password = _new_password(args)
+    token = new_token(args.name) if args.new_token else None
+    password = token or _new_password(args)
     with admin_client(args) as admin:
         admin.upsert_user(args.name, password)
-    print(f"Stored user {args.name}.", file=sys.stderr)
+    if token is not None:
+        emit(token)
+        print(f"Stored user {args.name} with a new token (shown once).", file=sys.stderr)
+    else:
+        print(f"Stored user {args.name}.", file=sys.stderr)
     return EXIT_OK
 
 
