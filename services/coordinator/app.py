@@ -87,7 +87,7 @@ class CoordinatorProcess:
         node = NodeInfo(
             kind=KIND,
             node_id=self.options.node_id,
-            host=self.options.host,
+            host=self.options.advertised_host,
             port=self.server.port,
             incarnation=self.incarnation,
         )

@@ -129,7 +129,7 @@ class Gateway:
         node = NodeInfo(
             kind=KIND,
             node_id=self.options.node_id,
-            host=self.options.host,
+            host=self.options.advertised_host,
             port=self.server.port,
             incarnation=self.incarnation,
         )

@@ -68,7 +68,12 @@ async def _until_etcd(store: EtcdStore, stop: asyncio.Event) -> str | None:
     return None
 
 
-async def serve(config: MetadataConfig, ready_file: str | None, stop: asyncio.Event) -> None:
+async def serve(
+    config: MetadataConfig,
+    ready_file: str | None,
+    stop: asyncio.Event,
+    advertised_host: str | None = None,
+) -> None:
     store = EtcdStore(config.etcd_endpoints, config.etcd_prefix, config.etcd_timeout_ms / 1000)
     cluster_id = await _until_etcd(store, stop)
     if cluster_id is None:
@@ -95,7 +100,7 @@ async def serve(config: MetadataConfig, ready_file: str | None, stop: asyncio.Ev
     )
     servicer.client_quotas = client_quotas
     await server.start()
-    await election.start(config.host, server.port)
+    await election.start(advertised_host or config.host, server.port)
     assigner = CoordinatorAssigner(election, image, topics, config)
     assigner.start()
     replication.start()
@@ -139,4 +144,4 @@ def main(argv: list[str] | None = None) -> None:
         print(f"metadata: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     log.info("config: %s", config.describe())
-    run(lambda stop: serve(config, args.ready_file, stop), "metadata")
+    run(lambda stop: serve(config, args.ready_file, stop, args.advertised_host), "metadata")

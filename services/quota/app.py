@@ -71,7 +71,7 @@ class QuotaProcess:
         node = NodeInfo(
             kind=KIND,
             node_id=node_id,
-            host=self.options.host,
+            host=self.options.advertised_host,
             port=self.server.port,
             incarnation=time.time_ns(),
         )

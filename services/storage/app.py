@@ -155,7 +155,7 @@ class StorageNode:
         node = NodeInfo(
             kind="storage",
             node_id=config.node_id,
-            host=config.host,
+            host=config.advertised_host or config.host,
             port=self.rpc.port,
             rack=config.rack,
             zero_copy_port=self.zero_copy.port,
@@ -284,6 +284,7 @@ def config_from_args(argv: Sequence[str] | None = None) -> tuple[StorageConfig, 
             rack=args.rack,
             ready_file=args.ready_file,
             overrides=parse_overrides(args.config),
+            advertised_host=args.advertised_host,
         )
         LogConfig.from_overrides(dict(config.log_defaults))
     except (RiverlogError, ValueError) as exc:

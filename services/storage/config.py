@@ -110,6 +110,7 @@ class StorageConfig:
     metadata_addresses: tuple[str, ...]
     rack: str = ""
     ready_file: str | None = None
+    advertised_host: str = ""  # registered for peers and clients; "": the bind host
     log_retention_check_interval_ms: int = 300_000
     log_flush_offset_checkpoint_interval_ms: int = 60_000
     log_flush_interval_ms: int = LONG_MAX
@@ -141,6 +142,7 @@ class StorageConfig:
         rack: str = "",
         ready_file: str | None = None,
         overrides: Mapping[str, str] | None = None,
+        advertised_host: str | None = None,
     ) -> StorageConfig:
         """Validate the command-line values and `--config` overrides; raises
         RiverlogError(INVALID_CONFIG) naming the first bad item."""
@@ -183,6 +185,7 @@ class StorageConfig:
             metadata_addresses=addresses,
             rack=rack,
             ready_file=ready_file,
+            advertised_host=advertised_host or host,
             log_retention_check_interval_ms=node_values["log.retention.check.interval.ms"],
             log_flush_offset_checkpoint_interval_ms=node_values[
                 "log.flush.offset.checkpoint.interval.ms"

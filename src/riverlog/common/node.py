@@ -60,6 +60,12 @@ class NodeOptions(Generic[C]):
     metadata: list[str]
     ready_file: str | None
     config: C
+    advertised: str | None = None  # --advertised-host; None: the bind host
+
+    @property
+    def advertised_host(self) -> str:
+        """The host registered for other processes to connect to."""
+        return self.advertised or self.host
 
 
 def parse_node_args(
@@ -80,7 +86,15 @@ def parse_node_args(
         parser.error(str(exc))
     if args.node_id < 0:
         parser.error("--node-id must not be negative")
-    options = NodeOptions(args.node_id, args.host, args.port, metadata, args.ready_file, config)
+    options = NodeOptions(
+        args.node_id,
+        args.host,
+        args.port,
+        metadata,
+        args.ready_file,
+        config,
+        advertised=args.advertised_host,
+    )
     return options, str(args.log_level)
 
 

@@ -19,8 +19,14 @@ from riverlog.common.errors import ErrorCode, RiverlogError
 
 def base_arg_parser(service: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"python -m riverlog.services.{service}")
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind and advertise")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (and advertise)")
     parser.add_argument("--port", type=int, default=0, help="gRPC port (0: any free port)")
+    parser.add_argument(
+        "--advertised-host",
+        default=None,
+        help="host other processes reach this one at, when it differs from --host "
+        "(e.g. --host 0.0.0.0 in a container); default: --host",
+    )
     parser.add_argument(
         "--metadata",
         default=os.environ.get("RIVERLOG_METADATA", "127.0.0.1:9093"),
