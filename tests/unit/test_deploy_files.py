@@ -1,0 +1,312 @@
+"""Offline checks of deploy/ (no Docker engine, no cluster): every YAML parses, every container
+command names a Riverlog module that exists and passes that service's own argument parser,
+the Kubernetes objects are of known kinds with gRPC probes on the serving port, compose starts
+etcd first and the tiers in the local launcher's order, and the addresses the processes are
+given are ones the files define."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from riverlog.common.node import parse_node_args
+from riverlog.common.service import parse_overrides
+from riverlog.services.coordinator.app import parse_args as coordinator_args
+from riverlog.services.gateway.app import parse_args as gateway_args
+from riverlog.services.metadata.app import arg_parser as metadata_parser
+from riverlog.services.metadata.config import MetadataConfig
+from riverlog.services.quota.config import QuotaConfig
+from riverlog.services.storage.app import config_from_args as storage_args
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+K8S = DEPLOY / "k8s"
+MODULE = re.compile(r"^riverlog\.services\.(\w+)$")
+# The local launcher's start order (riverlog.cluster.local.START_ORDER), etcd first.
+RANK = {"etcd": 0, "metadata": 1, "storage": 2, "quota": 3, "coordinator": 3, "gateway": 4}
+K8S_KINDS = {
+    ("v1", "Service"),
+    ("apps/v1", "StatefulSet"),
+    ("apps/v1", "Deployment"),
+    ("kustomize.config.k8s.io/v1beta1", "Kustomization"),
+}
+
+
+def _compose() -> dict[str, Any]:
+    data = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def _k8s_docs() -> list[tuple[str, dict[str, Any]]]:
+    docs = []
+    for path in sorted(K8S.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc is not None:
+                docs.append((path.name, doc))
+    return docs
+
+
+def _compose_env(arg: str) -> str:
+    """${VAR:-default} → default, ${VAR} → a sample value."""
+    arg = re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", arg)
+    return re.sub(r"\$\{\w+\}", "sample", arg)
+
+
+def _k8s_env(arg: str, pod: str) -> str:
+    return arg.replace("$(POD_INDEX)", "0").replace("$(POD_NAME)", pod)
+
+
+def _flag(args: list[str], name: str) -> str:
+    for i, arg in enumerate(args):
+        if arg.startswith(f"{name}="):
+            return arg.split("=", 1)[1]
+        if arg == name:
+            return args[i + 1]
+    raise AssertionError(f"{name} missing from {args}")
+
+
+def _parse(role: str, args: list[str]) -> None:
+    """Run the service's own command-line parsing (and config validation) on `args`."""
+    try:
+        if role == "metadata":
+            ns = metadata_parser().parse_args(args)
+            MetadataConfig.from_args(
+                ns.instance_id, ns.host, ns.port, ns.etcd, parse_overrides(ns.config)
+            )
+        elif role == "storage":
+            storage_args(args)
+        elif role == "gateway":
+            gateway_args(args)
+        elif role == "coordinator":
+            coordinator_args(args)
+        elif role == "quota":
+            parse_node_args("quota", QuotaConfig.from_overrides, args, node_id_help="id")
+        else:
+            raise AssertionError(f"no parser known for {role}")
+    except SystemExit as exc:
+        pytest.fail(f"{role} rejects {args}: exit {exc.code}")
+
+
+def _role(module: str) -> str:
+    match = MODULE.match(module)
+    assert match, f"not a Riverlog service module: {module}"
+    assert importlib.util.find_spec(module) is not None, f"{module} does not exist"
+    assert importlib.util.find_spec(f"{module}.__main__") is not None, f"{module} not runnable"
+    return match.group(1)
+
+
+# -- Dockerfile ----------------------------------------------------------------------------
+
+
+def test_dockerfile_is_one_non_root_image_with_python_m_entrypoint() -> None:
+    text = (DEPLOY / "Dockerfile").read_text()
+    assert re.search(r"^FROM python:3\.11-slim\b", text, re.M)
+    users = re.findall(r"^USER (\S+)", text, re.M)
+    assert users and users[-1] not in {"root", "0"}
+    assert '\nENTRYPOINT ["python", "-m"]\n' in text
+    repo = DEPLOY.parent
+    for line in re.findall(r"^COPY (?!--from)(.+)$", text, re.M):
+        for source in line.split()[:-1]:
+            assert (repo / source).exists(), f"COPY source {source} missing"
+
+
+def test_healthcheck_script_usage() -> None:
+    spec = importlib.util.spec_from_file_location("rl_healthcheck", DEPLOY / "healthcheck.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main([]) == 2
+    assert module.main(["not-a-port"]) == 2
+
+
+# -- compose -------------------------------------------------------------------------------
+
+
+def _compose_roles() -> dict[str, str]:
+    roles = {}
+    for name, service in _compose()["services"].items():
+        command = service.get("command") or []
+        if str(service.get("image", "")).find("etcd") >= 0 and command[:1] == ["etcd"]:
+            roles[name] = "etcd"
+        else:
+            roles[name] = _role(command[0])
+    return roles
+
+
+def test_compose_has_the_expected_processes() -> None:
+    counts: dict[str, int] = {}
+    for role in _compose_roles().values():
+        counts[role] = counts.get(role, 0) + 1
+    expected = {"etcd": 1, "metadata": 3, "storage": 3, "coordinator": 2, "quota": 1}
+    assert counts == {**expected, "gateway": 1}
+
+
+def test_compose_commands_pass_the_service_parsers() -> None:
+    services = _compose()["services"]
+    roles = _compose_roles()
+    for name, role in roles.items():
+        if role == "etcd":
+            continue
+        args = [_compose_env(str(a)) for a in services[name]["command"][1:]]
+        _parse(role, args)
+        assert _flag(args, "--host") == "0.0.0.0"
+        assert _flag(args, "--advertised-host") == name  # reachable by its service name
+        if role == "metadata":
+            etcd_host = _flag(args, "--etcd").split("//", 1)[1].split(":")[0]
+            assert roles.get(etcd_host) == "etcd"
+        else:
+            for address in _flag(args, "--metadata").split(","):
+                assert roles.get(address.split(":")[0]) == "metadata", address
+        if role == "storage":
+            mounts = [v.split(":")[1] for v in services[name]["volumes"]]
+            assert _flag(args, "--log-dirs") in mounts
+
+
+def test_compose_node_ids_are_unique_per_kind() -> None:
+    services = _compose()["services"]
+    seen: set[tuple[str, str]] = set()
+    for name, role in _compose_roles().items():
+        if role == "etcd":
+            continue
+        args = services[name]["command"][1:]
+        key = (role, _flag(args, "--instance-id" if role == "metadata" else "--node-id"))
+        assert key not in seen, key
+        seen.add(key)
+
+
+def test_compose_starts_etcd_first_then_the_launcher_order() -> None:
+    services = _compose()["services"]
+    roles = _compose_roles()
+    assert "depends_on" not in services["etcd"]
+
+    def ancestors(name: str, path: tuple[str, ...] = ()) -> set[str]:
+        assert name not in path, f"dependency cycle through {name}"
+        deps = services[name].get("depends_on") or {}
+        found = set(deps)
+        for dep in deps:
+            found |= ancestors(dep, (*path, name))
+        return found
+
+    for name, service in services.items():
+        deps = service.get("depends_on") or {}
+        for dep, condition in deps.items():
+            assert dep in services, f"{name} depends on unknown {dep}"
+            assert RANK[roles[dep]] < RANK[roles[name]], f"{name} waits for {dep}"
+            assert condition == {"condition": "service_healthy"}
+            assert "healthcheck" in services[dep], f"{dep} has no healthcheck"
+        if roles[name] != "etcd":
+            assert "etcd" in ancestors(name), f"{name} may start before etcd"
+
+
+def test_compose_gateway_is_published() -> None:
+    services = _compose()["services"]
+    gateways = [n for n, r in _compose_roles().items() if r == "gateway"]
+    for name in gateways:
+        ports = [_compose_env(str(p)) for p in services[name].get("ports", [])]
+        assert any(p.endswith(":9090") for p in ports)
+
+
+# -- Kubernetes ----------------------------------------------------------------------------
+
+
+def test_k8s_kinds_and_api_versions() -> None:
+    docs = _k8s_docs()
+    assert docs
+    for filename, doc in docs:
+        assert (doc.get("apiVersion"), doc.get("kind")) in K8S_KINDS, filename
+    kustomizations = [doc for _, doc in docs if doc["kind"] == "Kustomization"]
+    assert len(kustomizations) == 1
+    listed = set(kustomizations[0]["resources"])
+    on_disk = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
+    assert listed == on_disk
+
+
+def _workloads() -> list[dict[str, Any]]:
+    return [doc for _, doc in _k8s_docs() if doc["kind"] in {"StatefulSet", "Deployment"}]
+
+
+def _services() -> dict[str, dict[str, Any]]:
+    return {doc["metadata"]["name"]: doc for _, doc in _k8s_docs() if doc["kind"] == "Service"}
+
+
+def _riverlog_containers() -> list[tuple[dict[str, Any], dict[str, Any], str]]:
+    out = []
+    for workload in _workloads():
+        for container in workload["spec"]["template"]["spec"]["containers"]:
+            command = container.get("command") or []
+            if command[:2] == ["python", "-m"]:
+                out.append((workload, container, _role(command[2])))
+    return out
+
+
+def _metadata_hosts() -> set[str]:
+    """The stable DNS names of the metadata StatefulSet's pods (`pod.service`)."""
+    hosts = set()
+    for workload, _, role in _riverlog_containers():
+        if role == "metadata":
+            name, spec = workload["metadata"]["name"], workload["spec"]
+            hosts |= {f"{name}-{i}.{spec['serviceName']}" for i in range(spec["replicas"])}
+    return hosts
+
+
+def test_k8s_commands_pass_the_service_parsers() -> None:
+    roles = set()
+    services = _services()
+    metadata_hosts = _metadata_hosts()
+    for workload, container, role in _riverlog_containers():
+        roles.add(role)
+        assert workload["kind"] == "StatefulSet", "node ids come from StatefulSet ordinals"
+        pod = f"{workload['metadata']['name']}-0"
+        args = [_k8s_env(str(a), pod) for a in container["args"]]
+        _parse(role, args)
+        assert _flag(args, "--host") == "0.0.0.0"
+        host, _, domain = _flag(args, "--advertised-host").partition(".")
+        assert host == pod
+        assert domain == workload["spec"]["serviceName"]
+        assert services[domain]["spec"].get("clusterIP") == "None"
+        if role != "metadata":
+            assert set(_flag(args, "--metadata").split(",")) <= {
+                f"{h}:9093" for h in metadata_hosts
+            }
+        id_flag = "--instance-id" if role == "metadata" else "--node-id"
+        assert _flag(container["args"], id_flag) == "$(POD_INDEX)"
+        env = {e["name"]: e for e in container["env"]}
+        assert "pod-index" in env["POD_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"]
+    assert roles == {"metadata", "storage", "coordinator", "quota", "gateway"}
+
+
+def test_k8s_probes_use_grpc_health_on_the_serving_port() -> None:
+    for _, container, role in _riverlog_containers():
+        port = int(_flag(container["args"], "--port"))
+        assert port in {p["containerPort"] for p in container["ports"]}
+        for probe in ("readinessProbe", "livenessProbe"):
+            assert container[probe]["grpc"]["port"] == port, (role, probe)
+        if "startupProbe" in container:
+            assert container["startupProbe"]["grpc"]["port"] == port
+
+
+def test_k8s_storage_keeps_its_log_dirs_on_a_claim() -> None:
+    for workload, container, role in _riverlog_containers():
+        if role != "storage":
+            continue
+        claims = {c["metadata"]["name"] for c in workload["spec"]["volumeClaimTemplates"]}
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        log_dir = _flag(container["args"], "--log-dirs")
+        assert mounts.get(log_dir) in claims
+
+
+def test_k8s_services_select_existing_pods() -> None:
+    pod_labels = [w["spec"]["template"]["metadata"]["labels"] for w in _workloads()]
+    for name, service in _services().items():
+        selector = service["spec"]["selector"]
+        assert any(selector.items() <= labels.items() for labels in pod_labels), name
+    for workload in _workloads():
+        if workload["kind"] == "StatefulSet":
+            assert workload["spec"]["serviceName"] in _services()
+    gateway = _services()["riverlog-gateway"]
+    assert gateway["spec"].get("clusterIP") != "None"
