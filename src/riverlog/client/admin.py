@@ -14,13 +14,13 @@ import itertools
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 from riverlog.common.errors import ErrorCode, RiverlogError, error_for
 from riverlog.common.types import TopicPartition
 from riverlog.v1 import admin_pb2, common_pb2, data_pb2
 
+from ._closing import Closing
 from ._connection import GatewayConnection
 from ._offsets import OffsetAndTimestamp, list_offsets
 from .config import AdminConfig
@@ -101,7 +101,7 @@ def _topic(meta: common_pb2.TopicMetadata) -> TopicDescription:
     return TopicDescription(meta.name, meta.topic_id, meta.internal, partitions, configs)
 
 
-class AdminClient(GroupAdminMixin, QuotaAdminMixin):
+class AdminClient(GroupAdminMixin, QuotaAdminMixin, Closing):
     """Administers topics, consumer groups (`group_admin.py`), client quotas and users
     (`quota_admin.py`). Thread-safe (any thread may call any method).
 
@@ -356,14 +356,3 @@ class AdminClient(GroupAdminMixin, QuotaAdminMixin):
         """Close the channels. Idempotent."""
         self._closed = True
         self._conn.close()
-
-    def __enter__(self) -> AdminClient:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -18,11 +18,11 @@ import itertools
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from types import TracebackType
 
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 
+from .._closing import Closing
 from .._connection import GatewayConnection
 from .._metadata import MetadataCache
 from .._offsets import (
@@ -50,7 +50,7 @@ from .subscription import EARLIEST, LATEST, NONE, SubscriptionState
 _ids = itertools.count(1)
 
 
-class Consumer:
+class Consumer(Closing):
     """Reads assigned partitions. Not thread-safe: use it from one thread at a time (as
     Kafka's), except `close()`, which may not overlap another call either.
 
@@ -372,17 +372,6 @@ class Consumer:
         finally:
             self._fetcher.close()
             self._conn.close()
-
-    def __enter__(self) -> Consumer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"<Consumer {self.client_id} → {','.join(self._conn.servers)}>"

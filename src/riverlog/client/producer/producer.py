@@ -13,13 +13,13 @@ import itertools
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
 from riverlog.common.partitioner import murmur2
 from riverlog.common.records.compression import CompressionType
 from riverlog.common.records.record import Header
 
+from .._closing import Closing
 from .._connection import GatewayConnection
 from .._metadata import MetadataCache
 from ..config import ProducerConfig
@@ -34,7 +34,7 @@ _monotonic = time.monotonic
 _time_ns = time.time_ns
 
 
-class Producer:
+class Producer(Closing):
     """Sends records to topics; thread-safe (any thread may call any method).
 
         with Producer({"bootstrap.servers": "127.0.0.1:9092", "linger.ms": 5}) as producer:
@@ -209,17 +209,6 @@ class Producer:
             batch.result.complete(-1, -1, error)
             self._accumulator.release(batch)
         self._conn.close()
-
-    def __enter__(self) -> Producer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"<Producer {self.client_id} → {','.join(self._conn.servers)}>"
