@@ -26,45 +26,42 @@ class _PausedLeader(storage_pb2_grpc.StorageServiceServicer):
         await asyncio.sleep(3600)
 
 
-@pytest.mark.timeout(30)
-async def test_pruning_a_node_fails_its_in_flight_calls_as_retriable() -> None:
+@pytest.fixture
+async def paused_leader():
+    """A real loopback storage server that never answers Produce, with a StoragePeers and an
+    in-flight Produce call to it; stops everything afterwards."""
     servicer = _PausedLeader()
     add = storage_pb2_grpc.add_StorageServiceServicer_to_server
     server = RpcServer("127.0.0.1", 0, [(add, servicer, "riverlog.v1.StorageService")])
     await server.start()
     peers = StoragePeers()
     node = NodeInfo(kind="storage", node_id=1, host="127.0.0.1", port=server.port)
+    call = asyncio.create_task(
+        peers._call(node, "Produce", data_pb2.ProduceRequest(), Deadline.after(20))
+    )
     try:
-        call = asyncio.create_task(
-            peers._call(node, "Produce", data_pb2.ProduceRequest(), Deadline.after(20))
-        )
         await asyncio.wait_for(servicer.received.wait(), 10)
-        await peers.prune([])  # the node's lease lapsed: it is no longer in the image
-        with pytest.raises(RiverlogError) as info:
-            await asyncio.wait_for(call, 5)
-        assert info.value.code is ErrorCode.NETWORK_EXCEPTION
-        assert info.value.retriable
+        yield peers, call
     finally:
-        await peers.close()
-        await server.stop(0)
-
-
-@pytest.mark.timeout(30)
-async def test_a_cancelled_caller_is_still_cancelled() -> None:
-    servicer = _PausedLeader()
-    add = storage_pb2_grpc.add_StorageServiceServicer_to_server
-    server = RpcServer("127.0.0.1", 0, [(add, servicer, "riverlog.v1.StorageService")])
-    await server.start()
-    peers = StoragePeers()
-    node = NodeInfo(kind="storage", node_id=1, host="127.0.0.1", port=server.port)
-    try:
-        call = asyncio.create_task(
-            peers._call(node, "Produce", data_pb2.ProduceRequest(), Deadline.after(20))
-        )
-        await asyncio.wait_for(servicer.received.wait(), 10)
         call.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await call
-    finally:
+        await asyncio.gather(call, return_exceptions=True)
         await peers.close()
         await server.stop(0)
+
+
+@pytest.mark.timeout(30)
+async def test_pruning_a_node_fails_its_in_flight_calls_as_retriable(paused_leader) -> None:
+    peers, call = paused_leader
+    await peers.prune([])  # the node's lease lapsed: it is no longer in the image
+    with pytest.raises(RiverlogError) as info:
+        await asyncio.wait_for(call, 5)
+    assert info.value.code is ErrorCode.NETWORK_EXCEPTION
+    assert info.value.retriable
+
+
+@pytest.mark.timeout(30)
+async def test_a_cancelled_caller_is_still_cancelled(paused_leader) -> None:
+    _, call = paused_leader
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
