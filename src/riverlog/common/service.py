@@ -113,6 +113,7 @@ def write_ready_file(path: str | None, info: dict[str, object]) -> None:
 def run(main: Callable[[asyncio.Event], Awaitable[None]], service_name: str) -> None:
     """Run `main(stop_event)` until it returns; SIGTERM/SIGINT set the event."""
     tracing.configure_tracing(service_name)
+    tracing.configure_metrics(service_name)
 
     async def runner() -> None:
         stop = asyncio.Event()

@@ -1,6 +1,11 @@
 """OpenTelemetry set-up for every Riverlog process, with the gRPC instrumentation from
 opentelemetry-instrumentation-grpc (no hand-written span code on the RPC path).
 
+Metrics (ISR shrinks/expands, under-replicated and offline partitions, elections...) are
+instruments on the OpenTelemetry metrics API; `configure_metrics()` installs a MeterProvider
+exporting them over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set, or one JSON document per
+export interval to RIVERLOG_METRICS_FILE; with neither the API stays a no-op.
+
 `configure_tracing()` installs a TracerProvider once per process. Exporter choice:
 an explicit exporter (tests pass an InMemorySpanExporter); OTLP when
 OTEL_EXPORTER_OTLP_ENDPOINT is set; one JSON span per line appended to RIVERLOG_TRACE_FILE
@@ -26,12 +31,15 @@ from opentelemetry.sdk.trace.export import (
 )
 
 TRACE_FILE_ENV = "RIVERLOG_TRACE_FILE"
+METRICS_FILE_ENV = "RIVERLOG_METRICS_FILE"
 OTLP_ENV = "OTEL_EXPORTER_OTLP_ENDPOINT"
 TRACEPARENT_HEADER = "traceparent"
 
 _lock = threading.Lock()
 _provider: TracerProvider | None = None
 _trace_file: IO[str] | None = None
+_meter_provider: Any = None
+_metrics_file: IO[str] | None = None
 
 
 def _one_line(span: ReadableSpan) -> str:
@@ -72,6 +80,42 @@ def configure_tracing(
         return provider
 
 
+def configure_metrics(service_name: str, reader: Any = None) -> Any:
+    """Install the process's MeterProvider; idempotent. `reader`: a MetricReader (tests pass an
+    InMemoryMetricReader); else OTLP or RIVERLOG_METRICS_FILE; None when nothing exports."""
+    global _meter_provider, _metrics_file
+    from opentelemetry import metrics
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import (
+        ConsoleMetricExporter,
+        PeriodicExportingMetricReader,
+    )
+
+    with _lock:
+        if _meter_provider is not None:
+            return _meter_provider
+        if reader is None:
+            if os.environ.get(OTLP_ENV):
+                from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
+                    OTLPMetricExporter,
+                )
+
+                reader = PeriodicExportingMetricReader(OTLPMetricExporter())
+            elif path := os.environ.get(METRICS_FILE_ENV):
+                _metrics_file = open(path, "a", buffering=1, encoding="utf-8")
+                exporter = ConsoleMetricExporter(
+                    out=_metrics_file, formatter=lambda data: data.to_json(indent=None) + "\n"
+                )
+                reader = PeriodicExportingMetricReader(exporter)
+            else:
+                return None
+        resource = Resource.create({"service.name": service_name})
+        provider = MeterProvider(resource=resource, metric_readers=[reader])
+        metrics.set_meter_provider(provider)
+        _meter_provider = provider
+        return provider
+
+
 def enabled() -> bool:
     return _provider is not None
 
@@ -80,8 +124,12 @@ def shutdown() -> None:
     """Flush and stop exporting (at process exit)."""
     if _provider is not None:
         _provider.shutdown()
+    if _meter_provider is not None:
+        _meter_provider.shutdown()
     if _trace_file is not None:
         _trace_file.close()
+    if _metrics_file is not None:
+        _metrics_file.close()
 
 
 def tracer(name: str) -> trace.Tracer:
