@@ -37,10 +37,20 @@ def test_gateways_enforce_alone_while_the_quota_service_is_down(tmp_path: Path) 
             entity = QuotaEntity(None, "alone")
             admin.alter_client_quotas([(entity, {"producer_byte_rate": 20_000.0})])
         conf = {"bootstrap.servers": bootstrap, "client.id": "alone", "linger.ms": 0}
+        gateway_log = Path(cluster.gateway(1).log_path)
         with Producer(conf) as producer:
             assert _throttled(producer, "down", 30)
-        log = Path(cluster.gateway(1).log_path).read_text()
-        assert log.count("unreachable") == 1, log[-2000:]
+            # the background reporter notices on its next report (every ~100 ms)
+            deadline = time.monotonic() + 15
+            while "unreachable" not in gateway_log.read_text():
+                assert time.monotonic() < deadline, "the gateway never said the service is down"
+                time.sleep(0.1)
+            for _ in range(20):  # more throttled traffic, and more reports, while it is down
+                for _ in range(50):
+                    producer.send("down", b"d" * 1000)
+                producer.flush(30)
+        log = gateway_log.read_text()
+        assert log.count("unreachable") == 1, log[-2000:]  # once, not per request or report
         quota.start(timeout=60)
         deadline = time.monotonic() + 15
         while "reachable again" not in Path(cluster.gateway(1).log_path).read_text():
