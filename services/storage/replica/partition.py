@@ -4,17 +4,16 @@ epoch, and the high watermark the leader computes from the in-sync replicas' log
 Kafka's `Partition`: the controller decides leadership (it arrives here through the cluster
 image), the replica enforces it. Requests name the epoch they believe current; an older one is
 fenced (FENCED_LEADER_EPOCH), a newer one means this node has not seen the change yet
-(UNKNOWN_LEADER_EPOCH). As leader it tracks its followers from their fetches
-(`update_follower_fetch_state`), moves the high watermark to the minimum log end offset of the
-(maximal) ISR, and asks the controller, through `alter_isr`, to drop followers that lag longer
-than `replica.lag.time.max.ms` and to take back those that caught up (the pure rules are in
-`isr.py`). A leader that may not lead (`may_lead()` false: its membership lapsed, see the
-storage node's self-fencing) refuses produce with NOT_LEADER_OR_FOLLOWER.
+(UNKNOWN_LEADER_EPOCH). This module holds the replica's state, its leadership, the data path
+(append, read, delete records) and the follower's side of replication (append fetched batches,
+truncate). The leader's side, tracking the followers from their fetches, keeping the ISR and
+moving the high watermark, is the `LeaderReplication` mixin in `leader_replication.py` (the
+pure rules are in `isr.py`). A leader that may not lead (`may_lead()` false: its membership
+lapsed, see the storage node's self-fencing) refuses produce with NOT_LEADER_OR_FOLLOWER.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,33 +26,15 @@ from riverlog.common.types import TopicPartition
 from ..log import AppendInfo, FetchSlice, LogConfig, PartitionLog
 from ..producer import ProducerStateManager
 from ..producer.manager import DEFAULT_PRODUCER_ID_EXPIRATION_MS
-from .isr import (
-    AlterIsrRequest,
-    FollowerState,
-    IsrState,
-    high_watermark_candidate,
-    may_join_isr,
-    out_of_sync_replicas,
-)
+from .isr import AlterIsrRequest, FollowerState, IsrState
+from .leader_replication import LeaderReplication
+from .role import NO_LEADER, Role
+
+__all__ = ["DEFAULT_REPLICA_LAG_TIME_MAX_MS", "NO_LEADER", "Partition", "ReadResult", "Role"]
 
 log = logging.getLogger(__name__)
 
-NO_LEADER = -1
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
-
-
-class Role(enum.Enum):
-    """This node's part in a partition, computed from the image's leader and replicas."""
-
-    LEADER = "leader"
-    """action: takes appends, serves fetches, moves the high watermark.
-    transition: to FOLLOWER or OFFLINE when an image with a newer epoch names another leader."""
-    FOLLOWER = "follower"
-    """action: (with replication) pulls from the leader; refuses produce and consumer fetch.
-    transition: to LEADER when an image names this node leader at a newer epoch."""
-    OFFLINE = "offline"
-    """action: refuses everything with NOT_LEADER_OR_FOLLOWER (the partition has no leader).
-    transition: to LEADER or FOLLOWER when a leader is elected."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +47,7 @@ class ReadResult:
     log_end_offset: int
 
 
-class Partition:
+class Partition(LeaderReplication):
     """One hosted replica. Created by the ReplicaManager from the image; used only on the
     event-loop thread. `on_change(tp)` is called whenever something a waiting request may care
     about moved (the high watermark, the role, the epoch, the log start offset)."""
@@ -185,11 +166,6 @@ class Partition:
         else:
             self.leader_epoch_start_offset = -1
 
-    @property
-    def isr(self) -> tuple[int, ...]:
-        """The committed ISR."""
-        return self.isr_state.isr
-
     def check_epoch(self, current_leader_epoch: int | None) -> None:
         """Raise when the caller's epoch is not ours (None: the caller does not check)."""
         if current_leader_epoch is None or current_leader_epoch < 0:
@@ -246,16 +222,6 @@ class Partition:
     def config(self) -> LogConfig:
         return self.log.config
 
-    def check_min_isr(self) -> None:
-        """acks=all needs min.insync.replicas in the (committed) ISR before appending."""
-        in_sync = len(self.isr)
-        if in_sync < self.config.min_insync_replicas:
-            raise RiverlogError(
-                f"{self.tp}: {in_sync} in-sync replicas, min.insync.replicas is "
-                f"{self.config.min_insync_replicas}",
-                ErrorCode.NOT_ENOUGH_REPLICAS,
-            )
-
     def append_as_leader(self, records: bytes) -> AppendInfo:
         """Validate and append one produce payload at our epoch; moves the high watermark.
         Raises RiverlogError with nothing written when the payload is bad."""
@@ -303,107 +269,6 @@ class Partition:
     def update_config(self, config: LogConfig) -> None:
         if config != self.log.config:
             self.log.update_config(config)
-
-    # --- replication (leader side) -----------------------------------------------------------
-
-    def update_follower_fetch_state(self, follower_id: int, fetch_offset: int) -> None:
-        """A follower fetched from `fetch_offset`: it holds everything below it. May move the
-        high watermark and ask to take the follower back into the ISR."""
-        if self.role is not Role.LEADER or follower_id not in self.replicas:
-            return
-        state = self.followers.setdefault(follower_id, FollowerState())
-        state.update(fetch_offset, self.clock.monotonic_ms(), self.log.log_end_offset)
-        self._maybe_expand_isr(follower_id, state)
-        self._maybe_increment_high_watermark()
-
-    def _maybe_expand_isr(self, follower_id: int, state: FollowerState) -> None:
-        isr = self.isr_state
-        if isr.in_flight or follower_id in isr.maximal:
-            return
-        if may_join_isr(state, self.log.high_watermark, self.leader_epoch_start_offset):
-            new_isr = tuple(r for r in self.replicas if r in isr.isr or r == follower_id)
-            log.info("%s: expanding the ISR %s -> %s", self.tp, list(isr.isr), list(new_isr))
-            self.isr_expands += 1
-            self._request_isr(new_isr)
-
-    def maybe_shrink_isr(self) -> bool:
-        """Ask to drop the ISR members that lagged past replica.lag.time.max.ms; called
-        periodically (Kafka: every lag-time/2). Returns whether a change was sent."""
-        if self.role is not Role.LEADER or self.isr_state.in_flight:
-            return False
-        if self._may_lead is not None and not self._may_lead():
-            return False
-        lagging = out_of_sync_replicas(
-            self.isr_state.isr,
-            self.node_id,
-            self.followers,
-            self.clock.monotonic_ms(),
-            self.log.log_end_offset,
-            self.replica_lag_time_max_ms,
-        )
-        if not lagging:
-            return False
-        new_isr = tuple(r for r in self.isr_state.isr if r not in lagging)
-        log.info(
-            "%s: shrinking the ISR %s -> %s (lagging: %s)",
-            self.tp,
-            list(self.isr_state.isr),
-            list(new_isr),
-            lagging,
-        )
-        self.isr_shrinks += 1
-        self._request_isr(new_isr)
-        # The high watermark may move now that the lagging replicas' offsets matter less.
-        self._maybe_increment_high_watermark()
-        return True
-
-    def _request_isr(self, new_isr: tuple[int, ...]) -> None:
-        request = AlterIsrRequest(
-            self.tp, self.leader_epoch, new_isr, self.isr_state.partition_epoch
-        )
-        self.isr_state.pending = request
-        if self._alter_isr is not None:
-            self._alter_isr(request)
-
-    def on_alter_isr_result(
-        self, request: AlterIsrRequest, isr: tuple[int, ...] | None, partition_epoch: int
-    ) -> None:
-        """The controller's answer to `request`: the committed ISR and partition epoch, or
-        None when the change failed for good (the pending change is dropped; a retriable
-        failure is retried by the sender, an epoch mismatch waits for the image)."""
-        if self.isr_state.pending is not request or self.leader_epoch != request.leader_epoch:
-            return  # superseded by an image or a new epoch
-        if isr is None:
-            self.isr_state.pending = None
-        else:
-            self.isr_state.commit(isr, partition_epoch)
-            self.partition_epoch = max(self.partition_epoch, partition_epoch)
-            log.info("%s: ISR is now %s (partition epoch %d)", self.tp, list(isr), partition_epoch)
-        self._maybe_increment_high_watermark()
-        self._on_change(self.tp)
-
-    @property
-    def under_replicated(self) -> bool:
-        return self.role is Role.LEADER and len(self.isr) < len(self.replicas)
-
-    def enough_replicas_after_append(self) -> bool:
-        """Kafka's checkEnoughReplicasReachOffset second half: the committed ISR still has
-        min.insync.replicas members."""
-        return len(self.isr) >= self.config.min_insync_replicas
-
-    def _maybe_increment_high_watermark(self) -> bool:
-        """Move the high watermark up to the maximal ISR's minimum log end offset; returns
-        whether it moved (waiters on the partition are then woken)."""
-        if self.role is not Role.LEADER:
-            return False
-        new_hw = high_watermark_candidate(
-            self.isr_state.maximal, self.node_id, self.log.log_end_offset, self.followers
-        )
-        if new_hw <= self.log.high_watermark:
-            return False
-        self.log.high_watermark = new_hw
-        self._on_change(self.tp)
-        return True
 
     # --- replication (follower side) ---------------------------------------------------------
 
