@@ -8,7 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pytest
-from harness import Ack, HighWatermarkWatcher, Seen, check, record_id, unavailability
+from checker import check, unavailability
+from observers import HighWatermarkWatcher, Seen
+from workload import Ack, record_id
 
 RUN = b"r1"
 

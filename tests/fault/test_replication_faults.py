@@ -4,7 +4,7 @@ under a bounded acks=all workload on a replication-factor-3 topic with min.insyn
 
 Every case runs the same script: produce (and consume concurrently) for a few seconds, inject
 the failure, keep producing, heal, keep producing, stop; wait until the replicas converge; then
-`harness.check` asserts that every acknowledged record is readable exactly once, at the offset
+`checker.check` asserts that every acknowledged record is readable exactly once, at the offset
 it was acknowledged with, in producer order; that no offset holds different records on
 different replicas; and that the concurrent consumer never saw a record above the high
 watermark or one that was later truncated. Each case prints how many records it checked and
@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
+from checker import check
 from faults import (
     PAST_LEASE_S,
     controller,
@@ -36,7 +37,8 @@ from faults import (
     wait_for_leaders,
     wait_until,
 )
-from harness import HighWatermarkWatcher, Workload, check, read_back, wait_for_convergence
+from observers import HighWatermarkWatcher, read_back, wait_for_convergence
+from workload import Workload
 
 from riverlog.cluster import LocalCluster
 from riverlog.common.errors import ErrorCode, RiverlogError
