@@ -45,6 +45,9 @@ COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
+# Set by the log cleaner (KIP-534): baseTimestamp holds the time after which the batch's
+# tombstones may be removed.
+DELETE_HORIZON_MASK = 0x40
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
