@@ -35,6 +35,10 @@ TOPIC_DEFAULT_SYNONYMS: Final[Mapping[str, str]] = MappingProxyType(
         "min.insync.replicas": "min.insync.replicas",
         "unclean.leader.election.enable": "unclean.leader.election.enable",
         "log.flush.interval.messages": "flush.messages",
+        "log.cleaner.delete.retention.ms": "delete.retention.ms",
+        "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+        "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+        "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
     }
 )
 
@@ -61,6 +65,10 @@ _NODE_DEFAULTS: Final[Mapping[str, int]] = MappingProxyType(
         "replica.fetch.backoff.ms": 1_000,
         # Idempotence: forget a producer idle this long (Kafka's default, one day).
         "producer.id.expiration.ms": 86_400_000,
+        # Log compaction (Kafka's defaults): the pause when no log needs cleaning, and the
+        # memory of the cleaner's key -> offset map.
+        "log.cleaner.backoff.ms": 15_000,
+        "log.cleaner.dedupe.buffer.size": 134_217_728,
     }
 )
 # Boolean node keys (true/false).
@@ -68,6 +76,8 @@ _NODE_FLAGS: Final[Mapping[str, bool]] = MappingProxyType(
     {
         # Followers fetch over the leader's zero-copy channel (else over gRPC Fetch).
         "replica.fetch.zero.copy.enable": True,
+        # Run the log cleaner (compaction of cleanup.policy=compact topics).
+        "log.cleaner.enable": True,
     }
 )
 _NODE_MINIMUMS: Final[Mapping[str, int]] = MappingProxyType(
@@ -86,6 +96,8 @@ _NODE_MINIMUMS: Final[Mapping[str, int]] = MappingProxyType(
         "replica.fetch.response.max.bytes": 1,
         "replica.fetch.backoff.ms": 1,
         "producer.id.expiration.ms": 1,
+        "log.cleaner.backoff.ms": 1,
+        "log.cleaner.dedupe.buffer.size": 1024,
     }
 )
 
@@ -126,6 +138,9 @@ class StorageConfig:
     replica_fetch_backoff_ms: int = 1_000
     replica_fetch_zero_copy_enable: bool = True
     producer_id_expiration_ms: int = 86_400_000
+    log_cleaner_enable: bool = True
+    log_cleaner_backoff_ms: int = 15_000
+    log_cleaner_dedupe_buffer_size: int = 134_217_728
     # Topic-level keys (`segment.bytes`, ...) with the broker's defaults for them.
     log_defaults: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -203,6 +218,9 @@ class StorageConfig:
             replica_fetch_backoff_ms=node_values["replica.fetch.backoff.ms"],
             replica_fetch_zero_copy_enable=flags["replica.fetch.zero.copy.enable"],
             producer_id_expiration_ms=node_values["producer.id.expiration.ms"],
+            log_cleaner_enable=flags["log.cleaner.enable"],
+            log_cleaner_backoff_ms=node_values["log.cleaner.backoff.ms"],
+            log_cleaner_dedupe_buffer_size=node_values["log.cleaner.dedupe.buffer.size"],
             log_defaults=MappingProxyType(log_defaults),
         )
 

@@ -19,6 +19,8 @@ lines) can reuse it.
 from __future__ import annotations
 
 import os
+import shutil
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -32,6 +34,8 @@ CURRENT_VERSION = 0
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+DELETE_DIR_SUFFIX = "-delete"
 
 
 def fsync_dir(path: Path) -> None:
@@ -41,6 +45,14 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def remove_log_dir(dir: Path) -> None:
+    """Remove a partition directory: renamed `<dir>.<id>-delete` first, so a crash half-way
+    leaves a name the log manager removes at startup."""
+    doomed = dir.with_name(f"{dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+    os.replace(dir, doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
 
 
 class CorruptCheckpointError(RiverlogError):

@@ -45,6 +45,10 @@ class LogConfig:
     unclean_leader_election_enable: bool = False
     flush_messages: int = LONG_MAX
     flush_ms: int = LONG_MAX
+    delete_retention_ms: int = 86400000
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
 
     @classmethod
     def from_overrides(
@@ -84,6 +88,15 @@ class LogConfig:
     @property
     def compact_enabled(self) -> bool:
         return CLEANUP_COMPACT in self.cleanup_policy
+
+    @property
+    def max_segment_ms(self) -> int:
+        """How long the active segment may stay open: segment.ms, bounded by
+        max.compaction.lag.ms on compacted logs (Kafka's rule: the cleaner never cleans the
+        active segment, so it must roll for the lag bound to hold)."""
+        if self.compact_enabled:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms
 
 
 # Topic key → LogConfig attribute, for the keys the log layer reads.

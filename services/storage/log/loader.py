@@ -2,8 +2,9 @@
 LogLoader).
 
 What it does, in order:
-1. Removes leftovers of interrupted file operations: `*.cleaned`, `*.deleted`, `*.swap`, and
-   index files whose .log is gone.
+1. Removes leftovers of interrupted file operations (`*.cleaned`, `*.deleted`, index files
+   whose .log is gone) and finishes an interrupted swap of cleaned segments (`*.swap`, see
+   `segment_swap.py`).
 2. Opens every segment. A missing or corrupt index (`sanity_check`) is rebuilt from the log by
    `LogSegment.recover`, never trusted.
 3. Unless the stop was clean, recovers every segment from the one holding the recovery point
@@ -28,10 +29,10 @@ from riverlog.common.types import TopicPartition
 from .config import LogConfig
 from .index import CorruptIndexError
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_path
+from .segment_swap import complete_interrupted_swaps
 
 logger = logging.getLogger(__name__)
 
-TEMP_SUFFIXES = (".cleaned", ".deleted", ".swap")
 _OFFSET_DIGITS = 20
 
 
@@ -76,7 +77,7 @@ class LogLoader:
 
     def load(self) -> LoadedLog:
         self.dir.mkdir(parents=True, exist_ok=True)
-        self._remove_temp_files()
+        complete_interrupted_swaps(self.dir, self.tp)
         bases = self._segment_bases()
         missing = {
             base
@@ -116,12 +117,6 @@ class LogLoader:
             self.config.index_interval_bytes,
             self.clock.time_ms(),
         )
-
-    def _remove_temp_files(self) -> None:
-        for path in self.dir.iterdir():
-            if path.is_file() and path.name.endswith(TEMP_SUFFIXES):
-                logger.info("%s: removing leftover %s", self.tp, path.name)
-                path.unlink()
 
     def _segment_bases(self) -> list[int]:
         bases: list[int] = []

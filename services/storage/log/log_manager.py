@@ -21,6 +21,7 @@ from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 
 from .checkpoint import (
+    DELETE_DIR_SUFFIX,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -29,7 +30,7 @@ from .checkpoint import (
     fsync_dir,
 )
 from .config import LogConfig
-from .partition_log import DELETE_DIR_SUFFIX, PartitionLog
+from .partition_log import PartitionLog
 
 logger = logging.getLogger(__name__)
 

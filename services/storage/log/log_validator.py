@@ -7,7 +7,9 @@ offset range, no control batches from clients. Only when all pass does the leade
 offsets, by rewriting each batch's baseOffset and partitionLeaderEpoch (both outside the CRC)
 in a private copy; with `message.timestamp.type=LogAppendTime` it also sets maxTimestamp and
 the timestamp-type bit, which are inside the CRC, so that batch's CRC is recomputed. Records
-are never decoded: per-record work belongs to producers and consumers (DESIGN.md §8).
+are never decoded: per-record work belongs to producers and consumers (DESIGN.md §8); the
+one exception is Kafka's: on a compacted topic every record must have a key, so the leader
+reads the keys.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from riverlog.common.records.header import (
     set_partition_leader_epoch,
     validate_batch,
 )
+from riverlog.common.records.rewrite import decode_raw
 
 from .config import LogConfig
 from .segment import AppendedBatch
@@ -97,6 +100,8 @@ def _check_batches(payload: Payload, config: LogConfig, *, leader: bool) -> list
             )
         if leader:
             _check_client_batch(header, where, config)
+            if config.compact_enabled:
+                _check_keys(payload, position, where)
         headers.append(header)
         position += header.size
     return headers
@@ -122,6 +127,20 @@ def _check_client_batch(header: BatchHeader, where: str, config: LogConfig) -> N
     if header.producer_id >= 0 and header.base_sequence < 0:
         raise _error(
             f"{where}: producer id {header.producer_id} with no base sequence",
+            ErrorCode.INVALID_RECORD,
+        )
+
+
+def _check_keys(payload: Payload, position: int, where: str) -> None:
+    """Every record of a compacted topic needs a key (Kafka's LogValidator.validateKey): the
+    one place the leader decodes records, and only for compacted topics."""
+    try:
+        keys = decode_raw(payload, position).keys
+    except InvalidBatchError as exc:
+        raise _error(f"{where}: {exc}", ErrorCode.CORRUPT_MESSAGE) from None
+    if None in keys:
+        raise _error(
+            f"{where}: compacted topic cannot accept message without key",
             ErrorCode.INVALID_RECORD,
         )
 

@@ -15,10 +15,7 @@ stored files; nothing on these paths decodes records.
 from __future__ import annotations
 
 import logging
-import os
-import shutil
-import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from riverlog.common.clock import Clock
@@ -26,7 +23,7 @@ from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 
 from . import retention
-from .checkpoint import fsync_dir
+from .checkpoint import fsync_dir, remove_log_dir
 from .config import LogConfig
 from .file_records import FetchSlice
 from .leader_epoch_cache import LeaderEpochFileCache
@@ -39,11 +36,10 @@ from .log_validator import (
     validate_leader_append,
 )
 from .segment import LogSegment
+from .segment_swap import discard_cleaned, install_cleaned
 from .segments import LogSegments
 
 logger = logging.getLogger(__name__)
-
-DELETE_DIR_SUFFIX = "-delete"
 
 
 class PartitionLog:
@@ -203,15 +199,8 @@ class PartitionLog:
     def _append(self, validated: ValidatedAppend, now_ms: int) -> None:
         self._check_open()
         info = validated.info
-        segment, cfg = self._segments.active, self._config
-        if segment.should_roll(
-            info.valid_bytes,
-            info.max_timestamp,
-            info.last_offset,
-            now_ms,
-            cfg.segment_bytes,
-            cfg.segment_ms,
-        ):
+        segment = self._segments.active
+        if self._segments.should_roll(info, now_ms, self._config):
             segment = self.roll()
         try:
             segment.append(validated.data, validated.batches)
@@ -261,18 +250,9 @@ class PartitionLog:
         end). May span segments. Raises OFFSET_OUT_OF_RANGE unless log start <= fetch_offset
         <= log end. Close the returned slice when its bytes are sent."""
         self._check_open()
-        log_end = self.log_end_offset
-        if not self._log_start_offset <= fetch_offset <= log_end:
-            raise RiverlogError(
-                f"{self._tp}: offset {fetch_offset} is outside [{self._log_start_offset}, "
-                f"{log_end}]",
-                ErrorCode.OFFSET_OUT_OF_RANGE,
-            )
-        if max_bytes < 0:
-            raise RiverlogError(f"max_bytes {max_bytes} < 0", ErrorCode.INVALID_FETCH_SIZE)
-        if fetch_offset == log_end or (max_offset is not None and fetch_offset >= max_offset):
-            return FetchSlice()
-        return self._segments.read(fetch_offset, max_bytes, max_offset, min_one_message)
+        return self._segments.read_checked(
+            self._tp, self._log_start_offset, fetch_offset, max_bytes, max_offset, min_one_message
+        )
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the earliest record at or after the log start offset whose
@@ -289,12 +269,7 @@ class PartitionLog:
         wholly below it; returns the new log start offset. The offset must be within
         [0, high watermark], else OFFSET_OUT_OF_RANGE."""
         self._check_open()
-        if not 0 <= offset <= self._high_watermark:
-            raise RiverlogError(
-                f"{self._tp}: cannot delete records before {offset}: the high watermark is "
-                f"{self._high_watermark}",
-                ErrorCode.OFFSET_OUT_OF_RANGE,
-            )
+        retention.check_delete_records(self._tp, offset, self._high_watermark)
         if offset > self._log_start_offset:
             self._log_start_offset = offset
             self.leader_epoch_cache.truncate_from_start(offset)
@@ -325,10 +300,19 @@ class PartitionLog:
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         self._high_watermark = max(self._high_watermark, self._log_start_offset)
         self._recovery_point = max(self._recovery_point, self._log_start_offset)
-        for segment in doomed:
-            logger.info("%s: deleting segment %d", self._tp, segment.base_offset)
-            segment.delete()
+        self._segments.delete_segments(doomed, self._tp)
         return len(doomed)
+
+    def replace_segments(self, old: Sequence[LogSegment], sizes: Sequence[int]) -> bool:
+        """Swap in the cleaned segment the log cleaner wrote for `old` (`segment_swap.py`).
+        False, and the cleaned files discarded, when `old` changed meanwhile: no longer
+        consecutive inactive segments of this log, or a size not in `sizes` (truncated)."""
+        if self._closed or not self._segments.can_replace(old, sizes):
+            discard_cleaned(self._dir, old[0].base_offset)
+            return False
+        new = install_cleaned(self._dir, old, self._config, self._clock.time_ms())
+        self._segments.replace(old, new)
+        return True
 
     # -- truncation (replication) -----------------------------------------------------------
 
@@ -373,9 +357,7 @@ class PartitionLog:
         recovery point there. Between flushes the page cache and recovery protect the data."""
         self._check_open()
         target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
-        if target > self._recovery_point:
-            for segment in self._segments.between(self._recovery_point, target):
-                segment.flush()
+        self._segments.flush_range(self._recovery_point, target)
         if self._dir_dirty:
             fsync_dir(self._dir)
             self._dir_dirty = False
@@ -398,15 +380,12 @@ class PartitionLog:
         self._closed = True
 
     def delete(self) -> None:
-        """Remove the log and its directory (renamed `<dir>.<id>-delete` first, so a crash
-        half-way leaves a name the log manager removes at startup)."""
+        """Remove the log and its directory (see `remove_log_dir`)."""
         if not self._closed:
             for segment in self._segments:
                 segment.close()
             self._closed = True
-        doomed = self._dir.with_name(f"{self._dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
-        os.replace(self._dir, doomed)
-        shutil.rmtree(doomed, ignore_errors=True)
+        remove_log_dir(self._dir)
 
     def _check_open(self) -> None:
         if self._closed:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from riverlog.common.errors import ErrorCode, RiverlogError
+
 from .config import LogConfig
 from .segment import LogSegment
 
@@ -89,3 +91,14 @@ def deletable_segments(
     count = retention_ms_breached(segments, high_watermark, config, now_ms)
     count += retention_bytes_breached(segments[count:], high_watermark, config)
     return count + log_start_offset_breached(segments[count:], high_watermark, log_start_offset)
+
+
+def check_delete_records(what: object, offset: int, high_watermark: int) -> None:
+    """DeleteRecords may move the log start offset within [0, high watermark] only; raises
+    OFFSET_OUT_OF_RANGE otherwise."""
+    if not 0 <= offset <= high_watermark:
+        raise RiverlogError(
+            f"{what}: cannot delete records before {offset}: the high watermark is "
+            f"{high_watermark}",
+            ErrorCode.OFFSET_OUT_OF_RANGE,
+        )

@@ -2,18 +2,26 @@
 
 Segments are kept sorted by base offset, with the base offsets in a parallel list so the one
 holding an offset is found by binary search (`bisect`) in O(log n). The last segment is the
-active one. Removal happens only at the ends: old segments from the front (retention,
+active one. Removal happens at the ends: old segments from the front (retention,
 DeleteRecords), newer ones from the back (truncation), the back first so that a crash
-half-way leaves a log that is a prefix of the one before.
+half-way leaves a log that is a prefix of the one before; and in the middle only when the log
+cleaner replaces consecutive inactive segments by the cleaned one.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+import logging
+from collections.abc import Iterator, Sequence
 
+from riverlog.common.errors import ErrorCode, RiverlogError
+
+from .config import LogConfig
 from .file_records import FetchSlice, FileRecords
+from .log_validator import AppendInfo
 from .segment import LogSegment
+
+logger = logging.getLogger(__name__)
 
 
 class LogSegments:
@@ -61,6 +69,23 @@ class LogSegments:
             self.floor_index(start_offset) : bisect.bisect_left(self._bases, end_offset)
         ]
 
+    def should_roll(self, info: AppendInfo, now_ms: int, config: LogConfig) -> bool:
+        """Whether the append `info` must go to a new segment (`LogSegment.should_roll`)."""
+        return self.active.should_roll(
+            info.valid_bytes,
+            info.max_timestamp,
+            info.last_offset,
+            now_ms,
+            config.segment_bytes,
+            config.max_segment_ms,
+        )
+
+    def flush_range(self, start_offset: int, end_offset: int) -> None:
+        """fsync the segments holding offsets in [start_offset, end_offset)."""
+        if end_offset > start_offset:
+            for segment in self.between(start_offset, end_offset):
+                segment.flush()
+
     def add(self, segment: LogSegment) -> None:
         """Append a new active segment; its base offset must be above every other."""
         if segment.base_offset <= self._bases[-1]:
@@ -77,6 +102,28 @@ class LogSegments:
         del self._segments[:count]
         del self._bases[:count]
         return removed
+
+    def delete_segments(self, doomed: list[LogSegment], what: object) -> None:
+        """Delete the files of segments already taken out (`remove_prefix`)."""
+        for segment in doomed:
+            logger.info("%s: deleting segment %d", what, segment.base_offset)
+            segment.delete()
+
+    def can_replace(self, old: Sequence[LogSegment], sizes: Sequence[int]) -> bool:
+        """Whether `old` are still consecutive inactive segments here, of the given sizes."""
+        if not old or len(old) != len(sizes):
+            return False
+        first = bisect.bisect_left(self._bases, old[0].base_offset)
+        if first + len(old) >= len(self._segments):  # the active one would be included
+            return False
+        current = self._segments[first : first + len(old)]
+        return all(a is b and a.size == n for a, b, n in zip(current, old, sizes, strict=True))
+
+    def replace(self, old: Sequence[LogSegment], new: LogSegment) -> None:
+        """Put `new` (with `old[0]`'s base offset) in place of `old` (see `can_replace`)."""
+        first = bisect.bisect_left(self._bases, old[0].base_offset)
+        self._segments[first : first + len(old)] = [new]
+        self._bases[first : first + len(old)] = [new.base_offset]
 
     def truncate_to(self, offset: int, index_bytes: int) -> None:
         """Delete every segment whose base offset is >= `offset` (newest first; the first
@@ -110,6 +157,29 @@ class LogSegments:
             if found is not None:
                 return found
         return None
+
+    def read_checked(
+        self,
+        what: object,
+        log_start: int,
+        fetch_offset: int,
+        max_bytes: int,
+        max_offset: int | None,
+        min_one_batch: bool,
+    ) -> FetchSlice:
+        """`read` after the checks of `PartitionLog.read`: OFFSET_OUT_OF_RANGE unless
+        log_start <= fetch_offset <= log end, INVALID_FETCH_SIZE for a negative budget."""
+        log_end = self.active.next_offset
+        if not log_start <= fetch_offset <= log_end:
+            raise RiverlogError(
+                f"{what}: offset {fetch_offset} is outside [{log_start}, {log_end}]",
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+            )
+        if max_bytes < 0:
+            raise RiverlogError(f"max_bytes {max_bytes} < 0", ErrorCode.INVALID_FETCH_SIZE)
+        if fetch_offset == log_end or (max_offset is not None and fetch_offset >= max_offset):
+            return FetchSlice()
+        return self.read(fetch_offset, max_bytes, max_offset, min_one_batch)
 
     def read(
         self, fetch_offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool
