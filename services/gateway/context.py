@@ -5,6 +5,11 @@ gRPC metadata (`riverlog-client-id`, the credentials) and deadline; the domain c
 `deadline` to bound its waits and retries, `client_id` for logs, and (principal, client_id) for
 quotas. The same context is published
 in a contextvar so log lines written anywhere during the request name the client.
+
+`HandlerTime` is the asyncio counterpart of Kafka's request-handler-thread time: the time the
+event loop spent running one request's own code, step by step between awaits, so the waits on
+storage, a coordinator, the metadata service, a retry backoff or other requests' work are left
+out. It is what request_percentage quotas are charged.
 """
 
 from __future__ import annotations
@@ -12,8 +17,9 @@ from __future__ import annotations
 import contextvars
 import logging
 import time
+from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final, TypeVar
 
 # A deadline leaves this much of the client's own deadline unused, so the gateway still has
 # time to answer with a per-partition code before the client gives up on the call.
@@ -21,6 +27,8 @@ _ANSWER_MARGIN_S: Final = 0.05
 _ANSWER_MARGIN_FRACTION: Final = 0.05
 
 UNKNOWN_CLIENT: Final = "-"
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,9 +64,89 @@ class Deadline:
         return Deadline(min(self.at, time.monotonic() + max(seconds, 0.0)))
 
 
+class HandlerTime:
+    """Nanoseconds the event loop spent running one request's coroutines.
+
+    `run(coro)` times every step of `coro` (each `send`/`throw` from one await to the next);
+    a request's sub-tasks (one per storage node of a produce, say) are timed by wrapping their
+    coroutines with `measured`, and their steps add up, since only one step runs at a time on
+    the loop. A step of a timed coroutine that runs inside another timed step (a timed
+    coroutine awaited directly by a timed one) is not counted twice.
+    """
+
+    __slots__ = ("_step_started", "busy_ns", "clock")
+
+    def __init__(self, clock: Callable[[], int] = time.perf_counter_ns) -> None:
+        self.clock = clock
+        self.busy_ns = 0
+        self._step_started: int | None = None  # when the running step of this request began
+
+    def run(self, coro: Coroutine[Any, Any, _T]) -> Coroutine[Any, Any, _T]:
+        """`coro`, with its steps counted here."""
+        return _TimedCoroutine(coro, self)
+
+    def elapsed_ns(self) -> int:
+        """The time counted so far, including the step running now, if any."""
+        if self._step_started is not None:
+            return self.busy_ns + self.clock() - self._step_started
+        return self.busy_ns
+
+
+class _TimedCoroutine(Coroutine[Any, Any, _T]):
+    """A coroutine that adds the duration of each step of the one it wraps to a HandlerTime.
+    It is a `collections.abc.Coroutine`, so asyncio accepts it wherever a coroutine goes
+    (`await`, `create_task`, `gather`)."""
+
+    __slots__ = ("_coro", "_meter")
+
+    def __init__(self, coro: Coroutine[Any, Any, _T], meter: HandlerTime) -> None:
+        self._coro = coro
+        self._meter = meter
+
+    def send(self, value: Any) -> Any:
+        meter = self._meter
+        if meter._step_started is not None:
+            return self._coro.send(value)
+        started = meter._step_started = meter.clock()
+        try:
+            return self._coro.send(value)
+        finally:
+            meter.busy_ns += meter.clock() - started
+            meter._step_started = None
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+        meter = self._meter
+        if meter._step_started is not None:
+            return self._throw(typ, val, tb)
+        started = meter._step_started = meter.clock()
+        try:
+            return self._throw(typ, val, tb)
+        finally:
+            meter.busy_ns += meter.clock() - started
+            meter._step_started = None
+
+    def _throw(self, typ: Any, val: Any, tb: Any) -> Any:
+        if val is None and tb is None:
+            return self._coro.throw(typ)
+        return self._coro.throw(typ, val, tb)
+
+    def close(self) -> None:
+        self._coro.close()
+
+    def __await__(self) -> Generator[Any, None, _T]:
+        return self
+
+    def __iter__(self) -> _TimedCoroutine[_T]:
+        return self
+
+    def __next__(self) -> Any:
+        return self.send(None)
+
+
 @dataclass(frozen=True, slots=True)
 class RequestContext:
-    """One request as the gateway sees it. Immutable; safe to share across sub-tasks."""
+    """One request as the gateway sees it. Immutable but for its handler-time meter (which
+    only the event loop touches); safe to share across sub-tasks."""
 
     method: str
     deadline: Deadline
@@ -67,6 +155,10 @@ class RequestContext:
     principal: str = "ANONYMOUS"
     """The authenticated user (see `auth.py`), ANONYMOUS for an unauthenticated call."""
     extra: dict[str, str] = field(default_factory=dict)
+    work: HandlerTime = field(default_factory=HandlerTime, compare=False)
+    """This request's handler time (request_percentage quotas)."""
+    call: object = field(default=None, compare=False, repr=False)
+    """The gRPC call this context was made for, so the call's handler finds it again."""
 
     def __str__(self) -> str:
         return f"{self.method} from {self.client_id}@{self.peer or '?'}"
@@ -80,6 +172,13 @@ current_request: contextvars.ContextVar[RequestContext | None] = contextvars.Con
 def bind(ctx: RequestContext) -> contextvars.Token[RequestContext | None]:
     """Make `ctx` the current request of this task (and of tasks it starts)."""
     return current_request.set(ctx)
+
+
+def measured(coro: Coroutine[Any, Any, _T]) -> Coroutine[Any, Any, _T]:
+    """`coro` timed into the current request's handler time (as it is outside a request);
+    for the coroutines a request hands to new tasks, whose steps its own timing cannot see."""
+    ctx = current_request.get()
+    return coro if ctx is None else ctx.work.run(coro)
 
 
 class ClientIdLogFilter(logging.Filter):

@@ -22,7 +22,7 @@ from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 
 from .config import GatewayConfig
-from .context import Deadline, RequestContext
+from .context import Deadline, RequestContext, measured
 from .routing.router import Router, merge
 from .validation import item_errors, offset_error, require
 
@@ -206,7 +206,7 @@ class _LongPoll:
         batch: list[FetchPart],
         deadline: Deadline,
     ) -> list[FetchPartResult]:
-        call = asyncio.ensure_future(sender.fetch(node, options, batch, deadline))
+        call = asyncio.ensure_future(measured(sender.fetch(node, options, batch, deadline)))
         enough = asyncio.ensure_future(self.satisfied.wait())
         try:
             await asyncio.wait({call, enough}, return_when=asyncio.FIRST_COMPLETED)

@@ -21,7 +21,7 @@ from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.v1 import coordinator_pb2 as pb
 
 from .config import GatewayConfig
-from .context import Deadline, RequestContext
+from .context import Deadline, RequestContext, measured
 from .peers.coordinator import CoordinatorPeers
 from .routing.metadata_cache import MetadataCache
 
@@ -93,7 +93,10 @@ class GroupRouter:
         out = pb.ListGroupsResponse()
         nodes = self.cache.image.nodes_of_kind("coordinator")
         results = await asyncio.gather(
-            *(self.peers.call(n, "ListGroups", request, deadline.remaining()) for n in nodes),
+            *(
+                measured(self.peers.call(n, "ListGroups", request, deadline.remaining()))
+                for n in nodes
+            ),
             return_exceptions=True,
         )
         seen: set[str] = set()
@@ -127,7 +130,7 @@ class GroupRouter:
             return answer
 
         out = pb.DescribeGroupsResponse()
-        for answer in await asyncio.gather(*(one(g) for g in request.groups)):
+        for answer in await asyncio.gather(*(measured(one(g)) for g in request.groups)):
             out.groups.extend(answer.groups)
         return out
 
@@ -148,7 +151,7 @@ class GroupRouter:
             return answer
 
         out = pb.DeleteGroupsResponse()
-        for answer in await asyncio.gather(*(one(g) for g in request.groups)):
+        for answer in await asyncio.gather(*(measured(one(g)) for g in request.groups)):
             out.results.extend(answer.results)
         return out
 

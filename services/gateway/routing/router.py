@@ -23,7 +23,7 @@ from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 
 from ..config import GatewayConfig
-from ..context import Deadline
+from ..context import Deadline, measured
 from .metadata_cache import MetadataCache
 
 log = logging.getLogger(__name__)
@@ -132,7 +132,7 @@ class Router:
             elif groups:
                 outcomes = await asyncio.gather(
                     *(
-                        self._call(send, g.node, [items[i] for i in g.indexes], deadline)
+                        measured(self._call(send, g.node, [items[i] for i in g.indexes], deadline))
                         for g in groups
                     )
                 )
