@@ -56,10 +56,12 @@ class TopicResult(_message.Message):
     def __init__(self, name: _Optional[str] = ..., error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., topic_id: _Optional[str] = ...) -> None: ...
 
 class CreateTopicsResponse(_message.Message):
-    __slots__ = ("topics",)
+    __slots__ = ("topics", "throttle_time_ms")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[TopicResult]
-    def __init__(self, topics: _Optional[_Iterable[_Union[TopicResult, _Mapping]]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicResult, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class DeleteTopicsRequest(_message.Message):
     __slots__ = ("names",)
@@ -68,10 +70,12 @@ class DeleteTopicsRequest(_message.Message):
     def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DeleteTopicsResponse(_message.Message):
-    __slots__ = ("topics",)
+    __slots__ = ("topics", "throttle_time_ms")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[TopicResult]
-    def __init__(self, topics: _Optional[_Iterable[_Union[TopicResult, _Mapping]]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicResult, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class CreatePartitionsRequest(_message.Message):
     __slots__ = ("topics", "validate_only")
@@ -89,10 +93,12 @@ class CreatePartitionsRequest(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[_Union[CreatePartitionsRequest.Topic, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
 
 class CreatePartitionsResponse(_message.Message):
-    __slots__ = ("topics",)
+    __slots__ = ("topics", "throttle_time_ms")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[TopicResult]
-    def __init__(self, topics: _Optional[_Iterable[_Union[TopicResult, _Mapping]]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicResult, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class AlterConfigsRequest(_message.Message):
     __slots__ = ("topics", "validate_only")
@@ -125,10 +131,12 @@ class AlterConfigsRequest(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[_Union[AlterConfigsRequest.Topic, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
 
 class AlterConfigsResponse(_message.Message):
-    __slots__ = ("topics",)
+    __slots__ = ("topics", "throttle_time_ms")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[TopicResult]
-    def __init__(self, topics: _Optional[_Iterable[_Union[TopicResult, _Mapping]]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicResult, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class DescribeConfigsRequest(_message.Message):
     __slots__ = ("topics",)
@@ -137,7 +145,7 @@ class DescribeConfigsRequest(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DescribeConfigsResponse(_message.Message):
-    __slots__ = ("topics",)
+    __slots__ = ("topics", "throttle_time_ms")
     class Topic(_message.Message):
         __slots__ = ("name", "error_code", "error_message", "configs")
         NAME_FIELD_NUMBER: _ClassVar[int]
@@ -150,8 +158,10 @@ class DescribeConfigsResponse(_message.Message):
         configs: _containers.RepeatedCompositeFieldContainer[_common_pb2.ConfigEntry]
         def __init__(self, name: _Optional[str] = ..., error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., configs: _Optional[_Iterable[_Union[_common_pb2.ConfigEntry, _Mapping]]] = ...) -> None: ...
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[DescribeConfigsResponse.Topic]
-    def __init__(self, topics: _Optional[_Iterable[_Union[DescribeConfigsResponse.Topic, _Mapping]]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, topics: _Optional[_Iterable[_Union[DescribeConfigsResponse.Topic, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class ListTopicsRequest(_message.Message):
     __slots__ = ("include_internal",)
@@ -160,10 +170,12 @@ class ListTopicsRequest(_message.Message):
     def __init__(self, include_internal: _Optional[bool] = ...) -> None: ...
 
 class ListTopicsResponse(_message.Message):
-    __slots__ = ("names",)
+    __slots__ = ("names", "throttle_time_ms")
     NAMES_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     names: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, names: _Optional[_Iterable[str]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class DescribeTopicsRequest(_message.Message):
     __slots__ = ("names", "include_internal")
@@ -174,7 +186,7 @@ class DescribeTopicsRequest(_message.Message):
     def __init__(self, names: _Optional[_Iterable[str]] = ..., include_internal: _Optional[bool] = ...) -> None: ...
 
 class DescribeTopicsResponse(_message.Message):
-    __slots__ = ("topics",)
+    __slots__ = ("topics", "throttle_time_ms")
     class Topic(_message.Message):
         __slots__ = ("name", "error_code", "error_message", "metadata")
         NAME_FIELD_NUMBER: _ClassVar[int]
@@ -187,8 +199,10 @@ class DescribeTopicsResponse(_message.Message):
         metadata: _common_pb2.TopicMetadata
         def __init__(self, name: _Optional[str] = ..., error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., metadata: _Optional[_Union[_common_pb2.TopicMetadata, _Mapping]] = ...) -> None: ...
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[DescribeTopicsResponse.Topic]
-    def __init__(self, topics: _Optional[_Iterable[_Union[DescribeTopicsResponse.Topic, _Mapping]]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, topics: _Optional[_Iterable[_Union[DescribeTopicsResponse.Topic, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class MetadataInstance(_message.Message):
     __slots__ = ("instance_id", "host", "port", "is_controller")
@@ -207,7 +221,7 @@ class DescribeClusterRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DescribeClusterResponse(_message.Message):
-    __slots__ = ("cluster_id", "controller_id", "controller_epoch", "metadata_instances", "nodes", "metadata_version", "offline_partitions", "under_replicated_partitions", "leader_elections", "isr_changes")
+    __slots__ = ("cluster_id", "controller_id", "controller_epoch", "metadata_instances", "nodes", "metadata_version", "offline_partitions", "under_replicated_partitions", "leader_elections", "isr_changes", "throttle_time_ms")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -218,6 +232,7 @@ class DescribeClusterResponse(_message.Message):
     UNDER_REPLICATED_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     LEADER_ELECTIONS_FIELD_NUMBER: _ClassVar[int]
     ISR_CHANGES_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     controller_id: int
     controller_epoch: int
@@ -228,7 +243,8 @@ class DescribeClusterResponse(_message.Message):
     under_replicated_partitions: int
     leader_elections: int
     isr_changes: int
-    def __init__(self, cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., metadata_instances: _Optional[_Iterable[_Union[MetadataInstance, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., metadata_version: _Optional[int] = ..., offline_partitions: _Optional[int] = ..., under_replicated_partitions: _Optional[int] = ..., leader_elections: _Optional[int] = ..., isr_changes: _Optional[int] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., metadata_instances: _Optional[_Iterable[_Union[MetadataInstance, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., metadata_version: _Optional[int] = ..., offline_partitions: _Optional[int] = ..., under_replicated_partitions: _Optional[int] = ..., leader_elections: _Optional[int] = ..., isr_changes: _Optional[int] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class ElectLeadersRequest(_message.Message):
     __slots__ = ("election_type", "partitions")
@@ -255,14 +271,16 @@ class ElectLeadersResult(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
 
 class ElectLeadersResponse(_message.Message):
-    __slots__ = ("error_code", "error_message", "partitions")
+    __slots__ = ("error_code", "error_message", "partitions", "throttle_time_ms")
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     error_code: _errors_pb2.ErrorCode
     error_message: str
     partitions: _containers.RepeatedCompositeFieldContainer[ElectLeadersResult]
-    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[ElectLeadersResult, _Mapping]]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[ElectLeadersResult, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class ClientQuotaEntityComponent(_message.Message):
     __slots__ = ("entity_type", "name")
@@ -303,7 +321,7 @@ class AlterClientQuotasRequest(_message.Message):
     def __init__(self, entries: _Optional[_Iterable[_Union[AlterClientQuotasRequest.Entry, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
 
 class AlterClientQuotasResponse(_message.Message):
-    __slots__ = ("results",)
+    __slots__ = ("results", "throttle_time_ms")
     class Result(_message.Message):
         __slots__ = ("entity", "error_code", "error_message")
         ENTITY_FIELD_NUMBER: _ClassVar[int]
@@ -314,8 +332,10 @@ class AlterClientQuotasResponse(_message.Message):
         error_message: str
         def __init__(self, entity: _Optional[_Union[ClientQuotaEntity, _Mapping]] = ..., error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
     RESULTS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[AlterClientQuotasResponse.Result]
-    def __init__(self, results: _Optional[_Iterable[_Union[AlterClientQuotasResponse.Result, _Mapping]]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, results: _Optional[_Iterable[_Union[AlterClientQuotasResponse.Result, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class DescribeClientQuotasRequest(_message.Message):
     __slots__ = ("components", "strict")
@@ -343,7 +363,7 @@ class DescribeClientQuotasRequest(_message.Message):
     def __init__(self, components: _Optional[_Iterable[_Union[DescribeClientQuotasRequest.Component, _Mapping]]] = ..., strict: _Optional[bool] = ...) -> None: ...
 
 class DescribeClientQuotasResponse(_message.Message):
-    __slots__ = ("error_code", "error_message", "entries")
+    __slots__ = ("error_code", "error_message", "entries", "throttle_time_ms")
     class Entry(_message.Message):
         __slots__ = ("entity", "values")
         class ValuesEntry(_message.Message):
@@ -361,10 +381,12 @@ class DescribeClientQuotasResponse(_message.Message):
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     error_code: _errors_pb2.ErrorCode
     error_message: str
     entries: _containers.RepeatedCompositeFieldContainer[DescribeClientQuotasResponse.Entry]
-    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[DescribeClientQuotasResponse.Entry, _Mapping]]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[DescribeClientQuotasResponse.Entry, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class UpsertUserRequest(_message.Message):
     __slots__ = ("name", "password")
@@ -375,12 +397,14 @@ class UpsertUserRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., password: _Optional[str] = ...) -> None: ...
 
 class UpsertUserResponse(_message.Message):
-    __slots__ = ("error_code", "error_message")
+    __slots__ = ("error_code", "error_message", "throttle_time_ms")
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     error_code: _errors_pb2.ErrorCode
     error_message: str
-    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class DeleteUserRequest(_message.Message):
     __slots__ = ("name",)
@@ -389,12 +413,14 @@ class DeleteUserRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class DeleteUserResponse(_message.Message):
-    __slots__ = ("error_code", "error_message")
+    __slots__ = ("error_code", "error_message", "throttle_time_ms")
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     error_code: _errors_pb2.ErrorCode
     error_message: str
-    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class ListUsersRequest(_message.Message):
     __slots__ = ()
@@ -411,7 +437,9 @@ class UserDescription(_message.Message):
     def __init__(self, name: _Optional[str] = ..., mechanism: _Optional[str] = ..., iterations: _Optional[int] = ...) -> None: ...
 
 class ListUsersResponse(_message.Message):
-    __slots__ = ("users",)
+    __slots__ = ("users", "throttle_time_ms")
     USERS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     users: _containers.RepeatedCompositeFieldContainer[UserDescription]
-    def __init__(self, users: _Optional[_Iterable[_Union[UserDescription, _Mapping]]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, users: _Optional[_Iterable[_Union[UserDescription, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...

@@ -92,20 +92,22 @@ class GetMetadataRequest(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[str]] = ..., include_internal: _Optional[bool] = ...) -> None: ...
 
 class GetMetadataResponse(_message.Message):
-    __slots__ = ("cluster_id", "controller_id", "topics", "nodes", "errors", "metadata_version")
+    __slots__ = ("cluster_id", "controller_id", "topics", "nodes", "errors", "metadata_version", "throttle_time_ms")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
     METADATA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     controller_id: int
     topics: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicMetadata]
     nodes: _containers.RepeatedCompositeFieldContainer[_common_pb2.Node]
     errors: _containers.RepeatedCompositeFieldContainer[_admin_pb2.TopicResult]
     metadata_version: int
-    def __init__(self, cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[_common_pb2.TopicMetadata, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[_admin_pb2.TopicResult, _Mapping]]] = ..., metadata_version: _Optional[int] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[_common_pb2.TopicMetadata, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[_admin_pb2.TopicResult, _Mapping]]] = ..., metadata_version: _Optional[int] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class InitProducerIdRequest(_message.Message):
     __slots__ = ("transactional_id", "transaction_timeout_ms", "producer_id", "producer_epoch")
