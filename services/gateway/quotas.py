@@ -14,9 +14,13 @@ with the throttle time and its bytes are taken back (Kafka's `unrecordQuotaSenso
 arriving while the entity is held is answered empty at once. A fetch's `max_bytes` is capped at
 one sample's worth of its quota (Kafka caps at the whole window, `getMaxValueInQuotaWindow`): a
 large fetch can then never be emptied forever, and since a fetch beyond the gateway's share is
-paid back from later shares, delivery stays smooth. request_percentage records the handler's
-wall time (the time this gateway spent on the request, storage round trips included; an empty
-long-poll fetch is waiting, not work, and records nothing).
+paid back from later shares, delivery stays smooth.
+
+request_percentage applies to every client request, as Kafka's request quota does: a held
+entity's request waits before it is handled, and each request records its handler time
+(`context.HandlerTime`: the event loop's time running the request's own code, so waits on
+storage, a coordinator or a long poll are not charged, as Kafka charges handler-thread time
+and not purgatory time).
 
 All accounting is local (`LocalQuotaView`); the background reporter (`peers/quota.py`) merges
 the quota service's cluster-wide holds and allowances into the same view.
@@ -38,7 +42,7 @@ from .context import UNKNOWN_CLIENT, RequestContext
 log = logging.getLogger(__name__)
 
 _PRODUCE_HOLD = (QuotaType.PRODUCE, QuotaType.REQUEST)
-_FETCH_HOLD = (QuotaType.REQUEST,)
+_REQUEST_HOLD = (QuotaType.REQUEST,)
 
 
 def _who(ctx: RequestContext) -> tuple[str, str]:
@@ -89,6 +93,12 @@ class GatewayQuotas:
         user, client_id = _who(ctx)
         return self.view.record_local(QuotaType.PRODUCE, user, client_id, size)
 
+    async def before_request(self, ctx: RequestContext) -> None:
+        """Wait while the entity's request quota holds it back (any request but produce and
+        fetch, which have their own checks)."""
+        if self._any:
+            await self._hold(_REQUEST_HOLD, ctx)
+
     def after_request(self, ctx: RequestContext, throttle: int, handler_ns: int) -> int:
         """Record a handled request's time (request_percentage); the response's throttle
         time, the larger of `throttle` and the request quota's."""
@@ -102,7 +112,7 @@ class GatewayQuotas:
         hold (answer empty with it when positive). Caps the request's max_bytes."""
         if not self._any:
             return 0
-        await self._hold(_FETCH_HOLD, ctx)
+        await self._hold(_REQUEST_HOLD, ctx)
         user, client_id = _who(ctx)
         held = self.view.throttle_time_ms(QuotaType.FETCH, user, client_id)
         if held > 0:
@@ -138,8 +148,7 @@ class GatewayQuotas:
             return 0, False
         user, client_id = _who(ctx)
         throttle = self.view.record_local(QuotaType.FETCH, user, client_id, size)
-        if size:
-            throttle = max(throttle, self.view.record_request_time(user, client_id, handler_ns))
+        throttle = max(throttle, self.view.record_request_time(user, client_id, handler_ns))
         if not size or self.view.over_quota_ms(QuotaType.FETCH, user, client_id) <= 0:
             return throttle, False  # within the bound; a spent share only delays the next one
         self.view.unrecord_local(QuotaType.FETCH, user, client_id, size)

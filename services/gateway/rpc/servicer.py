@@ -4,7 +4,8 @@ Each method builds the request's `RequestContext` (client id from `riverlog-clie
 principal from the call's credentials (`auth.py`; UNAUTHENTICATED when they are wrong), deadline
 from the call's own deadline and request.timeout.ms), converts the message, awaits the family,
 and converts back; produce and fetch paths go through the quota checks first and put the
-throttle time in the response (`quotas.py`). Whole-request errors are raised as RiverlogError
+throttle time in the response (`quotas.py`), every other unary method gets the request quota
+from the wrapper in `request_quota.py`. Whole-request errors are raised as RiverlogError
 and mapped to a gRPC status by the shared interceptor; on streams they become per-partition
 errors instead, so one bad request does not end the stream. Administration RPCs (passed to the
 metadata service) are mixed in from `admin.py`, consumer-group RPCs from `groups.py`.
@@ -13,7 +14,6 @@ metadata service) are mixed in from `admin.py`, consumer-group RPCs from `groups
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -28,7 +28,7 @@ from riverlog.v1 import data_pb2, gateway_pb2, gateway_pb2_grpc
 from ..admin import Admin
 from ..auth import OPEN_METHODS, Authenticator
 from ..config import GatewayConfig
-from ..context import UNKNOWN_CLIENT, Deadline, RequestContext, bind
+from ..context import UNKNOWN_CLIENT, Deadline, RequestContext, bind, current_request
 from ..fetch import Fetcher, FetchOptions, FetchPart, FetchPartResult
 from ..groups import GroupRouter
 from ..offsets import Offsets
@@ -41,6 +41,7 @@ from ..streams import Pipeline
 from . import convert
 from .admin import AdminMethods
 from .groups import GroupMethods
+from .request_quota import install as install_request_quota
 
 log = logging.getLogger(__name__)
 
@@ -97,13 +98,23 @@ class GatewayServicer(AdminMethods, GroupMethods, gateway_pb2_grpc.GatewayServic
     def __init__(self, families: Families) -> None:
         self.f = families
 
+    @property
+    def quotas(self) -> GatewayQuotas | None:
+        return self.f.quotas
+
     def _context(self, method: str, context: grpc.aio.ServicerContext) -> RequestContext:
+        """The call's context: made (and bound) once per call, by the request-quota wrapper
+        around the method, and found again when the method asks."""
+        bound = current_request.get()
+        if bound is not None and bound.call is context:
+            return bound
         ctx = RequestContext(
             method=method,
             deadline=Deadline.for_call(self.f.config.request_timeout_s, context.time_remaining()),
             client_id=client_id_of(context),
             peer=context.peer() or "",
             principal=self._principal(method, context),
+            call=context,
         )
         bind(ctx)
         return ctx
@@ -150,7 +161,7 @@ class GatewayServicer(AdminMethods, GroupMethods, gateway_pb2_grpc.GatewayServic
         async def handle(request: data_pb2.ProduceRequest) -> data_pb2.ProduceResponse | None:
             ctx = self._stream_request_context(stream)
             produce = self.f.producer.produce_or_fail
-            options, results, throttle = await self._produce(ctx, request, produce)
+            options, results, throttle = await ctx.work.run(self._produce(ctx, request, produce))
             if options.acks == Acks.NONE:
                 return None  # acks=0 on a stream: no answer, as Kafka (and the storage nodes)
             response = convert.produce_to_proto(results, request.correlation_id)
@@ -170,12 +181,10 @@ class GatewayServicer(AdminMethods, GroupMethods, gateway_pb2_grpc.GatewayServic
         throttle = 0
         if quotas is not None:
             throttle = await quotas.before_produce(ctx, produce_size(request))
-        started = time.perf_counter_ns()
         options, parts = convert.produce_from_proto(request)
         results = await produce(ctx, options, parts)
         if quotas is not None:
-            elapsed = time.perf_counter_ns() - started
-            throttle = quotas.after_request(ctx, throttle, elapsed)
+            throttle = quotas.after_request(ctx, throttle, ctx.work.elapsed_ns())
         return options, results, throttle
 
     async def Fetch(
@@ -193,7 +202,7 @@ class GatewayServicer(AdminMethods, GroupMethods, gateway_pb2_grpc.GatewayServic
 
         async def handle(request: data_pb2.FetchRequest) -> data_pb2.FetchResponse:
             ctx = self._stream_request_context(stream)
-            return await self._fetch(ctx, request, self.f.fetcher.fetch_or_fail)
+            return await ctx.work.run(self._fetch(ctx, request, self.f.fetcher.fetch_or_fail))
 
         pipeline = Pipeline(handle, self.f.config.max_in_flight_requests_per_connection)
         async for response in pipeline.run(request_iterator):
@@ -211,13 +220,11 @@ class GatewayServicer(AdminMethods, GroupMethods, gateway_pb2_grpc.GatewayServic
                 return data_pb2.FetchResponse(
                     throttle_time_ms=held, correlation_id=request.correlation_id
                 )
-        started = time.perf_counter_ns()
         options, parts = convert.fetch_from_proto(request)
         results = await fetch(ctx, options, parts)
         response = convert.fetch_to_proto(results, request.correlation_id)
         if quotas is not None:
-            elapsed = time.perf_counter_ns() - started
-            response.throttle_time_ms = quotas.after_fetch(ctx, response, elapsed)
+            response.throttle_time_ms = quotas.after_fetch(ctx, response, ctx.work.elapsed_ns())
         return response
 
     async def InitProducerId(
@@ -245,7 +252,6 @@ class GatewayServicer(AdminMethods, GroupMethods, gateway_pb2_grpc.GatewayServic
         throttle = 0
         if quotas is not None:
             throttle = await quotas.before_produce(ctx, request.ByteSize())
-        started = time.perf_counter_ns()
         partition = request.partition if request.HasField("partition") else None
         options = ProduceOptions(int(request.acks), request.timeout_ms)
         records = [convert.record_from_proto(r) for r in request.records]
@@ -254,7 +260,7 @@ class GatewayServicer(AdminMethods, GroupMethods, gateway_pb2_grpc.GatewayServic
         )
         response = convert.produce_records_to_proto(results)
         if quotas is not None:
-            elapsed = time.perf_counter_ns() - started
+            elapsed = ctx.work.elapsed_ns()
             response.throttle_time_ms = quotas.after_request(ctx, throttle, elapsed)
         return response
 
@@ -270,7 +276,6 @@ class GatewayServicer(AdminMethods, GroupMethods, gateway_pb2_grpc.GatewayServic
                 return gateway_pb2.FetchRecordsResponse(
                     next_offset=request.offset, throttle_time_ms=held
                 )
-        started = time.perf_counter_ns()
         result = await self.f.records.fetch(
             ctx,
             TopicPartition(request.topic, request.partition),
@@ -282,9 +287,8 @@ class GatewayServicer(AdminMethods, GroupMethods, gateway_pb2_grpc.GatewayServic
         )
         response = convert.fetch_records_to_proto(result)
         if quotas is not None:
-            elapsed = time.perf_counter_ns() - started
             size = sum(r.ByteSize() for r in response.records)
-            throttle, emptied = quotas.fetched_records(ctx, size, elapsed)
+            throttle, emptied = quotas.fetched_records(ctx, size, ctx.work.elapsed_ns())
             if emptied:
                 del response.records[:]
                 response.next_offset = request.offset
@@ -315,6 +319,10 @@ class GatewayServicer(AdminMethods, GroupMethods, gateway_pb2_grpc.GatewayServic
         parts = convert.delete_records_from_proto(request)
         results = await self.f.offsets.delete_records(ctx, request.timeout_ms, parts)
         return convert.delete_records_to_proto(results)
+
+
+# Produce and fetch charge the handler time themselves, next to their byte quotas.
+install_request_quota(GatewayServicer, ("Produce", "Fetch", "ProduceRecords", "FetchRecords"))
 
 
 def add_to_server(servicer: GatewayServicer, server: grpc.aio.Server) -> None:
