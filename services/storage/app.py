@@ -45,6 +45,7 @@ from riverlog.v1 import storage_pb2_grpc
 from .config import StorageConfig
 from .fencing import SelfFence
 from .log import LogConfig, LogManager
+from .log.cleaner import CleanerConfig, LogCleaner
 from .metrics import register_replication_metrics
 from .peers.controller import ControllerClient
 from .peers.leader import LeaderClient
@@ -83,6 +84,7 @@ class StorageNode:
         self.fence = SelfFence(lambda: self.watcher.image.version)
         self.alter_partition: AlterPartitionManager | None = None
         self.fetchers: ReplicaFetcherManager | None = None
+        self.cleaner: LogCleaner | None = None
 
     @property
     def fenced(self) -> bool:
@@ -151,6 +153,16 @@ class StorageNode:
         await self.zero_copy.start()
         await self.rpc.start()
         self._schedule(log_manager)
+        self.cleaner = LogCleaner(
+            log_manager,
+            self.clock,
+            CleanerConfig(
+                enable=config.log_cleaner_enable,
+                backoff_ms=config.log_cleaner_backoff_ms,
+                dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
+            ),
+        )
+        self.cleaner.start()
 
         node = NodeInfo(
             kind="storage",
@@ -212,6 +224,8 @@ class StorageNode:
         if self.zero_copy is not None:
             await self.zero_copy.stop()
         await self.tasks.stop()
+        if self.cleaner is not None:
+            await self.cleaner.stop()
         await self.watcher.stop()
         if self.fetchers is not None:
             await self.fetchers.close()

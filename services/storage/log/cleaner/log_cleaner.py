@@ -142,15 +142,15 @@ def _log_summary(candidate: Candidate, stats: CleanerStats) -> None:
     elapsed = max(stats.elapsed_s, 1e-6)
     before, after = stats.bytes_read, stats.bytes_written
     logger.info(
-        "cleaned log %s (dirty section [%d, %d], ratio %.2f): %.1f MB -> %.1f MB "
+        "cleaned log %s (dirty section [%d, %d), ratio %.2f): %s -> %s "
         "(%.0f%% size reduction), %d -> %d records, %d segments -> %d, "
         "%d keys in the offset map (%.0f%% full), %.2f s (%.1f MB/s)",
         candidate.log.tp,
         candidate.first_dirty,
         stats.end_offset,
         candidate.dirty_ratio,
-        before / MB,
-        after / MB,
+        _size(before),
+        _size(after),
         100.0 * (before - after) / before if before else 0.0,
         stats.records_read,
         stats.records_kept,
@@ -161,3 +161,7 @@ def _log_summary(candidate: Candidate, stats: CleanerStats) -> None:
         elapsed,
         before / MB / elapsed,
     )
+
+
+def _size(n: int) -> str:
+    return f"{n / MB:.1f} MB" if n >= MB else f"{n / 1024:.1f} KB"

@@ -98,3 +98,31 @@ def test_from_settings_checks_dirs_and_addresses() -> None:
         with pytest.raises(RiverlogError) as exc:
             StorageConfig.from_settings(**common, **bad)
         assert exc.value.code == ErrorCode.INVALID_CONFIG
+
+
+def test_log_cleaner_keys() -> None:
+    default, _ = config_from_args(list(BASE))
+    assert default.log_cleaner_enable is True
+    assert default.log_cleaner_backoff_ms == 15_000
+    assert default.log_cleaner_dedupe_buffer_size == 134_217_728
+    config, _ = config_from_args(
+        [
+            *BASE,
+            "--config", "log.cleaner.enable=false",
+            "--config", "log.cleaner.backoff.ms=200",
+            "--config", "log.cleaner.dedupe.buffer.size=1048576",
+            "--config", "log.cleaner.min.cleanable.ratio=0.1",
+            "--config", "log.cleaner.delete.retention.ms=1000",
+            "--config", "log.cleaner.min.compaction.lag.ms=5",
+            "--config", "log.cleaner.max.compaction.lag.ms=60000",
+        ]
+    )  # fmt: skip
+    assert config.log_cleaner_enable is False
+    assert config.log_cleaner_backoff_ms == 200
+    assert config.log_cleaner_dedupe_buffer_size == 1_048_576
+    assert dict(config.log_defaults) == {
+        "min.cleanable.dirty.ratio": "0.1",
+        "delete.retention.ms": "1000",
+        "min.compaction.lag.ms": "5",
+        "max.compaction.lag.ms": "60000",
+    }
