@@ -19,7 +19,6 @@ INTEGRATION_DIR = Path(__file__).resolve().parent
 SESSION_STORAGE_NODES = 3
 SESSION_METADATA_NODES = 1
 SESSION_GATEWAYS = 1
-START_TIMEOUT_S = 120.0
 
 NewTopic = Callable[..., str]
 
@@ -38,17 +37,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """The session's cluster. Do not kill, pause or reconfigure its processes: other tests
     share it (start your own LocalCluster for that)."""
-    local = LocalCluster(
+    with LocalCluster(
         tmp_path_factory.mktemp("cluster"),
         storage_nodes=SESSION_STORAGE_NODES,
         metadata_nodes=SESSION_METADATA_NODES,
         gateways=SESSION_GATEWAYS,
-    )
-    try:
-        local.start(timeout=START_TIMEOUT_S)
+    ) as local:
         yield local
-    finally:
-        local.stop()
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture(scope="module")
 def groups_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    local = LocalCluster(
+    with LocalCluster(
         Path(tmp_path_factory.mktemp("groups")),
         storage_nodes=1,
         metadata_nodes=1,
@@ -42,12 +42,8 @@ def groups_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCl
                 "group.initial.rebalance.delay.ms": "0",
             },
         },
-    )
-    try:
-        local.start(timeout=120)
+    ) as local:
         yield local
-    finally:
-        local.stop()
 
 
 def _stable(address: str, group: str, members: list[RawMember]) -> pb.DescribedGroup | None:

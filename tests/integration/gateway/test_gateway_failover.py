@@ -25,7 +25,7 @@ SESSION_MS = 3_000
 @pytest.fixture(scope="module")
 def own_cluster(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("gateway-failover")
-    local = LocalCluster(
+    with LocalCluster(
         root,
         storage_nodes=2,
         metadata_nodes=1,
@@ -38,12 +38,8 @@ def own_cluster(tmp_path_factory: pytest.TempPathFactory):
             "gateway": {"max.block.ms": "25000"},
         },
         env={TRACE_FILE_ENV: str(root / "spans.jsonl")},
-    )
-    try:
-        local.start(timeout=120)
+    ) as local:
         yield local
-    finally:
-        local.stop()
 
 
 def leader_of(client: GatewayClient, topic: str, partition: int = 0) -> int:

@@ -12,12 +12,10 @@ import pytest
 
 from riverlog.cluster import LocalCluster
 
-START_TIMEOUT_S = 120.0
-
 
 @pytest.fixture(scope="module")
 def group_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    local = LocalCluster(
+    with LocalCluster(
         tmp_path_factory.mktemp("groups"),
         storage_nodes=3,
         metadata_nodes=1,
@@ -30,12 +28,8 @@ def group_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
                 "group.initial.rebalance.delay.ms": "0",
             },
         },
-    )
-    try:
-        local.start(timeout=START_TIMEOUT_S)
+    ) as local:
         yield local
-    finally:
-        local.stop()
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ WAIT_S = 90.0
 
 @pytest.fixture
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    local = LocalCluster(
+    with LocalCluster(
         tmp_path_factory.mktemp("groups-failover"),
         storage_nodes=3,
         metadata_nodes=1,
@@ -37,12 +37,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
                 "group.initial.rebalance.delay.ms": "0",
             },
         },
-    )
-    try:
-        local.start(timeout=120)
+    ) as local:
         yield local
-    finally:
-        local.stop()
 
 
 def coordinator_of(bootstrap: str, group: str) -> int:

@@ -24,7 +24,7 @@ TOPIC = "idempotence-failover"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    local = LocalCluster(
+    with LocalCluster(
         tmp_path_factory.mktemp("idempotence-failover"),
         storage_nodes=3,
         metadata_nodes=1,
@@ -36,12 +36,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
                 "broker.heartbeat.interval.ms": "500",
             },
         },
-    )
-    try:
-        local.start(timeout=120)
+    ) as local:
         yield local
-    finally:
-        local.stop()
 
 
 def partition_state(client: Client) -> common_pb2.PartitionState:

@@ -25,14 +25,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    local = LocalCluster(
+    with LocalCluster(
         tmp_path_factory.mktemp("idempotence"), storage_nodes=1, metadata_nodes=1, gateways=2
-    )
-    try:
-        local.start(timeout=120)
+    ) as local:
         yield local
-    finally:
-        local.stop()
 
 
 def produce_when_back(

@@ -13,15 +13,11 @@ from riverlog.cluster import LocalCluster
 
 @pytest.fixture(scope="module")
 def quota_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    local = LocalCluster(
+    with LocalCluster(
         tmp_path_factory.mktemp("quota-cluster"),
         storage_nodes=2,
         metadata_nodes=1,
         gateways=2,
         quota_nodes=2,
-    )
-    try:
-        local.start(timeout=120)
+    ) as local:
         yield local
-    finally:
-        local.stop()

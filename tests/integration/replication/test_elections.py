@@ -32,7 +32,7 @@ SESSION_MS = 3_000
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    local = LocalCluster(
+    with LocalCluster(
         tmp_path_factory.mktemp("elections"),
         storage_nodes=3,
         metadata_nodes=2,
@@ -49,12 +49,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
                 "replica.fetch.wait.max.ms": "200",
             },
         },
-    )
-    try:
-        local.start(timeout=120)
+    ) as local:
         yield local
-    finally:
-        local.stop()
 
 
 def wait_until(predicate: Callable[[], T | None], timeout_s: float = 60.0, what: str = "") -> T:
