@@ -89,6 +89,12 @@ def _swap_next_offset(path: Path, base_offset: int) -> int:
         records.close()
 
 
+def _base_of(name: str) -> int | None:
+    """The base offset a segment file (or its temporary copy) is named by, else None."""
+    stem = name.split(".", 1)[0]
+    return int(stem) if len(stem) == 20 and stem.isdigit() else None
+
+
 def complete_interrupted_swaps(dir: Path, what: object) -> None:
     """The loader's first step: clean up or finish what an interrupted cleaning left in
     `dir` (`what` names the log in messages)."""
@@ -97,25 +103,25 @@ def complete_interrupted_swaps(dir: Path, what: object) -> None:
         name = path.name
         if not path.is_file():
             continue
+        base = _base_of(name)
         if name.endswith((CLEANED_SUFFIX, DELETED_SUFFIX)):
             logger.info("%s: removing leftover %s", what, name)
             path.unlink()
-        elif name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
-            swaps.append(int(name.split(".", 1)[0]))
-        elif name.endswith(SWAP_SUFFIX):
-            base = int(name.split(".", 1)[0]) if name.split(".", 1)[0].isdigit() else -1
-            if base < 0 or not temp_path(dir, base, LOG_SUFFIX, SWAP_SUFFIX).exists():
-                logger.info("%s: removing leftover %s", what, name)
-                path.unlink()
+        elif name.endswith(LOG_SUFFIX + SWAP_SUFFIX) and base is not None:
+            swaps.append(base)
+        elif name.endswith(SWAP_SUFFIX) and (
+            base is None or not temp_path(dir, base, LOG_SUFFIX, SWAP_SUFFIX).exists()
+        ):
+            logger.info("%s: removing leftover %s", what, name)
+            path.unlink()
     for base in swaps:
         end = _swap_next_offset(temp_path(dir, base, LOG_SUFFIX, SWAP_SUFFIX), base)
         for path in sorted(dir.iterdir()):
-            stem = path.name.split(".", 1)[0]
+            other = _base_of(path.name)
             if (
                 path.is_file()
-                and len(stem) == 20
-                and stem.isdigit()
-                and base <= int(stem) < end
+                and other is not None
+                and base <= other < end
                 and path.name.endswith(SEGMENT_SUFFIXES)
             ):
                 logger.info("%s: removing %s, replaced by a cleaned segment", what, path.name)

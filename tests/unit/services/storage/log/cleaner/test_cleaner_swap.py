@@ -175,3 +175,15 @@ def test_a_fetch_slice_cut_before_the_swap_still_reads_the_old_bytes(
         assert clean(log, clock) is not None
         assert before.to_bytes() == old_bytes
     assert len(records(log)) < 150
+
+
+def test_swap_files_not_named_by_an_offset_are_removed(tmp_path: Path, clock: ManualClock) -> None:
+    log = filled(tmp_path, clock)
+    all_before, end = records(log), log.log_end_offset
+    junk = [log.dir / "junk.log.swap", log.dir / "12.index.swap"]
+    for path in junk:
+        path.write_bytes(b"junk")
+    log.close()
+    reopened = open_compacted(tmp_path, clock)
+    assert check_compacted(reopened, latest_by_key(all_before), end) == all_before
+    assert not any(path.exists() for path in junk)

@@ -85,9 +85,13 @@ def test_tombstones_stay_until_delete_retention_after_the_first_clean(
     fill_updates(log, clock, 30, keys=3)
     append(log, [(b"k1", None)], clock)  # the tombstone of k1
     fill_updates(log, clock, 30, keys=1)  # k0 only: rolls segments past the tombstone
+    timestamps = {r.offset: r.timestamp for r in records(log)}
     manager = CleanerManager([])
     stats = clean(log, clock, manager=manager)
     assert stats is not None and stats.next_delete_horizon_ms == clock.time_ms() + DAY
+    # Stamping the horizon re-encodes the batch against a new base timestamp: the records'
+    # own timestamps do not change.
+    assert all(r.timestamp == timestamps[r.offset] for r in records(log))
     latest = latest_by_key(records(log))
     assert latest[b"k1"][1] is None  # the tombstone is what a reader of k1 finds
     stamped = [h for h in headers(read_bytes(log, 0)) if h.attributes & DELETE_HORIZON_MASK]
