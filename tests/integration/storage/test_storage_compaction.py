@@ -24,18 +24,14 @@ SEGMENT_MS = 1500
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    local = LocalCluster(
+    with LocalCluster(
         tmp_path_factory.mktemp("compaction"),
         storage_nodes=2,
         metadata_nodes=1,
         gateways=1,
         extra_config={"storage": {"log.cleaner.backoff.ms": "200"}},
-    )
-    try:
-        local.start(timeout=120)
+    ) as local:
         yield local
-    finally:
-        local.stop()
 
 
 def read_all(address: str, topic: str) -> list[tuple[int, bytes | None, bytes | None]]:

@@ -57,6 +57,7 @@ class SegmentToClean:
     next_base: int  # the next segment's base offset: every offset here is below it
     size: int
     index_bytes: int  # bytes of its offset index + time index entries
+    largest_timestamp: int  # what time retention compares with now
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +243,13 @@ class Cleaner:
             stats.bytes_written += group.size
         finally:
             cleaned.close()
+        # Kafka's cleaned.setLastModified: a segment left with no timestamp (every batch
+        # removed) falls back to the file's mtime for time retention, so keep it that of the
+        # segments it replaces, not the time of cleaning.
+        largest = max(seg.largest_timestamp for seg in group.old)
+        if largest >= 0:
+            ns = largest * 1_000_000
+            os.utime(cleaned.log.path, ns=(ns, ns))
 
 
 class _SegmentWriter:

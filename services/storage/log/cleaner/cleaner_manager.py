@@ -90,7 +90,14 @@ class CleanerManager:
                 )
             index_bytes = seg.offset_index.size_bytes + seg.time_index.size_bytes
             chosen.append(
-                SegmentToClean(seg, seg.base_offset, nxt.base_offset, seg.size, index_bytes)
+                SegmentToClean(
+                    seg,
+                    seg.base_offset,
+                    nxt.base_offset,
+                    seg.size,
+                    index_bytes,
+                    seg.largest_timestamp,
+                )
             )
             if dirty:
                 dirty_bytes += seg.size

@@ -268,3 +268,17 @@ def test_cleaned_segments_have_valid_indexes_and_reload(tmp_path: Path, clock: M
         expected[0].offset,
         expected[0].timestamp,
     )
+
+
+def test_compact_and_delete_applies_both(tmp_path: Path, clock: ManualClock) -> None:
+    cfg = compact_config(cleanup_policy="compact,delete", retention_ms=60_000)
+    log = open_compacted(tmp_path, clock, cfg)
+    fill_updates(log, clock, 60, keys=3)  # old: past retention.ms below
+    clock.advance(120_000)
+    fill_updates(log, clock, 60, keys=3)
+    assert clean(log, clock) is not None
+    assert len({r.key for r in records(log) if r.offset < 60}) <= 3
+    deleted = log.apply_retention(clock.time_ms())
+    assert deleted > 0 and log.log_start_offset > 0
+    assert all(r.offset >= 60 for r in records(log))
+    assert set(latest_by_key(records(log))) == {b"k0", b"k1", b"k2"}
