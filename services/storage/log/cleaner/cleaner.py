@@ -28,7 +28,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from riverlog.common.records.header import HEADER_SIZE, LOG_OVERHEAD, parse_header, peek_size
+from riverlog.common.records.header import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    InvalidBatchError,
+    parse_header,
+    peek_size,
+)
 
 from ..config import LogConfig
 from ..file_records import FileRecords
@@ -169,6 +176,8 @@ class Cleaner:
             fd, position = seg.segment.log.fd, 0
             while position + HEADER_SIZE <= seg.size:
                 header = parse_header(os.pread(fd, HEADER_SIZE, position))
+                if header.magic != MAGIC or header.size < HEADER_SIZE:
+                    raise InvalidBatchError(f"{seg.segment.log.path}: no batch at {position}")
                 if header.producer_id >= 0:
                     last[header.producer_id] = header.last_offset
                 position += header.size

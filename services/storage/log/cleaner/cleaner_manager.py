@@ -51,6 +51,8 @@ class CleanerManager:
         self._dirs = list(log_dirs)
         self.first_dirty: dict[TopicPartition, int] = {}
         self.delete_horizons: dict[TopicPartition, int] = {}
+        # Logs whose pass failed (a corrupt batch, an I/O error): skipped until restart.
+        self.uncleanable: set[TopicPartition] = set()
         for log_dir in self._dirs:
             try:
                 self.first_dirty.update(self._file(log_dir).read())
@@ -121,6 +123,8 @@ class CleanerManager:
         """The due log with the highest dirty ratio (forced ones count as due), or None."""
         due: list[Candidate] = []
         for log in logs:
+            if log.tp in self.uncleanable:
+                continue
             candidate = self.measure(log, now_ms)
             if candidate is None:
                 continue

@@ -97,6 +97,11 @@ class LogCleaner:
             stats = await self._run(task)
         except CleaningAborted:
             return False
+        except Exception:
+            # Kafka's markPartitionUncleanable: one bad log must not stop the others.
+            logger.exception("%s: cleaning failed; not cleaning it again until restart", task.tp)
+            self.manager.uncleanable.add(candidate.log.tp)
+            return False
         finally:
             for records in pinned:
                 records.release()

@@ -70,3 +70,23 @@ async def test_a_disabled_cleaner_does_not_run(tmp_path: Path, clock: ManualCloc
     await cleaner.stop()
     assert cleaner.passes == 0
     logs.close()
+
+
+async def test_a_log_whose_pass_fails_is_left_alone_until_restart(
+    tmp_path: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    logs = manager_with_updates(tmp_path, clock)
+    log = logs.get(TP)
+    assert log is not None
+    first = log.segments[0]
+    with open(first.log.path, "r+b") as f:  # a batch length that cannot be: the pass fails
+        f.seek(8)
+        f.write(b"\x00\x00\x00\x01")
+    cleaner = LogCleaner(logs, clock, CleanerConfig())
+    with caplog.at_level(logging.ERROR):
+        assert not await cleaner.clean_once()
+    assert "cleaning failed" in caplog.text
+    assert cleaner.manager.uncleanable == {TP}
+    assert not await cleaner.clean_once()
+    assert not [p for p in log.dir.iterdir() if p.name.endswith(".cleaned")]
+    logs.close()
