@@ -66,6 +66,7 @@ class LogLoader:
         recovery_point: int,
         log_start_offset: int,
         clean_shutdown: bool,
+        compacted_below: int = 0,
     ) -> None:
         self.dir = dir
         self.tp = tp
@@ -74,6 +75,9 @@ class LogLoader:
         self.recovery_point = recovery_point
         self.log_start_offset = log_start_offset
         self.clean_shutdown = clean_shutdown
+        # Below the cleaner's first dirty offset the log was compacted, and offsets have gaps
+        # there even if the topic is no longer compacted.
+        self.compacted_below = compacted_below
 
     def load(self) -> LoadedLog:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -157,12 +161,9 @@ class LogLoader:
                 expected = None
                 continue
             size_before = segment.size
-            cut = segment.recover(expected, contiguous=not self.config.compact_enabled)
-            short = (
-                upper is not None
-                and segment.next_offset < upper
-                and not self.config.compact_enabled
-            )
+            gaps = self.config.compact_enabled or segment.base_offset < self.compacted_below
+            cut = segment.recover(expected, contiguous=not gaps)
+            short = upper is not None and segment.next_offset < upper and not gaps
             if cut or short:
                 if short and not cut:
                     logger.warning(

@@ -21,6 +21,7 @@ from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 
 from .checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
     DELETE_DIR_SUFFIX,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -85,6 +86,7 @@ class LogManager:
         recovery_points = self._read_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT)
         start_offsets = self._read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT)
         high_watermarks = self._read_checkpoint(log_dir, REPLICATION_OFFSET_CHECKPOINT)
+        first_dirty = self._read_checkpoint(log_dir, CLEANER_OFFSET_CHECKPOINT)
         for path in sorted(log_dir.iterdir()):
             if not path.is_dir():
                 continue
@@ -110,6 +112,7 @@ class LogManager:
                 recovery_point=recovery_points.get(tp, 0),
                 log_start_offset=start_offsets.get(tp, 0),
                 clean_shutdown=clean,
+                compacted_below=first_dirty.get(tp, 0),
             )
             log.update_high_watermark(high_watermarks.get(tp, log.log_start_offset))
             self._logs[tp] = log

@@ -94,21 +94,14 @@ class PartitionLog:
         recovery_point: int = 0,
         log_start_offset: int = 0,
         clean_shutdown: bool = False,
+        compacted_below: int = 0,
     ) -> PartitionLog:
         """Load (creating if needed) the log in `dir`, recovering it unless `clean_shutdown`.
         The high watermark starts at the log start offset; the caller restores it."""
-        loaded = LogLoader(
-            dir, tp, config, clock, recovery_point, log_start_offset, clean_shutdown
-        ).load()
-        return cls(
-            dir,
-            tp,
-            config,
-            clock,
-            loaded.segments,
-            loaded.log_start_offset,
-            loaded.recovery_point,
-        )
+        where = (dir, tp, config, clock)
+        state = (recovery_point, log_start_offset, clean_shutdown, compacted_below)
+        loaded = LogLoader(*where, *state).load()
+        return cls(*where, loaded.segments, loaded.log_start_offset, loaded.recovery_point)
 
     # -- properties -------------------------------------------------------------------------
 

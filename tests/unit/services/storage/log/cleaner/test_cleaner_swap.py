@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from log_cleaner_testkit import append, clean, latest_by_key, open_compacted, records
-from storage_log_testkit import crash
+from storage_log_testkit import config, crash
 
 from riverlog.common.clock import ManualClock
 from riverlog.common.records import Record
@@ -187,3 +187,31 @@ def test_swap_files_not_named_by_an_offset_are_removed(tmp_path: Path, clock: Ma
     reopened = open_compacted(tmp_path, clock)
     assert check_compacted(reopened, latest_by_key(all_before), end) == all_before
     assert not any(path.exists() for path in junk)
+
+
+def test_a_compacted_log_no_longer_compacted_keeps_its_gaps_through_recovery(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A topic compacted, then switched to cleanup.policy=delete, then killed: recovery from
+    offset 0 meets segments that end before the next one begins (the cleaner's gaps). Below
+    the cleaner's first dirty offset that is not a torn segment, so nothing is cut."""
+    log = filled(tmp_path, clock)
+    stats = clean(log, clock, force=True)
+    assert stats is not None and stats.end_offset > 0
+    log.high_watermark = log.log_end_offset
+    before, end = latest_by_key(records(log)), log.log_end_offset
+    bases = [s.base_offset for s in log.segments]
+    assert any(  # the premise: compaction left segments that end short of the next base
+        s.next_offset < nxt for s, nxt in zip(log.segments, bases[1:], strict=False)
+    )
+    crash(log)
+    reopened = PartitionLog.open(
+        log.dir,
+        log.tp,
+        config(cleanup_policy="delete", segment_bytes=1024),
+        clock,
+        recovery_point=0,
+        clean_shutdown=False,
+        compacted_below=stats.end_offset,
+    )
+    check_compacted(reopened, before, end)
