@@ -246,6 +246,7 @@ def test_a_consumer_under_a_fetch_quota_keeps_receiving(quota_cluster: LocalClus
         consumer.close()
     late = received - max(n for t, n in timeline if t <= 13)
     print(f"consumer: {received} kB in 20 s, {late} kB in the last 7 s (quota 100 kB/s)")
+    print(f"fetch throttle max {metrics['fetch-throttle-time-max']} ms; timeline {timeline[-40:]}")
     # never starved: once Kafka's start-up burst has left the window (11 s), it receives at
     # about its quota
     assert 0.5 * 700 <= late <= 1.5 * 700
