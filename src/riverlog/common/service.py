@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import faulthandler
 import json
 import logging
 import os
@@ -15,6 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from riverlog.common import tracing
 from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.watchdog import LoopWatchdog
 
 
 def base_arg_parser(service: str) -> argparse.ArgumentParser:
@@ -110,8 +112,19 @@ def write_ready_file(path: str | None, info: dict[str, object]) -> None:
     os.replace(tmp, path)
 
 
+def enable_crash_traces() -> None:
+    """A native crash (SIGSEGV, SIGABRT, ...) writes every thread's Python stack to stderr (the
+    process's log) instead of dying without a trace, and SIGUSR1 dumps the stacks on demand
+    (`kill -USR1 PID` on a process that seems stuck)."""
+    faulthandler.enable(all_threads=True)
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
+
+
 def run(main: Callable[[asyncio.Event], Awaitable[None]], service_name: str) -> None:
-    """Run `main(stop_event)` until it returns; SIGTERM/SIGINT set the event."""
+    """Run `main(stop_event)` until it returns; SIGTERM/SIGINT set the event. The event loop
+    runs under a watchdog that logs, with its stack, any stall of a second or more."""
+    enable_crash_traces()
     tracing.configure_tracing(service_name)
     tracing.configure_metrics(service_name)
 
@@ -120,7 +133,12 @@ def run(main: Callable[[asyncio.Event], Awaitable[None]], service_name: str) -> 
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await main(stop)
+        watchdog = LoopWatchdog(loop, service_name)
+        watchdog.start()
+        try:
+            await main(stop)
+        finally:
+            watchdog.stop()
 
     try:
         asyncio.run(runner())

@@ -150,6 +150,11 @@ class MembershipSession:
             except RiverlogError as exc:
                 log.warning("heartbeat of %s failed: %s", self.node.key, exc)
                 continue
+            except Exception:
+                # Never let the heartbeat die quietly: a node that stops renewing its lease
+                # for a reason nobody logged is the worst failure to diagnose.
+                log.exception("heartbeat of %s failed unexpectedly; retrying", self.node.key)
+                continue
             if int(response.error_code) == ErrorCode.NONE:
                 self.renewed_monotonic = max(self.renewed_monotonic, sent)
                 continue
