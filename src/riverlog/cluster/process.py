@@ -39,6 +39,15 @@ class ProcessSpec:
     env: dict[str, str] = field(default_factory=dict)
 
 
+def process_state(pid: int) -> str | None:
+    """The state letter of `pid` in /proc (R, S, T, Z, ...); None without procfs or process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rpartition(")")[2].split()[0]
+
+
 def pid_running(pid: int) -> bool:
     """True when `pid` exists and is not a zombie."""
     try:
@@ -47,11 +56,22 @@ def pid_running(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True  # no procfs (macOS): existence is all we can tell
-    return stat.rpartition(")")[2].split()[0] != "Z"
+    state = process_state(pid)
+    return state != "Z"  # None: no procfs (macOS), existence is all we can tell
+
+
+def wait_state(pid: int, stopped: bool, timeout: float = 5.0) -> bool:
+    """Wait until `pid` is (or is no longer) in the stopped state: a signal is delivered
+    asynchronously, so SIGSTOP's effect is not visible the moment kill() returns. True once
+    it is; also True without procfs, where nothing can be observed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        state = process_state(pid)
+        if state is None or (state == "T") == stopped:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.005)
 
 
 def pid_matches(pid: int, args: tuple[str, ...]) -> bool:
@@ -218,11 +238,15 @@ class ManagedProcess:
         """SIGSTOP: the process stays alive but does nothing (a hung node)."""
         if not self.send_signal(signal.SIGSTOP):
             raise ClusterError(f"{self.name} is not running")
+        if self.pid is not None and not wait_state(self.pid, stopped=True):
+            raise ClusterError(f"{self.name} did not stop after SIGSTOP")
 
     def resume(self) -> None:
         """SIGCONT after pause()."""
         if not self.send_signal(signal.SIGCONT):
             raise ClusterError(f"{self.name} is not running")
+        if self.pid is not None and not wait_state(self.pid, stopped=False):
+            raise ClusterError(f"{self.name} did not continue after SIGCONT")
 
     def wait_exit(self, timeout: float) -> bool:
         """Wait until the process has exited; False if it still runs after `timeout`."""

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from riverlog.cluster import ClusterError, ClusterNotFoundError, LocalCluster, ProcessStartError
-from riverlog.cluster.process import pid_running
+from riverlog.cluster.process import pid_running, process_state
 
 FAKES = Path(__file__).parent / "fakes"
 MODULES = dict.fromkeys(("metadata", "storage", "gateway"), "riverlog_fake_service")
@@ -84,8 +84,9 @@ def test_kill_pause_resume_and_restart_one_process(cluster: LocalCluster) -> Non
     old_pid, old_address = node.pid, node.address
     node.pause()
     assert node.alive
-    assert Path(f"/proc/{old_pid}/stat").read_text().rpartition(")")[2].split()[0] == "T"
+    assert process_state(old_pid or 0) == "T"  # pause() returns once the process is stopped
     node.resume()
+    assert process_state(old_pid or 0) != "T"
     node.kill()
     assert not node.alive and not pid_running(old_pid or 0)
     with pytest.raises(ClusterError):
