@@ -112,6 +112,11 @@ def write_ready_file(path: str | None, info: dict[str, object]) -> None:
     os.replace(tmp, path)
 
 
+# A loop blocked this long also gets every thread's stack dumped by faulthandler's C thread,
+# which runs even when a deadlock holds the GIL (below the storage lease of 6 s by default).
+NATIVE_DUMP_AFTER_S = 4.0
+
+
 def enable_crash_traces() -> None:
     """A native crash (SIGSEGV, SIGABRT, ...) writes every thread's Python stack to stderr (the
     process's log) instead of dying without a trace, and SIGUSR1 dumps the stacks on demand
@@ -133,7 +138,7 @@ def run(main: Callable[[asyncio.Event], Awaitable[None]], service_name: str) -> 
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        watchdog = LoopWatchdog(loop, service_name)
+        watchdog = LoopWatchdog(loop, service_name, native_dump_after_s=NATIVE_DUMP_AFTER_S)
         watchdog.start()
         try:
             await main(stop)

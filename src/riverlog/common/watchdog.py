@@ -8,6 +8,10 @@ loop thread is stuck in), repeats the stack every `repeat_s` while it lasts, and
 how long it was blocked once it runs again. The thread only reads: it never touches the loop's
 state, so a stalled loop stays as it is for the stack dump to show.
 
+A stall that also holds the GIL (a deadlock inside a C extension) stops this thread too, so
+with `native_dump_after_s` the loop keeps re-arming `faulthandler.dump_traceback_later`: a C
+thread that needs no GIL writes every thread's stack to stderr if the loop misses that deadline.
+
 The decisions are a pure state machine (`StallDetector`, explicit states and transitions on
 times passed in) so they are unit tested without threads; `LoopWatchdog` is the thread.
 """
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import faulthandler
 import logging
 import sys
 import threading
@@ -112,8 +117,10 @@ class LoopWatchdog:
         interval_s: float = DEFAULT_INTERVAL_S,
         repeat_s: float = DEFAULT_REPEAT_S,
         monotonic: Callable[[], float] = time.monotonic,
+        native_dump_after_s: float | None = None,
     ) -> None:
         self._loop = loop
+        self._native_dump_after_s = native_dump_after_s
         self._name = name
         self._interval_s = interval_s
         self._monotonic = monotonic
@@ -132,6 +139,8 @@ class LoopWatchdog:
 
     def stop(self) -> None:
         self._stopping.set()
+        if self._native_dump_after_s is not None:
+            faulthandler.cancel_dump_traceback_later()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5.0)
         self._thread = None
@@ -157,6 +166,8 @@ class LoopWatchdog:
                 )
 
     def _answer(self, sent: float) -> None:
+        if self._native_dump_after_s is not None and not self._stopping.is_set():
+            faulthandler.dump_traceback_later(self._native_dump_after_s, exit=False)
         now = self._monotonic()
         with self._lock:
             action = self.detector.answered(sent, now)

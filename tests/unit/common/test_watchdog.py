@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
+import sys
 import time
 
 import pytest
@@ -68,3 +70,34 @@ async def test_a_blocked_loop_is_named_with_its_stack(caplog: pytest.LogCaptureF
     assert "_block_the_loop_synchronously" in stalls[0].getMessage()
     assert any("runs again after" in r.getMessage() for r in caplog.records), caplog.text
     assert watchdog.detector.max_lag_s >= 0.2
+
+
+_GIL_HOLDER = """
+import asyncio
+from riverlog.common.watchdog import LoopWatchdog
+
+def hold_the_gil_in_c():
+    return sum(range(100_000_000))  # one C call: no other Python thread runs meanwhile
+
+async def main():
+    watchdog = LoopWatchdog(
+        asyncio.get_running_loop(), "child", threshold_s=5.0, interval_s=0.05,
+        native_dump_after_s=0.3,
+    )
+    watchdog.start()
+    await asyncio.sleep(0.3)  # probes answered: the native deadline is armed
+    hold_the_gil_in_c()
+    watchdog.stop()
+
+asyncio.run(main())
+"""
+
+
+def test_a_stall_holding_the_gil_is_dumped_by_the_native_thread() -> None:
+    """The Python watchdog thread cannot run while a C call holds the GIL; faulthandler's C
+    thread still writes the stacks, naming the call."""
+    done = subprocess.run(
+        [sys.executable, "-c", _GIL_HOLDER], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "hold_the_gil_in_c" in done.stderr, done.stderr

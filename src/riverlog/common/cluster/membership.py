@@ -143,10 +143,22 @@ class MembershipSession:
             # Each attempt well within the lease: an instance that hangs (paused, partitioned)
             # costs a third of it before the client moves on to the next one, not the lease.
             attempt_s = max(0.1, self.registration.lease_ttl_ms / 3000)
+            # The whole call (every instance, both rounds) also under an asyncio deadline:
+            # gRPC's own deadlines fire through its completion queue, so a transport that
+            # stopped delivering completions would otherwise stall the heartbeat silently.
+            whole_s = 2 * len(self.client.addresses) * attempt_s + 1.0
             try:
-                response = await self.client.heartbeat(
-                    self.node.node_id, self.registration.lease_id, attempt_s
+                response = await asyncio.wait_for(
+                    self.client.heartbeat(self.node.node_id, self.registration.lease_id, attempt_s),
+                    whole_s,
                 )
+            except TimeoutError:
+                log.error(
+                    "heartbeat of %s got no answer, not even a failure, within %.1f s",
+                    self.node.key,
+                    whole_s,
+                )
+                continue
             except RiverlogError as exc:
                 log.warning("heartbeat of %s failed: %s", self.node.key, exc)
                 continue
