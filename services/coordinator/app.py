@@ -3,8 +3,9 @@ server, register as a `coordinator` node, and serve until SIGTERM.
 
 Start-up order: follow the metadata (first snapshot), bind and serve the Coordinator API, start
 the shards already assigned here, register (the controller then assigns partitions to this
-instance), write the ready file. Shutdown runs backwards: unregister (the controller moves the
-partitions at once), stop the shards, drain the server, stop following.
+instance), write the ready file. Shutdown runs backwards: stop taking partitions, unregister
+(the controller moves this instance's partitions at once, possibly to another instance that is
+stopping too: it declines them), stop the shards, drain the server, stop following.
 
     python -m riverlog.services.coordinator --node-id N --host 127.0.0.1 --port P \\
         --metadata A1[,A2,...] [--ready-file F] [--config key=value ...]
@@ -100,6 +101,7 @@ class CoordinatorProcess:
         return self.membership is not None and self.membership.fenced
 
     async def stop(self) -> None:
+        self.ownership.begin_stop()
         if self.membership is not None:
             with contextlib.suppress(RiverlogError):
                 await self.membership.stop()

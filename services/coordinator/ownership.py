@@ -2,6 +2,12 @@
 controller's assignment in the cluster image: a shard starts (and loads) for every partition
 assigned here, and stops when the partition moves away or its epoch changes.
 
+Once the instance begins to stop it takes nothing more: when instances shut down together, the
+controller hands each leaving instance's partitions to the others while they are still
+registered, and a stopping instance that started loading them would hold its exit until the
+launcher's SIGKILL (issue 10). Changes are applied to the shard table in one step, with no
+await in between, so an image arriving while shards stop cannot interleave with `stop()`.
+
 Requests find their shard here: NOT_COORDINATOR for a group whose partition is owned elsewhere
 (the gateway then refreshes its routing), COORDINATOR_LOAD_IN_PROGRESS while it loads,
 COORDINATOR_NOT_AVAILABLE before the topic exists.
@@ -9,7 +15,10 @@ COORDINATOR_NOT_AVAILABLE before the topic exists.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from riverlog.common.clock import Clock
 from riverlog.common.cluster import ClusterImage, MetadataWatcher
@@ -23,10 +32,35 @@ from .shard import Shard
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, slots=True)
+class OwnershipChange:
+    """What one image changes for an instance: shards to stop, shards to start (partition →
+    epoch), and partitions assigned here that a stopping instance declines."""
+
+    stop: tuple[int, ...] = ()
+    start: Mapping[int, int] = field(default_factory=dict)
+    declined: tuple[int, ...] = ()
+
+
+def plan_ownership(
+    held: Mapping[int, int], assigned: Mapping[int, int], stopping: bool
+) -> OwnershipChange:
+    """Pure: from the epochs of the shards running (`held`) and of the partitions the image
+    assigns to this instance, which shards stop (moved away or re-epoched) and which start. A
+    stopping instance starts none: it declines them, and the controller moves them on once
+    its registration is gone."""
+    stop = tuple(p for p, epoch in sorted(held.items()) if assigned.get(p) != epoch)
+    wanted = {p: epoch for p, epoch in sorted(assigned.items()) if held.get(p) != epoch}
+    if stopping:
+        return OwnershipChange(stop, {}, tuple(wanted))
+    return OwnershipChange(stop, wanted)
+
+
 class Ownership:
     """The shards of one instance. Lifecycle: `attach()` once the watcher has its first image
-    (starts the shards already assigned), `await stop()` at shutdown. Runs on the event loop:
-    listener calls and request lookups never interleave mid-update."""
+    (starts the shards already assigned), `begin_stop()` as soon as shutdown starts (before
+    unregistering: from then on nothing new is taken), `await stop()` to stop the shards.
+    Runs on the event loop: listener calls and request lookups never interleave mid-update."""
 
     def __init__(
         self,
@@ -44,51 +78,74 @@ class Ownership:
         self.watcher = watcher
         self.storage = storage
         self.shards: dict[int, Shard] = {}
+        self.stopping = False
+        self._attached = False
 
     def partition_count(self, topic: str) -> int:
         info = self.watcher.image.topics.get(topic)
         return len(info.partitions) if info is not None else 0
 
     async def attach(self) -> None:
+        if self.stopping:
+            return
         self.watcher.add_listener(self._on_image)
+        self._attached = True
         await self._on_image(ClusterImage.empty(), self.watcher.image)
 
-    async def stop(self) -> None:
-        for partition in sorted(self.shards):
-            await self.shards.pop(partition).stop()
+    def begin_stop(self) -> None:
+        """Take no partition from now on (idempotent). Shards already running keep serving
+        until `stop()` (or until their partition moves away), so requests still get answers
+        while the instance unregisters."""
+        self.stopping = True
 
-    async def _on_image(self, old: ClusterImage, new: ClusterImage) -> None:
-        # Partitions given to a previous incarnation of this node id wait for the controller to
-        # give them a new epoch for this one, so sequences never restart within an epoch.
-        mine = {
+    async def stop(self) -> None:
+        """Stop following the image and stop every shard at once (loads are cancelled)."""
+        self.stopping = True
+        if self._attached:
+            self._attached = False
+            self.watcher.remove_listener(self._on_image)
+        shards, self.shards = self.shards, {}
+        await _stop_all(shards.values())
+
+    def assigned(self, image: ClusterImage) -> dict[int, int]:
+        """Partition → epoch of what `image` assigns to this incarnation. Partitions given to a
+        previous incarnation of this node id wait for the controller to give them a new epoch
+        for this one, so sequences never restart within an epoch."""
+        return {
             p: a.epoch
-            for p, a in new.coordinators.items()
+            for p, a in image.coordinators.items()
             if a.coordinator_id == self.node_id and a.incarnation in (0, self.incarnation)
         }
-        for partition, shard in sorted(self.shards.items()):
-            if mine.get(partition) != shard.epoch:
-                log.info(
-                    "__consumer_offsets-%d leaves this instance (epoch %d)", partition, shard.epoch
-                )
-                del self.shards[partition]
-                await shard.stop()
-        for partition, epoch in sorted(mine.items()):
-            if partition not in self.shards:
-                log.info("__consumer_offsets-%d assigned here (epoch %d)", partition, epoch)
-                shard = Shard(
-                    partition,
-                    epoch,
-                    self.config,
-                    self.clock,
-                    self.storage,
-                    self.partition_count,
-                    owner_id=self.node_id,
-                )
-                self.shards[partition] = shard
-                shard.start()
+
+    async def _on_image(self, old: ClusterImage, new: ClusterImage) -> None:
+        held = {p: shard.epoch for p, shard in self.shards.items()}
+        change = plan_ownership(held, self.assigned(new), self.stopping)
+        stopped = [self.shards.pop(p) for p in change.stop]
+        for shard in stopped:
+            log.info(
+                "__consumer_offsets-%d leaves this instance (epoch %d)",
+                shard.partition,
+                shard.epoch,
+            )
+        for partition in change.declined:
+            log.info("__consumer_offsets-%d assigned here while stopping: declined", partition)
+        for partition, epoch in change.start.items():
+            log.info("__consumer_offsets-%d assigned here (epoch %d)", partition, epoch)
+            shard = Shard(
+                partition,
+                epoch,
+                self.config,
+                self.clock,
+                self.storage,
+                self.partition_count,
+                owner_id=self.node_id,
+            )
+            self.shards[partition] = shard
+            shard.start()
         if _counts(old) != _counts(new):
             for shard in self.shards.values():
                 shard.notify(lambda coord: coord.groups.on_partition_counts())
+        await _stop_all(stopped)
 
     def shard_for(self, group_id: str) -> Shard:
         if not group_id:
@@ -113,6 +170,10 @@ class Ownership:
 
     def ready_shards(self) -> list[Shard]:
         return [s for _, s in sorted(self.shards.items()) if s.ready and not s.fenced]
+
+
+async def _stop_all(shards: Iterable[Shard]) -> None:
+    await asyncio.gather(*(shard.stop() for shard in shards))
 
 
 def _counts(image: ClusterImage) -> dict[str, int]:

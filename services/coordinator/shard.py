@@ -12,7 +12,6 @@ stops (the partition moved away) get NOT_COORDINATOR.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -98,19 +97,30 @@ class Shard:
         self._task = asyncio.create_task(self._run(), name=f"shard-{self.partition}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-        error = RiverlogError(
-            f"__consumer_offsets-{self.partition} moved to another coordinator",
-            ErrorCode.NOT_COORDINATOR,
-        )
-        for future in self._waiting:
-            if not future.done():
-                future.set_exception(error)
-        self._waiting.clear()
+        """Cancel the task (a load in progress too) and wait for it to end. The wait is
+        `asyncio.wait`, not `await task` under a suppressed CancelledError: that would also
+        swallow a cancellation of the caller (the metadata watcher's task, cancelled at
+        shutdown while it stops a shard), which then never ended (issue 10)."""
+        task, self._task = self._task, None
+        try:
+            if task is not None:
+                task.cancel()
+                await asyncio.wait([task])
+                if not task.cancelled() and task.exception() is not None:
+                    log.error(
+                        "__consumer_offsets-%d: shard task failed",
+                        self.partition,
+                        exc_info=task.exception(),
+                    )
+        finally:
+            error = RiverlogError(
+                f"__consumer_offsets-{self.partition} moved to another coordinator",
+                ErrorCode.NOT_COORDINATOR,
+            )
+            for future in self._waiting:
+                if not future.done():
+                    future.set_exception(error)
+            self._waiting.clear()
 
     async def submit(self, handler: Handler) -> Any:
         """Run `handler` on the shard's task; its reply. Raises COORDINATOR_LOAD_IN_PROGRESS
