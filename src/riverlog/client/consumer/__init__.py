@@ -1,5 +1,5 @@
-"""The consumer: `Consumer.poll` over a pipelined Fetcher (one fetch in flight while the last
-answer is consumed) and a SubscriptionState of assigned or group-assigned partitions; the
+"""The consumer: `Consumer.poll` over a pipelined Fetcher (several fetches in flight per
+partition while the answers in hand are consumed) and a SubscriptionState of assigned or group-assigned partitions; the
 group membership is in `group/`."""
 
 from .._offsets import OffsetAndTimestamp

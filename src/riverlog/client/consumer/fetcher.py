@@ -1,73 +1,50 @@
-"""The consumer's fetch pipeline: one Fetch request in flight while the application works
-through the records of the last one, and the decode from batch bytes to ConsumerRecords.
+"""The consumer's fetch pipeline: several fetches in flight per partition while the application
+works through the records already here, as Kafka's consumer prefetches.
 
-As soon as a response arrives, the batch headers of each partition's bytes say where the next
-fetch starts (`next_fetch_offset`, headers only), so the next request goes out before a single
-record is decoded; each partition holds at most one undrained chunk beside the one being
-fetched, which bounds memory to two responses. Records are decoded a chunk at a time by the
-codec's columnar reader and turned into ConsumerRecord tuples in C (`map(tuple.__new__, zip)`),
-with no Python code per record unless deserializers are configured.
+One fetch at a time per partition left the consumer paced by the round trip of a 1 MiB answer
+through the gateway and storage (issue 10). So each partition keeps a chain of chunks in offset
+order (`chunk.py`): the one being drained, answers waiting, and fetches in flight, up to
+`_depth` of them, which shares fetch.max.bytes among the assigned partitions (2 to
+`MAX_CHUNKS`; with many partitions it is the old bound of one chunk draining and one fetched).
+The next fetch of a partition starts where the chain ends; while the last chunk is still in
+flight its end is estimated from the span (in offsets) of the last full answer, and such a
+fetch is only sent below the partition's known high watermark (so a consumer at the end of the
+log keeps one long-polling fetch per partition, as before). A wrong guess costs little: an
+overlap is cut at decode (records below the position are skipped), and a gap is fetched by a
+fill-in request before the chunks after it are drained. Errors of a chunk ahead of the position
+drop it and the chunks after it; they are reported when the fetch at the position meets them.
+
+Answers are read on the consumer's thread; gRPC threads only queue the finished futures.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
-from functools import partial
-from itertools import repeat
-from typing import Any, NamedTuple, cast
+from typing import Any
 
 import grpc
 
 from riverlog.common.errors import ErrorCode, RiverlogError, error_for
-from riverlog.common.records.reader import decode_columns, next_fetch_offset
-from riverlog.common.records.record import Header
 from riverlog.common.types import TopicPartition
 from riverlog.v1 import common_pb2, data_pb2
 
 from .._connection import GatewayConnection, rpc_error
 from ..config import ConsumerConfig
 from ..errors import OffsetOutOfRangeError
-from .subscription import NONE, SubscriptionState
+from .chunk import Chunk, ConsumerRecord
+from .subscription import NONE, PartitionState, SubscriptionState
 
+__all__ = ["MAX_CHUNKS", "ConsumerRecord", "Fetcher"]
 
-class ConsumerRecord(NamedTuple):
-    """A record as poll() returns it. `timestamp_type`: 0 create time, 1 log append time.
-    `headers`: (key, value) pairs in wire order; `key`/`value` None when null."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    timestamp_type: int
-    key: Any
-    value: Any
-    headers: list[Header]
-
-
-_make_record = cast(Any, partial(tuple.__new__, ConsumerRecord))
-
-
-class CompletedFetch:
-    """One partition's bytes from one response, drained record by record by poll()."""
-
-    __slots__ = ("data", "epoch", "fetch_offset", "index", "next_offset", "records", "tp")
-
-    def __init__(
-        self, tp: TopicPartition, epoch: int, fetch_offset: int, data: bytes, next_offset: int
-    ) -> None:
-        self.tp = tp
-        self.epoch = epoch
-        self.fetch_offset = fetch_offset
-        self.data = data
-        self.next_offset = next_offset
-        self.records: list[ConsumerRecord] | None = None
-        self.index = 0
+MAX_CHUNKS = 4
+"""Chunks per partition at most: one draining, the rest answered or in flight."""
 
 
 class Fetcher:
-    """Issues fetches and buffers their answers. Used by the consumer's thread only; the gRPC
-    future completes on a gRPC thread but is read here (`future.result`)."""
+    """Issues fetches and buffers their answers. Used by the consumer's thread only, except the
+    done-callbacks of the gRPC futures (they append to `_answered` and set `_wakeup`)."""
 
     def __init__(
         self, config: ConsumerConfig, conn: GatewayConnection, subscriptions: SubscriptionState
@@ -75,212 +52,306 @@ class Fetcher:
         self._config = config
         self._conn = conn
         self._subs = subscriptions
+        self._read_committed = config.isolation_level == "read_committed"
         self._isolation = (
-            common_pb2.READ_COMMITTED
-            if config.isolation_level == "read_committed"
-            else common_pb2.READ_UNCOMMITTED
+            common_pb2.READ_COMMITTED if self._read_committed else common_pb2.READ_UNCOMMITTED
         )
         self._timeout_s = (config.request_timeout_ms + config.fetch_max_wait_ms) / 1000
         self._backoff_s = config.retry_backoff_ms / 1000
-        self._buffer: deque[CompletedFetch] = deque()
-        self._in_flight: grpc.Future | None = None
-        self._in_flight_epochs: dict[TopicPartition, tuple[int, int]] = {}
-        self._in_flight_server = 0
+        self._chains: dict[TopicPartition, deque[Chunk]] = {}
+        self._ready: deque[Chunk] = deque()  # answered chunks, in arrival order
+        self._requests: dict[Any, tuple[int, dict[TopicPartition, Chunk]]] = {}
+        self._answered: deque[Any] = deque()  # futures done, appended by gRPC threads
+        self._wakeup = threading.Event()
+        self._spans: dict[TopicPartition, int] = {}  # offsets in the last full answer
+        self._ends: dict[TopicPartition, int] = {}  # high watermark (LSO if read_committed)
         self._key_deserializer = config.key_deserializer
         self._value_deserializer = config.value_deserializer
 
     # ---- sending ------------------------------------------------------------------------
 
-    def _fetch_position(self, tp: TopicPartition, position: int) -> tuple[int, int]:
-        """Where to fetch `tp` next (past its buffered chunks) and how many chunks it has."""
-        chunks = 0
-        for chunk in self._buffer:
-            if chunk.tp == tp:
-                chunks += 1
-                position = max(position, chunk.next_offset)
-        return position, chunks
+    def _depth(self) -> int:
+        share = self._config.max_partition_fetch_bytes * max(len(self._subs.partitions), 1)
+        return max(2, min(MAX_CHUNKS, self._config.fetch_max_bytes // share))
+
+    def _plan(
+        self, tp: TopicPartition, state: PartitionState, depth: int
+    ) -> tuple[int, int] | None:
+        """(offset, chain index) of the next chunk to fetch for `tp`, or None for none now."""
+        assert state.position is not None
+        chain = self._chains.get(tp)
+        if chain is None or (chain and chain[0].epoch != state.epoch):
+            chain = self._chains[tp] = deque()
+        end = state.position
+        known = True  # False: `end` is a guess (the last chunk is still in flight)
+        for i, chunk in enumerate(chain):
+            if known and chunk.start > end:
+                return end, i  # a gap before this chunk: fill it first
+            if chunk.done:
+                end = max(end, chunk.next_offset) if known else chunk.next_offset
+                known = True
+            else:
+                span = self._spans.get(tp)
+                if span is None:
+                    return None
+                end = chunk.fetch_offset + span
+                known = False
+        if len(chain) >= depth or (not known and end >= self._ends.get(tp, -1)):
+            return None
+        return end, len(chain)
 
     def send_fetch(self) -> bool:
-        """Send a fetch for every partition that can take one, unless one is in flight."""
-        if self._in_flight is not None or self._conn.throttle_remaining_s() > 0:
-            return False  # one at a time; none to a gateway that asked for a pause (quota)
+        """Send fetches for every partition that can take one more chunk. True if any went."""
+        if self._conn.throttle_remaining_s() > 0:
+            return False  # none to a gateway that asked for a pause (quota)
+        self._prune()
         config = self._config
-        partitions: list[data_pb2.FetchPartition] = []
-        epochs: dict[TopicPartition, tuple[int, int]] = {}
-        for tp in self._subs.fetchable():
-            state = self._subs.partitions[tp]
-            assert state.position is not None
-            offset, chunks = self._fetch_position(tp, state.position)
-            if chunks > 1:
-                continue  # one chunk draining and one fetched ahead: enough
-            partitions.append(
-                data_pb2.FetchPartition(
-                    topic=tp.topic,
-                    partition=tp.partition,
-                    fetch_offset=offset,
-                    partition_max_bytes=config.max_partition_fetch_bytes,
+        fetchable = self._subs.fetchable()
+        depth = self._depth()
+        sent = False
+        while True:
+            chunks: dict[TopicPartition, Chunk] = {}
+            partitions: list[data_pb2.FetchPartition] = []
+            for tp in fetchable:
+                state = self._subs.partitions[tp]
+                plan = self._plan(tp, state, depth)
+                if plan is None:
+                    continue
+                offset, index = plan
+                chunk = chunks[tp] = Chunk(tp, state.epoch, offset)
+                self._chains[tp].insert(index, chunk)
+                partitions.append(
+                    data_pb2.FetchPartition(
+                        topic=tp.topic,
+                        partition=tp.partition,
+                        fetch_offset=offset,
+                        partition_max_bytes=config.max_partition_fetch_bytes,
+                    )
                 )
+            if not partitions:
+                return sent
+            request = data_pb2.FetchRequest(
+                max_wait_ms=config.fetch_max_wait_ms,
+                min_bytes=config.fetch_min_bytes,
+                max_bytes=config.fetch_max_bytes,
+                isolation_level=self._isolation,
+                partitions=partitions,
             )
-            epochs[tp] = (state.epoch, offset)
-        if not partitions:
-            return False
-        request = data_pb2.FetchRequest(
-            max_wait_ms=config.fetch_max_wait_ms,
-            min_bytes=config.fetch_min_bytes,
-            max_bytes=config.fetch_max_bytes,
-            isolation_level=self._isolation,
-            partitions=partitions,
-        )
-        stub, server = self._conn.stub()
-        self._in_flight = stub.Fetch.future(
-            request, timeout=self._timeout_s, metadata=self._conn.metadata
-        )
-        self._in_flight_epochs = epochs
-        self._in_flight_server = server
-        return True
+            stub, server = self._conn.stub()
+            future = stub.Fetch.future(
+                request, timeout=self._timeout_s, metadata=self._conn.metadata
+            )
+            self._requests[future] = (server, chunks)
+            future.add_done_callback(self._on_done)
+            sent = True
+
+    def _on_done(self, future: Any) -> None:
+        self._answered.append(future)
+        self._wakeup.set()
 
     @property
     def in_flight(self) -> bool:
-        return self._in_flight is not None
+        return bool(self._requests)
 
     # ---- receiving ----------------------------------------------------------------------
 
     def wait(self, timeout_s: float) -> bool:
-        """Wait up to `timeout_s` for the fetch in flight and buffer its answer. False if it is
-        still pending (or none was in flight). Raises the errors poll() must report."""
-        future = self._in_flight
-        if future is None:
+        """Wait up to `timeout_s` for a fetch in flight to finish, buffer the answers that are
+        in and send the next fetches. False if none finished (or none was in flight). Raises
+        the errors poll() must report."""
+        if not self._requests:
             return False
+        if not self._answered:
+            self._wakeup.clear()
+            if not self._answered:
+                self._wakeup.wait(max(timeout_s, 0.0))
+        if not self._answered:
+            return False
+        self._take_answers()
+        self.send_fetch()
+        return True
+
+    def _take_answers(self) -> None:
+        while self._answered:
+            future = self._answered.popleft()
+            entry = self._requests.pop(future, None)
+            if entry is not None:
+                self._take(future, *entry)
+
+    def _take(self, future: Any, server: int, chunks: dict[TopicPartition, Chunk]) -> None:
         try:
-            response = future.result(timeout=max(timeout_s, 0.0))
-        except grpc.FutureTimeoutError:
-            return False
+            response = future.result(timeout=0)
         except Exception as e:
-            self._in_flight = None
+            for chunk in chunks.values():
+                self._truncate(chunk)
+            if isinstance(e, grpc.FutureCancelledError):
+                return
             error = rpc_error(e)
             if isinstance(e, grpc.RpcError) and GatewayConnection.should_failover(e):
-                self._conn.failover(self._in_flight_server)
+                self._conn.failover(server)
             if not error.retriable:
                 raise error from None
             backoff = time.monotonic() + self._backoff_s
-            for tp in self._in_flight_epochs:
+            for tp in chunks:
                 state = self._subs.partitions.get(tp)
                 if state is not None:
                     state.backoff_until = backoff
-            return True
-        self._in_flight = None
-        self._conn.throttle.record(self._in_flight_server, response.throttle_time_ms)
-        self._handle(response)
-        return True
+            return
+        self._conn.throttle.record(server, response.throttle_time_ms)
+        try:
+            self._handle(response, chunks)
+        finally:
+            for chunk in chunks.values():
+                if not chunk.done:
+                    self._truncate(chunk)  # errors, stale answers, or none for it at all
 
-    def _handle(self, response: data_pb2.FetchResponse) -> None:
+    def _handle(
+        self, response: data_pb2.FetchResponse, chunks: dict[TopicPartition, Chunk]
+    ) -> None:
         out_of_range: dict[TopicPartition, int] = {}
         failure: RiverlogError | None = None
         for answer in response.partitions:
             tp = TopicPartition(answer.topic, answer.partition)
+            chunk = chunks.get(tp)
             state = self._subs.partitions.get(tp)
-            sent = self._in_flight_epochs.get(tp)
-            if state is None or sent is None or sent[0] != state.epoch:
+            chain = self._chains.get(tp)
+            if chunk is None or state is None or chunk.epoch != state.epoch:
                 continue  # unassigned or seeked since: a stale answer
-            fetch_offset = sent[1]
+            if chain is None or chunk not in chain:
+                continue  # dropped since (an error before it, or a clear)
+            at_position = chain[0] is chunk
             code = answer.error_code
             if code == ErrorCode.NONE:
                 state.high_watermark = answer.high_watermark
                 state.log_start_offset = answer.log_start_offset
+                lso = answer.last_stable_offset
+                self._ends[tp] = lso if self._read_committed and lso >= 0 else answer.high_watermark
                 data = answer.records
-                if not data:
+                if chunk.answer(data):
+                    if len(data) * 2 >= self._config.max_partition_fetch_bytes:
+                        self._spans[tp] = chunk.next_offset - chunk.fetch_offset
+                    self._ready.append(chunk)
                     continue
-                next_offset = next_fetch_offset(data, fetch_offset)
-                if next_offset == fetch_offset:
+                if not at_position:
+                    self._spans.pop(tp, None)  # a guess found nothing: stop guessing for now
+                elif data:
                     failure = RiverlogError(
-                        f"{tp}: the batch at offset {fetch_offset} is larger than "
+                        f"{tp}: the batch at offset {chunk.fetch_offset} is larger than "
                         f"max.partition.fetch.bytes ({self._config.max_partition_fetch_bytes})",
                         ErrorCode.MESSAGE_TOO_LARGE,
                     )
-                    continue
-                self._buffer.append(
-                    CompletedFetch(tp, state.epoch, fetch_offset, data, next_offset)
-                )
             elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                if not at_position:
+                    continue  # ahead of the position: the fetch at the position will tell
                 self._drop(tp)
                 if self._subs.default_reset == NONE:
-                    out_of_range[tp] = fetch_offset
+                    out_of_range[tp] = chunk.fetch_offset
                 else:
                     state.request_reset(self._subs.default_reset)
             else:
                 error = error_for(code, answer.error_message)
                 if error.retriable:
                     state.backoff_until = time.monotonic() + self._backoff_s
-                else:
+                elif at_position:
                     failure = RiverlogError(f"{tp}: {error.message}", error.code)
         if out_of_range:
             raise OffsetOutOfRangeError(out_of_range)
         if failure is not None:
             raise failure
 
+    def _truncate(self, chunk: Chunk) -> None:
+        """Drop `chunk` and every chunk after it in its partition's chain."""
+        chain = self._chains.get(chunk.tp)
+        if chain is None or chunk not in chain:
+            return
+        while chain.pop() is not chunk:
+            pass
+
     def _drop(self, tp: TopicPartition) -> None:
-        self._buffer = deque(chunk for chunk in self._buffer if chunk.tp != tp)
+        self._chains.pop(tp, None)
+        self._spans.pop(tp, None)
+
+    def _prune(self) -> None:
+        """Forget chains of partitions no longer assigned or seeked since (revoked partitions'
+        prefetched records go here)."""
+        partitions = self._subs.partitions
+        stale = []
+        for tp, chain in self._chains.items():
+            state = partitions.get(tp)
+            if state is None or (chain and chain[0].epoch != state.epoch):
+                stale.append(tp)
+        for tp in stale:
+            self._drop(tp)
 
     def clear(self, tp: TopicPartition | None = None) -> None:
-        """Forget buffered records (of `tp`, or all): after a seek or a new assignment."""
+        """Forget buffered and in-flight chunks (of `tp`, or all): after a seek or a new
+        assignment. Answers still to come for them are ignored."""
         if tp is None:
-            self._buffer.clear()
+            self._chains.clear()
+            self._spans.clear()
+            self._ready.clear()
         else:
             self._drop(tp)
 
     # ---- draining -----------------------------------------------------------------------
 
+    def _next_ready(self) -> Chunk | None:
+        """The first answered chunk, in arrival order, that is at its partition's position."""
+        ready = self._ready
+        partitions = self._subs.partitions
+        i = 0
+        while i < len(ready):
+            chunk = ready[i]
+            chain = self._chains.get(chunk.tp)
+            state = partitions.get(chunk.tp)
+            if (
+                chain is None
+                or state is None
+                or state.position is None
+                or state.epoch != chunk.epoch
+                or chunk not in chain
+            ):
+                del ready[i]  # unassigned, seeked or dropped since it was fetched
+                continue
+            if chain[0] is chunk and chunk.start <= state.position:
+                if chunk.next_offset > state.position:
+                    return chunk
+                chain.popleft()  # wholly below the position (an overlapping guess)
+                del ready[i]
+                continue
+            i += 1
+        return None
+
     def collect(self, max_records: int) -> dict[TopicPartition, list[ConsumerRecord]]:
-        """Up to `max_records` buffered records, in fetch order, advancing positions."""
+        """Up to `max_records` buffered records, in fetch order, advancing positions. Takes the
+        answers that arrived meanwhile first (and raises their errors)."""
+        self._take_answers()
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
         wanted = max_records
-        buffer = self._buffer
         partitions = self._subs.partitions
-        while buffer and wanted > 0:
-            chunk = buffer[0]
-            state = partitions.get(chunk.tp)
-            if state is None or state.epoch != chunk.epoch or state.position is None:
-                buffer.popleft()  # unassigned or seeked since it was fetched
-                continue
-            records = chunk.records
-            if records is None:
-                records = chunk.records = self._decode(chunk, state.position)
-                chunk.data = b""
+        deserialize = self._key_deserializer is not None or self._value_deserializer is not None
+        while wanted > 0:
+            chunk = self._next_ready()
+            if chunk is None:
+                break
+            state = partitions[chunk.tp]
+            assert state.position is not None
+            records = chunk.decode(state.position, self._config.check_crcs)
             start = chunk.index
             taken = records[start : start + wanted]
             if taken:
-                if self._key_deserializer is not None or self._value_deserializer is not None:
+                if deserialize:
                     taken = self._deserialize(taken)
                 out.setdefault(chunk.tp, []).extend(taken)
                 chunk.index = start + len(taken)
                 wanted -= len(taken)
                 state.position = taken[-1].offset + 1
             if chunk.index >= len(records):
-                buffer.popleft()
+                self._chains[chunk.tp].popleft()
+                self._ready.remove(chunk)
                 if chunk.next_offset > state.position:
                     state.position = chunk.next_offset
         return out
-
-    def _decode(self, chunk: CompletedFetch, position: int) -> list[ConsumerRecord]:
-        cols = decode_columns(
-            chunk.data, max(position, chunk.fetch_offset), validate_crc=self._config.check_crcs
-        )
-        tp = chunk.tp
-        return list(
-            map(
-                _make_record,
-                zip(
-                    repeat(tp.topic),
-                    repeat(tp.partition),
-                    cols.offsets,
-                    cols.timestamps,
-                    cols.timestamp_types,
-                    cols.keys,
-                    cols.values,
-                    cols.headers,
-                ),
-            )
-        )
 
     def _deserialize(self, records: list[ConsumerRecord]) -> list[ConsumerRecord]:
         kd = self._key_deserializer
@@ -294,7 +365,8 @@ class Fetcher:
         ]
 
     def close(self) -> None:
-        if self._in_flight is not None:
-            self._in_flight.cancel()
-            self._in_flight = None
-        self._buffer.clear()
+        requests = list(self._requests)
+        self._requests.clear()
+        for future in requests:
+            future.cancel()
+        self.clear()

@@ -1,0 +1,111 @@
+"""One partition's share of one fetch answer (a `Chunk`), and its records as poll() hands them
+out (`ConsumerRecord`).
+
+A chunk is created when its fetch is sent and filled when the answer arrives; the fetcher keeps
+a partition's chunks in offset order (`fetcher.py`), so several can be in flight at once. Once
+answered, a chunk knows the offsets it answers for: from `start` (the fetch offset, or the
+first batch's base offset when the batch holding the fetch offset starts before it) up to
+`next_offset` (past its last complete batch). Its bytes are decoded only when poll() reaches
+it, a chunk at a time, by the codec's columnar reader, and turned into ConsumerRecord tuples in
+C (`map(tuple.__new__, zip)`): no Python code runs per record unless deserializers are set.
+"""
+
+from __future__ import annotations
+
+import struct
+from functools import partial
+from itertools import repeat
+from typing import Any, NamedTuple, cast
+
+from riverlog.common.records.reader import decode_columns, next_fetch_offset
+from riverlog.common.records.record import Header
+from riverlog.common.types import TopicPartition
+
+_BASE_OFFSET = struct.Struct(">q")
+
+
+class ConsumerRecord(NamedTuple):
+    """A record as poll() returns it. `timestamp_type`: 0 create time, 1 log append time.
+    `headers`: (key, value) pairs in wire order; `key`/`value` None when null."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: Any
+    value: Any
+    headers: list[Header]
+
+
+_make_record = cast(Any, partial(tuple.__new__, ConsumerRecord))
+
+
+class Chunk:
+    """One partition's part of one fetch: in flight until `answer()`, then drained record by
+    record by poll(). `epoch` is the partition state's epoch when it was sent (a seek or a new
+    assignment changes it, and the chunk is then stale)."""
+
+    __slots__ = (
+        "data",
+        "done",
+        "epoch",
+        "fetch_offset",
+        "index",
+        "next_offset",
+        "records",
+        "start",
+        "tp",
+    )
+
+    def __init__(self, tp: TopicPartition, epoch: int, fetch_offset: int) -> None:
+        self.tp = tp
+        self.epoch = epoch
+        self.fetch_offset = fetch_offset
+        self.done = False
+        self.data = b""
+        self.start = fetch_offset
+        self.next_offset = fetch_offset
+        self.records: list[ConsumerRecord] | None = None
+        self.index = 0
+
+    def answer(self, data: bytes) -> bool:
+        """Take the answer's bytes; False (and nothing taken) when they hold no complete batch
+        past the fetch offset."""
+        next_offset = next_fetch_offset(data, self.fetch_offset) if data else self.fetch_offset
+        if next_offset == self.fetch_offset:
+            return False
+        self.data = data
+        self.next_offset = next_offset
+        self.start = min(self.fetch_offset, _BASE_OFFSET.unpack_from(data)[0])
+        self.done = True
+        return True
+
+    def decode(self, position: int, check_crcs: bool) -> list[ConsumerRecord]:
+        """The records at or after `position` (which is at least `start`), once; the bytes are
+        released."""
+        records = self.records
+        if records is None:
+            cols = decode_columns(self.data, position, validate_crc=check_crcs)
+            tp = self.tp
+            records = self.records = list(
+                map(
+                    _make_record,
+                    zip(
+                        repeat(tp.topic),
+                        repeat(tp.partition),
+                        cols.offsets,
+                        cols.timestamps,
+                        cols.timestamp_types,
+                        cols.keys,
+                        cols.values,
+                        cols.headers,
+                    ),
+                )
+            )
+            self.data = b""
+        return records
+
+    def __repr__(self) -> str:
+        state = f"[{self.start}, {self.next_offset})" if self.done else "in flight"
+        return f"<Chunk {self.tp} @{self.fetch_offset} {state} epoch {self.epoch}>"
