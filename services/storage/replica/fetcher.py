@@ -91,6 +91,10 @@ class LeaderFetcher:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     rounds: int = 0
+    # Set when the manager lets go of this fetcher. The task also checks it, since a
+    # cancellation can be swallowed on its way through an await (Python 3.11's wait_for
+    # returns the inner result when it completed in the same loop step as the cancel).
+    stopped: bool = False
 
 
 class ReplicaFetcherManager:
@@ -150,6 +154,8 @@ class ReplicaFetcherManager:
 
     def _stop(self, leader_id: int) -> None:
         fetcher = self.fetchers.pop(leader_id)
+        fetcher.stopped = True
+        fetcher.states.clear()
         if fetcher.task is not None:
             fetcher.task.cancel()
         closing = asyncio.get_running_loop().create_task(fetcher.endpoint.close())
@@ -160,6 +166,7 @@ class ReplicaFetcherManager:
         self._closed = True
         fetchers, self.fetchers = list(self.fetchers.values()), {}
         for fetcher in fetchers:
+            fetcher.stopped = True
             if fetcher.task is not None:
                 fetcher.task.cancel()
         for fetcher in fetchers:
@@ -172,9 +179,12 @@ class ReplicaFetcherManager:
     # --- one fetcher ---------------------------------------------------------------------------
 
     async def _run(self, fetcher: LeaderFetcher) -> None:
+        """Rounds until stopped. Every round awaits something (a request, or the wake event
+        with the backoff as timeout): a round that asked nothing must not loop again at once,
+        or the event loop never runs anything else again."""
         loop = asyncio.get_running_loop()
         backoff = self.settings.backoff_ms / 1000.0
-        while True:
+        while not fetcher.stopped:
             fetcher.wake.clear()
             try:
                 now = loop.time()
@@ -187,16 +197,13 @@ class ReplicaFetcherManager:
                 ready = [
                     tp for tp, s in fetcher.states.items() if not s.truncating and _due(s, now)
                 ]
-                if not ready:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(fetcher.wake.wait(), backoff)
+                if not ready or not await self._fetch(fetcher, ready):
+                    await _wait_for_wake(fetcher, backoff)
                     continue
-                await self._fetch(fetcher, ready)
                 fetcher.rounds += 1
             except RiverlogError as exc:
                 log.info("fetch from node %d failed: %s", fetcher.leader.node_id, exc)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(fetcher.wake.wait(), backoff)
+                await _wait_for_wake(fetcher, backoff)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -274,10 +281,11 @@ class ReplicaFetcherManager:
             replica_id=self.node_id,
         )
 
-    async def _fetch(self, fetcher: LeaderFetcher, tps: list[TopicPartition]) -> None:
+    async def _fetch(self, fetcher: LeaderFetcher, tps: list[TopicPartition]) -> bool:
+        """One fetch of `tps`; False when none of them was still this fetcher's to ask."""
         params = self._fetch_params(fetcher, tps)
         if not params.partitions:
-            return
+            return False
         asked = {p.tp: (p.fetch_offset, p.current_leader_epoch) for p in params.partitions}
         results = await fetcher.endpoint.fetch(params)
         for result in results:
@@ -306,6 +314,7 @@ class ReplicaFetcherManager:
                 log.error("%s: cannot append what the leader sent: %s", result.tp, exc)
                 state.truncating = True
                 state.delayed_until = asyncio.get_running_loop().time() + self._backoff_s
+        return True
 
     @property
     def _backoff_s(self) -> float:
@@ -325,6 +334,14 @@ class ReplicaFetcherManager:
             return
         log.info("%s: fetch from node %d: %s (%s)", tp, fetcher.leader.node_id, error.name, message)
         state.delayed_until = asyncio.get_running_loop().time() + self._backoff_s
+
+
+async def _wait_for_wake(fetcher: LeaderFetcher, timeout_s: float) -> None:
+    """Until the fetcher's partitions change or `timeout_s` passes. `asyncio.timeout`, not
+    `wait_for`: it never turns a cancellation of the fetcher into a normal return."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            await fetcher.wake.wait()
 
 
 def _due(state: FetchState, now: float) -> bool:

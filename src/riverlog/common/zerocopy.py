@@ -199,7 +199,11 @@ class AsyncZeroCopyFetchClient:
         timeout = self.timeout_s + max(request.max_wait_ms, 0) / 1000.0
         async with self._lock:
             try:
-                return await asyncio.wait_for(self._exchange(request), timeout)
+                # asyncio.timeout, not wait_for: 3.11's wait_for returns (or raises) the
+                # exchange's own outcome when it ended in the same loop step as a cancel of
+                # the caller, and the caller never learns it was cancelled.
+                async with asyncio.timeout(timeout):
+                    return await self._exchange(request)
             except TimeoutError:
                 await self.close()
                 raise RiverlogError(

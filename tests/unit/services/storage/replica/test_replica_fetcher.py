@@ -7,14 +7,17 @@ leader never had must drop it (divergence) — plus KIP-279's multi-round answer
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import MappingProxyType
 
+import pytest
 from storage_replica_testkit import Node, make_batch, make_node, topic
 
 from riverlog.common.clock import ManualClock
 from riverlog.common.cluster import ClusterImage, NodeInfo
+from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 from riverlog.services.storage.log import EpochEntry
 from riverlog.services.storage.replica.fetch import close_results
@@ -303,4 +306,92 @@ def test_out_of_range_resets_and_batches_below_the_log_end_are_skipped(tmp_path:
         assert (fp.log_start_offset, fp.log_end_offset) == (20, 20)
     finally:
         leader.close()
+        follower.close()
+
+
+class SwallowingEndpoint:
+    """A leader that never answers, and whose transport turns a cancellation of the caller
+    into an ordinary failure (as Python 3.11's wait_for does when the inner call ended in the
+    same loop step as the cancel): the fetcher is not told it was stopped."""
+
+    def __init__(self) -> None:
+        self.fetching = asyncio.Event()
+        self.swallowed = 0
+
+    async def fetch(self, params: FetchParams) -> list[FollowerFetchResult]:
+        self.fetching.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            self.swallowed += 1
+            raise RiverlogError("connection failed", ErrorCode.NETWORK_EXCEPTION) from None
+        return []
+
+    async def offsets_for_leader_epoch(
+        self, replica_id: int, partitions: list[EpochEndOffsetData]
+    ) -> list[EpochEndOffsetResult]:
+        return []
+
+    async def close(self) -> None:
+        pass
+
+
+class StallGuard:
+    """A thread that sets `stalled` if `loop` runs no callback for 3 s, then calls
+    `unblock()` so the test can report the stall instead of hanging. `stop()` ends it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, unblock: Callable[[], None]) -> None:
+        self.stalled = threading.Event()
+        self._done = threading.Event()
+        self._loop = loop
+        self._unblock = unblock
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.wait(0.1):
+            ran = threading.Event()
+            self._loop.call_soon_threadsafe(ran.set)
+            if not ran.wait(3.0):
+                self.stalled.set()
+                self._unblock()
+                return
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join(5)
+
+
+@pytest.mark.timeout(30)
+async def test_a_stopped_fetcher_whose_cancel_was_swallowed_neither_spins_nor_lingers(
+    tmp_path: Path,
+) -> None:
+    # The storage leader that went silent (issue 12): its fetcher for a dead leader was
+    # stopped as it became leader itself, the cancel was lost in the transport, and the
+    # surviving task looped on its stale partition without ever awaiting, which blocked the
+    # event loop (heartbeats, requests, logging) for good.
+    follower = _node(tmp_path, B)
+    endpoint = SwallowingEndpoint()
+    manager = ReplicaFetcherManager(
+        B, follower.replicas, lambda _node: endpoint, FetcherSettings(backoff_ms=10)
+    )
+    follower.replicas.on_partitions_changed.append(manager.update)
+    try:
+        follower.replicas.apply_image(_image(A, 0, 1))
+        await asyncio.wait_for(endpoint.fetching.wait(), 5)
+        fetcher = manager.fetchers[A]
+        task = fetcher.task
+        assert task is not None
+        guard = StallGuard(asyncio.get_running_loop(), fetcher.states.clear)
+        try:
+            follower.replicas.apply_image(_image(B, 1, 2))  # B leads now: A's fetcher stops
+            assert A not in manager.fetchers
+            await asyncio.wait({task}, timeout=5)
+        finally:
+            guard.stop()
+        assert not guard.stalled.is_set(), "the event loop stopped (a task never awaited)"
+        assert endpoint.swallowed == 1
+        assert task.done() and not task.cancelled()  # it ended on its own, not by the cancel
+    finally:
+        await manager.close()
         follower.close()
