@@ -60,6 +60,11 @@ class LogCleaner:
         self._task: asyncio.Task[None] | None = None
         self.passes = 0
 
+    @property
+    def running(self) -> bool:
+        """Whether the cleaning task was started (and not stopped)."""
+        return self._task is not None
+
     def start(self) -> None:
         if self._config.enable and self._task is None:
             self._task = asyncio.create_task(self._loop(), name="log-cleaner")

@@ -66,9 +66,14 @@ async def test_a_disabled_cleaner_does_not_run(tmp_path: Path, clock: ManualCloc
     logs = manager_with_updates(tmp_path, clock)
     cleaner = LogCleaner(logs, clock, CleanerConfig(enable=False))
     cleaner.start()
-    await asyncio.sleep(0.05)
+    assert not cleaner.running  # no task at all, not merely one that has not run yet
     await cleaner.stop()
     assert cleaner.passes == 0
+    enabled = LogCleaner(logs, clock, CleanerConfig(enable=True))
+    enabled.start()
+    assert enabled.running
+    await enabled.stop()
+    assert not enabled.running
     logs.close()
 
 
