@@ -1,5 +1,5 @@
 """The storage node's replication metrics on the OpenTelemetry metrics API: what operators look
-at first when replication is unwell (DESIGN.md §7). Observable instruments read the replica
+at first when replication is unwell (docs/design.md §7). Observable instruments read the replica
 manager's counters at collection time, so the hot paths pay nothing; with no MeterProvider
 configured the API is a no-op. The same numbers are in DescribeLogDirs.
 

@@ -7,7 +7,7 @@ offset range, no control batches from clients. Only when all pass does the leade
 offsets, by rewriting each batch's baseOffset and partitionLeaderEpoch (both outside the CRC)
 in a private copy; with `message.timestamp.type=LogAppendTime` it also sets maxTimestamp and
 the timestamp-type bit, which are inside the CRC, so that batch's CRC is recomputed. Records
-are never decoded: per-record work belongs to producers and consumers (DESIGN.md §8); the
+are never decoded: per-record work belongs to producers and consumers (docs/design.md §8); the
 one exception is Kafka's: on a compacted topic every record must have a key, so the leader
 reads the keys.
 """
