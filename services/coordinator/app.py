@@ -2,10 +2,11 @@
 server, register as a `coordinator` node, and serve until SIGTERM.
 
 Start-up order: follow the metadata (first snapshot), bind and serve the Coordinator API, start
-the shards already assigned here, register (the controller then assigns partitions to this
-instance), write the ready file. Shutdown runs backwards: stop taking partitions, unregister
-(the controller moves this instance's partitions at once, possibly to another instance that is
-stopping too: it declines them), stop the shards, drain the server, stop following.
+the shards already assigned here and, in the background, the switch of `__consumer_offsets` to
+compaction, register (the controller then assigns partitions to this instance), write the
+ready file. Shutdown runs backwards: stop taking partitions, unregister (the controller moves
+this instance's partitions at once, possibly to another instance that is stopping too: it
+declines them), stop the shards, drain the server, stop following.
 
     python -m riverlog.services.coordinator --node-id N --host 127.0.0.1 --port P \\
         --metadata A1[,A2,...] [--ready-file F] [--config key=value ...]
@@ -31,7 +32,9 @@ from riverlog.common.rpc.server import RpcServer
 from riverlog.common.service import setup_logging
 
 from .config import CoordinatorConfig
+from .offsets.compaction import OffsetsTopicCompaction
 from .ownership import Ownership
+from .peers.metadata import TopicConfigs
 from .peers.storage import StorageClient
 from .rpc.servicer import SERVICE_NAME, CoordinatorServicer, add_to_server
 
@@ -69,6 +72,7 @@ class CoordinatorProcess:
             self.storage,
             incarnation=self.incarnation,
         )
+        self.compaction = OffsetsTopicCompaction(self.watcher, TopicConfigs(self.client).set)
         self.server = RpcServer(
             options.host,
             options.port,
@@ -85,6 +89,7 @@ class CoordinatorProcess:
         await self.watcher.start(timeout_s=startup_s)
         await self.server.start()
         await self.ownership.attach()
+        self.compaction.start()
         node = NodeInfo(
             kind=KIND,
             node_id=self.options.node_id,
@@ -102,6 +107,7 @@ class CoordinatorProcess:
 
     async def stop(self) -> None:
         self.ownership.begin_stop()
+        await self.compaction.stop()
         if self.membership is not None:
             with contextlib.suppress(RiverlogError):
                 await self.membership.stop()

@@ -43,11 +43,6 @@ class CoordinatorConfig:
     offsets_commit_timeout_ms: int = 5_000
     """How long a write to __consumer_offsets (acks=all) may take."""
 
-    offsets_snapshot_min_records: int = 10_000
-    """Riverlog's stand-in for compaction (decision 0008): after a load that replayed more than
-    this many records and more than twice the live state, the owner writes the live state again
-    and deletes the records before it."""
-
     metadata_startup_timeout_ms: int = 60_000
     """How long start-up waits for the first metadata snapshot."""
 

@@ -25,7 +25,6 @@ from .group.state import GroupState
 from .group.timer import Timer
 from .offsets.store import OffsetStore
 from .records import (
-    CoordinatorRecord,
     GroupKey,
     GroupValue,
     OffsetKey,
@@ -33,7 +32,6 @@ from .records import (
     decode_key,
     decode_offset_value,
     group_record,
-    offset_record,
 )
 
 log = logging.getLogger(__name__)
@@ -157,18 +155,6 @@ class GroupCoordinator:
             sum(len(v) for v in self.offsets.offsets.values()),
             self.records_replayed,
         )
-
-    def snapshot_records(self) -> list[CoordinatorRecord]:
-        """The live state as records: one per group and one per committed offset. Written after
-        a long load, so the records before them can be deleted (no compaction yet)."""
-        records = [
-            self.groups.group_record(group)
-            for _, group in sorted(self.groups.groups.items())
-            if not group.is_in(S.DEAD)
-        ]
-        for group_id, per_group in sorted(self.offsets.offsets.items()):
-            records += [offset_record(group_id, tp, v) for tp, v in sorted(per_group.items())]
-        return records
 
     # --- retention --------------------------------------------------------------------------
 

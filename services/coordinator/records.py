@@ -14,7 +14,11 @@ compact and self-describing, so `riverlog consume __consumer_offsets` is readabl
                      value null  (written first by each new owner: the fence, decision 0008)
 
 A null value is a tombstone (deleted group or expired offset). Key versions follow Kafka's
-(0/1 offsets, 2 group metadata), so one key's records replace each other as compaction would.
+(0/1 offsets, 2 group metadata). The topic is compacted (decision 0008): the log cleaner keeps
+the latest record of each key *by its bytes*, so a key is always encoded the same way (sorted
+names, no spaces, ASCII escapes) and must stay so across versions, and it drops a tombstone,
+with what it deleted, after `delete.retention.ms`. Owner markers have a key each and a null
+value: tombstones too, gone after that time (they only matter while the owner loads).
 """
 
 from __future__ import annotations

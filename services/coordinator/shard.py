@@ -32,7 +32,6 @@ T = TypeVar("T")
 Handler = Callable[[GroupCoordinator, Callable[[Any], None]], Outcome]
 
 _RETRY_S = 0.2
-_SNAPSHOT_BATCH = 1_000
 _LOAD_RETRY_MAX_S = 2.0
 _RETRIABLE_WRITE = frozenset(
     {
@@ -157,7 +156,6 @@ class Shard:
     async def _run(self) -> None:
         await self._load()
         self.coord.loaded()
-        await self._snapshot_if_long()
         self.ready = True
         log.info("__consumer_offsets-%d loaded (epoch %d)", self.partition, self.epoch)
         while True:
@@ -224,34 +222,6 @@ class Shard:
         )
         self._sequence += len(records)
         return last
-
-    async def _snapshot_if_long(self) -> None:
-        """No compaction yet (decision 0008): after a load that replayed far more records than
-        the live state, write the live state again and delete everything before it, so the next
-        load is short. Best effort: a failure only leaves the log long."""
-        live = self.coord.snapshot_records()
-        replayed = self.coord.records_replayed
-        if replayed <= max(self.config.offsets_snapshot_min_records, 2 * len(live)):
-            return
-        timeout = self.config.offsets_commit_timeout_ms
-        try:
-            first = -1
-            for start in range(0, len(live), _SNAPSHOT_BATCH):
-                chunk = live[start : start + _SNAPSHOT_BATCH]
-                last = await self._append_once(chunk, timeout)
-                if first < 0:
-                    first = last - len(chunk) + 1
-            if first >= 0:
-                await self.storage.delete_records(self.partition, first, timeout)
-            log.info(
-                "__consumer_offsets-%d: snapshot of %d records replaces %d (log starts at %d)",
-                self.partition,
-                len(live),
-                replayed,
-                first,
-            )
-        except RiverlogError as exc:
-            log.warning("__consumer_offsets-%d: snapshot failed: %s", self.partition, exc)
 
     async def _append(self, outcome: Outcome) -> ErrorCode:
         loop = asyncio.get_running_loop()

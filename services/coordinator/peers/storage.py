@@ -112,30 +112,10 @@ class StorageClient:
             raise RiverlogError(result.error_message or None, code)
         return int(result.last_offset)
 
-    async def delete_records(self, partition: int, before: int, timeout_ms: int) -> None:
-        """Move the partition's log start offset to `before` (Kafka's DeleteRecords)."""
-        request = data_pb2.DeleteRecordsRequest(
-            partitions=[
-                data_pb2.DeleteRecordsPartition(
-                    topic=OFFSETS_TOPIC, partition=partition, offset=before
-                )
-            ],
-            timeout_ms=timeout_ms,
-        )
-        try:
-            response = await self._stub(self._leader(partition)).DeleteRecords(
-                request, timeout=timeout_ms / 1000 + 1
-            )
-        except grpc.RpcError as exc:
-            raise from_rpc_error(exc) from exc
-        part = response.partitions[0]
-        code = code_of(part.error_code)
-        if code != ErrorCode.NONE:
-            raise RiverlogError(part.error_message or None, code)
-
     async def read(self, partition: int) -> AsyncIterator[Record]:
         """Every record of the partition from its log start up to the high watermark seen by
-        the first fetch (what was acknowledged before this owner took over)."""
+        the first fetch (what was acknowledged before this owner took over). The log is
+        compacted (decision 0014): offsets have gaps, some batches hold no record."""
         position = 0
         end: int | None = None
         while end is None or position < end:
@@ -166,23 +146,26 @@ class StorageClient:
             if end is None:
                 end = int(part.high_watermark)
                 position = max(position, int(part.log_start_offset))
-            moved = False
-            for record in iter_batches_records(part.records, position):
-                if record.offset >= end:
-                    return
-                position = record.offset + 1
-                moved = True
+            records, next_position = records_below(part.records, position, end)
+            for record in records:
                 yield record
-            if not moved and position < end:
-                # a batch larger than the fetch size or a gap (control batch): skip ahead
-                nxt = _next_offset(part.records, position)
-                if nxt <= position:
-                    raise RiverlogError(
-                        f"{OFFSETS_TOPIC}-{partition}: no progress reading at {position}",
-                        ErrorCode.CORRUPT_MESSAGE,
-                    )
-                position = nxt
+            if next_position <= position and position < end:
+                raise RiverlogError(
+                    f"{OFFSETS_TOPIC}-{partition}: no progress reading at {position}",
+                    ErrorCode.CORRUPT_MESSAGE,
+                )
+            position = next_position
 
 
-def _next_offset(data: bytes, position: int) -> int:
-    return next_fetch_offset(data, position)
+def records_below(data: bytes, position: int, end: int) -> tuple[list[Record], int]:
+    """Pure: the records of fetched `data` at or after `position` and below `end`, and where
+    the next fetch starts. That is after the last complete batch, not after the last record:
+    in a compacted log the records at the end of a batch may be gone, a batch may be an empty
+    header (a producer's last batch, kept for its sequence), and fetching from a removed
+    offset returns the batch that held it again."""
+    records = []
+    for record in iter_batches_records(data, position):
+        if record.offset >= end:
+            break
+        records.append(record)
+    return records, next_fetch_offset(data, position)

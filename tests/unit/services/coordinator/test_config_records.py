@@ -51,3 +51,31 @@ def test_records_round_trip() -> None:
     assert decode_key(owner_marker(2, 9).key) == OwnerKey(2, 9)
     with pytest.raises(ValueError):
         decode_key(b'{"v":99}')
+
+
+def test_keys_are_stable_bytes_per_logical_key_so_compaction_keeps_the_latest() -> None:
+    """The log cleaner compares key bytes: every record of one group or one committed offset
+    must carry the same key whatever its value (or tombstone), and different ones differ."""
+    tp = TopicPartition("orders", 3)
+    first = offset_record("g", tp, OffsetValue(1, -1, "", 1))
+    later = offset_record("g", tp, OffsetValue(2, 4, "m", 2))
+    tombstone = offset_record("g", tp, None)
+    assert first.key == later.key == tombstone.key
+    assert tombstone.value is None
+    assert first.key == b'{"g":"g","p":3,"t":"orders","v":1}'  # the bytes of existing logs
+    member = MemberValue("m-1", None, "c", "h", 1, 1, b"", b"")
+    stable = group_record("g", GroupValue("consumer", 1, "range", "m-1", 0, [member]))
+    empty = group_record("g", GroupValue("consumer", 2, None, None, 0, []))
+    deleted = group_record("g", None)
+    assert stable.key == empty.key == deleted.key == b'{"g":"g","v":2}'
+    assert deleted.value is None
+    keys = {
+        first.key,
+        stable.key,
+        offset_record("g", TopicPartition("orders", 4), None).key,
+        offset_record("h", tp, None).key,
+        group_record("g\u00e9", None).key,
+        owner_marker(1, 1).key,
+        owner_marker(1, 2).key,
+    }
+    assert len(keys) == 7

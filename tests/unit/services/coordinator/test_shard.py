@@ -24,17 +24,20 @@ TP = TopicPartition("t", 0)
 
 
 class FakeStorage:
-    def __init__(self, log: list[CoordinatorRecord]) -> None:
+    """A partition log in memory; `gone` offsets are those the log cleaner removed."""
+
+    def __init__(self, log: list[CoordinatorRecord], gone: frozenset[int] = frozenset()) -> None:
         self.log = list(log)
+        self.gone = gone
         self.appends: list[tuple[int, int, int]] = []
         self.refuse: ErrorCode | None = None
         self.loading = asyncio.Event()
-        self.deleted_before = -1
 
     async def read(self, partition: int) -> AsyncIterator[Record]:
         await self.loading.wait()
         for offset, r in enumerate(self.log):
-            yield Record(offset, 0, r.key, r.value, [])
+            if offset not in self.gone:
+                yield Record(offset, 0, r.key, r.value, [])
 
     async def append(
         self,
@@ -50,9 +53,6 @@ class FakeStorage:
         self.appends.append((partition, producer_epoch, base_sequence))
         self.log.extend(records)
         return len(self.log) - 1
-
-    async def delete_records(self, partition: int, before: int, timeout_ms: int) -> None:
-        self.deleted_before = before
 
 
 def commit(group: str, offset: int) -> object:
@@ -145,18 +145,31 @@ def test_write_errors_map_as_kafka() -> None:
     assert write_error(ErrorCode.MESSAGE_TOO_LARGE) == ErrorCode.UNKNOWN_SERVER_ERROR
 
 
-async def test_a_long_load_is_followed_by_a_snapshot_and_the_old_records_deleted() -> None:
-    history = [offset_record("g", TP, OffsetValue(i, -1, "", 0)) for i in range(10)]
-    storage = FakeStorage(history)
-    storage.loading.set()
-    config = CoordinatorConfig(offsets_snapshot_min_records=3)
-    shard = Shard(0, 2, config, SYSTEM_CLOCK, storage, lambda t: 1)  # type: ignore[arg-type]
-    shard.start()
-    try:
-        await _until_ready(shard)
-        # 10 commits + the marker were replayed; the live state is one offset
-        assert storage.deleted_before == 11
-        assert storage.log[11:] == [offset_record("g", TP, OffsetValue(9, -1, "", 0))]
-        assert await shard.submit(fetch("g")) == 9  # type: ignore[arg-type]
-    finally:
-        await shard.stop()
+async def test_a_compacted_log_with_gaps_and_tombstones_loads_the_live_state() -> None:
+    """What the log cleaner leaves: the latest record of each key at its original offset, and
+    tombstones (until delete.retention.ms). Loading it gives what loading the whole history
+    gave."""
+    other = TopicPartition("t", 1)
+    history = [
+        offset_record("g", TP, OffsetValue(1, -1, "", 0)),  # 0: replaced by 3
+        offset_record("g", other, OffsetValue(5, -1, "", 0)),  # 1: deleted by 4
+        offset_record("gone", TP, OffsetValue(8, -1, "", 0)),  # 2: deleted by 5 (group deleted)
+        offset_record("g", TP, OffsetValue(2, -1, "", 0)),  # 3
+        offset_record("g", other, None),  # 4: tombstone, kept
+        offset_record("gone", TP, None),  # 5: tombstone, kept
+        offset_record("h", TP, OffsetValue(4, -1, "", 0)),  # 6
+    ]
+    whole = FakeStorage(history)
+    compacted = FakeStorage(history, gone=frozenset({0, 1, 2}))
+    loaded: list[dict[str, dict[TopicPartition, int]]] = []
+    for storage in (whole, compacted):
+        storage.loading.set()
+        shard = Shard(0, 2, CoordinatorConfig(), SYSTEM_CLOCK, storage, lambda t: 1)  # type: ignore[arg-type]
+        shard.start()
+        try:
+            await _until_ready(shard)
+            offsets = shard.coord.offsets.offsets
+            loaded.append({g: {tp: v.offset for tp, v in o.items()} for g, o in offsets.items()})
+        finally:
+            await shard.stop()
+    assert loaded[0] == loaded[1] == {"g": {TP: 2}, "h": {TP: 4}}
