@@ -21,16 +21,13 @@ from riverlog.common.errors import ERRORS, ErrorCode, RiverlogError
 
 from ..config import MetadataConfig
 from ..image import MetadataImage
-from ..records import TopicRecord, partition_encode
-from ..store import Compare, Op
+from ..records import TopicRecord
 from . import topic_validation as v
+from . import topic_writes as writes
 from .election import ControllerElection
-from .partition_change import new_partition
 from .placement import NodePlacement, assign_replicas, start_index_for_new_partitions
 
 log = logging.getLogger(__name__)
-
-_OPS_PER_TXN = 100  # etcd's default --max-txn-ops is 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +112,14 @@ class TopicController:
                 )
         return results
 
+    async def _run(self, planned: Sequence[writes.Write]) -> bool:
+        """Run the writes in order through the fence; False (and nothing more written) as soon
+        as one's compares fail."""
+        for write in planned:
+            if await self.election.write(write.compares, write.ops) is None:
+                return False
+        return True
+
     # --- create ---------------------------------------------------------------------------------
 
     async def create_topics(
@@ -147,21 +152,8 @@ class TopicController:
             return ""
         topic_id = new_topic_id()
         record = TopicRecord(topic_id, partitions, configs, v.is_internal(topic.name))
-        topic_key = self.keys.topic(topic.name)
-        absent = Compare(topic_key, mod_revision=0)
-        # Clear leftovers of an interrupted create, then write partitions, then the record.
-        leftovers = Op(self.keys.partitions_of(topic.name), prefix=True)
-        if await self.election.write([absent], [leftovers]) is None:
+        if not await self._run(writes.create_topic(self.keys, topic.name, record, assignment)):
             raise _exists(topic.name)
-        ops = [
-            Op(self.keys.partition(topic.name, p), partition_encode(new_partition(p, replicas)))
-            for p, replicas in sorted(assignment.items())
-        ]
-        ops.append(Op(topic_key, record.encode()))
-        for start in range(0, len(ops), _OPS_PER_TXN):
-            chunk = ops[start : start + _OPS_PER_TXN]
-            if await self.election.write([absent], chunk) is None:
-                raise _exists(topic.name)
         log.info(
             "created topic %s (%s): %d partitions, rf %d", topic.name, topic_id, partitions, rf
         )
@@ -174,14 +166,7 @@ class TopicController:
             entry = await self.image.store.get(self.keys.topic(name))
             if entry is None:
                 raise _unknown(name)
-            ops = [
-                Op(self.keys.topic(name)),
-                Op(self.keys.partitions_of(name), prefix=True),
-            ]
-            if (
-                await self.election.write([Compare(self.keys.topic(name), entry.mod_revision)], ops)
-                is None
-            ):
+            if not await self._run([writes.delete_topic(self.keys, name, entry.mod_revision)]):
                 raise _unknown(name)
             log.info("deleted topic %s", name)
             return TopicRecord.decode(entry.value).topic_id
@@ -222,18 +207,11 @@ class TopicController:
         )
         if validate_only:
             return record.topic_id
-        same = Compare(self.keys.topic(name), entry.mod_revision)
-        ops = [
-            Op(self.keys.partition(name, p), partition_encode(new_partition(p, replicas)))
-            for p, replicas in sorted(assignment.items())
-        ]
-        grown = TopicRecord(record.topic_id, count, record.configs, record.internal)
-        ops.append(Op(self.keys.topic(name), grown.encode()))
-        for begin in range(0, len(ops), _OPS_PER_TXN):
-            if await self.election.write([same], ops[begin : begin + _OPS_PER_TXN]) is None:
-                raise RiverlogError(
-                    f"Topic {name} changed concurrently; retry.", ErrorCode.INVALID_PARTITIONS
-                )
+        grow = writes.add_partitions(self.keys, name, record, count, assignment, entry.mod_revision)
+        if not await self._run(grow):
+            raise RiverlogError(
+                f"Topic {name} changed concurrently; retry.", ErrorCode.INVALID_PARTITIONS
+            )
         log.info("topic %s: %d → %d partitions", name, record.partitions, count)
         return record.topic_id
 
@@ -251,9 +229,8 @@ class TopicController:
                 configs = v.apply_config_ops(record.configs, changes[i][1])
                 if validate_only:
                     return record.topic_id
-                new = TopicRecord(record.topic_id, record.partitions, configs, record.internal)
-                same = Compare(self.keys.topic(name), entry.mod_revision)
-                if await self.election.write([same], [Op(self.keys.topic(name), new.encode())]):
+                write = writes.alter_configs(self.keys, name, record, configs, entry.mod_revision)
+                if await self._run([write]):
                     log.info("topic %s configs: %s", name, configs)
                     return record.topic_id
             raise RiverlogError(f"Topic {name} keeps changing; retry.", ErrorCode.INVALID_REQUEST)
