@@ -90,7 +90,10 @@ def plan_assignment(
 
 
 def offsets_topic_configs(replication_factor: int) -> tuple[tuple[str, str], ...]:
+    """Kafka's __consumer_offsets: compacted (the latest commit of each key stays), never
+    deleted by age."""
     return (
+        ("cleanup.policy", "compact"),
         ("min.insync.replicas", "2" if replication_factor >= 3 else "1"),
         ("retention.ms", "-1"),
     )

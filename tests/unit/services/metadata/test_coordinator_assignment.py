@@ -50,6 +50,7 @@ def test_no_live_coordinator_leaves_partitions_ownerless() -> None:
 def test_offsets_topic_configs() -> None:
     assert dict(offsets_topic_configs(3))["min.insync.replicas"] == "2"
     assert dict(offsets_topic_configs(1))["min.insync.replicas"] == "1"
+    assert dict(offsets_topic_configs(3))["cleanup.policy"] == "compact"
 
 
 def test_a_restarted_owner_keeps_its_partitions_under_a_new_epoch() -> None:
