@@ -21,12 +21,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from riverlog.common.clock import Clock
-from riverlog.common.cluster import ClusterImage, MetadataWatcher
-from riverlog.common.cluster.image import OFFSETS_TOPIC, group_partition
+from riverlog.common.cluster.image import OFFSETS_TOPIC, ClusterImage, ImageFeed, group_partition
 from riverlog.common.errors import ErrorCode, RiverlogError
 
 from .config import CoordinatorConfig
-from .peers.storage import StorageClient
+from .offsets_log import OffsetsLog
 from .shard import Shard
 
 log = logging.getLogger(__name__)
@@ -67,8 +66,8 @@ class Ownership:
         node_id: int,
         config: CoordinatorConfig,
         clock: Clock,
-        watcher: MetadataWatcher,
-        storage: StorageClient,
+        watcher: ImageFeed,
+        storage: OffsetsLog,
         incarnation: int = 0,
     ) -> None:
         self.node_id = node_id

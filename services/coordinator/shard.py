@@ -23,7 +23,7 @@ from .config import CoordinatorConfig
 from .coordinator import GroupCoordinator
 from .group.assignment import PartitionCounts
 from .group.outcome import Outcome
-from .peers.storage import StorageClient
+from .offsets_log import OffsetsLog
 from .records import CoordinatorRecord, owner_marker
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ class Shard:
         epoch: int,
         config: CoordinatorConfig,
         clock: Clock,
-        storage: StorageClient,
+        storage: OffsetsLog,
         counts: PartitionCounts,
         owner_id: int = -1,
     ) -> None:

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from riverlog.common.cluster import ClusterImage, NodeInfo, TopicInfo
+from riverlog.common.cluster.image import ClusterImage, NodeInfo, TopicInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
 
 from .config import GatewayConfig

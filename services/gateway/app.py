@@ -23,6 +23,7 @@ from riverlog.common.cluster import (
     MetadataWatcher,
     NodeInfo,
 )
+from riverlog.common.cluster.quota_watcher import ClientQuotaWatcher
 from riverlog.common.errors import RiverlogError
 from riverlog.common.node import NodeOptions, parse_node_args, run_node
 from riverlog.common.rpc.server import RpcServer
@@ -38,6 +39,7 @@ from .offsets import Offsets
 from .peers.coordinator import CoordinatorPeers
 from .peers.metadata import MetadataPeer
 from .peers.producer_ids import block_source
+from .peers.quota import QuotaReporter
 from .peers.storage import StoragePeers
 from .produce import Producer
 from .producer_ids import ProducerIdAllocator
@@ -82,7 +84,12 @@ class Gateway:
         producer = Producer(router, self.storage, config)
         fetcher = Fetcher(router, self.storage, config)
         self.enforcement = Enforcement(
-            config, self.client, options.node_id, lambda: self.watcher.image
+            config,
+            options.node_id,
+            ClientQuotaWatcher(self.client, options.node_id),
+            lambda view, clock, interval_ms: QuotaReporter(
+                view, lambda: self.watcher.image, clock, interval_ms
+            ),
         )
         families = Families(
             config=config,

@@ -6,7 +6,9 @@ of the authenticator), the local measurement (`LocalQuotaView` behind `GatewayQu
 request path), and the background exchange with the quota service (`QuotaReporter`). Start-up
 waits briefly for the first quota image so a restarted gateway does not serve a throttled client
 unthrottled, but never fails on it: with no image yet, no quota applies and only ANONYMOUS
-calls are served (credentials cannot be checked), which the log says.
+calls are served (credentials cannot be checked), which the log says. The watcher and the
+reporter are gRPC clients: the app makes them (`client_quota_watcher`, `peers/quota.py`) and
+hands them in, so this module stays free of transport code.
 """
 
 from __future__ import annotations
@@ -14,10 +16,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from riverlog.common.clock import Clock, SystemClock
-from riverlog.common.cluster import ClusterImage, MetadataClient
-from riverlog.common.cluster.quota_watcher import ClientQuotaWatcher
 from riverlog.common.quota.credentials import CredentialChecker, StoredCredential
 from riverlog.common.quota.exchange import LocalQuotaView
 from riverlog.common.quota.resolver import QuotaResolver
@@ -25,7 +26,6 @@ from riverlog.common.quota.window import WindowConfig
 
 from .auth import Authenticator
 from .config import GatewayConfig
-from .peers.quota import QuotaReporter
 from .quotas import GatewayQuotas
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,30 @@ _HOLD_RECHECK_MS = 10
 """A held request looks again this often: the answer that ends a hold may come any time."""
 
 
+QuotaListener = Callable[[QuotaResolver, dict[str, StoredCredential]], None]
+
+
+class QuotaFeed(Protocol):
+    """What enforcement needs of `ClientQuotaWatcher` (the WatchClientQuotas stream)."""
+
+    @property
+    def version(self) -> int: ...
+
+    def add_listener(self, callback: QuotaListener) -> None: ...
+
+    async def start(self, timeout_s: float) -> bool: ...
+
+    async def stop(self) -> None: ...
+
+
+class Reporter(Protocol):
+    """What enforcement needs of `peers.quota.QuotaReporter` (the background exchange)."""
+
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
 class Enforcement:
     """Lifecycle: built with the gateway; `await start()` once the metadata snapshot is in,
     `await stop()` at shutdown. Everything runs on the gateway's event loop."""
@@ -42,11 +66,12 @@ class Enforcement:
     def __init__(
         self,
         config: GatewayConfig,
-        client: MetadataClient,
         node_id: int,
-        image: Callable[[], ClusterImage],
+        watcher: QuotaFeed,
+        reporter: Callable[[LocalQuotaView, Clock, int], Reporter],
         clock: Clock | None = None,
     ) -> None:
+        """`reporter(view, clock, interval_ms)` makes the background reporter of the view."""
         self.clock = clock or SystemClock()
         window = WindowConfig.from_kafka(config.quota_window_num, config.quota_window_size_seconds)
         gateway_id = f"gateway-{node_id}-{time.time_ns()}"
@@ -56,9 +81,9 @@ class Enforcement:
         )
         self.quotas = GatewayQuotas(self.view, self.clock, _HOLD_RECHECK_MS)
         self.auth = Authenticator(CredentialChecker(), config.allow_anonymous)
-        self.watcher = ClientQuotaWatcher(client, node_id)
+        self.watcher = watcher
         self.watcher.add_listener(self._on_image)
-        self.reporter = QuotaReporter(self.view, image, self.clock, interval)
+        self.reporter = reporter(self.view, self.clock, interval)
 
     def _on_image(self, resolver: QuotaResolver, users: dict[str, StoredCredential]) -> None:
         self.quotas.update_resolver(resolver)

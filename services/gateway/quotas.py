@@ -23,7 +23,9 @@ storage, a coordinator or a long poll are not charged, as Kafka charges handler-
 and not purgatory time).
 
 All accounting is local (`LocalQuotaView`); the background reporter (`peers/quota.py`) merges
-the quota service's cluster-wide holds and allowances into the same view.
+the quota service's cluster-wide holds and allowances into the same view. Everything here is in
+plain numbers (bytes, milliseconds, nanoseconds); applying them to the protos (a capped
+`max_bytes`, an emptied fetch answer) is `rpc/request_quota.py`'s work.
 """
 
 from __future__ import annotations
@@ -35,7 +37,6 @@ from riverlog.common.clock import Clock
 from riverlog.common.quota.entity import QuotaType
 from riverlog.common.quota.exchange import LocalQuotaView
 from riverlog.common.quota.resolver import QuotaResolver
-from riverlog.v1 import data_pb2
 
 from .context import UNKNOWN_CLIENT, RequestContext
 
@@ -107,38 +108,26 @@ class GatewayQuotas:
         user, client_id = _who(ctx)
         return max(throttle, self.view.record_request_time(user, client_id, handler_ns))
 
-    async def before_fetch(self, ctx: RequestContext, request: data_pb2.FetchRequest) -> int:
+    async def before_fetch(self, ctx: RequestContext, max_bytes: int) -> tuple[int, int]:
         """Wait while the request quota holds the entity; then the fetch quota's remaining
-        hold (answer empty with it when positive). Caps the request's max_bytes."""
+        hold (answer empty with it when positive) and the fetch's `max_bytes` capped at one
+        sample's worth of the quota (0 or less asks for the cap)."""
         if not self._any:
-            return 0
+            return 0, max_bytes
         await self._hold(_REQUEST_HOLD, ctx)
         user, client_id = _who(ctx)
         held = self.view.throttle_time_ms(QuotaType.FETCH, user, client_id)
         if held > 0:
-            return held
+            return held, max_bytes
         resolved = self.view.resolve(QuotaType.FETCH, user, client_id)
         if resolved is not None:
             # Kafka caps at the whole window; one sample's worth keeps delivery smooth, since
             # with the quota service a larger fetch is paid back over several seconds
             window = self.view.manager(QuotaType.FETCH).window
             limit = max(int(resolved.bound * window.sample_ms / 1000), 1)
-            if request.max_bytes <= 0 or request.max_bytes > limit:
-                request.max_bytes = limit
-        return 0
-
-    def after_fetch(
-        self, ctx: RequestContext, response: data_pb2.FetchResponse, handler_ns: int
-    ) -> int:
-        """Record a handled fetch; when it crosses the bound, empty `response` and take its
-        bytes back. Returns the throttle time."""
-        if not self._any:
-            return 0
-        size = sum(len(p.records) for p in response.partitions)
-        throttle, emptied = self.fetched_records(ctx, size, handler_ns)
-        if emptied:
-            empty(response)
-        return throttle
+            if max_bytes <= 0 or max_bytes > limit:
+                max_bytes = limit
+        return 0, max_bytes
 
     def fetched_records(self, ctx: RequestContext, size: int, handler_ns: int) -> tuple[int, bool]:
         """Record a fetch's `size` bytes and judge: the throttle time for the response, and
@@ -153,15 +142,3 @@ class GatewayQuotas:
             return throttle, False  # within the bound; a spent share only delays the next one
         self.view.unrecord_local(QuotaType.FETCH, user, client_id, size)
         return max(throttle, 1), True
-
-
-def produce_size(request: data_pb2.ProduceRequest) -> int:
-    """The batch bytes of a produce request (what producer_byte_rate measures)."""
-    return sum(len(p.records) for p in request.partitions)
-
-
-def empty(response: data_pb2.FetchResponse) -> None:
-    """Drop the records of every partition (offsets and watermarks stay)."""
-    for partition in response.partitions:
-        partition.records = b""
-        partition.zero_copy_records_size = 0

@@ -57,8 +57,8 @@ from .replica.produce import ProduceHandler
 from .replica.purgatory import Purgatory
 from .replica.replica_manager import ReplicaManager
 from .rpc.servicer import SERVICE_NAME, StorageServicer
+from .rpc.zerocopy import ZeroCopyServer
 from .tasks import PeriodicTasks
-from .zerocopy.server import ZeroCopyServer
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 
-from riverlog.common.cluster import ClusterImage, MetadataWatcher
-from riverlog.common.cluster.image import OFFSETS_TOPIC
+from riverlog.common.cluster.image import OFFSETS_TOPIC, ClusterImage, ImageFeed
 from riverlog.common.errors import ErrorCode, RiverlogError
 
 log = logging.getLogger(__name__)
@@ -51,7 +50,7 @@ class OffsetsTopicCompaction:
     Lifecycle: `start()` once the watcher follows the cluster, `await stop()` at shutdown
     (cancels a pending attempt; start-up and serving never wait for it)."""
 
-    def __init__(self, watcher: MetadataWatcher, set_configs: SetConfigs) -> None:
+    def __init__(self, watcher: ImageFeed, set_configs: SetConfigs) -> None:
         self.watcher = watcher
         self.set_configs = set_configs
         self.done = False

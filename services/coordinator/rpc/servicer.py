@@ -11,7 +11,7 @@ from typing import Any
 
 import grpc
 
-from riverlog.common.cluster.image import find_coordinator_to_proto
+from riverlog.common.cluster.convert import find_coordinator_to_proto
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.v1 import coordinator_pb2 as pb
 from riverlog.v1 import coordinator_pb2_grpc

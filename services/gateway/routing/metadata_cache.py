@@ -14,8 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from riverlog.common.cluster import ClusterImage, NodeInfo, TopicInfo
-from riverlog.common.cluster.watcher import Listener
+from riverlog.common.cluster.image import ClusterImage, Listener, NodeInfo, TopicInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 

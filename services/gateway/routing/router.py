@@ -17,8 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Final, Protocol, TypeVar
 
-from riverlog.common.cluster import NodeInfo
-from riverlog.common.cluster.image import NodeKey
+from riverlog.common.cluster.image import NodeInfo, NodeKey
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 

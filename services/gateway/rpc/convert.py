@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from riverlog.common.cluster.image import node_to_proto, topic_to_proto
+from riverlog.common.cluster.convert import node_to_proto, topic_to_proto
 from riverlog.common.records import Record
 from riverlog.common.types import TopicPartition
 from riverlog.v1 import admin_pb2, common_pb2, data_pb2, gateway_pb2

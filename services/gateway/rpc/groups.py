@@ -1,19 +1,23 @@
 """The Gateway's consumer-group RPCs (coordinator.proto messages), mixed into the servicer:
 each builds the request context, fills what the gateway knows of the caller (client id and
 host for JoinGroup), and hands the call to the `GroupRouter`, which finds the group's
-coordinator and retries coordinator moves until the deadline."""
+coordinator and retries coordinator moves until the deadline. The proto work of the requests
+the gateway splits or merges (ListGroups over every coordinator, DescribeGroups and
+DeleteGroups per group) and FindCoordinator's answer from the image are here."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from riverlog.common.cluster.convert import find_coordinator_to_proto
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.v1 import coordinator_pb2 as pb
 
-from ..context import Deadline, RequestContext
+from ..context import Deadline, RequestContext, measured
 from ..groups import GroupRouter
 
 if TYPE_CHECKING:
@@ -44,6 +48,81 @@ def routed(method: str, response_type: type[Any]) -> Handler:
     return call
 
 
+def find(router: GroupRouter, request: pb.FindCoordinatorRequest) -> pb.FindCoordinatorResponse:
+    return find_coordinator_to_proto(router.cache.image, request.keys)
+
+
+async def list_groups(
+    router: GroupRouter, request: pb.ListGroupsRequest, deadline: Deadline
+) -> pb.ListGroupsResponse:
+    """Every live coordinator's groups, each group once; the last error of any that failed."""
+    out = pb.ListGroupsResponse()
+    results = await asyncio.gather(
+        *(
+            measured(router.peers.call(n, "ListGroups", request, deadline.remaining()))
+            for n in router.coordinators()
+        ),
+        return_exceptions=True,
+    )
+    seen: set[str] = set()
+    for result in results:
+        if isinstance(result, BaseException):
+            out.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE  # type: ignore[assignment]
+            out.error_message = str(result)
+            continue
+        if result.error_code != ErrorCode.NONE:
+            out.error_code, out.error_message = result.error_code, result.error_message
+        for group in result.groups:
+            if group.group_id not in seen:
+                seen.add(group.group_id)
+                out.groups.append(group)
+    return out
+
+
+async def describe_groups(
+    router: GroupRouter, request: pb.DescribeGroupsRequest, deadline: Deadline
+) -> pb.DescribeGroupsResponse:
+    """One DescribeGroups per group, each to its own coordinator."""
+
+    async def one(group_id: str) -> pb.DescribeGroupsResponse:
+        single = pb.DescribeGroupsRequest(groups=[group_id])
+        answer = await router.call(
+            group_id, "DescribeGroups", single, pb.DescribeGroupsResponse, deadline
+        )
+        if not answer.groups:
+            answer.groups.add(
+                group_id=group_id, error_code=answer.error_code, error_message=answer.error_message
+            )
+        return answer
+
+    out = pb.DescribeGroupsResponse()
+    for answer in await asyncio.gather(*(measured(one(g)) for g in request.groups)):
+        out.groups.extend(answer.groups)
+    return out
+
+
+async def delete_groups(
+    router: GroupRouter, request: pb.DeleteGroupsRequest, deadline: Deadline
+) -> pb.DeleteGroupsResponse:
+    """One DeleteGroups per group, each to its own coordinator."""
+
+    async def one(group_id: str) -> pb.DeleteGroupsResponse:
+        single = pb.DeleteGroupsRequest(groups=[group_id])
+        answer = await router.call(
+            group_id, "DeleteGroups", single, pb.DeleteGroupsResponse, deadline
+        )
+        if not answer.results:
+            answer.results.add(
+                group_id=group_id, error_code=answer.error_code, error_message=answer.error_message
+            )
+        return answer
+
+    out = pb.DeleteGroupsResponse()
+    for answer in await asyncio.gather(*(measured(one(g)) for g in request.groups)):
+        out.results.extend(answer.results)
+    return out
+
+
 class GroupMethods:
     """Mixin of `GatewayServicer`; reads the router from the servicer's families (`f`)."""
 
@@ -64,7 +143,7 @@ class GroupMethods:
         self, request: pb.FindCoordinatorRequest, context: grpc.aio.ServicerContext
     ) -> pb.FindCoordinatorResponse:
         self._context("FindCoordinator", context)
-        return self._router().find(request)
+        return find(self._router(), request)
 
     async def JoinGroup(
         self, request: pb.JoinGroupRequest, context: grpc.aio.ServicerContext
@@ -94,16 +173,16 @@ class GroupMethods:
         self, request: pb.ListGroupsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListGroupsResponse:
         ctx = self._context("ListGroups", context)
-        return await self._router().list_groups(request, ctx.deadline)
+        return await list_groups(self._router(), request, ctx.deadline)
 
     async def DescribeGroups(
         self, request: pb.DescribeGroupsRequest, context: grpc.aio.ServicerContext
     ) -> pb.DescribeGroupsResponse:
         ctx = self._context("DescribeGroups", context)
-        return await self._router().describe_groups(request, ctx)
+        return await describe_groups(self._router(), request, ctx.deadline)
 
     async def DeleteGroups(
         self, request: pb.DeleteGroupsRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteGroupsResponse:
         ctx = self._context("DeleteGroups", context)
-        return await self._router().delete_groups(request, ctx)
+        return await delete_groups(self._router(), request, ctx.deadline)

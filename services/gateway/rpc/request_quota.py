@@ -7,7 +7,9 @@ quota holds it back, runs the method with its steps timed (`HandlerTime`), recor
 and puts the throttle time in the response's `throttle_time_ms`. Produce and fetch keep their
 own checks (their byte quotas decide what the answer holds), so for them the wrapper only
 times the handler and they charge it themselves. Streams time each request of the stream.
-Without any quota configured the wrapper only makes the context.
+Without any quota configured the wrapper only makes the context. The byte quotas' proto side
+is here too: a produce request's batch bytes, a fetch's capped `max_bytes`, and a throttled
+fetch answer emptied (`GatewayQuotas` itself works on numbers).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import grpc
 
-from riverlog.v1 import gateway_pb2
+from riverlog.v1 import data_pb2, gateway_pb2
 
 from ..context import RequestContext
 
@@ -34,6 +36,39 @@ class _Servicer(Protocol):
 
     @property
     def quotas(self) -> GatewayQuotas | None: ...
+
+
+def produce_size(request: data_pb2.ProduceRequest) -> int:
+    """The batch bytes of a produce request (what producer_byte_rate measures)."""
+    return sum(len(p.records) for p in request.partitions)
+
+
+def empty(response: data_pb2.FetchResponse) -> None:
+    """Drop the records of every partition (offsets and watermarks stay)."""
+    for partition in response.partitions:
+        partition.records = b""
+        partition.zero_copy_records_size = 0
+
+
+async def before_fetch(
+    quotas: GatewayQuotas, ctx: RequestContext, request: data_pb2.FetchRequest
+) -> int:
+    """`GatewayQuotas.before_fetch` on a request: caps its `max_bytes`; the hold to answer
+    with (positive: answer empty)."""
+    held, request.max_bytes = await quotas.before_fetch(ctx, request.max_bytes)
+    return held
+
+
+def after_fetch(
+    quotas: GatewayQuotas, ctx: RequestContext, response: data_pb2.FetchResponse, handler_ns: int
+) -> int:
+    """Record a handled fetch; when it crosses the bound, empty `response` (its bytes are
+    taken back). Returns the throttle time."""
+    size = sum(len(p.records) for p in response.partitions)
+    throttle, emptied = quotas.fetched_records(ctx, size, handler_ns)
+    if emptied:
+        empty(response)
+    return throttle
 
 
 def unary_methods() -> list[str]:

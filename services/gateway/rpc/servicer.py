@@ -35,12 +35,13 @@ from ..offsets import Offsets
 from ..peers.metadata import MetadataPeer
 from ..produce import Acks, ProduceOptions, ProducePart, ProducePartResult, Producer
 from ..producer_ids import ProducerIdAllocator
-from ..quotas import GatewayQuotas, produce_size
+from ..quotas import GatewayQuotas
 from ..records import PlainRecords
 from ..streams import Pipeline
 from . import convert
 from .admin import AdminMethods
 from .groups import GroupMethods
+from .request_quota import after_fetch, before_fetch, produce_size
 from .request_quota import install as install_request_quota
 
 log = logging.getLogger(__name__)
@@ -215,7 +216,7 @@ class GatewayServicer(AdminMethods, GroupMethods, gateway_pb2_grpc.GatewayServic
         held (it waits, then asks again)."""
         quotas = self.f.quotas
         if quotas is not None:
-            held = await quotas.before_fetch(ctx, request)
+            held = await before_fetch(quotas, ctx, request)
             if held > 0:
                 return data_pb2.FetchResponse(
                     throttle_time_ms=held, correlation_id=request.correlation_id
@@ -224,7 +225,7 @@ class GatewayServicer(AdminMethods, GroupMethods, gateway_pb2_grpc.GatewayServic
         results = await fetch(ctx, options, parts)
         response = convert.fetch_to_proto(results, request.correlation_id)
         if quotas is not None:
-            response.throttle_time_ms = quotas.after_fetch(ctx, response, ctx.work.elapsed_ns())
+            response.throttle_time_ms = after_fetch(quotas, ctx, response, ctx.work.elapsed_ns())
         return response
 
     async def InitProducerId(
@@ -271,7 +272,7 @@ class GatewayServicer(AdminMethods, GroupMethods, gateway_pb2_grpc.GatewayServic
         quotas = self.f.quotas
         sized = data_pb2.FetchRequest(max_bytes=request.max_bytes)  # capped by the quota
         if quotas is not None:
-            held = await quotas.before_fetch(ctx, sized)
+            held = await before_fetch(quotas, ctx, sized)
             if held > 0:
                 return gateway_pb2.FetchRecordsResponse(
                     next_offset=request.offset, throttle_time_ms=held

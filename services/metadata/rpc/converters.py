@@ -1,5 +1,5 @@
 """Converters between the metadata protos and the service's domain types (`x_to_proto` /
-`x_from_proto`). The image types' own converters live in `riverlog.common.cluster.image`."""
+`x_from_proto`). The image types' own converters live in `riverlog.common.cluster.convert`."""
 
 from __future__ import annotations
 
@@ -8,12 +8,8 @@ from typing import TypeVar
 
 from google.protobuf.message import Message
 
-from riverlog.common.cluster.image import (
-    ClusterImage,
-    node_to_proto,
-    partition_to_proto,
-    topic_to_proto,
-)
+from riverlog.common.cluster.convert import node_to_proto, partition_to_proto, topic_to_proto
+from riverlog.common.cluster.image import ClusterImage
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.v1 import admin_pb2, common_pb2, metadata_pb2
 

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from riverlog.common.cluster.image import delta_to_proto, node_from_proto
+from riverlog.common.cluster.convert import delta_to_proto, node_from_proto
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.v1 import admin_pb2, metadata_pb2, metadata_pb2_grpc
 

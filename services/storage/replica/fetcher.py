@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from riverlog.common.cluster import NodeInfo
+from riverlog.common.cluster.image import NodeInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.records.header import InvalidBatchError, parse_header
 from riverlog.common.types import TopicPartition

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from riverlog.common.clock import SYSTEM_CLOCK, Clock
-from riverlog.common.cluster import PartitionInfo
+from riverlog.common.cluster.image import PartitionInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 

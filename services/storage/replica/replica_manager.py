@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Final
 
 from riverlog.common.clock import SYSTEM_CLOCK, Clock
-from riverlog.common.cluster import ClusterImage, PartitionInfo, TopicInfo
+from riverlog.common.cluster.image import ClusterImage, PartitionInfo, TopicInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 

@@ -1,6 +1,7 @@
 """The zero-copy fetch channel: a TCP server on `--zero-copy-port` that answers FetchRequests
 with the stored batches sent by `os.sendfile`, from the segment files to the socket, without
-passing them through Python buffers or a protobuf message.
+passing them through Python buffers or a protobuf message. A transport beside the gRPC
+servicer, so it lives with the adapters in `rpc/`.
 
 Framing (see `riverlog.common.zerocopy`, which holds the client): the client sends
 [u32 length][FetchRequest]; the server answers [u32 length][FetchResponse whose partitions
@@ -32,7 +33,7 @@ from riverlog.v1 import data_pb2
 from ..log import FetchSlice
 from ..replica.fetch import FetchHandler, close_results
 from ..replica.requests import FetchPartitionResult, StoredRecords
-from ..rpc.converters import fetch_params_from_proto, fetch_response_to_proto
+from .converters import fetch_params_from_proto, fetch_response_to_proto
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ import pytest
 from metadata_procs import run
 
 from riverlog.common.cluster import MembershipSession, MetadataClient, MetadataWatcher, NodeInfo
-from riverlog.common.cluster.image import node_to_proto
+from riverlog.common.cluster.convert import node_to_proto
 from riverlog.common.errors import ErrorCode
 from riverlog.v1 import metadata_pb2
 

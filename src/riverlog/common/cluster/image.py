@@ -1,32 +1,23 @@
 """The cluster image every process follows: immutable dataclasses for nodes, topics and
-partitions, the delta that moves an image forward, and converters to and from the protos.
+partitions, and the delta that moves an image forward. Pure values: no protos here (their
+converters are in `convert.py`), so domain code of every service may use them.
 
 The metadata service builds `ClusterImage`s from etcd and publishes `ClusterDelta`s on its
 Watch stream (`MetadataUpdate` on the wire); storage nodes, gateways and coordinators hold the
-same `ClusterImage` and move it with `apply(update)`. Images are values: `apply` returns a new
-image and never mutates the old one, so a listener can compare old and new freely.
+same `ClusterImage` and move it with `apply_delta(delta)`. Images are values: `apply_delta`
+returns a new image and never mutates the old one, so a listener can compare old and new freely.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Final
+from typing import Final, Protocol
 
 from riverlog.common.assignors.javaorder import java_string_hash
-from riverlog.common.errors import ErrorCode
-from riverlog.v1 import common_pb2, coordinator_pb2, metadata_pb2
 
 NODE_KINDS: Final = ("storage", "gateway", "coordinator", "quota", "metadata")
-_KIND_TO_PROTO: Final[dict[str, int]] = {
-    "storage": common_pb2.NODE_KIND_STORAGE,
-    "gateway": common_pb2.NODE_KIND_GATEWAY,
-    "coordinator": common_pb2.NODE_KIND_COORDINATOR,
-    "quota": common_pb2.NODE_KIND_QUOTA,
-    "metadata": common_pb2.NODE_KIND_METADATA,
-}
-_KIND_FROM_PROTO: Final[dict[int, str]] = {v: k for k, v in _KIND_TO_PROTO.items()}
 
 NodeKey = tuple[str, int]
 
@@ -127,10 +118,6 @@ class ClusterImage:
     def empty(cls) -> ClusterImage:
         return cls()
 
-    def apply(self, update: metadata_pb2.MetadataUpdate) -> ClusterImage:
-        """The image after a Watch update (see `apply_delta`)."""
-        return self.apply_delta(delta_from_proto(update))
-
     def apply_delta(self, delta: ClusterDelta) -> ClusterImage:
         """Pure: a snapshot replaces everything, a delta upserts and removes. An update older
         than this image is ignored (a delta at this image's version too), except a snapshot
@@ -229,161 +216,24 @@ class ClusterImage:
         )
 
 
-# --- converters -------------------------------------------------------------------------------
+Listener = Callable[[ClusterImage, ClusterImage], Awaitable[None] | None]
+"""Called with the old and the new image after each change."""
 
 
-def kind_to_proto(kind: str) -> int:
-    try:
-        return _KIND_TO_PROTO[kind]
-    except KeyError:
-        raise ValueError(f"unknown node kind {kind!r}") from None
+class ImageFeed(Protocol):
+    """What domain code needs of whoever follows the cluster (`MetadataWatcher` in a process,
+    a fake in tests): the current image and change listeners."""
 
+    @property
+    def image(self) -> ClusterImage: ...
 
-def kind_from_proto(value: int) -> str:
-    """The kind name for a NodeKind value; raises ValueError for UNSPECIFIED/unknown."""
-    try:
-        return _KIND_FROM_PROTO[value]
-    except KeyError:
-        raise ValueError(f"unknown node kind {value}") from None
+    def add_listener(self, callback: Listener) -> None: ...
 
+    def remove_listener(self, callback: Listener) -> None: ...
 
-def node_to_proto(node: NodeInfo) -> common_pb2.Node:
-    return common_pb2.Node(
-        node_id=node.node_id,
-        kind=kind_to_proto(node.kind),  # type: ignore[arg-type]
-        host=node.host,
-        port=node.port,
-        rack=node.rack,
-        zero_copy_port=node.zero_copy_port,
-        incarnation=node.incarnation,
-    )
-
-
-def node_from_proto(msg: common_pb2.Node) -> NodeInfo:
-    return NodeInfo(
-        kind=kind_from_proto(msg.kind),
-        node_id=msg.node_id,
-        host=msg.host,
-        port=msg.port,
-        rack=msg.rack,
-        zero_copy_port=msg.zero_copy_port,
-        incarnation=msg.incarnation,
-    )
-
-
-def partition_to_proto(p: PartitionInfo) -> common_pb2.PartitionState:
-    return common_pb2.PartitionState(
-        partition=p.partition,
-        leader=p.leader,
-        leader_epoch=p.leader_epoch,
-        replicas=list(p.replicas),
-        isr=list(p.isr),
-        partition_epoch=p.partition_epoch,
-    )
-
-
-def partition_from_proto(msg: common_pb2.PartitionState) -> PartitionInfo:
-    return PartitionInfo(
-        partition=msg.partition,
-        leader=msg.leader,
-        leader_epoch=msg.leader_epoch,
-        replicas=tuple(msg.replicas),
-        isr=tuple(msg.isr),
-        partition_epoch=msg.partition_epoch,
-    )
-
-
-def configs_to_proto(configs: Mapping[str, str]) -> list[common_pb2.ConfigEntry]:
-    return [common_pb2.ConfigEntry(name=k, value=configs[k]) for k in sorted(configs)]
-
-
-def topic_to_proto(topic: TopicInfo) -> common_pb2.TopicMetadata:
-    return common_pb2.TopicMetadata(
-        name=topic.name,
-        topic_id=topic.topic_id,
-        partitions=[partition_to_proto(p) for p in topic.partitions],
-        configs=configs_to_proto(topic.configs),
-        internal=topic.internal,
-    )
-
-
-def topic_from_proto(msg: common_pb2.TopicMetadata) -> TopicInfo:
-    return TopicInfo(
-        name=msg.name,
-        topic_id=msg.topic_id,
-        partitions=tuple(partition_from_proto(p) for p in msg.partitions),
-        configs=MappingProxyType({c.name: c.value for c in msg.configs}),
-        internal=msg.internal,
-    )
-
-
-def _known_nodes(msgs: Iterable[common_pb2.Node]) -> tuple[NodeInfo, ...]:
-    """Nodes of kinds this build knows; a newer server's kinds are skipped, not fatal."""
-    return tuple(node_from_proto(m) for m in msgs if m.kind in _KIND_FROM_PROTO)
-
-
-def delta_to_proto(delta: ClusterDelta) -> metadata_pb2.MetadataUpdate:
-    return metadata_pb2.MetadataUpdate(
-        version=delta.version,
-        controller_id=delta.controller_id,
-        controller_epoch=delta.controller_epoch,
-        snapshot=delta.snapshot,
-        nodes=[node_to_proto(n) for n in delta.nodes],
-        removed_nodes=[
-            common_pb2.Node(kind=kind_to_proto(kind), node_id=node_id)  # type: ignore[arg-type]
-            for kind, node_id in delta.removed_nodes
-        ],
-        topics=[topic_to_proto(t) for t in delta.topics],
-        removed_topics=list(delta.removed_topics),
-        cluster_id=delta.cluster_id,
-        coordinator_assignments=[
-            metadata_pb2.CoordinatorAssignment(
-                partition=c.partition,
-                coordinator_id=c.coordinator_id,
-                coordinator_epoch=c.epoch,
-                coordinator_incarnation=c.incarnation,
-            )
-            for c in delta.coordinators
-        ],
-    )
-
-
-def delta_from_proto(msg: metadata_pb2.MetadataUpdate) -> ClusterDelta:
-    return ClusterDelta(
-        version=msg.version,
-        controller_id=msg.controller_id,
-        controller_epoch=msg.controller_epoch,
-        cluster_id=msg.cluster_id,
-        snapshot=msg.snapshot,
-        nodes=_known_nodes(msg.nodes),
-        removed_nodes=tuple(
-            (_KIND_FROM_PROTO[m.kind], m.node_id)
-            for m in msg.removed_nodes
-            if m.kind in _KIND_FROM_PROTO
-        ),
-        topics=tuple(topic_from_proto(t) for t in msg.topics),
-        removed_topics=tuple(msg.removed_topics),
-        coordinators=tuple(
-            CoordinatorAssignment(
-                c.partition, c.coordinator_id, c.coordinator_epoch, c.coordinator_incarnation
-            )
-            for c in msg.coordinator_assignments
-        ),
-    )
-
-
-def find_coordinator_to_proto(
-    image: ClusterImage, keys: Iterable[str]
-) -> coordinator_pb2.FindCoordinatorResponse:
-    """Each group's coordinator as the image names it (the gateway and every coordinator
-    answer FindCoordinator alike); COORDINATOR_NOT_AVAILABLE where there is none live."""
-    out = coordinator_pb2.FindCoordinatorResponse()
-    for key in keys:
-        partition, node = image.coordinator_for(key)
-        found = out.coordinators.add(key=key, partition=partition, node_id=-1)
-        if node is None:
-            found.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-            found.error_message = f"no live coordinator for {OFFSETS_TOPIC}-{partition}"
-        else:
-            found.node_id, found.host, found.port = node.node_id, node.host, node.port
-    return out
+    async def wait_for(
+        self, predicate: Callable[[ClusterImage], bool], timeout_s: float = 30.0
+    ) -> ClusterImage:
+        """The first image (the current one included) satisfying `predicate`; RiverlogError
+        (REQUEST_TIMED_OUT) after `timeout_s`."""
+        ...

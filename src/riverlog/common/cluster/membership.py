@@ -20,7 +20,8 @@ from riverlog.common.errors import ErrorCode, RiverlogError, error_for
 from riverlog.v1 import metadata_pb2
 
 from .client import MetadataClient
-from .image import NodeInfo, node_to_proto
+from .convert import node_to_proto
+from .image import NodeInfo
 
 log = logging.getLogger(__name__)
 

@@ -12,16 +12,16 @@ import contextlib
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 from riverlog.common.errors import ErrorCode, RiverlogError
 
 from .client import MetadataClient
-from .image import ClusterImage
+from .convert import apply_update
+from .image import ClusterImage, Listener
 
 log = logging.getLogger(__name__)
 
-Listener = Callable[[ClusterImage, ClusterImage], Awaitable[None] | None]
 _RECONNECT_START_S = 0.05
 _RECONNECT_MAX_S = 1.0
 
@@ -96,7 +96,7 @@ class MetadataWatcher:
             address = self.client.current_address
             try:
                 async for update in self.client.watch(self.watcher_id):
-                    await self._set(self.image.apply(update))
+                    await self._set(apply_update(self.image, update))
                     if update.snapshot:
                         self._first_snapshot.set()
                         backoff = _RECONNECT_START_S

@@ -1,16 +1,16 @@
-"""ClusterImage.apply: snapshots replace, deltas upsert and remove, older updates are ignored;
-the helpers; and proto round trips of every image type."""
+"""apply_update (a Watch update through ClusterImage.apply_delta): snapshots replace, deltas
+upsert and remove, older updates are ignored; the helpers; and proto round trips of every
+image type."""
 
 from __future__ import annotations
 
+from riverlog.common.cluster.convert import apply_update, delta_from_proto, delta_to_proto
 from riverlog.common.cluster.image import (
     ClusterDelta,
     ClusterImage,
     NodeInfo,
     PartitionInfo,
     TopicInfo,
-    delta_from_proto,
-    delta_to_proto,
 )
 from riverlog.v1 import common_pb2, metadata_pb2
 
@@ -40,7 +40,7 @@ def snapshot(version=10, **kw) -> metadata_pb2.MetadataUpdate:
 
 
 def test_snapshot_then_helpers():
-    image = ClusterImage.empty().apply(snapshot())
+    image = apply_update(ClusterImage.empty(), snapshot())
     assert image.version == 10 and image.cluster_id == "c" and image.controller_epoch == 1
     assert image.storage_node(1) == S1 and S1.address == "127.0.0.1:9001"
     assert [n.key for n in image.nodes_of_kind("storage")] == [("storage", 1), ("storage", 2)]
@@ -52,7 +52,7 @@ def test_snapshot_then_helpers():
 
 
 def test_delta_upserts_and_removes():
-    image = ClusterImage.empty().apply(snapshot())
+    image = apply_update(ClusterImage.empty(), snapshot())
     moved = TopicInfo("t", "id-t", (PartitionInfo(0, 2, 1, (1, 2), (2,)),), {})
     delta = metadata_pb2.MetadataUpdate(
         version=11,
@@ -61,18 +61,18 @@ def test_delta_upserts_and_removes():
         removed_nodes=[common_pb2.Node(kind=common_pb2.NODE_KIND_STORAGE, node_id=1)],
         topics=[delta_to_proto(ClusterDelta(0, 0, 0, topics=(moved,))).topics[0]],
     )
-    new = image.apply(delta)
+    new = apply_update(image, delta)
     assert new.version == 11 and new.controller_id == 2 and new.cluster_id == "c"
     assert new.storage_node(1) is None and new.storage_node(2) == S2
     assert new.partition("t", 0).leader == 2 and new.partition("t", 1) is None
     assert image.storage_node(1) == S1  # the old image is untouched
-    gone = new.apply(metadata_pb2.MetadataUpdate(version=12, removed_topics=["t", "never"]))
+    gone = apply_update(new, metadata_pb2.MetadataUpdate(version=12, removed_topics=["t", "never"]))
     assert "t" not in gone.topics
 
 
 def test_leader_node_none_when_offline_or_dead():
     offline = TopicInfo("o", "id", (PartitionInfo(0, -1, 0, (5,), (5,)),))
-    image = ClusterImage.empty().apply(snapshot())
+    image = apply_update(ClusterImage.empty(), snapshot())
     image = image.apply_delta(ClusterDelta(11, 0, 1, topics=(offline,)))
     assert image.leader_node("o", 0) is None
     image = image.apply_delta(
@@ -84,23 +84,27 @@ def test_leader_node_none_when_offline_or_dead():
 
 
 def test_old_updates_are_ignored():
-    image = ClusterImage.empty().apply(snapshot(version=10))
-    assert image.apply(metadata_pb2.MetadataUpdate(version=9, removed_topics=["t"])) is image
-    assert image.apply(metadata_pb2.MetadataUpdate(version=10, removed_topics=["t"])) is image
-    assert image.apply(snapshot(version=5)) is image
+    image = apply_update(ClusterImage.empty(), snapshot(version=10))
+    assert (
+        apply_update(image, metadata_pb2.MetadataUpdate(version=9, removed_topics=["t"])) is image
+    )
+    assert (
+        apply_update(image, metadata_pb2.MetadataUpdate(version=10, removed_topics=["t"])) is image
+    )
+    assert apply_update(image, snapshot(version=5)) is image
 
 
 def test_snapshot_replaces_everything():
-    image = ClusterImage.empty().apply(snapshot(version=10))
+    image = apply_update(ClusterImage.empty(), snapshot(version=10))
     empty = delta_to_proto(ClusterDelta(20, 1, 3, "c", snapshot=True))
-    replaced = image.apply(empty)
+    replaced = apply_update(image, empty)
     assert replaced.nodes == {} and replaced.topics == {} and replaced.controller_epoch == 3
 
 
 def test_snapshot_of_another_cluster_replaces_even_if_older():
-    image = ClusterImage.empty().apply(snapshot(version=10))
+    image = apply_update(ClusterImage.empty(), snapshot(version=10))
     other = delta_to_proto(ClusterDelta(2, 0, 1, "other", snapshot=True))
-    assert image.apply(other).cluster_id == "other"
+    assert apply_update(image, other).cluster_id == "other"
 
 
 def test_round_trip_and_unknown_kinds():

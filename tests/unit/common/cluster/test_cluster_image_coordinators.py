@@ -1,6 +1,7 @@
 """Coordinator ownership in the cluster image: snapshots replace it, deltas upsert it, the
 proto round trip keeps it, and a group finds its partition's live coordinator."""
 
+from riverlog.common.cluster.convert import delta_from_proto, delta_to_proto
 from riverlog.common.cluster.image import (
     ClusterDelta,
     ClusterImage,
@@ -8,8 +9,6 @@ from riverlog.common.cluster.image import (
     NodeInfo,
     PartitionInfo,
     TopicInfo,
-    delta_from_proto,
-    delta_to_proto,
     group_partition,
 )
 

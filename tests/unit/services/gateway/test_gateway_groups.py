@@ -16,7 +16,7 @@ from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.services.gateway.context import Deadline
 from riverlog.services.gateway.groups import GroupRouter
 from riverlog.services.gateway.routing.metadata_cache import MetadataCache
-from riverlog.services.gateway.rpc.groups import host_of
+from riverlog.services.gateway.rpc.groups import find, host_of, list_groups
 from riverlog.v1 import coordinator_pb2 as pb
 
 COORDS = (
@@ -116,13 +116,13 @@ async def test_list_groups_asks_every_coordinator_and_find_uses_the_image() -> N
         groups=[pb.ListedGroup(group_id="b", group_state="Empty")]
     )
     groups = router(source, peers)
-    listed = await groups.list_groups(pb.ListGroupsRequest(), Deadline.after(2))
+    listed = await list_groups(groups, pb.ListGroupsRequest(), Deadline.after(2))
     assert sorted(g.group_id for g in listed.groups) == ["a", "b"]
-    found = groups.find(pb.FindCoordinatorRequest(keys=["g"])).coordinators[0]
+    found = find(groups, pb.FindCoordinatorRequest(keys=["g"])).coordinators[0]
     p = group_partition("g", 2)
     assert (found.partition, found.node_id, found.port) == (p, [1, 2][p], 7000 + [1, 2][p])
     empty = router(FakeSource(make_image(1, {})), peers)
-    missing = empty.find(pb.FindCoordinatorRequest(keys=["g"])).coordinators[0]
+    missing = find(empty, pb.FindCoordinatorRequest(keys=["g"])).coordinators[0]
     assert missing.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
 
 

@@ -24,7 +24,8 @@ from riverlog.common.quota import (
 from riverlog.common.quota.credentials import CredentialChecker, hash_password
 from riverlog.services.gateway.auth import Authenticator, credentials_of
 from riverlog.services.gateway.context import Deadline, RequestContext
-from riverlog.services.gateway.quotas import GatewayQuotas, produce_size
+from riverlog.services.gateway.quotas import GatewayQuotas
+from riverlog.services.gateway.rpc.request_quota import after_fetch, before_fetch, produce_size
 from riverlog.v1 import data_pb2
 
 
@@ -133,24 +134,24 @@ def test_a_fetch_over_the_quota_is_emptied_and_its_bytes_taken_back() -> None:
     clock = ManualClock(0)
     q = quotas({"/config/clients/app": {"consumer_byte_rate": 1000}}, clock)
     request = data_pb2.FetchRequest(max_bytes=1 << 20)
-    assert asyncio.run(q.before_fetch(ctx(), request)) == 0
+    assert asyncio.run(before_fetch(q, ctx(), request)) == 0
     assert request.max_bytes == 1000  # one sample's worth of the quota
     response = data_pb2.FetchResponse(
         partitions=[data_pb2.FetchPartitionResponse(topic="t", records=b"r" * 9000)]
     )
-    assert q.after_fetch(ctx(), response, 1000) == 0
+    assert after_fetch(q, ctx(), response, 1000) == 0
     assert response.partitions[0].records == b"r" * 9000
     second = data_pb2.FetchResponse(
         partitions=[
             data_pb2.FetchPartitionResponse(topic="t", high_watermark=5, records=b"r" * 9000)
         ]
     )
-    throttle = q.after_fetch(ctx(), second, 1000)
+    throttle = after_fetch(q, ctx(), second, 1000)
     assert throttle > 0
     assert second.partitions[0].records == b"" and second.partitions[0].high_watermark == 5
     # the emptied answer's bytes were taken back: only the first 9000 B count
     assert q.view.manager(QuotaType.FETCH).measure(MetricEntity(None, "app"), 0) == 900
-    held = asyncio.run(q.before_fetch(ctx(), data_pb2.FetchRequest()))
+    held = asyncio.run(before_fetch(q, ctx(), data_pb2.FetchRequest()))
     assert held == throttle  # answered empty at once while held
 
 
@@ -182,9 +183,9 @@ def test_a_fetch_that_only_spends_the_allowance_is_delivered_and_delays_the_next
     )
     # 5000 B over the padded 10 s window is within 1000 B/s: delivered, though far more than
     # this interval's share; the client waits for the next answer
-    assert q.after_fetch(ctx(), response, 1000) == 100
+    assert after_fetch(q, ctx(), response, 1000) == 100
     assert response.partitions[0].records == b"r" * 5000
-    assert asyncio.run(q.before_fetch(ctx(), data_pb2.FetchRequest())) == 100
+    assert asyncio.run(before_fetch(q, ctx(), data_pb2.FetchRequest())) == 100
 
 
 def test_open_methods_serve_anonymous_calls_where_anonymous_is_refused() -> None:

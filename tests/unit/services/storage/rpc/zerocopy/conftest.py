@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "replica"))
 
 from storage_replica_testkit import NODE, OTHER, Node, image, make_node, topic
 
-from riverlog.services.storage.zerocopy.server import ZeroCopyServer
+from riverlog.services.storage.rpc.zerocopy import ZeroCopyServer
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from riverlog.services.storage.rpc.converters import (
     fetch_params_from_proto,
     fetch_response_to_proto,
 )
-from riverlog.services.storage.zerocopy.server import ZeroCopyServer
+from riverlog.services.storage.rpc.zerocopy import ZeroCopyServer
 from riverlog.v1 import data_pb2
 
 T0 = TopicPartition("t", 0)
