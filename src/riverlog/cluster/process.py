@@ -27,7 +27,9 @@ from .readiness import etcd_healthy
 @dataclass(frozen=True, slots=True)
 class ProcessSpec:
     """What to run: the full argv, where it logs, and how it announces readiness (a ready file
-    written by the service, or for etcd a health URL)."""
+    written by the service, or for etcd a health URL). `wrapper` is an argv prefix the command
+    runs under (e.g. `ip netns exec NS`); it execs the command, so the PID stays the service's
+    and `/proc/PID/cmdline` shows `args`."""
 
     name: str
     role: str
@@ -37,6 +39,7 @@ class ProcessSpec:
     ready_file: Path | None = None
     health_url: str | None = None
     env: dict[str, str] = field(default_factory=dict)
+    wrapper: tuple[str, ...] = ()
 
 
 def process_state(pid: int) -> str | None:
@@ -167,10 +170,11 @@ class ManagedProcess:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.spec.env}
         with open(self.spec.log_path, "ab") as log:
             stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-            log.write(f"==== {stamp} starting: {' '.join(self.launched_args)}\n".encode())
+            argv = (*self.spec.wrapper, *self.launched_args)
+            log.write(f"==== {stamp} starting: {' '.join(argv)}\n".encode())
             log.flush()
             self._popen = subprocess.Popen(
-                self.launched_args,
+                argv,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

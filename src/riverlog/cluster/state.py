@@ -58,6 +58,7 @@ def process_to_json(proc: ManagedProcess) -> dict[str, Any]:
         "ready_file": str(spec.ready_file) if spec.ready_file else None,
         "health_url": spec.health_url,
         "env": dict(spec.env),
+        "wrapper": list(spec.wrapper),
         "info": proc.info,
     }
 
@@ -72,6 +73,7 @@ def process_from_json(data: Mapping[str, Any]) -> ManagedProcess:
         ready_file=Path(data["ready_file"]) if data.get("ready_file") else None,
         health_url=data.get("health_url"),
         env={str(k): str(v) for k, v in (data.get("env") or {}).items()},
+        wrapper=tuple(str(a) for a in data.get("wrapper") or ()),
     )
     launched = data.get("launched_args")
     return ManagedProcess(
