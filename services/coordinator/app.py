@@ -63,6 +63,7 @@ class CoordinatorProcess:
         self.client = MetadataClient(options.metadata)
         self.watcher = MetadataWatcher(self.client, options.node_id)
         self.storage = StorageClient(lambda: self.watcher.image)
+        self.watcher.add_listener(self.storage.channels.on_image)
         self.incarnation = time.time_ns()
         self.ownership = Ownership(
             options.node_id,

@@ -118,8 +118,9 @@ class Gateway:
         return self.server.address
 
     async def _prune(self, old: ClusterImage, new: ClusterImage) -> None:
-        if old.nodes.keys() != new.nodes.keys():
-            await self.storage.prune(new.nodes.keys())
+        """Close the channels of nodes that left the cluster."""
+        await self.storage.channels.on_image(old, new)
+        await self.coordinators.channels.on_image(old, new)
 
     async def start(self) -> None:
         startup_s = self.options.config.metadata_startup_timeout_ms / 1000

@@ -48,7 +48,7 @@ from .log import LogConfig, LogManager
 from .log.cleaner import CleanerConfig, LogCleaner
 from .metrics import register_replication_metrics
 from .peers.controller import ControllerClient
-from .peers.leader import LeaderClient
+from .peers.leader import LeaderClient, leader_channels
 from .replica.alter_partition import AlterPartitionManager
 from .replica.fetch import FetchHandler
 from .replica.fetcher import FetcherSettings, ReplicaFetcherManager
@@ -84,6 +84,7 @@ class StorageNode:
         self.fence = SelfFence(lambda: self.watcher.image.version)
         self.alter_partition: AlterPartitionManager | None = None
         self.fetchers: ReplicaFetcherManager | None = None
+        self.leader_channels = leader_channels()
         self.cleaner: LogCleaner | None = None
 
     @property
@@ -124,7 +125,7 @@ class StorageNode:
         self.fetchers = ReplicaFetcherManager(
             config.node_id,
             replicas,
-            lambda node: LeaderClient(node, zero_copy=zero_copy),
+            lambda node: LeaderClient(node, self.leader_channels, zero_copy=zero_copy),
             FetcherSettings(
                 max_wait_ms=config.replica_fetch_wait_max_ms,
                 min_bytes=config.replica_fetch_min_bytes,
@@ -136,6 +137,7 @@ class StorageNode:
         replicas.on_partitions_changed.append(self.fetchers.update)
         register_replication_metrics(replicas)
         self.watcher.add_listener(replicas.on_image)
+        self.watcher.add_listener(self.leader_channels.on_image)
         await self.watcher.start(timeout_s=None)
 
         fetch = FetchHandler(replicas, self.purgatory, config.fetch_max_bytes)
@@ -229,6 +231,7 @@ class StorageNode:
         await self.watcher.stop()
         if self.fetchers is not None:
             await self.fetchers.close()
+        await self.leader_channels.close()
         if self.alter_partition is not None:
             await self.alter_partition.stop()
         if self.replicas is not None:

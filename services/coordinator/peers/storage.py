@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
 
 import grpc
 
 from riverlog.common.cluster import ClusterImage, NodeInfo
 from riverlog.common.errors import ErrorCode, RiverlogError, code_of
 from riverlog.common.records import BatchBuilder, Record, iter_batches_records, next_fetch_offset
-from riverlog.common.rpc.channel import aio_channel
+from riverlog.common.rpc.channels import ChannelCache
 from riverlog.common.rpc.status import from_rpc_error
 from riverlog.v1 import common_pb2, data_pb2, storage_pb2_grpc
 
@@ -39,12 +38,14 @@ def producer_id_for(partition: int) -> int:
 
 
 class StorageClient:
-    """Channels to storage nodes, one per node incarnation. Lifecycle: one per coordinator
-    process, used from its event loop; `close()` at shutdown."""
+    """Calls to the leaders of `__consumer_offsets` partitions, over the shared `ChannelCache`
+    (one channel per storage node, replaced when it restarts; `channels.on_image` follows the
+    cluster to close those of nodes that left). Lifecycle: one per coordinator process, used
+    from its event loop; `close()` at shutdown."""
 
     def __init__(self, image: Callable[[], ClusterImage]) -> None:
         self._image = image
-        self._channels: dict[tuple[str, int], tuple[grpc.aio.Channel, Any]] = {}
+        self.channels = ChannelCache(storage_pb2_grpc.StorageServiceStub, "storage node")
 
     def _leader(self, partition: int) -> NodeInfo:
         node = self._image().leader_node(OFFSETS_TOPIC, partition)
@@ -55,19 +56,11 @@ class StorageClient:
             )
         return node
 
-    def _stub(self, node: NodeInfo) -> Any:
-        key = (node.address, node.incarnation)
-        entry = self._channels.get(key)
-        if entry is None:
-            channel = aio_channel(node.address)
-            stub = storage_pb2_grpc.StorageServiceStub(channel)  # type: ignore[no-untyped-call]
-            entry = self._channels[key] = (channel, stub)
-        return entry[1]
+    def _stub(self, node: NodeInfo) -> storage_pb2_grpc.StorageServiceStub:
+        return self.channels.stub(node)
 
     async def close(self) -> None:
-        channels, self._channels = self._channels, {}
-        for channel, _ in channels.values():
-            await channel.close()
+        await self.channels.close()
 
     async def append(
         self,

@@ -1,4 +1,5 @@
-"""The gateway's client of coordinator instances: one channel per instance incarnation, and
+"""The gateway's client of coordinator instances: one channel per instance (the shared
+`ChannelCache`: replaced when the instance restarts, closed when it leaves the cluster), and
 one call that turns transport failures into COORDINATOR_NOT_AVAILABLE so the group router
 retries them like Kafka clients retry a coordinator that went away."""
 
@@ -11,7 +12,7 @@ import grpc
 
 from riverlog.common.cluster import NodeInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.rpc.channel import aio_channel
+from riverlog.common.rpc.channels import ChannelCache
 from riverlog.v1 import coordinator_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -21,22 +22,14 @@ class CoordinatorPeers:
     """Lifecycle: one per gateway process, used from its event loop; `close()` at shutdown."""
 
     def __init__(self) -> None:
-        self._channels: dict[tuple[str, int], tuple[grpc.aio.Channel, Any]] = {}
-
-    def _stub(self, node: NodeInfo) -> Any:
-        key = (node.address, node.incarnation)
-        entry = self._channels.get(key)
-        if entry is None:
-            channel = aio_channel(node.address)
-            stub = coordinator_pb2_grpc.CoordinatorStub(channel)  # type: ignore[no-untyped-call]
-            entry = self._channels[key] = (channel, stub)
-        return entry[1]
+        self.channels = ChannelCache(coordinator_pb2_grpc.CoordinatorStub, "coordinator")
 
     async def call(self, node: NodeInfo, method: str, request: Any, timeout_s: float) -> Any:
         """`method` on the coordinator `node`; RiverlogError(COORDINATOR_NOT_AVAILABLE) when it
         cannot be reached, REQUEST_TIMED_OUT when the deadline passes."""
         try:
-            return await getattr(self._stub(node), method)(request, timeout=max(timeout_s, 0.01))
+            stub = self.channels.stub(node)
+            return await getattr(stub, method)(request, timeout=max(timeout_s, 0.01))
         except grpc.RpcError as exc:
             status = exc.code() if hasattr(exc, "code") else None
             if status == grpc.StatusCode.DEADLINE_EXCEEDED:
@@ -51,6 +44,4 @@ class CoordinatorPeers:
             ) from None
 
     async def close(self) -> None:
-        channels, self._channels = self._channels, {}
-        for channel, _ in channels.values():
-            await channel.close()
+        await self.channels.close()

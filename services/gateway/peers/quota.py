@@ -23,7 +23,7 @@ from riverlog.common.clock import Clock
 from riverlog.common.cluster import ClusterImage, NodeInfo
 from riverlog.common.quota.convert import answer_from_proto, report_to_proto
 from riverlog.common.quota.exchange import LocalQuotaView, UsageReport
-from riverlog.common.rpc.channel import aio_channel
+from riverlog.common.rpc.channels import ChannelCache
 from riverlog.v1 import quota_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ class QuotaReporter:
         self.image = image
         self.clock = clock
         self.interval_s = interval_ms / 1000
-        self._channels: dict[tuple[int, str], tuple[grpc.aio.Channel, object]] = {}
+        self.channels = ChannelCache(quota_pb2_grpc.QuotaServiceStub, "quota instance")
         self._unreachable: set[int] = set()
         self._task: asyncio.Task[None] | None = None
         self.reports_sent = 0
@@ -67,20 +67,10 @@ class QuotaReporter:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        for channel, _ in self._channels.values():
-            await channel.close()
-        self._channels.clear()
+        await self.channels.close()
 
     def _stub(self, node: NodeInfo) -> quota_pb2_grpc.QuotaServiceStub:
-        key = (node.node_id, node.address)
-        entry = self._channels.get(key)
-        if entry is None:
-            for old in [k for k in self._channels if k[0] == node.node_id]:
-                asyncio.get_running_loop().create_task(self._channels.pop(old)[0].close())
-            channel = aio_channel(node.address)
-            stub = quota_pb2_grpc.QuotaServiceStub(channel)  # type: ignore[no-untyped-call]
-            entry = self._channels[key] = (channel, stub)
-        return entry[1]  # type: ignore[return-value]
+        return self.channels.stub(node)
 
     async def _run(self) -> None:
         while True:
@@ -101,6 +91,7 @@ class QuotaReporter:
             if source not in live:
                 self.view.forget_source(source)
         self._known_sources = live
+        await self.channels.prune(n.key for n in nodes)
         if not nodes:
             return  # no quota service: the local view alone enforces
         parts = report.split(len(nodes))

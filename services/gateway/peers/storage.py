@@ -1,10 +1,10 @@
 """Typed calls to storage nodes (StorageService) for the gateway's request families.
 
-One asyncio gRPC channel per storage node, opened on first use and reused by every request (a
-node that restarts, at the same address or another, gets a new one; channels of nodes that left
-the cluster are closed). Every call carries the request's remaining time as its deadline and
-the client id in `riverlog-client-id`; calls are made from the request's own task, so the
-tracing interceptor of the shared channel makes each one a child of the incoming call's span.
+One asyncio gRPC channel per storage node (the shared `ChannelCache`: opened on first use and
+reused by every request, replaced when the node restarts, closed when it leaves the cluster).
+Every call carries the request's remaining time as its deadline and the client id in
+`riverlog-client-id`; calls are made from the request's own task, so the tracing interceptor
+of the shared channel makes each one a child of the incoming call's span.
 Failures come back as RiverlogError (rebuilt from the status and its code trailer), never as
 grpc errors.
 """
@@ -21,7 +21,8 @@ import grpc
 from riverlog.common.cluster import NodeInfo
 from riverlog.common.cluster.image import NodeKey
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.rpc.channel import CLIENT_ID_KEY, aio_channel
+from riverlog.common.rpc.channel import CLIENT_ID_KEY
+from riverlog.common.rpc.channels import ChannelCache
 from riverlog.common.rpc.status import from_rpc_error
 from riverlog.common.types import TopicPartition
 from riverlog.v1 import data_pb2, storage_pb2_grpc
@@ -48,33 +49,14 @@ class StoragePeers:
     loop; `close()` at shutdown. Implements the families' sender protocols."""
 
     def __init__(self) -> None:
-        self._channels: dict[NodeKey, tuple[tuple[str, int], grpc.aio.Channel, Any]] = {}
-
-    def _stub(self, node: NodeInfo) -> Any:
-        entry = self._channels.get(node.key)
-        if entry is not None and entry[0] == (node.address, node.incarnation):
-            return entry[2]
-        if entry is not None:
-            # A new incarnation: a fresh channel, so no reconnect backoff left over from the
-            # old process delays the first call to the new one.
-            log.info("storage node %d is now %s (restarted)", node.node_id, node.address)
-            _close_later(entry[1])
-        channel = aio_channel(node.address)
-        stub = storage_pb2_grpc.StorageServiceStub(channel)  # type: ignore[no-untyped-call]
-        self._channels[node.key] = ((node.address, node.incarnation), channel, stub)
-        return stub
+        self.channels = ChannelCache(storage_pb2_grpc.StorageServiceStub, "storage node")
 
     async def prune(self, live: Iterable[NodeKey]) -> None:
         """Close the channels of nodes no longer in the cluster."""
-        keep = set(live)
-        for key in [k for k in self._channels if k not in keep]:
-            _, channel, _ = self._channels.pop(key)
-            await channel.close()
+        await self.channels.prune(live)
 
     async def close(self) -> None:
-        channels, self._channels = self._channels, {}
-        for _, channel, _ in channels.values():
-            await channel.close()
+        await self.channels.close()
 
     async def _call(self, node: NodeInfo, method: str, request: Any, deadline: Deadline) -> Any:
         timeout = deadline.remaining()
@@ -86,7 +68,7 @@ class StoragePeers:
         ctx = current_request.get()
         metadata = ((CLIENT_ID_KEY, ctx.client_id),) if ctx is not None else None
         try:
-            return await getattr(self._stub(node), method)(
+            return await getattr(self.channels.stub(node), method)(
                 request, timeout=timeout, metadata=metadata
             )
         except grpc.RpcError as exc:
@@ -185,16 +167,6 @@ class StoragePeers:
             _delete_records_result_from_proto,
             DeleteRecordsPartResult.failed,
         )
-
-
-def _close_later(channel: grpc.aio.Channel) -> None:
-    """Close a replaced channel without making the caller wait (calls on it may still end)."""
-    task = asyncio.get_running_loop().create_task(channel.close(grace=5.0))
-    _background.add(task)
-    task.add_done_callback(_background.discard)
-
-
-_background: set[asyncio.Task[None]] = set()
 
 
 def _aligned(

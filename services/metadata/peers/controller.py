@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import grpc
 
-from riverlog.common.rpc.channel import aio_channel
+from riverlog.common.rpc.channels import ChannelCache
 from riverlog.common.rpc.status import from_rpc_error
 from riverlog.v1 import metadata_pb2_grpc
 
@@ -31,29 +31,17 @@ class ControllerPeer:
 
     def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
-        self._stubs: dict[str, metadata_pb2_grpc.MetadataServiceStub] = {}
-        self._channels: dict[str, grpc.aio.Channel] = {}
-
-    def _stub(self, address: str) -> metadata_pb2_grpc.MetadataServiceStub:
-        stub = self._stubs.get(address)
-        if stub is None:
-            channel = aio_channel(address)
-            self._channels[address] = channel
-            stub = metadata_pb2_grpc.MetadataServiceStub(channel)  # type: ignore[no-untyped-call]
-            self._stubs[address] = stub
-        return stub
+        self._channels = ChannelCache(metadata_pb2_grpc.MetadataServiceStub, "controller")
 
     async def forward(self, address: str, method: str, request: Any) -> Any:
         """Call `method` on the controller at `address`; raises RiverlogError."""
         try:
-            return await getattr(self._stub(address), method)(
+            return await getattr(self._channels.stub_at(address), method)(
                 request, timeout=self.timeout_s, metadata=((FORWARDED_KEY, "1"),)
             )
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
 
     async def close(self) -> None:
-        channels, self._channels, self._stubs = self._channels, {}, {}
-        for channel in channels.values():
-            with contextlib.suppress(Exception):
-                await channel.close()
+        with contextlib.suppress(Exception):
+            await self._channels.close()

@@ -10,13 +10,12 @@ conversions to and from the protos are here. Failures come back as RiverlogError
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import grpc
 
 from riverlog.common.cluster import NodeInfo
 from riverlog.common.errors import code_of
-from riverlog.common.rpc.channel import aio_channel
+from riverlog.common.rpc.channels import ChannelCache
 from riverlog.common.rpc.status import from_rpc_error
 from riverlog.common.types import TopicPartition
 from riverlog.common.zerocopy import AsyncZeroCopyFetchClient
@@ -85,14 +84,22 @@ def follower_results_from_proto(
     return results
 
 
+LeaderChannels = ChannelCache[storage_pb2_grpc.StorageServiceStub]
+"""The node's gRPC channels to other storage nodes, shared by every fetcher (made by the app)."""
+
+
+def leader_channels() -> LeaderChannels:
+    return ChannelCache(storage_pb2_grpc.StorageServiceStub, "leader")
+
+
 class LeaderClient:
     """Lifecycle: one per (follower node, leader incarnation), used from the fetcher's task;
-    `await close()` when the fetcher stops."""
+    `await close()` when the fetcher stops (closes its zero-copy connection; the gRPC channel
+    is the node's shared one, in `channels`)."""
 
-    def __init__(self, leader: NodeInfo, zero_copy: bool = True) -> None:
+    def __init__(self, leader: NodeInfo, channels: LeaderChannels, zero_copy: bool = True) -> None:
         self.leader = leader
-        self._channel = aio_channel(leader.address)
-        self._stub: Any = storage_pb2_grpc.StorageServiceStub(self._channel)  # type: ignore[no-untyped-call]
+        self._stub = channels.stub(leader)
         self._zero_copy: AsyncZeroCopyFetchClient | None = None
         if zero_copy and leader.zero_copy_port > 0:
             self._zero_copy = AsyncZeroCopyFetchClient(leader.host, leader.zero_copy_port)
@@ -146,4 +153,3 @@ class LeaderClient:
     async def close(self) -> None:
         if self._zero_copy is not None:
             await self._zero_copy.close()
-        await self._channel.close()

@@ -17,7 +17,7 @@ from typing import Any, Final
 import grpc
 
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.rpc.channel import aio_channel
+from riverlog.common.rpc.channels import ChannelCache
 from riverlog.common.rpc.status import from_rpc_error
 from riverlog.v1 import admin_pb2, metadata_pb2, metadata_pb2_grpc
 
@@ -49,21 +49,14 @@ class MetadataClient:
         self.addresses = parse_addresses(addresses)
         self.timeout_s = timeout_s
         self._current = 0
-        self._channels: dict[str, grpc.aio.Channel] = {}
-        self._stubs: dict[str, metadata_pb2_grpc.MetadataServiceStub] = {}
+        self._channels = ChannelCache(metadata_pb2_grpc.MetadataServiceStub, "metadata instance")
 
     @property
     def current_address(self) -> str:
         return self.addresses[self._current]
 
     def stub_for(self, address: str) -> metadata_pb2_grpc.MetadataServiceStub:
-        stub = self._stubs.get(address)
-        if stub is None:
-            channel = aio_channel(address)
-            self._channels[address] = channel
-            stub = metadata_pb2_grpc.MetadataServiceStub(channel)  # type: ignore[no-untyped-call]
-            self._stubs[address] = stub
-        return stub
+        return self._channels.stub_at(address)
 
     def advance(self) -> str:
         """Move to the next instance (after a failure); returns its address."""
@@ -71,9 +64,7 @@ class MetadataClient:
         return self.current_address
 
     async def close(self) -> None:
-        channels, self._channels, self._stubs = self._channels, {}, {}
-        for channel in channels.values():
-            await channel.close()
+        await self._channels.close()
 
     async def call(self, method: str, request: Any, timeout_s: float | None = None) -> Any:
         """Unary `method` with failover; raises RiverlogError."""

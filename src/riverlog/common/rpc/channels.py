@@ -1,0 +1,103 @@
+"""One gRPC channel (and its stub) per peer, shared by every caller of one service in a process:
+the only channel cache in Riverlog (gateways, coordinators and storage nodes call each other
+through it; the metadata client and the controller forwarder through its by-address form).
+
+A cluster node is keyed by (kind, node id) and known by its address and incarnation: a node
+that comes back as a new incarnation (a restart, at the same address or another) gets a fresh
+channel, so no reconnect backoff left over from the old process delays the first call to the
+new one, and the old channel is closed in the background once its calls had a grace period to
+end. `prune` closes the channels of nodes that left the cluster image (an in-flight call on one
+fails at once, as CANCELLED, instead of waiting out its deadline), and `close` closes all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, Generic, TypeVar
+
+import grpc
+
+from .channel import aio_channel
+
+if TYPE_CHECKING:  # at run time the cluster package imports this module (its metadata client)
+    from riverlog.common.cluster.image import ClusterImage, NodeInfo, NodeKey
+
+log = logging.getLogger(__name__)
+
+S = TypeVar("S")
+
+REPLACED_GRACE_S: Final = 5.0
+"""How long calls on a replaced channel (the node restarted) may still run before it closes."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry(Generic[S]):
+    identity: tuple[str, int]  # (address, incarnation)
+    channel: grpc.aio.Channel
+    stub: S
+
+
+class ChannelCache(Generic[S]):
+    """Channels to the peers of one service, each with its stub (`make_stub(channel)`).
+
+    Lifecycle: one per service called, per process; used from one event loop. `stub(node)` or
+    `stub_at(address)` opens a channel on first use; `on_image` (a cluster-image listener) or
+    `prune` drops departed nodes; `await close()` at stop.
+    """
+
+    def __init__(self, make_stub: Callable[[grpc.aio.Channel], S], name: str = "peer") -> None:
+        self._make_stub = make_stub
+        self._name = name
+        self._entries: dict[NodeKey | str, _Entry[S]] = {}
+        self._replaced: dict[grpc.aio.Channel, asyncio.Task[None]] = {}
+
+    def stub(self, node: NodeInfo) -> S:
+        """The stub for `node`'s current incarnation (a new channel when it restarted)."""
+        return self._get(node.key, (node.address, node.incarnation))
+
+    def stub_at(self, address: str) -> S:
+        """The stub for a fixed `host:port` (bootstrap addresses, not cluster nodes)."""
+        return self._get(address, (address, 0))
+
+    def _get(self, key: NodeKey | str, identity: tuple[str, int]) -> S:
+        entry = self._entries.get(key)
+        if entry is not None and entry.identity == identity:
+            return entry.stub
+        if entry is not None:
+            log.info("%s %s is now at %s (restarted)", self._name, key, identity[0])
+            self._close_later(entry.channel)
+        channel = aio_channel(identity[0])
+        entry = self._entries[key] = _Entry(identity, channel, self._make_stub(channel))
+        return entry.stub
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    async def prune(self, live: Iterable[NodeKey]) -> None:
+        """Close the channels of nodes not in `live` (they left the cluster)."""
+        keep = set(live)
+        gone = [k for k in self._entries if isinstance(k, tuple) and k not in keep]
+        for key in gone:
+            await self._entries.pop(key).channel.close()
+
+    async def on_image(self, old: ClusterImage, new: ClusterImage) -> None:
+        """A cluster-image listener: prune when the set of nodes changed."""
+        if old.nodes.keys() != new.nodes.keys():
+            await self.prune(new.nodes.keys())
+
+    async def close(self) -> None:
+        entries, self._entries = self._entries, {}
+        replaced, self._replaced = self._replaced, {}
+        for channel in [e.channel for e in entries.values()] + list(replaced):
+            await channel.close()
+        await asyncio.gather(*replaced.values(), return_exceptions=True)
+
+    def _close_later(self, channel: grpc.aio.Channel) -> None:
+        """Close a replaced channel without making the caller wait (calls on it may still end
+        for `REPLACED_GRACE_S`); `close()` ends it at once if it is still open then."""
+        task = asyncio.get_running_loop().create_task(channel.close(grace=REPLACED_GRACE_S))
+        self._replaced[channel] = task
+        task.add_done_callback(lambda _: self._replaced.pop(channel, None))
