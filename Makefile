@@ -34,11 +34,11 @@ $(PY):
 
 venv: $(PY)
 
-$(STAMP): pyproject.toml | $(PY)
+$(STAMP): pyproject.toml setup.py | $(PY)
 	$(PY) -m pip install --quiet -e .
 	touch $@
 
-$(STAMP_TEST): pyproject.toml | $(PY)
+$(STAMP_TEST): pyproject.toml setup.py | $(PY)
 	$(PY) -m pip install --quiet -e '.[test,spark]'
 	touch $@ $(STAMP)
 

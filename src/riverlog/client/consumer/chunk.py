@@ -6,18 +6,17 @@ a partition's chunks in offset order (`fetcher.py`), so several can be in flight
 answered, a chunk knows the offsets it answers for: from `start` (the fetch offset, or the
 first batch's base offset when the batch holding the fetch offset starts before it) up to
 `next_offset` (past its last complete batch). Its bytes are decoded only when poll() reaches
-it, a chunk at a time, by the codec's columnar reader, and turned into ConsumerRecord tuples in
-C (`map(tuple.__new__, zip)`): no Python code runs per record unless deserializers are set.
+it, a chunk at a time, straight into ConsumerRecord tuples by the codec's `decode_rows` (the C
+record loop when it is built, else the columnar reader and `map(tuple.__new__, zip)`): no
+Python code runs per record unless deserializers are set.
 """
 
 from __future__ import annotations
 
 import struct
-from functools import partial
-from itertools import repeat
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
-from riverlog.common.records.reader import decode_columns, next_fetch_offset
+from riverlog.common.records.reader import decode_rows, next_fetch_offset
 from riverlog.common.records.record import Header
 from riverlog.common.types import TopicPartition
 
@@ -36,9 +35,6 @@ class ConsumerRecord(NamedTuple):
     key: Any
     value: Any
     headers: list[Header]
-
-
-_make_record = cast(Any, partial(tuple.__new__, ConsumerRecord))
 
 
 class Chunk:
@@ -86,22 +82,9 @@ class Chunk:
         released."""
         records = self.records
         if records is None:
-            cols = decode_columns(self.data, position, validate_crc=check_crcs)
             tp = self.tp
-            records = self.records = list(
-                map(
-                    _make_record,
-                    zip(
-                        repeat(tp.topic),
-                        repeat(tp.partition),
-                        cols.offsets,
-                        cols.timestamps,
-                        cols.timestamp_types,
-                        cols.keys,
-                        cols.values,
-                        cols.headers,
-                    ),
-                )
+            records = self.records = decode_rows(
+                self.data, position, ConsumerRecord, tp.topic, tp.partition, validate_crc=check_crcs
             )
             self.data = b""
         return records

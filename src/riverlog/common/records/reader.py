@@ -7,11 +7,13 @@ ignores it. Anything else wrong (bad magic, a length below the header size, nega
 mismatch, records that overrun their batch or leave bytes over, negative lengths inside a record,
 a corrupt compressed stream) raises `InvalidBatchError`; no IndexError or struct.error leaks out.
 
-Speed: one function, `_decode_into`, parses every record of a batch into parallel lists with all
-names bound to locals, varints of one and two bytes decoded inline and only longer ones through
-a call. `Record`s are then made in C with `map(tuple.__new__, zip(...))`; the columnar form skips
-even that. Control batches (transaction markers) are skipped unless asked for; aborted
-transactions are not filtered here (the read_committed consumer needs the fetch's aborted list).
+Speed: `record_loop` parses every record of a batch into parallel lists, in C when the optional
+extension was built (decision 0016), else in Python. `Record`s are then made in C with
+`map(tuple.__new__, zip(...))`; the columnar form skips even that, and `decode_rows` builds the
+consumer's record tuples straight from the bytes. An uncompressed batch's records are read
+where they lie in the fetched bytes (no copy). Control batches
+(transaction markers) are skipped unless asked for; aborted transactions are not filtered here
+(the read_committed consumer needs the fetch's aborted list).
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import repeat
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
+from . import record_loop
 from .compression import decompress
 from .header import (
     COMPRESSION_MASK,
@@ -37,12 +40,11 @@ from .header import (
     validate_batch,
 )
 from .record import CREATE_TIME, LOG_APPEND_TIME, Header, Record
-from .varint import read_unsigned
 
 Buffer = bytes | bytearray | memoryview
 _MIN_INT64 = -(1 << 63)
-_SIGNED = tuple((z >> 1) ^ -(z & 1) for z in range(1 << 14))  # varints of <= 2 bytes
 
+_Row = TypeVar("_Row", bound=tuple[Any, ...])
 _make_record = cast(Callable[[tuple[Any, ...]], Record], partial(tuple.__new__, Record))
 
 
@@ -65,6 +67,12 @@ class RecordColumns:
     def __len__(self) -> int:
         return len(self.offsets)
 
+    def lists(
+        self,
+    ) -> tuple[list[int], list[int], list[bytes | None], list[bytes | None], list[list[Header]]]:
+        """The five lists the record loop appends to."""
+        return self.offsets, self.timestamps, self.keys, self.values, self.headers
+
 
 def _check_header(data: bytes, pos: int) -> tuple[BatchHeader, int] | None:
     """The header and size of the complete batch at `pos`; None at the end or a torn tail."""
@@ -83,141 +91,13 @@ def _check_header(data: bytes, pos: int) -> tuple[BatchHeader, int] | None:
     return header, size
 
 
-def _records_of(data: bytes, pos: int, size: int, header: BatchHeader) -> bytes:
-    body = data[pos + HEADER_SIZE : pos + size]
+def _records_of(data: bytes, pos: int, size: int, header: BatchHeader) -> tuple[bytes, int, int]:
+    """The batch's records as (buffer, start, end): in place, or decompressed."""
     codec = header.attributes & COMPRESSION_MASK
-    return decompress(codec, body) if codec else body
-
-
-def _read_headers(recs: bytes, pos: int) -> tuple[list[Header], int]:
-    count, pos = read_unsigned(recs, pos)
-    if count & 1:
-        raise InvalidBatchError("negative header count")
-    headers: list[Header] = []
-    for _ in range(count >> 1):
-        z, pos = read_unsigned(recs, pos)
-        if z & 1:
-            raise InvalidBatchError("negative header key length")
-        end = pos + (z >> 1)
-        if end > len(recs):
-            raise InvalidBatchError("header key runs past the end of the records")
-        try:
-            key = recs[pos:end].decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise InvalidBatchError(f"header key is not UTF-8: {e}") from None
-        z, pos = read_unsigned(recs, end)
-        if z == 1:
-            headers.append((key, None))
-            continue
-        if z & 1:
-            raise InvalidBatchError("negative header value length")
-        end = pos + (z >> 1)
-        if end > len(recs):
-            raise InvalidBatchError("header value runs past the end of the records")
-        headers.append((key, recs[pos:end]))
-        pos = end
-    return headers, pos
-
-
-def _decode_into(
-    recs: bytes, count: int, base_offset: int, base_ts: int, min_offset: int, out: RecordColumns
-) -> int:
-    """Append the records of one batch at or above `min_offset` to `out`; return how many."""
-    read = read_unsigned
-    signed = _SIGNED
-    add_offset = out.offsets.append
-    add_ts = out.timestamps.append
-    add_key = out.keys.append
-    add_value = out.values.append
-    add_headers = out.headers.append
-    added = 0
-    pos = 0
-    try:
-        for _ in range(count):
-            z = recs[pos]  # length
-            if z < 0x80:
-                pos += 1
-            elif (b := recs[pos + 1]) < 0x80:
-                z = (z & 0x7F) | (b << 7)
-                pos += 2
-            else:
-                z, pos = read(recs, pos)
-            if z & 1:
-                raise InvalidBatchError(f"negative record length at {pos} of the records")
-            end = pos + (z >> 1)
-            z = recs[pos + 1]  # after the attributes byte: timestampDelta
-            if z < 0x80:
-                ts = base_ts + signed[z]
-                pos += 2
-            elif (b := recs[pos + 2]) < 0x80:
-                ts = base_ts + signed[(z & 0x7F) | (b << 7)]
-                pos += 3
-            else:
-                z, pos = read(recs, pos + 1)
-                ts = base_ts + ((z >> 1) ^ -(z & 1))
-            z = recs[pos]  # offsetDelta
-            if z < 0x80:
-                offset = base_offset + signed[z]
-                pos += 1
-            elif (b := recs[pos + 1]) < 0x80:
-                offset = base_offset + signed[(z & 0x7F) | (b << 7)]
-                pos += 2
-            else:
-                z, pos = read(recs, pos)
-                offset = base_offset + ((z >> 1) ^ -(z & 1))
-            z = recs[pos]  # keyLength
-            if z < 0x80:
-                pos += 1
-            elif (b := recs[pos + 1]) < 0x80:
-                z = (z & 0x7F) | (b << 7)
-                pos += 2
-            else:
-                z, pos = read(recs, pos)
-            if z & 1:
-                if z != 1:
-                    raise InvalidBatchError(f"negative key length at {pos} of the records")
-                key = None
-            else:
-                z = pos + (z >> 1)
-                key = recs[pos:z]
-                pos = z
-            z = recs[pos]  # valueLength
-            if z < 0x80:
-                pos += 1
-            elif (b := recs[pos + 1]) < 0x80:
-                z = (z & 0x7F) | (b << 7)
-                pos += 2
-            else:
-                z, pos = read(recs, pos)
-            if z & 1:
-                if z != 1:
-                    raise InvalidBatchError(f"negative value length at {pos} of the records")
-                value = None
-            else:
-                z = pos + (z >> 1)
-                value = recs[pos:z]
-                pos = z
-            if recs[pos] == 0:  # no headers, the common case
-                pos += 1
-                headers: list[Header] = []
-            else:
-                headers, pos = _read_headers(recs, pos)
-            if pos != end:
-                raise InvalidBatchError(
-                    f"record ending at {pos} of the records declared its end at {end}"
-                )
-            if offset >= min_offset:
-                add_offset(offset)
-                add_ts(ts)
-                add_key(key)
-                add_value(value)
-                add_headers(headers)
-                added += 1
-    except IndexError:
-        raise InvalidBatchError("records run past the end of their batch") from None
-    if pos != len(recs):
-        raise InvalidBatchError(f"{len(recs) - pos} bytes left after the last record of a batch")
-    return added
+    if not codec:
+        return data, pos + HEADER_SIZE, pos + size
+    recs = decompress(codec, data[pos + HEADER_SIZE : pos + size])
+    return recs, 0, len(recs)
 
 
 def _as_bytes(data: Buffer) -> bytes:
@@ -244,11 +124,11 @@ def _decode_batches(
         if next_offset > min_offset and (include_control or not header.attributes & CONTROL_MASK):
             if validate_crc:
                 validate_batch(data, pos)
-            recs = _records_of(data, pos, size, header)
+            recs, rstart, rend = _records_of(data, pos, size, header)
             start = len(out.timestamps)
-            added = _decode_into(
-                recs, header.records_count, header.base_offset, header.base_timestamp,
-                min_offset, out,
+            added = record_loop.decode_into(
+                recs, rstart, rend, header.records_count, header.base_offset,
+                header.base_timestamp, min_offset, *out.lists(),
             )  # fmt: skip
             if header.attributes & TIMESTAMP_TYPE_MASK:
                 out.timestamps[start:] = [header.max_timestamp] * added
@@ -307,6 +187,60 @@ def decode_columns(
     return out
 
 
+def decode_rows(
+    data: Buffer,
+    min_offset: int,
+    row_type: type[_Row],
+    topic: str,
+    partition: int,
+    *,
+    validate_crc: bool = True,
+) -> list[_Row]:
+    """The records at or after `min_offset` as `row_type` tuples of (topic, partition, offset,
+    timestamp, timestamp_type, key, value, headers), the consumer's ConsumerRecord: built in C
+    straight from the bytes, with no Python code per record, when the extension is there.
+    Control batches are skipped; an incomplete trailing batch is ignored."""
+    if not record_loop.compiled():
+        cols = decode_columns(data, min_offset, validate_crc=validate_crc)
+        make = cast(Callable[[tuple[Any, ...]], _Row], partial(tuple.__new__, row_type))
+        return list(
+            map(
+                make,
+                zip(
+                    repeat(topic),
+                    repeat(partition),
+                    cols.offsets,
+                    cols.timestamps,
+                    cols.timestamp_types,
+                    cols.keys,
+                    cols.values,
+                    cols.headers,
+                ),
+            )
+        )
+    buf = _as_bytes(data)
+    rows: list[_Row] = []
+    pos = 0
+    while (found := _check_header(buf, pos)) is not None:
+        header, size = found
+        attributes = header.attributes
+        if header.base_offset + header.last_offset_delta >= min_offset and not (
+            attributes & CONTROL_MASK
+        ):
+            if validate_crc:
+                validate_batch(buf, pos)
+            recs, start, end = _records_of(buf, pos, size, header)
+            log_append = attributes & TIMESTAMP_TYPE_MASK
+            record_loop.rows_into(
+                recs, start, end, header.records_count, header.base_offset,
+                header.base_timestamp, min_offset, row_type, topic, partition,
+                LOG_APPEND_TIME if log_append else CREATE_TIME,
+                header.max_timestamp if log_append else None, rows,
+            )  # fmt: skip
+        pos += size
+    return rows
+
+
 def iter_record_timestamps(
     batch: Buffer, pos: int = 0, *, validate_crc: bool = True
 ) -> Iterator[tuple[int, int]]:
@@ -323,10 +257,11 @@ def iter_record_timestamps(
     if validate_crc:
         validate_batch(data, pos)
     out = RecordColumns()
-    recs = _records_of(data, pos, size, header)
-    _decode_into(
-        recs, header.records_count, header.base_offset, header.base_timestamp, _MIN_INT64, out
-    )
+    recs, start, end = _records_of(data, pos, size, header)
+    record_loop.decode_into(
+        recs, start, end, header.records_count, header.base_offset, header.base_timestamp,
+        _MIN_INT64, *out.lists(),
+    )  # fmt: skip
     if header.attributes & TIMESTAMP_TYPE_MASK:
         return zip(out.offsets, repeat(header.max_timestamp))
     return zip(out.offsets, out.timestamps, strict=True)

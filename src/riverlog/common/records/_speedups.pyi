@@ -1,0 +1,35 @@
+"""Types of the optional C extension (`_speedups.c`): the record loop of one batch."""
+
+from typing import Any
+
+def decode_into(
+    buf: bytes,
+    start: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    base_ts: int,
+    min_offset: int,
+    offsets: list[int],
+    timestamps: list[int],
+    keys: list[bytes | None],
+    values: list[bytes | None],
+    headers: list[list[tuple[str, bytes | None]]],
+    /,
+) -> int: ...
+def rows_into(
+    buf: bytes,
+    start: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    base_ts: int,
+    min_offset: int,
+    row_type: type[Any],
+    topic: str,
+    partition: int,
+    ts_type: int,
+    fixed_ts: int | None,
+    out: list[Any],
+    /,
+) -> int: ...
