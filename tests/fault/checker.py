@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from observers import HighWatermarkWatcher
+from observers import HighWatermarkWatcher, LeaderSample
 from workload import Ack, Workload, record_id
 
 
@@ -181,3 +181,52 @@ def check(
     if workload.fault_at is not None:
         report.unavailable_s = unavailability(workload.acks, workload.fault_at, affected)
     return report
+
+
+def check_leader_epochs(samples: Iterable[LeaderSample], limit: int = 20) -> list[str]:
+    """Leader epochs only grow: per partition, an epoch never goes back, and one epoch never
+    has two different leaders (a leader of -1, no leader, is not a leader)."""
+    problems: list[str] = []
+    last_epoch: dict[int, int] = {}
+    leader_of: dict[tuple[int, int], int] = {}
+    for s in sorted(samples, key=lambda s: s.at):
+        if s.epoch < last_epoch.get(s.partition, -1):
+            _note(
+                problems,
+                limit,
+                f"EPOCH WENT BACK: p{s.partition} epoch {s.epoch} after "
+                f"{last_epoch[s.partition]} (leader {s.leader})",
+            )
+        last_epoch[s.partition] = max(s.epoch, last_epoch.get(s.partition, -1))
+        if s.leader >= 0:
+            known = leader_of.setdefault((s.partition, s.epoch), s.leader)
+            if known != s.leader:
+                _note(
+                    problems,
+                    limit,
+                    f"TWO LEADERS IN ONE EPOCH: p{s.partition} epoch {s.epoch}: "
+                    f"{known} and {s.leader}",
+                )
+    return problems
+
+
+def check_bytes(
+    replica_bytes: Mapping[int, Mapping[int, bytes]], limit: int = 20
+) -> tuple[int, list[str]]:
+    """Every replica of a partition holds the same batches byte for byte (the leader's bytes:
+    followers copy batches verbatim). Returns (bytes compared, problems)."""
+    problems: list[str] = []
+    compared = 0
+    for p, copies in replica_bytes.items():
+        distinct = set(copies.values())
+        compared += sum(len(data) for data in copies.values())
+        if len(distinct) > 1:
+            sizes = {node: len(data) for node, data in copies.items()}
+            first = min(copies)
+            differ = [node for node, data in copies.items() if data != copies[first]]
+            _note(
+                problems,
+                limit,
+                f"BYTES DIFFER: p{p} replica logs (sizes {sizes}) differ on {differ} from {first}",
+            )
+    return compared, problems

@@ -185,3 +185,83 @@ def wait_for_convergence(
             return logs
         previous = ends if same else None
         time.sleep(0.5)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderSample:
+    """One partition's leader and leader epoch as the cluster described it at `at`."""
+
+    at: float  # time.monotonic()
+    partition: int
+    leader: int
+    epoch: int
+
+
+class LeaderEpochWatcher:
+    """Describes `topic` every `interval` s through the gateway while a fault runs, keeping
+    each change of a partition's (leader, epoch), for `checker.check_leader_epochs`.
+    Lifecycle: start() → stop(); describe errors are counted, not fatal."""
+
+    def __init__(self, bootstrap: str, topic: str, interval: float = 0.5) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.interval = interval
+        self.samples: list[LeaderSample] = []
+        self.errors = 0
+        self._last: dict[int, tuple[int, int]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="epoch-watcher", daemon=True)
+
+    def start(self) -> LeaderEpochWatcher:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=15)
+
+    def _run(self) -> None:
+        from riverlog.client import AdminClient
+
+        config = {"bootstrap.servers": self.bootstrap, "request.timeout.ms": 3000}
+        with AdminClient(config) as admin:
+            while not self._stop.is_set():
+                try:
+                    description = admin.describe_topics([self.topic])[self.topic]
+                except Exception:
+                    self.errors += 1
+                else:
+                    now = time.monotonic()
+                    for p in description.partitions:
+                        state = (p.leader, p.leader_epoch)
+                        if self._last.get(p.partition) != state:
+                            self._last[p.partition] = state
+                            self.samples.append(LeaderSample(now, p.partition, *state))
+                self._stop.wait(self.interval)
+
+
+def batch_bytes(data: bytes) -> list[bytes]:
+    """The record batches of a segment file as raw bytes (stops at a torn tail)."""
+    out = []
+    position = 0
+    while position + 12 <= len(data):
+        length = int.from_bytes(data[position + 8 : position + 12], "big", signed=True)
+        end = position + 12 + length
+        if length <= 0 or end > len(data):
+            break
+        out.append(data[position:end])
+        position = end
+    return out
+
+
+def read_replica_bytes(
+    data_dir: Path, topic: str, partition: int, nodes: Iterable[int]
+) -> dict[int, bytes]:
+    """Each storage node's copy of one partition as the bytes of its batches, in offset order
+    (segment files concatenated, torn tails left out): what 'byte for byte' compares."""
+    out: dict[int, bytes] = {}
+    for node in nodes:
+        partition_dir = data_dir / "data" / f"storage-{node}" / f"{topic}-{partition}"
+        segments = sorted(partition_dir.glob("*.log")) if partition_dir.is_dir() else []
+        out[node] = b"".join(b for s in segments for b in batch_bytes(s.read_bytes()))
+    return out

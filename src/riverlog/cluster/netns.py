@@ -200,6 +200,15 @@ class NetnsPlacement:
             self._made_links.clear()
             self._nodes.clear()
 
+    def remaining(self) -> list[str]:
+        """Namespaces and links of this placement that still exist (after `close()`: none)."""
+        if self.subnet is None:
+            return []
+        mine = f"{self.prefix}{self.owner}-{self.subnet}-"
+        links = f"{self.prefix}{self.subnet}-"
+        found = [n for n in _namespaces() if n.startswith(mine)]
+        return found + [name for name, _ in _links() if name.startswith(links)]
+
     def __enter__(self) -> NetnsPlacement:
         return self.open()
 
