@@ -99,7 +99,7 @@ class RangeReader:
     def _connect(self) -> Any:
         if self._stub is None:
             self._channel = sync_channel(self._servers[self._server])
-            self._stub = gateway_pb2_grpc.GatewayStub(self._channel)  # type: ignore[no-untyped-call]
+            self._stub = gateway_pb2_grpc.GatewayStub(self._channel)
         return self._stub
 
     def _failover(self) -> None:

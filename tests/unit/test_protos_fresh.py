@@ -1,6 +1,7 @@
 """The committed stubs in src/riverlog/v1 are exactly what scripts/gen-protos.sh makes from
-proto/riverlog/v1/*.proto: regenerate into a temporary directory with the same protoc call and
-compare every file byte for byte. Fix a failure with ./scripts/gen-protos.sh."""
+proto/riverlog/v1/*.proto: regenerate into a temporary directory with the same protoc call
+(grpcio-tools and mypy-protobuf's gRPC plugin, both pinned in pyproject) and compare every file
+byte for byte. Fix a failure with ./scripts/gen-protos.sh (`make protos`)."""
 
 from __future__ import annotations
 
@@ -42,6 +43,8 @@ def regenerate(out: Path) -> Path:
             f"--python_out={out}",
             f"--pyi_out={out}",
             f"--grpc_python_out={out}",
+            f"--plugin=protoc-gen-mypy_grpc={Path(sys.executable).parent / 'protoc-gen-mypy_grpc'}",
+            f"--mypy_grpc_out={out}",
             *protos,
         ],
         cwd=ROOT,
@@ -81,6 +84,7 @@ def test_generated_stubs_match_the_protos(tmp_path: Path) -> None:
 def test_the_script_is_the_call_this_test_mirrors() -> None:
     script = (ROOT / "scripts" / "gen-protos.sh").read_text(encoding="utf-8")
     assert "-m grpc_tools.protoc -Iproto" in script
-    for flag in ("--python_out=src", "--pyi_out=src", "--grpc_python_out=src"):
+    flags = ("--python_out=src", "--pyi_out=src", "--grpc_python_out=src", "--mypy_grpc_out=src")
+    for flag in flags:
         assert flag in script
     assert INIT_TEXT.strip() in script

@@ -26,7 +26,7 @@ Handler = Callable[[GroupCoordinator, Callable[[Any], None]], Outcome]
 
 
 def add_to_server(servicer: CoordinatorServicer, server: grpc.aio.Server) -> None:
-    coordinator_pb2_grpc.add_CoordinatorServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
+    coordinator_pb2_grpc.add_CoordinatorServicer_to_server(servicer, server)
 
 
 def _code(exc: RiverlogError) -> int:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from riverlog.common.cluster.convert import node_to_proto, topic_to_proto
 from riverlog.common.records import Record
+from riverlog.common.rpc.convert import error_code_to_proto
 from riverlog.common.types import TopicPartition
 from riverlog.v1 import admin_pb2, common_pb2, data_pb2, gateway_pb2
 
@@ -102,7 +103,7 @@ def fetch_to_proto(
         msg = response.partitions.add()
         msg.topic = r.tp.topic
         msg.partition = r.tp.partition
-        msg.error_code = r.error_code
+        msg.error_code = error_code_to_proto(r.error_code)
         msg.error_message = r.error_message
         msg.high_watermark = r.high_watermark
         msg.last_stable_offset = r.last_stable_offset

@@ -327,4 +327,4 @@ install_request_quota(GatewayServicer, ("Produce", "Fetch", "ProduceRecords", "F
 
 
 def add_to_server(servicer: GatewayServicer, server: grpc.aio.Server) -> None:
-    gateway_pb2_grpc.add_GatewayServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
+    gateway_pb2_grpc.add_GatewayServicer_to_server(servicer, server)

@@ -25,6 +25,7 @@ from riverlog.common.quota.convert import (
     image_to_proto,
 )
 from riverlog.common.quota.entity import DEFAULT, QuotaEntity
+from riverlog.common.rpc.convert import error_code_to_proto
 from riverlog.v1 import admin_pb2, metadata_pb2
 
 from ..client_quotas import ClientQuotaBook, QuotaOp
@@ -73,7 +74,7 @@ class ClientQuotasRpc:
             try:
                 entity = entity_from_proto(entry.entity)
             except RiverlogError as exc:
-                result.error_code = int(exc.code)
+                result.error_code = error_code_to_proto(exc.code)
                 result.error_message = exc.message
                 continue
             ops = [QuotaOp(op.key, op.value, op.remove) for op in entry.ops]
@@ -81,10 +82,10 @@ class ClientQuotasRpc:
         results = await self.client_quotas.alter(
             [(entity, ops) for _, entity, ops in parsed], request.validate_only
         )
-        for (i, _, _), result in zip(parsed, results, strict=True):
-            if result.error is not None:
-                out.results[i].error_code = int(result.error.code)
-                out.results[i].error_message = result.error.message
+        for (i, _, _), outcome in zip(parsed, results, strict=True):
+            if outcome.error is not None:
+                out.results[i].error_code = error_code_to_proto(outcome.error.code)
+                out.results[i].error_message = outcome.error.message
         return out
 
     async def DescribeClientQuotas(

@@ -17,6 +17,7 @@ import grpc
 
 from riverlog.common.cluster.convert import delta_to_proto, node_from_proto
 from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.rpc.convert import error_code_to_proto
 from riverlog.v1 import admin_pb2, metadata_pb2, metadata_pb2_grpc
 
 from ..controller.cluster import NodeRegistry
@@ -230,7 +231,7 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
             entry = out.topics.add(name=name)
             topic = image.topics.get(name)
             if topic is None:
-                entry.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                entry.error_code = error_code_to_proto(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 entry.error_message = f"This server does not host this topic: {name!r}"
                 continue
             entry.configs.extend(conv.config_entries_to_proto(dict(topic.configs)))

@@ -49,4 +49,4 @@ class QuotaServicer(quota_pb2_grpc.QuotaServiceServicer):
 
 
 def add_to_server(servicer: QuotaServicer, server: grpc.aio.Server) -> None:
-    quota_pb2_grpc.add_QuotaServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
+    quota_pb2_grpc.add_QuotaServiceServicer_to_server(servicer, server)

@@ -116,7 +116,7 @@ class ZeroCopyServer:
                     return
                 request = data_pb2.FetchRequest()
                 try:
-                    request.ParseFromString(payload)
+                    request.ParseFromString(bytes(payload))
                 except Exception as exc:  # protobuf's DecodeError has no stable import path
                     log.warning("zero-copy %s: undecodable request (%s); closing", peer, exc)
                     return

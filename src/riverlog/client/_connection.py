@@ -91,7 +91,7 @@ class GatewayConnection:
             if stub is None:
                 channel = open_channel(self._servers[index], self._channel_credentials)
                 self._channels[index] = channel
-                stub = self._stubs[index] = gateway_pb2_grpc.GatewayStub(channel)  # type: ignore[no-untyped-call]
+                stub = self._stubs[index] = gateway_pb2_grpc.GatewayStub(channel)
             return stub, index
 
     def throttle_remaining_s(self) -> float:

@@ -91,7 +91,7 @@ def describe_cluster(
     """One DescribeCluster call through the gateway at `address` (TLS with `credentials`);
     raises RiverlogError."""
     with sync_channel(address, credentials) as channel:
-        stub = gateway_pb2_grpc.GatewayStub(channel)  # type: ignore[no-untyped-call]
+        stub = gateway_pb2_grpc.GatewayStub(channel)
         metadata = ((CLIENT_ID_KEY, client_id),)
         try:
             response: admin_pb2.DescribeClusterResponse = stub.DescribeCluster(

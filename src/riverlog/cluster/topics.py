@@ -65,7 +65,7 @@ def create_topic(
         ]
     )
     with sync_channel(gateway_address, credentials) as channel:
-        stub = gateway_pb2_grpc.GatewayStub(channel)  # type: ignore[no-untyped-call]
+        stub = gateway_pb2_grpc.GatewayStub(channel)
         try:
             response = stub.CreateTopics(request, timeout=timeout, metadata=_metadata())
         except grpc.RpcError as e:
@@ -80,7 +80,7 @@ def wait_for_topic(
 ) -> common_pb2.TopicMetadata:
     """Wait until the gateway reports `partitions` partitions of `name`, each with a leader."""
     with sync_channel(gateway_address) as channel:
-        stub = gateway_pb2_grpc.GatewayStub(channel)  # type: ignore[no-untyped-call]
+        stub = gateway_pb2_grpc.GatewayStub(channel)
         return _wait_for_leaders(stub, name, partitions, timeout)
 
 
@@ -107,7 +107,7 @@ def _wait_for_leaders(
                 if len(leaders) >= partitions > 0 and all(leader >= 0 for leader in leaders):
                     return topic
                 seen = f"leaders {leaders}"
-            if any(e.error_code != ErrorCode.NONE for e in response.errors):
+            if any(int(e.error_code) != ErrorCode.NONE for e in response.errors):
                 seen = f"unknown topic {name!r}"
         if time.monotonic() >= deadline:
             raise ClusterError(f"topic {name!r} has no leader for every partition: {seen}")

@@ -220,7 +220,7 @@ class Fetcher:
             if chain is None or chunk not in chain:
                 continue  # dropped since (an error before it, or a clear)
             at_position = chain[0] is chunk
-            code = answer.error_code
+            code = int(answer.error_code)
             if code == ErrorCode.NONE:
                 state.high_watermark = answer.high_watermark
                 state.log_start_offset = answer.log_start_offset

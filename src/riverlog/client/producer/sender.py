@@ -274,7 +274,7 @@ class Sender(threading.Thread):
         answers = {(p.topic, p.partition): p for p in response.partitions}
         for tp, group in inflight.groups.items():
             answer = answers.get(tp)
-            if answer is None or answer.error_code != ErrorCode.NONE:
+            if answer is None or int(answer.error_code) != ErrorCode.NONE:
                 if answer is None:
                     error = RiverlogError(
                         f"the produce response has no answer for {tp[0]}-{tp[1]}",

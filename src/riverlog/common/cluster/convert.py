@@ -10,6 +10,7 @@ from types import MappingProxyType
 from typing import Final
 
 from riverlog.common.errors import ErrorCode
+from riverlog.common.rpc.convert import error_code_to_proto
 from riverlog.v1 import common_pb2, coordinator_pb2, metadata_pb2
 
 from .image import (
@@ -187,7 +188,7 @@ def find_coordinator_to_proto(
         partition, node = image.coordinator_for(key)
         found = out.coordinators.add(key=key, partition=partition, node_id=-1)
         if node is None:
-            found.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            found.error_code = error_code_to_proto(ErrorCode.COORDINATOR_NOT_AVAILABLE)
             found.error_message = f"no live coordinator for {OFFSETS_TOPIC}-{partition}"
         else:
             found.node_id, found.host, found.port = node.node_id, node.host, node.port
