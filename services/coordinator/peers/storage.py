@@ -45,7 +45,9 @@ class StorageClient:
 
     def __init__(self, image: Callable[[], ClusterImage]) -> None:
         self._image = image
-        self.channels = ChannelCache(storage_pb2_grpc.StorageServiceStub, "storage node")
+        self.channels: ChannelCache[storage_pb2_grpc.StorageServiceAsyncStub] = ChannelCache(
+            storage_pb2_grpc.StorageServiceStub, "storage node"
+        )
 
     def _leader(self, partition: int) -> NodeInfo:
         node = self._image().leader_node(OFFSETS_TOPIC, partition)
@@ -56,7 +58,7 @@ class StorageClient:
             )
         return node
 
-    def _stub(self, node: NodeInfo) -> storage_pb2_grpc.StorageServiceStub:
+    def _stub(self, node: NodeInfo) -> storage_pb2_grpc.StorageServiceAsyncStub:
         return self.channels.stub(node)
 
     async def close(self) -> None:

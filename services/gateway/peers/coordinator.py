@@ -6,30 +6,45 @@ retries them like Kafka clients retry a coordinator that went away."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Final
 
 import grpc
 
 from riverlog.common.cluster import NodeInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.rpc.channels import ChannelCache
+from riverlog.common.rpc.channels import ChannelCache, Rpcs, pick
 from riverlog.v1 import coordinator_pb2_grpc
 
 log = logging.getLogger(__name__)
+
+COORDINATOR_RPCS: Final[Rpcs[coordinator_pb2_grpc.CoordinatorAsyncStub]] = {
+    "JoinGroup": lambda s: s.JoinGroup,
+    "SyncGroup": lambda s: s.SyncGroup,
+    "Heartbeat": lambda s: s.Heartbeat,
+    "LeaveGroup": lambda s: s.LeaveGroup,
+    "OffsetCommit": lambda s: s.OffsetCommit,
+    "OffsetFetch": lambda s: s.OffsetFetch,
+    "ListGroups": lambda s: s.ListGroups,
+    "DescribeGroups": lambda s: s.DescribeGroups,
+    "DeleteGroups": lambda s: s.DeleteGroups,
+}
+"""The group requests the gateway routes to a coordinator, by the name the router passes."""
 
 
 class CoordinatorPeers:
     """Lifecycle: one per gateway process, used from its event loop; `close()` at shutdown."""
 
     def __init__(self) -> None:
-        self.channels = ChannelCache(coordinator_pb2_grpc.CoordinatorStub, "coordinator")
+        self.channels: ChannelCache[coordinator_pb2_grpc.CoordinatorAsyncStub] = ChannelCache(
+            coordinator_pb2_grpc.CoordinatorStub, "coordinator"
+        )
 
     async def call(self, node: NodeInfo, method: str, request: Any, timeout_s: float) -> Any:
         """`method` on the coordinator `node`; RiverlogError(COORDINATOR_NOT_AVAILABLE) when it
         cannot be reached, REQUEST_TIMED_OUT when the deadline passes."""
         try:
-            stub = self.channels.stub(node)
-            return await getattr(stub, method)(request, timeout=max(timeout_s, 0.01))
+            rpc = pick(COORDINATOR_RPCS, self.channels.stub(node), method)
+            return await rpc(request, timeout=max(timeout_s, 0.01))
         except grpc.RpcError as exc:
             status = exc.code() if hasattr(exc, "code") else None
             if status == grpc.StatusCode.DEADLINE_EXCEEDED:

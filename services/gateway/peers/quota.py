@@ -52,7 +52,9 @@ class QuotaReporter:
         self.image = image
         self.clock = clock
         self.interval_s = interval_ms / 1000
-        self.channels = ChannelCache(quota_pb2_grpc.QuotaServiceStub, "quota instance")
+        self.channels: ChannelCache[quota_pb2_grpc.QuotaServiceAsyncStub] = ChannelCache(
+            quota_pb2_grpc.QuotaServiceStub, "quota instance"
+        )
         self._unreachable: set[int] = set()
         self._task: asyncio.Task[None] | None = None
         self.reports_sent = 0
@@ -69,7 +71,7 @@ class QuotaReporter:
             self._task = None
         await self.channels.close()
 
-    def _stub(self, node: NodeInfo) -> quota_pb2_grpc.QuotaServiceStub:
+    def _stub(self, node: NodeInfo) -> quota_pb2_grpc.QuotaServiceAsyncStub:
         return self.channels.stub(node)
 
     async def _run(self) -> None:

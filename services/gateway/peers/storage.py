@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import grpc
 
@@ -22,7 +22,7 @@ from riverlog.common.cluster import NodeInfo
 from riverlog.common.cluster.image import NodeKey
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.rpc.channel import CLIENT_ID_KEY
-from riverlog.common.rpc.channels import ChannelCache
+from riverlog.common.rpc.channels import ChannelCache, Rpcs, pick
 from riverlog.common.rpc.status import from_rpc_error
 from riverlog.common.types import TopicPartition
 from riverlog.v1 import data_pb2, storage_pb2_grpc
@@ -40,6 +40,14 @@ from ..routing.router import Routed
 
 log = logging.getLogger(__name__)
 
+STORAGE_RPCS: Final[Rpcs[storage_pb2_grpc.StorageServiceAsyncStub]] = {
+    "Produce": lambda s: s.Produce,
+    "Fetch": lambda s: s.Fetch,
+    "ListOffsets": lambda s: s.ListOffsets,
+    "DeleteRecords": lambda s: s.DeleteRecords,
+}
+"""The calls the gateway's families make on a leader."""
+
 _R = TypeVar("_R")
 _P = TypeVar("_P", bound=Routed)
 
@@ -49,7 +57,9 @@ class StoragePeers:
     loop; `close()` at shutdown. Implements the families' sender protocols."""
 
     def __init__(self) -> None:
-        self.channels = ChannelCache(storage_pb2_grpc.StorageServiceStub, "storage node")
+        self.channels: ChannelCache[storage_pb2_grpc.StorageServiceAsyncStub] = ChannelCache(
+            storage_pb2_grpc.StorageServiceStub, "storage node"
+        )
 
     async def prune(self, live: Iterable[NodeKey]) -> None:
         """Close the channels of nodes no longer in the cluster."""
@@ -68,9 +78,8 @@ class StoragePeers:
         ctx = current_request.get()
         metadata = ((CLIENT_ID_KEY, ctx.client_id),) if ctx is not None else None
         try:
-            return await getattr(self.channels.stub(node), method)(
-                request, timeout=timeout, metadata=metadata
-            )
+            rpc = pick(STORAGE_RPCS, self.channels.stub(node), method)
+            return await rpc(request, timeout=timeout, metadata=metadata)
         except grpc.RpcError as exc:
             error = from_rpc_error(exc)
             raise RiverlogError(

@@ -13,7 +13,8 @@ from typing import Any, Final
 
 import grpc
 
-from riverlog.common.rpc.channels import ChannelCache
+from riverlog.common.cluster.client import METADATA_RPCS
+from riverlog.common.rpc.channels import ChannelCache, pick
 from riverlog.common.rpc.status import from_rpc_error
 from riverlog.v1 import metadata_pb2_grpc
 
@@ -31,14 +32,15 @@ class ControllerPeer:
 
     def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
-        self._channels = ChannelCache(metadata_pb2_grpc.MetadataServiceStub, "controller")
+        self._channels: ChannelCache[metadata_pb2_grpc.MetadataServiceAsyncStub] = ChannelCache(
+            metadata_pb2_grpc.MetadataServiceStub, "controller"
+        )
 
     async def forward(self, address: str, method: str, request: Any) -> Any:
         """Call `method` on the controller at `address`; raises RiverlogError."""
         try:
-            return await getattr(self._channels.stub_at(address), method)(
-                request, timeout=self.timeout_s, metadata=((FORWARDED_KEY, "1"),)
-            )
+            rpc = pick(METADATA_RPCS, self._channels.stub_at(address), method)
+            return await rpc(request, timeout=self.timeout_s, metadata=((FORWARDED_KEY, "1"),))
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
 

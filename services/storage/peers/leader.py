@@ -10,6 +10,7 @@ conversions to and from the protos are here. Failures come back as RiverlogError
 from __future__ import annotations
 
 import logging
+from typing import TypeAlias
 
 import grpc
 
@@ -84,7 +85,7 @@ def follower_results_from_proto(
     return results
 
 
-LeaderChannels = ChannelCache[storage_pb2_grpc.StorageServiceStub]
+LeaderChannels: TypeAlias = ChannelCache["storage_pb2_grpc.StorageServiceAsyncStub"]
 """The node's gRPC channels to other storage nodes, shared by every fetcher (made by the app)."""
 
 

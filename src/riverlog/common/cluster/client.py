@@ -17,7 +17,7 @@ from typing import Any, Final
 import grpc
 
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.rpc.channels import ChannelCache
+from riverlog.common.rpc.channels import ChannelCache, Rpcs, pick
 from riverlog.common.rpc.status import from_rpc_error
 from riverlog.v1 import admin_pb2, metadata_pb2, metadata_pb2_grpc
 
@@ -28,6 +28,31 @@ DEFAULT_TIMEOUT_S: Final = 10.0
 _FAILOVER_CODES: Final = frozenset(
     {ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_CONTROLLER}
 )
+
+
+METADATA_RPCS: Final[Rpcs[metadata_pb2_grpc.MetadataServiceAsyncStub]] = {
+    "RegisterNode": lambda s: s.RegisterNode,
+    "Heartbeat": lambda s: s.Heartbeat,
+    "UnregisterNode": lambda s: s.UnregisterNode,
+    "CreateTopics": lambda s: s.CreateTopics,
+    "DeleteTopics": lambda s: s.DeleteTopics,
+    "CreatePartitions": lambda s: s.CreatePartitions,
+    "AlterConfigs": lambda s: s.AlterConfigs,
+    "DescribeConfigs": lambda s: s.DescribeConfigs,
+    "ListTopics": lambda s: s.ListTopics,
+    "DescribeTopics": lambda s: s.DescribeTopics,
+    "DescribeCluster": lambda s: s.DescribeCluster,
+    "AlterPartition": lambda s: s.AlterPartition,
+    "AllocateProducerIds": lambda s: s.AllocateProducerIds,
+    "ElectLeaders": lambda s: s.ElectLeaders,
+    "AlterClientQuotas": lambda s: s.AlterClientQuotas,
+    "DescribeClientQuotas": lambda s: s.DescribeClientQuotas,
+    "UpsertUser": lambda s: s.UpsertUser,
+    "DeleteUser": lambda s: s.DeleteUser,
+    "ListUsers": lambda s: s.ListUsers,
+}
+"""MetadataService's unary methods by name (`call` takes a name: the gateway passes admin
+calls through, the controller forwarder passes writes on)."""
 
 
 def parse_addresses(text: str | Sequence[str]) -> list[str]:
@@ -49,13 +74,15 @@ class MetadataClient:
         self.addresses = parse_addresses(addresses)
         self.timeout_s = timeout_s
         self._current = 0
-        self._channels = ChannelCache(metadata_pb2_grpc.MetadataServiceStub, "metadata instance")
+        self._channels: ChannelCache[metadata_pb2_grpc.MetadataServiceAsyncStub] = ChannelCache(
+            metadata_pb2_grpc.MetadataServiceStub, "metadata instance"
+        )
 
     @property
     def current_address(self) -> str:
         return self.addresses[self._current]
 
-    def stub_for(self, address: str) -> metadata_pb2_grpc.MetadataServiceStub:
+    def stub_for(self, address: str) -> metadata_pb2_grpc.MetadataServiceAsyncStub:
         return self._channels.stub_at(address)
 
     def advance(self) -> str:
@@ -67,7 +94,7 @@ class MetadataClient:
         await self._channels.close()
 
     async def call(self, method: str, request: Any, timeout_s: float | None = None) -> Any:
-        """Unary `method` with failover; raises RiverlogError."""
+        """Unary `method` (a name in `METADATA_RPCS`) with failover; raises RiverlogError."""
         timeout = timeout_s if timeout_s is not None else self.timeout_s
         last: RiverlogError | None = None
         for attempt in range(2 * len(self.addresses)):
@@ -75,7 +102,8 @@ class MetadataClient:
                 await asyncio.sleep(0.2)  # a second round, after a pause (elections, restarts)
             address = self.current_address
             try:
-                return await getattr(self.stub_for(address), method)(request, timeout=timeout)
+                rpc = pick(METADATA_RPCS, self.stub_for(address), method)
+                return await rpc(request, timeout=timeout)
             except grpc.RpcError as exc:
                 last = from_rpc_error(exc)
             if last.code not in _FAILOVER_CODES:

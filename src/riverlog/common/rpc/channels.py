@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 import grpc
+
+from riverlog.common.errors import ErrorCode, RiverlogError
 
 from .channel import aio_channel
 
@@ -28,6 +30,11 @@ if TYPE_CHECKING:  # at run time the cluster package imports this module (its me
 log = logging.getLogger(__name__)
 
 S = TypeVar("S")
+
+Rpcs = Mapping[str, Callable[[S], Any]]
+"""A service's unary methods by name, each picked off the typed stub (`lambda s: s.Fetch`), so
+mypy checks every name against the generated stub: for callers that pass a method on by name
+(routed group requests, admin passthrough, forwarding), instead of `getattr` on the stub."""
 
 REPLACED_GRACE_S: Final = 5.0
 """How long calls on a replaced channel (the node restarted) may still run before it closes."""
@@ -101,3 +108,14 @@ class ChannelCache(Generic[S]):
         task = asyncio.get_running_loop().create_task(channel.close(grace=REPLACED_GRACE_S))
         self._replaced[channel] = task
         task.add_done_callback(lambda _: self._replaced.pop(channel, None))
+
+
+def pick(rpcs: Rpcs[S], stub: S, method: str) -> Any:
+    """The multicallable for `method` on `stub`; RiverlogError(INVALID_REQUEST) for a name the
+    table does not list."""
+    try:
+        return rpcs[method](stub)
+    except KeyError:
+        raise RiverlogError(
+            f"{method} is not a method this call passes on", ErrorCode.INVALID_REQUEST
+        ) from None
