@@ -150,7 +150,11 @@ class StorageNode:
         add = storage_pb2_grpc.add_StorageServiceServicer_to_server
         self.rpc = RpcServer(config.host, config.port, [(add, servicer, SERVICE_NAME)])
         self.zero_copy = ZeroCopyServer(
-            config.host, config.zero_copy_port, fetch, config.zero_copy_max_request_bytes
+            config.host,
+            config.zero_copy_port,
+            fetch,
+            config.zero_copy_max_request_bytes,
+            produce=servicer.produce,
         )
         await self.zero_copy.start()
         await self.rpc.start()

@@ -58,6 +58,10 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
     async def Produce(
         self, request: data_pb2.ProduceRequest, context: Any
     ) -> data_pb2.ProduceResponse:
+        return await self.produce(request)
+
+    async def produce(self, request: data_pb2.ProduceRequest) -> data_pb2.ProduceResponse:
+        """Produce, whichever transport it came by (gRPC or the zero-copy channel)."""
         params = produce_params_from_proto(request)
         pending = self._produce.append(params)
         if params.acks is Acks.NONE:

@@ -25,9 +25,16 @@ import errno
 import logging
 import os
 import socket
+from collections.abc import Awaitable, Callable
 
 from riverlog.common.errors import RiverlogError
-from riverlog.common.zerocopy import FRAME_HEADER, encode_frame
+from riverlog.common.zerocopy import (
+    FRAME_HEADER,
+    KIND_FETCH,
+    KIND_PRODUCE,
+    encode_frame,
+    split_request_header,
+)
 from riverlog.v1 import data_pb2
 
 from ..log import FetchSlice
@@ -36,6 +43,8 @@ from ..replica.requests import FetchPartitionResult, StoredRecords
 from .converters import fetch_params_from_proto, fetch_response_to_proto
 
 log = logging.getLogger(__name__)
+
+ProduceCall = Callable[[data_pb2.ProduceRequest], Awaitable[data_pb2.ProduceResponse]]
 
 _SENDFILE_CHUNK = 1 << 30
 _NO_SENDFILE_ERRNOS = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP})
@@ -47,11 +56,20 @@ class ZeroCopyServer:
     every connection. Runs entirely on the event loop that started it."""
 
     def __init__(
-        self, host: str, port: int, fetch: FetchHandler, max_request_bytes: int = 1 << 20
+        self,
+        host: str,
+        port: int,
+        fetch: FetchHandler,
+        max_request_bytes: int = 1 << 20,
+        produce: ProduceCall | None = None,
     ) -> None:
+        """`produce`: answers produce frames (the gRPC Produce's own logic); without it a
+        produce frame closes the connection. `max_request_bytes` bounds fetch frames; produce
+        frames may be up to the framing's 16 MiB (the leader validates their sizes)."""
         self.host = host
         self._requested_port = port
         self._fetch = fetch
+        self._produce = produce
         self._max_request_bytes = max_request_bytes
         self._listener: socket.socket | None = None
         self._accept_task: asyncio.Task[None] | None = None
@@ -107,20 +125,32 @@ class ZeroCopyServer:
                 header = await _recv_exactly(loop, conn, FRAME_HEADER.size)
                 if header is None:
                     return  # the client closed between requests
-                (length,) = FRAME_HEADER.unpack(header)
-                if length > self._max_request_bytes:
+                kind, length = split_request_header(FRAME_HEADER.unpack(header)[0])
+                if kind == KIND_PRODUCE and self._produce is not None:
+                    pass  # up to the framing's limit
+                elif kind != KIND_FETCH:
+                    log.warning("zero-copy %s: unknown request kind %d; closing", peer, kind)
+                    return
+                elif length > self._max_request_bytes:
                     log.warning("zero-copy %s: request of %d bytes; closing", peer, length)
                     return
                 payload = await _recv_exactly(loop, conn, length)
                 if payload is None:
                     return
-                request = data_pb2.FetchRequest()
+                message = (
+                    data_pb2.ProduceRequest() if kind == KIND_PRODUCE else data_pb2.FetchRequest()
+                )
                 try:
-                    request.ParseFromString(bytes(payload))
+                    message.ParseFromString(bytes(payload))
                 except Exception as exc:  # protobuf's DecodeError has no stable import path
                     log.warning("zero-copy %s: undecodable request (%s); closing", peer, exc)
                     return
-                await self._answer(loop, conn, request)
+                if isinstance(message, data_pb2.ProduceRequest):
+                    assert self._produce is not None
+                    response = await self._produce(message)
+                    await loop.sock_sendall(conn, encode_frame(response.SerializeToString()))
+                else:
+                    await self._answer(loop, conn, message)
         except (ConnectionError, BrokenPipeError) as exc:
             log.debug("zero-copy %s: connection ended: %s", peer, exc)
         except OSError as exc:

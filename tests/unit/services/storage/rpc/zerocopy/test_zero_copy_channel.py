@@ -5,9 +5,10 @@ bad frames close the connection without hurting the server."""
 import asyncio
 import socket
 import struct
+from collections.abc import AsyncIterator
 
 import pytest
-from storage_replica_testkit import Node, make_batch, produce_params
+from storage_replica_testkit import NODE, Node, make_batch, produce_params
 
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
@@ -17,8 +18,9 @@ from riverlog.services.storage.rpc.converters import (
     fetch_params_from_proto,
     fetch_response_to_proto,
 )
+from riverlog.services.storage.rpc.servicer import StorageServicer
 from riverlog.services.storage.rpc.zerocopy import ZeroCopyServer
-from riverlog.v1 import data_pb2
+from riverlog.v1 import common_pb2, data_pb2
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)
@@ -165,3 +167,72 @@ def test_client_reports_a_closed_port() -> None:
     with pytest.raises(RiverlogError) as exc:
         client.fetch(request())
     assert exc.value.code == ErrorCode.NETWORK_EXCEPTION
+
+
+# --- produce over the channel (the gateway's fast path to leaders, decision 0018) -------------
+
+
+@pytest.fixture
+async def produce_server(node: Node) -> AsyncIterator[ZeroCopyServer]:
+    servicer = StorageServicer(NODE, node.produce, node.fetch, node.offsets)
+    srv = ZeroCopyServer(
+        "127.0.0.1", 0, node.fetch, max_request_bytes=4096, produce=servicer.produce
+    )
+    await srv.start()
+    yield srv
+    await srv.stop()
+
+
+def produce_request(*parts: tuple[str, int, bytes], acks: int = common_pb2.ACKS_LEADER):
+    return data_pb2.ProduceRequest(
+        acks=acks,  # type: ignore[arg-type]
+        correlation_id=9,
+        partitions=[
+            data_pb2.ProducePartition(topic=t, partition=p, records=r) for t, p, r in parts
+        ],
+    )
+
+
+async def test_produce_over_the_channel_then_fetch_on_the_same_connection(
+    node: Node, produce_server: ZeroCopyServer
+) -> None:
+    batch = make_batch(4, value_size=5000)  # a frame larger than the fetch-request limit
+    async with AsyncZeroCopyFetchClient("127.0.0.1", produce_server.port) as client:
+        reply = await client.produce(produce_request(("t", 0, batch), ("t", 1, b"junk")), 5.0)
+        assert reply.correlation_id == 9
+        assert [(p.error_code, p.base_offset, p.last_offset) for p in reply.partitions] == [
+            (ErrorCode.NONE, 0, 3),
+            (ErrorCode.CORRUPT_MESSAGE, -1, -1),
+        ]
+        fetched = await client.fetch(request(parts=[("t", 0, 0)]))
+    assert fetched.partitions[0].records[17:] == batch[17:]  # only offset and epoch rewritten
+    assert node.replicas.partitions[T1].log_end_offset == 0  # the refused part wrote nothing
+
+
+async def test_a_produce_frame_without_a_produce_handler_closes_only_that_connection(
+    node: Node, server: ZeroCopyServer
+) -> None:
+    await fill(node)
+    client = AsyncZeroCopyFetchClient("127.0.0.1", server.port)
+    with pytest.raises(RiverlogError) as refused:
+        await client.produce(produce_request(("t", 0, make_batch(1))), 5.0)
+    assert refused.value.code == ErrorCode.NETWORK_EXCEPTION
+    assert node.replicas.partitions[T0].log_end_offset == 15  # nothing written
+    fetched = await client.fetch(request())  # reconnects; the server serves on
+    assert fetched.partitions[0].high_watermark == 15
+    await client.close()
+
+
+async def test_an_unknown_request_kind_closes_the_connection(
+    node: Node, produce_server: ZeroCopyServer
+) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", produce_server.port)
+    writer.write(struct.pack(">I", 7 << 24 | 3) + b"abc")
+    try:
+        answer = await asyncio.wait_for(reader.read(16), 5)
+    except ConnectionResetError:  # closed with our bytes unread: a reset, not an EOF
+        answer = b""
+    assert answer == b""  # closed by the server, nothing answered
+    writer.close()
+    async with AsyncZeroCopyFetchClient("127.0.0.1", produce_server.port) as client:
+        assert (await client.fetch(request())).partitions[0].error_code == ErrorCode.NONE
