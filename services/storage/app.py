@@ -46,6 +46,7 @@ from .config import StorageConfig
 from .fencing import SelfFence
 from .log import LogConfig, LogManager
 from .log.cleaner import CleanerConfig, LogCleaner
+from .log.dir_failure import LogDirFailureChannel
 from .metrics import register_replication_metrics
 from .peers.controller import ControllerClient
 from .peers.leader import LeaderClient, leader_channels
@@ -117,6 +118,8 @@ class StorageNode:
             may_lead=self.fence.may_lead,
         )
         self.replicas = replicas
+        # A failed write takes its log dir offline; with every dir offline the node halts.
+        replicas.on_storage_error = LogDirFailureChannel(config.log_dirs).storage_error
         controller = ControllerClient(self.metadata, config.node_id, lambda: self.incarnation)
         alter = AlterPartitionManager(controller, replicas.partitions.get)
         self.alter_partition = alter

@@ -15,6 +15,7 @@ The fast subset (`Nemesis.ci`, idempotent scenario) runs in `make test`; the res
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass, field
 
@@ -67,6 +68,10 @@ SCENARIOS = [
         nemeses=("isolate-leader", "leader-from-controller", "loss-all", "duplicate-all"),
     ),
 ]
+
+
+def median_ms(values: list[float]) -> str:
+    return f"{statistics.median(values) * 1000:.0f}" if values else "-"
 
 
 def cases() -> list:
@@ -127,6 +132,9 @@ def test_network_fault(
         epochs.stop()
     after_heal = [a.acked_at - healed_at for a in workload.acks if a.sent_at >= healed_at]
     served_again = min(after_heal, default=None)
+    fault_at = workload.fault_at or 0.0
+    before = [a.acked_at - a.sent_at for a in workload.acks if a.sent_at < fault_at]
+    during = [a.acked_at - a.sent_at for a in workload.acks if fault_at <= a.sent_at < healed_at]
     if not recovered:
         print(f"\nnot serving {RECOVERY_S} s after healing: failures {dict(workload.failures)}")
         print(f"  topic: {describe(cluster, topic)}\n  cluster: {describe_cluster(cluster)}")
@@ -153,7 +161,8 @@ def test_network_fault(
     summary = (
         f"{report.summary(name)}; duplicates {len(duplicates)}; {compared} replica bytes "
         f"compared; {len(epochs.samples)} leader changes; served again {served} after heal; "
-        f"isolated-leader probes {ctx.probes or '-'}; anomalies {len(problems)}"
+        f"isolated-leader probes {ctx.probes or '-'}; ack latency p50 before/during the fault "
+        f"{median_ms(before)}/{median_ms(during)} ms; anomalies {len(problems)}"
     )
     print(f"\n{summary}")
     print(f"  sent {workload.sent}, failures {dict(workload.failures)}")

@@ -309,9 +309,10 @@ class ReplicaFetcherManager:
                 new_start = min(result.log_start_offset, partition.high_watermark)
                 if new_start > partition.log_start_offset:
                     partition.log.delete_records(new_start)
-            except RiverlogError as exc:
+            except (RiverlogError, OSError) as exc:
                 # Bytes that do not continue our log: resolve the divergence by epoch again.
                 log.error("%s: cannot append what the leader sent: %s", result.tp, exc)
+                self._replicas.storage_error(result.tp, exc)  # a failed disk: dir offline
                 state.truncating = True
                 state.delayed_until = asyncio.get_running_loop().time() + self._backoff_s
         return True

@@ -79,10 +79,12 @@ class ProduceHandler:
                 info = partition.append_as_leader(data.records)
             except RiverlogError as exc:
                 result.fail(exc)
+                self._replicas.storage_error(data.tp, exc)  # a failed disk: dir offline
                 continue
             except OSError as exc:
                 log.error("%s: append failed: %s", data.tp, exc)
                 result.fail(RiverlogError(f"{data.tp}: {exc}", ErrorCode.KAFKA_STORAGE_ERROR))
+                self._replicas.storage_error(data.tp, exc)
                 continue
             result.base_offset = info.first_offset
             result.last_offset = info.last_offset

@@ -88,6 +88,8 @@ class ReplicaManager:
         self._partitions: dict[TopicPartition, Partition] = {}
         # Called after every applied image (the follower fetchers listen).
         self.on_partitions_changed: list[Callable[[], None]] = []
+        # Told of every failed write to a partition's log (set by the app: log/dir_failure.py).
+        self.on_storage_error: Callable[[Path | None, BaseException], None] | None = None
         # Counts of partitions since stopped here, so the node's totals never go down.
         self._retired_shrinks = 0
         self._retired_expands = 0
@@ -95,6 +97,11 @@ class ReplicaManager:
     @property
     def partitions(self) -> Mapping[TopicPartition, Partition]:
         return self._partitions
+
+    def storage_error(self, tp: TopicPartition, exc: BaseException) -> None:
+        """A write to `tp`'s log failed with `exc`: tell the log dir failure channel."""
+        if self.on_storage_error is not None:
+            self.on_storage_error(self.log_manager.log_dir_of(tp), exc)
 
     def log_config(self, topic_configs: Mapping[str, str]) -> LogConfig:
         """The node's defaults with the topic's overrides (keys the log does not read, such as
