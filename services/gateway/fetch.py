@@ -19,7 +19,7 @@ from typing import Protocol
 
 from riverlog.common.cluster.image import NodeInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.types import TopicPartition
+from riverlog.common.types import IsolationLevel, TopicPartition
 
 from .config import GatewayConfig
 from .context import Deadline, RequestContext, measured
@@ -29,8 +29,7 @@ from .validation import item_errors, offset_error, require
 log = logging.getLogger(__name__)
 
 _INT32_MAX = 2**31 - 1
-READ_UNCOMMITTED = 0
-READ_COMMITTED = 1
+_ISOLATION_LEVELS = frozenset(IsolationLevel)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +39,8 @@ class FetchOptions:
     max_wait_ms: int = 0
     min_bytes: int = 0
     max_bytes: int = 0
-    isolation_level: int = READ_UNCOMMITTED
+    isolation_level: IsolationLevel | None = IsolationLevel.READ_UNCOMMITTED
+    """None: the request named a level the wire does not define (refused)."""
     replica_id: int | None = None
 
 
@@ -102,7 +102,7 @@ class Fetcher:
             options.max_wait_ms >= 0, f"max_wait_ms must not be negative, got {options.max_wait_ms}"
         )
         require(
-            options.isolation_level in (READ_UNCOMMITTED, READ_COMMITTED),
+            options.isolation_level in _ISOLATION_LEVELS,
             f"unknown isolation level {options.isolation_level}",
         )
         return FetchOptions(

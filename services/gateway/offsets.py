@@ -13,7 +13,7 @@ from typing import Final, Protocol
 
 from riverlog.common.cluster.image import NodeInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.types import TopicPartition
+from riverlog.common.types import IsolationLevel, OffsetSpec, TopicPartition
 
 from .config import GatewayConfig
 from .context import Deadline, RequestContext
@@ -22,19 +22,15 @@ from .validation import item_errors, offset_error, require
 
 _INT32_MAX: Final = 2**31 - 1
 
-# riverlog.v1.OffsetSpec
-SPEC_TIMESTAMP: Final = 0
-SPEC_LATEST: Final = 1
-SPEC_EARLIEST: Final = 2
-SPEC_MAX_TIMESTAMP: Final = 3
-_SPECS: Final = frozenset({SPEC_TIMESTAMP, SPEC_LATEST, SPEC_EARLIEST, SPEC_MAX_TIMESTAMP})
-_ISOLATION_LEVELS: Final = frozenset({0, 1})
+_SPECS: Final = frozenset(OffsetSpec)
+_ISOLATION_LEVELS: Final = frozenset(IsolationLevel)
 
 
 @dataclass(frozen=True, slots=True)
 class ListOffsetsPart:
     tp: TopicPartition
-    spec: int = SPEC_LATEST
+    spec: OffsetSpec | None = OffsetSpec.LATEST
+    """None: the request named a spec the wire does not define (refused)."""
     timestamp_ms: int = 0
     current_leader_epoch: int | None = None
 
@@ -77,7 +73,7 @@ class OffsetsSender(Protocol):
     async def list_offsets(
         self,
         node: NodeInfo,
-        isolation_level: int,
+        isolation_level: IsolationLevel,
         parts: list[ListOffsetsPart],
         deadline: Deadline,
     ) -> list[ListOffsetsPartResult]: ...
@@ -96,9 +92,16 @@ class Offsets:
         self.config = config
 
     async def list_offsets(
-        self, ctx: RequestContext, isolation_level: int, parts: Sequence[ListOffsetsPart]
+        self,
+        ctx: RequestContext,
+        isolation_level: IsolationLevel | None,
+        parts: Sequence[ListOffsetsPart],
     ) -> list[ListOffsetsPartResult]:
-        require(isolation_level in _ISOLATION_LEVELS, f"unknown isolation level {isolation_level}")
+        if isolation_level is None or isolation_level not in _ISOLATION_LEVELS:
+            raise RiverlogError(
+                f"unknown isolation level {isolation_level}", ErrorCode.INVALID_REQUEST
+            )
+        level = IsolationLevel(isolation_level)
         errors = item_errors([p.tp for p in parts], lambda i: _spec_error(parts[i]))
         answered = {i: ListOffsetsPartResult.failed(parts[i], e) for i, e in errors.items()}
         routed = [i for i in range(len(parts)) if i not in answered]
@@ -108,7 +111,7 @@ class Offsets:
         async def send(
             node: NodeInfo, batch: list[ListOffsetsPart], deadline: Deadline
         ) -> list[ListOffsetsPartResult]:
-            return await self.sender.list_offsets(node, isolation_level, batch, deadline)
+            return await self.sender.list_offsets(node, level, batch, deadline)
 
         results = await self.router.dispatch(
             [parts[i] for i in routed], send, ListOffsetsPartResult.failed, ctx.deadline
@@ -150,7 +153,7 @@ def _spec_error(part: ListOffsetsPart) -> RiverlogError | None:
             "EARLIEST=2, MAX_TIMESTAMP=3)",
             ErrorCode.INVALID_REQUEST,
         )
-    if part.spec == SPEC_TIMESTAMP and part.timestamp_ms < 0:
+    if part.spec is OffsetSpec.TIMESTAMP and part.timestamp_ms < 0:
         return RiverlogError(
             f"timestamp {part.timestamp_ms} for {part.tp} is negative", ErrorCode.INVALID_TIMESTAMP
         )

@@ -11,7 +11,6 @@ instead of ending the stream.
 
 from __future__ import annotations
 
-import enum
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from typing import Protocol
 
 from riverlog.common.cluster.image import NodeInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.types import TopicPartition
+from riverlog.common.types import Acks, TopicPartition
 
 from .config import GatewayConfig
 from .context import Deadline, RequestContext
@@ -31,20 +30,16 @@ log = logging.getLogger(__name__)
 _INT32_MAX = 2**31 - 1
 
 
-class Acks(enum.IntEnum):
-    """The wire values of `riverlog.v1.Acks` (not Kafka's numbers)."""
-
-    LEADER = 0
-    NONE = 1
-    ALL = 2
+_ACKS = frozenset(Acks)
 
 
 @dataclass(frozen=True, slots=True)
 class ProduceOptions:
     """The request-wide part of a produce. `timeout_ms` is how long the leader may wait for
-    acknowledgements (acks=all); 0 means the gateway's request.timeout.ms."""
+    acknowledgements (acks=all); 0 means the gateway's request.timeout.ms. `acks` is None when
+    the request named a value the wire does not define (refused as INVALID_REQUIRED_ACKS)."""
 
-    acks: int = Acks.LEADER
+    acks: Acks | None = Acks.LEADER
     timeout_ms: int = 0
     transactional_id: str = ""
 
@@ -98,9 +93,9 @@ class Producer:
 
     def check(self, options: ProduceOptions) -> ProduceOptions:
         """The options as forwarded; RiverlogError for a request that is wrong as a whole."""
-        if options.acks not in Acks._value2member_map_:
+        if options.acks not in _ACKS:
             raise RiverlogError(
-                f"unknown acks value {options.acks} (ACKS_LEADER=0, ACKS_NONE=1, ACKS_ALL=2)",
+                "unknown acks value (the wire's are ACKS_LEADER=0, ACKS_NONE=1, ACKS_ALL=2)",
                 ErrorCode.INVALID_REQUIRED_ACKS,
             )
         require(

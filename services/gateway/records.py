@@ -26,7 +26,7 @@ from riverlog.common.partitioner import partition_for_key
 from riverlog.common.records import BatchBuilder, CompressionType, Record
 from riverlog.common.records.header import InvalidBatchError
 from riverlog.common.records.reader import iter_batches_records, next_fetch_offset
-from riverlog.common.types import TopicPartition
+from riverlog.common.types import IsolationLevel, TopicPartition
 
 from .context import RequestContext
 from .fetch import Fetcher, FetchOptions, FetchPart
@@ -179,7 +179,7 @@ class PlainRecords:
         max_records: int,
         max_bytes: int,
         max_wait_ms: int,
-        isolation_level: int,
+        isolation_level: IsolationLevel | None,
     ) -> FetchedRecords:
         """Decoded records from `offset` on; per-partition problems in `error_code`,
         RiverlogError for a request wrong as a whole (negative sizes or wait)."""

@@ -20,8 +20,10 @@ from riverlog.common.cluster import ClusterImage, NodeInfo
 from riverlog.common.errors import ErrorCode, RiverlogError, code_of
 from riverlog.common.records import BatchBuilder, Record, iter_batches_records, next_fetch_offset
 from riverlog.common.rpc.channels import ChannelCache
+from riverlog.common.rpc.convert import acks_to_proto
 from riverlog.common.rpc.status import from_rpc_error
-from riverlog.v1 import common_pb2, data_pb2, storage_pb2_grpc
+from riverlog.common.types import Acks
+from riverlog.v1 import data_pb2, storage_pb2_grpc
 
 from ..records import CoordinatorRecord
 
@@ -84,7 +86,7 @@ class StorageClient:
         for record in records:
             builder.append(timestamp_ms, record.key, record.value)
         request = data_pb2.ProduceRequest(
-            acks=common_pb2.ACKS_ALL,
+            acks=acks_to_proto(Acks.ALL),
             timeout_ms=timeout_ms,
             partitions=[
                 data_pb2.ProducePartition(

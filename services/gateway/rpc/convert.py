@@ -12,7 +12,12 @@ from collections.abc import Sequence
 
 from riverlog.common.cluster.convert import node_to_proto, topic_to_proto
 from riverlog.common.records import Record
-from riverlog.common.rpc.convert import error_code_to_proto
+from riverlog.common.rpc.convert import (
+    acks_from_proto,
+    error_code_to_proto,
+    isolation_level_from_proto,
+    offset_spec_from_proto,
+)
 from riverlog.common.types import TopicPartition
 from riverlog.v1 import admin_pb2, common_pb2, data_pb2, gateway_pb2
 
@@ -38,7 +43,7 @@ def _optional(msg: object, name: str) -> int | None:
 def produce_from_proto(
     msg: data_pb2.ProduceRequest,
 ) -> tuple[ProduceOptions, list[ProducePart]]:
-    options = ProduceOptions(int(msg.acks), msg.timeout_ms, msg.transactional_id)
+    options = ProduceOptions(acks_from_proto(msg.acks), msg.timeout_ms, msg.transactional_id)
     parts = [
         ProducePart(
             TopicPartition(p.topic, p.partition),
@@ -79,7 +84,7 @@ def fetch_from_proto(msg: data_pb2.FetchRequest) -> tuple[FetchOptions, list[Fet
         max_wait_ms=msg.max_wait_ms,
         min_bytes=msg.min_bytes,
         max_bytes=msg.max_bytes,
-        isolation_level=int(msg.isolation_level),
+        isolation_level=isolation_level_from_proto(msg.isolation_level),
         replica_id=_optional(msg, "replica_id"),
     )
     parts = [
@@ -120,7 +125,7 @@ def list_offsets_from_proto(msg: data_pb2.ListOffsetsRequest) -> list[ListOffset
     return [
         ListOffsetsPart(
             TopicPartition(p.topic, p.partition),
-            int(p.spec),
+            offset_spec_from_proto(p.spec),
             p.timestamp_ms,
             _optional(p, "current_leader_epoch"),
         )

@@ -22,7 +22,8 @@ import grpc
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.quota.entity import ANONYMOUS
 from riverlog.common.rpc.channel import CLIENT_ID_KEY
-from riverlog.common.types import TopicPartition
+from riverlog.common.rpc.convert import acks_from_proto, isolation_level_from_proto
+from riverlog.common.types import Acks, TopicPartition
 from riverlog.v1 import data_pb2, gateway_pb2, gateway_pb2_grpc
 
 from ..admin import Admin
@@ -33,7 +34,7 @@ from ..fetch import Fetcher, FetchOptions, FetchPart, FetchPartResult
 from ..groups import GroupRouter
 from ..offsets import Offsets
 from ..peers.metadata import MetadataPeer
-from ..produce import Acks, ProduceOptions, ProducePart, ProducePartResult, Producer
+from ..produce import ProduceOptions, ProducePart, ProducePartResult, Producer
 from ..producer_ids import ProducerIdAllocator
 from ..quotas import GatewayQuotas
 from ..records import PlainRecords
@@ -254,7 +255,7 @@ class GatewayServicer(AdminMethods, GroupMethods, gateway_pb2_grpc.GatewayServic
         if quotas is not None:
             throttle = await quotas.before_produce(ctx, request.ByteSize())
         partition = request.partition if request.HasField("partition") else None
-        options = ProduceOptions(int(request.acks), request.timeout_ms)
+        options = ProduceOptions(acks_from_proto(request.acks), request.timeout_ms)
         records = [convert.record_from_proto(r) for r in request.records]
         results = await self.f.records.produce(
             ctx, request.topic, partition, records, options, request.compression_type
@@ -284,7 +285,7 @@ class GatewayServicer(AdminMethods, GroupMethods, gateway_pb2_grpc.GatewayServic
             max_records=request.max_records,
             max_bytes=sized.max_bytes,
             max_wait_ms=request.max_wait_ms,
-            isolation_level=int(request.isolation_level),
+            isolation_level=isolation_level_from_proto(request.isolation_level),
         )
         response = convert.fetch_records_to_proto(result)
         if quotas is not None:
@@ -310,7 +311,8 @@ class GatewayServicer(AdminMethods, GroupMethods, gateway_pb2_grpc.GatewayServic
     ) -> data_pb2.ListOffsetsResponse:
         ctx = self._context("ListOffsets", context)
         parts = convert.list_offsets_from_proto(request)
-        results = await self.f.offsets.list_offsets(ctx, int(request.isolation_level), parts)
+        level = isolation_level_from_proto(request.isolation_level)
+        results = await self.f.offsets.list_offsets(ctx, level, parts)
         return convert.list_offsets_to_proto(results)
 
     async def DeleteRecords(

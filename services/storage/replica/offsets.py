@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.types import OffsetSpec
 
 from .replica_manager import ReplicaManager
 from .requests import (
@@ -28,7 +29,6 @@ from .requests import (
     ListOffsetsPartitionData,
     ListOffsetsPartitionResult,
     LogDirDescription,
-    OffsetSpec,
     ReplicaDescription,
 )
 

@@ -20,12 +20,12 @@ import logging
 from dataclasses import dataclass
 
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.types import TopicPartition
+from riverlog.common.types import Acks, TopicPartition
 
 from .partition import Partition
 from .purgatory import DelayedProduce, Purgatory
 from .replica_manager import ReplicaManager
-from .requests import Acks, ProduceParams, ProducePartitionResult
+from .requests import ProduceParams, ProducePartitionResult
 
 log = logging.getLogger(__name__)
 

@@ -7,37 +7,19 @@ Every result carries an `error` code and message: one bad partition never fails 
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from riverlog.common.errors import ErrorCode, RiverlogError
+
+# The shared vocabulary, re-exported for the storage request types' users.
+from riverlog.common.types import Acks as Acks
+from riverlog.common.types import IsolationLevel as IsolationLevel
+from riverlog.common.types import OffsetSpec as OffsetSpec
 from riverlog.common.types import TopicPartition
 
 NO_OFFSET = -1
 NO_TIMESTAMP = -1
-
-
-class Acks(enum.IntEnum):
-    """Kafka's `acks` values."""
-
-    NONE = 0
-    LEADER = 1
-    ALL = -1
-
-
-class IsolationLevel(enum.IntEnum):
-    READ_UNCOMMITTED = 0
-    READ_COMMITTED = 1
-
-
-class OffsetSpec(enum.IntEnum):
-    """What ListOffsets looks for (Kafka's special timestamps -1, -2, -3)."""
-
-    TIMESTAMP = 0
-    LATEST = 1
-    EARLIEST = 2
-    MAX_TIMESTAMP = 3
 
 
 class StoredRecords(Protocol):

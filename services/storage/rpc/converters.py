@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from riverlog.common.types import TopicPartition
-from riverlog.v1 import common_pb2, data_pb2, storage_pb2
+from riverlog.common.rpc.convert import (
+    acks_from_proto,
+    isolation_level_from_proto,
+    offset_spec_from_proto,
+)
+from riverlog.common.types import IsolationLevel, OffsetSpec, TopicPartition
+from riverlog.v1 import data_pb2, storage_pb2
 
 from ..replica.requests import (
-    Acks,
     DeleteRecordsPartitionData,
     DeleteRecordsPartitionResult,
     EpochEndOffsetData,
@@ -22,21 +26,13 @@ from ..replica.requests import (
     FetchParams,
     FetchPartitionData,
     FetchPartitionResult,
-    IsolationLevel,
     ListOffsetsPartitionData,
     ListOffsetsPartitionResult,
     LogDirDescription,
-    OffsetSpec,
     ProduceParams,
     ProducePartitionData,
     ProducePartitionResult,
 )
-
-_ACKS_FROM_PROTO = {
-    common_pb2.ACKS_LEADER: Acks.LEADER,
-    common_pb2.ACKS_NONE: Acks.NONE,
-    common_pb2.ACKS_ALL: Acks.ALL,
-}
 
 
 def _optional_epoch(msg: data_pb2.ProducePartition | data_pb2.FetchPartition) -> int | None:
@@ -48,7 +44,7 @@ def _optional_epoch(msg: data_pb2.ProducePartition | data_pb2.FetchPartition) ->
 
 def produce_params_from_proto(request: data_pb2.ProduceRequest) -> ProduceParams:
     return ProduceParams(
-        acks=_ACKS_FROM_PROTO.get(request.acks),
+        acks=acks_from_proto(request.acks),
         timeout_ms=request.timeout_ms,
         partitions=[
             ProducePartitionData(
@@ -145,9 +141,8 @@ def fetch_response_to_proto(
 def list_offsets_from_proto(request: data_pb2.ListOffsetsRequest) -> list[ListOffsetsPartitionData]:
     out: list[ListOffsetsPartitionData] = []
     for p in request.partitions:
-        try:
-            spec = OffsetSpec(int(p.spec))
-        except ValueError:
+        spec = offset_spec_from_proto(p.spec)
+        if spec is None:
             spec = OffsetSpec.TIMESTAMP if p.timestamp_ms >= 0 else OffsetSpec.LATEST
         out.append(
             ListOffsetsPartitionData(
@@ -163,11 +158,9 @@ def list_offsets_from_proto(request: data_pb2.ListOffsetsRequest) -> list[ListOf
 
 
 def isolation_from_proto(value: int) -> IsolationLevel:
-    return (
-        IsolationLevel.READ_COMMITTED
-        if value == common_pb2.READ_COMMITTED
-        else IsolationLevel.READ_UNCOMMITTED
-    )
+    """Forgiving: a value the wire does not define reads uncommitted."""
+    level = isolation_level_from_proto(value)
+    return IsolationLevel.READ_UNCOMMITTED if level is None else level
 
 
 def list_offsets_response_to_proto(

@@ -1,7 +1,11 @@
-"""Distinct types for distinct numbers, so an offset is never passed where an epoch belongs."""
+"""Distinct types for distinct numbers, so an offset is never passed where an epoch belongs, and
+the request options every service shares (`Acks`, `IsolationLevel`, `OffsetSpec`), defined
+once: services and clients use these, and `riverlog.common.rpc.convert` maps them to and from
+the wire enums of `riverlog.v1` (which number acks differently) at the rpc boundary."""
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import NewType
 
@@ -13,6 +17,33 @@ ControllerEpoch = NewType("ControllerEpoch", int)
 
 NO_LEADER = NodeId(-1)
 UNKNOWN_OFFSET = Offset(-1)
+
+
+class Acks(enum.IntEnum):
+    """Kafka's `acks` values, with Kafka's numbers (the wire's `riverlog.v1.Acks` has
+    ACKS_LEADER=0, ACKS_NONE=1, ACKS_ALL=2)."""
+
+    NONE = 0
+    LEADER = 1
+    ALL = -1
+
+
+class IsolationLevel(enum.IntEnum):
+    """What a fetch or ListOffsets may see: up to the high watermark, or up to the last stable
+    offset (Kafka's numbers, the same on the wire)."""
+
+    READ_UNCOMMITTED = 0
+    READ_COMMITTED = 1
+
+
+class OffsetSpec(enum.IntEnum):
+    """What ListOffsets looks for: the first offset at or after a timestamp, or one of Kafka's
+    special timestamps (-1 latest, -2 earliest, -3 the record with the largest timestamp)."""
+
+    TIMESTAMP = 0
+    LATEST = 1
+    EARLIEST = 2
+    MAX_TIMESTAMP = 3
 
 
 @dataclass(frozen=True, order=True, slots=True)

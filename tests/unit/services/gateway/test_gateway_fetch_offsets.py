@@ -7,11 +7,9 @@ import pytest
 from gateway_fakes import Harness
 
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.types import TopicPartition
+from riverlog.common.types import OffsetSpec, TopicPartition
 from riverlog.services.gateway.fetch import FetchOptions, FetchPart, FetchPartResult
 from riverlog.services.gateway.offsets import (
-    SPEC_EARLIEST,
-    SPEC_TIMESTAMP,
     DeleteRecordsPart,
     ListOffsetsPart,
 )
@@ -89,10 +87,10 @@ async def test_fetch_bad_items(harness: Harness) -> None:
 
 async def test_list_offsets_routed_and_checked(harness: Harness) -> None:
     parts = [
-        ListOffsetsPart(TopicPartition("t", 1), SPEC_EARLIEST),
-        ListOffsetsPart(TopicPartition("t", 0), SPEC_TIMESTAMP, -5),
+        ListOffsetsPart(TopicPartition("t", 1), OffsetSpec.EARLIEST),
+        ListOffsetsPart(TopicPartition("t", 0), OffsetSpec.TIMESTAMP, -5),
         ListOffsetsPart(TopicPartition("t", 0), 42),
-        ListOffsetsPart(TopicPartition("u", 0), SPEC_TIMESTAMP, 1234),
+        ListOffsetsPart(TopicPartition("u", 0), OffsetSpec.TIMESTAMP, 1234),
     ]
     results = await harness.offsets.list_offsets(harness.ctx(), 0, parts)
     assert [(r.error_code, r.offset) for r in results] == [

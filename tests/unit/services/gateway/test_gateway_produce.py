@@ -6,8 +6,8 @@ from gateway_fakes import Harness
 
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.records import BatchBuilder
-from riverlog.common.types import TopicPartition
-from riverlog.services.gateway.produce import Acks, ProduceOptions, ProducePart, ProducePartResult
+from riverlog.common.types import Acks, TopicPartition
+from riverlog.services.gateway.produce import ProduceOptions, ProducePart, ProducePartResult
 
 
 def batch(value: bytes = b"v", count: int = 1) -> bytes:
@@ -86,7 +86,7 @@ async def test_duplicate_partitions_are_refused(harness: Harness) -> None:
     ("options", "code"),
     [
         (ProduceOptions(acks=7), ErrorCode.INVALID_REQUIRED_ACKS),
-        (ProduceOptions(acks=-1), ErrorCode.INVALID_REQUIRED_ACKS),
+        (ProduceOptions(acks=None), ErrorCode.INVALID_REQUIRED_ACKS),  # wire -1: acks_from_proto
         (ProduceOptions(timeout_ms=-5), ErrorCode.INVALID_REQUEST),
     ],
 )
