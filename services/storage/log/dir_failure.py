@@ -33,9 +33,11 @@ HALT_STATUS = 1
 
 
 def is_storage_error(exc: BaseException) -> bool:
-    """True for a failure of the disk itself (not of the request)."""
+    """True for a failure of the disk itself: an OSError, or the KAFKA_STORAGE_ERROR the log
+    layer raised from one. Not for a log that is merely closed (a replica being stopped or
+    deleted under a request answers KAFKA_STORAGE_ERROR too, with no OSError behind it)."""
     if isinstance(exc, RiverlogError):
-        return exc.code == ErrorCode.KAFKA_STORAGE_ERROR
+        return exc.code == ErrorCode.KAFKA_STORAGE_ERROR and isinstance(exc.__cause__, OSError)
     return isinstance(exc, OSError)
 
 

@@ -9,9 +9,22 @@ from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.services.storage.log.dir_failure import LogDirFailureChannel, is_storage_error
 
 
+def disk_error(message: str = "write failed") -> RiverlogError:
+    """What the log layer raises when a write fails: KAFKA_STORAGE_ERROR from an OSError."""
+    try:
+        try:
+            raise OSError(28, "No space left on device")
+        except OSError as exc:
+            raise RiverlogError(message, ErrorCode.KAFKA_STORAGE_ERROR) from exc
+    except RiverlogError as wrapped:
+        return wrapped
+
+
 def test_only_disk_errors_count() -> None:
     assert is_storage_error(OSError(28, "No space left on device"))
-    assert is_storage_error(RiverlogError("write failed", ErrorCode.KAFKA_STORAGE_ERROR))
+    assert is_storage_error(disk_error())
+    # a closed log (replica stopped or deleted under the request) is not a failed disk
+    assert not is_storage_error(RiverlogError("the log is closed", ErrorCode.KAFKA_STORAGE_ERROR))
     assert not is_storage_error(RiverlogError("diverged", ErrorCode.OFFSET_OUT_OF_RANGE))
     assert not is_storage_error(ValueError("bad"))
 
@@ -27,5 +40,7 @@ def test_a_failed_dir_goes_offline_and_the_last_one_halts_the_node(tmp_path: Pat
     assert channel.is_offline(a) and not channel.is_offline(b) and halts == []
     channel.storage_error(a, OSError(5, "I/O error"))  # again: still one dir down
     assert halts == []
-    channel.storage_error(b, RiverlogError("write failed", ErrorCode.KAFKA_STORAGE_ERROR))
+    channel.storage_error(b, RiverlogError("the log is closed", ErrorCode.KAFKA_STORAGE_ERROR))
+    assert halts == []
+    channel.storage_error(b, disk_error())
     assert channel.offline == {a, b} and halts == [1]
