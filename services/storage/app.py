@@ -47,6 +47,7 @@ from .fencing import SelfFence
 from .log import LogConfig, LogManager
 from .log.cleaner import CleanerConfig, LogCleaner
 from .log.dir_failure import LogDirFailureChannel
+from .log.incarnation import next_incarnation
 from .metrics import register_replication_metrics
 from .peers.controller import ControllerClient
 from .peers.leader import LeaderClient, leader_channels
@@ -96,6 +97,7 @@ class StorageNode:
         config = self.config
         for directory in config.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
+        self.incarnation = next_incarnation(config.log_dirs, time.time_ns())
         started = time.monotonic()
         log_manager = LogManager(list(config.log_dirs), self.clock, self.base_log_config)
         self.log_manager = log_manager
