@@ -282,6 +282,28 @@ def clock_jump(role: str, seconds: int) -> Step:
     return inject
 
 
+def clock_back_then_restart(ctx: Ctx) -> None:
+    """Step the p0 leader's clock 10 minutes back, then kill -9 it and start it again at once
+    (its old registration still live) under that clock: the restarted node must rejoin, its
+    replicas back in the ISR, whatever its wall clock says (it is the same node restarted)."""
+    from riverlog.cluster.process import pinned_ports
+
+    victim = leader_victim(ctx)
+    assert ctx.nc.clocks is not None
+    ctx.nc.clocks.jump(victim, -CLOCK_JUMP_S)
+    proc = ctx.cluster.processes[victim]
+    proc.kill()
+    proc.spawn(pinned_ports(proc.spec.args, proc.info) if proc.info else None)
+    try:
+        proc.wait_ready(30)
+        ctx.notes.append(f"{victim} restarted with its clock {-CLOCK_JUMP_S} s")
+    except Exception as e:
+        ctx.notes.append(f"{victim} did not restart: {str(e).splitlines()[0]}")
+        raise AssertionError(f"{victim} restarted 10 min back did not start: {e}") from None
+    wait_leadership_moved(ctx)
+    dwell(ctx, 2.0)
+
+
 def clock_back(ctx: Ctx) -> None:
     assert ctx.nc.clocks is not None
     for victim in ctx.victims:
@@ -349,6 +371,7 @@ NEMESES = [
     Nemesis(
         "clock-controller-10m", clock_jump("controller", -CLOCK_JUMP_S), clock_back, clocks=True
     ),
+    Nemesis("clock-leader-10m-restart", clock_back_then_restart, clock_back, clocks=True),
     Nemesis("log-dir-full", log_dir_full, free_and_restart, disk_mb=64),
 ]
 
