@@ -18,12 +18,13 @@ PYTEST_ARGS ?=
 DEMO_TOPIC ?= demo
 UP_ARGS ?=
 
-.PHONY: help venv install install-test up down test check protos bench pipeline clean-venv
+.PHONY: help venv install install-test up down test faults fault-tools check protos bench pipeline clean-venv
 
 help:
 	@echo "make up        start a local cluster (etcd, 3 metadata, 3 storage, 1 gateway) and run a demo"
 	@echo "make down      stop the local cluster"
-	@echo "make test      make check, then every test under tests/ (what CI runs)"
+	@echo "make test      make check, then every test under tests/ but the long fault matrix (what CI runs)"
+	@echo "make faults    the whole fault matrix (tests/fault, long_fault included; root, ~40 min)"
 	@echo "make check     ruff, ruff format, mypy, import-linter, proto freshness"
 	@echo "make protos    regenerate src/riverlog/v1 from proto/"
 	@echo "make bench     run every bench/*_bench.py and print its figures"
@@ -75,12 +76,35 @@ check: $(STAMP_TEST)
 	$(BIN)/lint-imports
 	$(BIN)/pytest -q -p no:cacheprovider tests/unit/test_protos_fresh.py
 
-# pytest exits 5 when it collected no test: that is a failure here, not a pass.
-test: $(STAMP_TEST)
+# pytest exits 5 when it collected no test: that is a failure here, not a pass. The long fault
+# matrix (marker long_fault) is left out; `make faults` runs it. PYTEST_ARGS come last, so a
+# -m there replaces this one.
+test: $(STAMP_TEST) fault-tools
 	$(MAKE) --no-print-directory check
-	@rc=0; $(BIN)/pytest tests $(PYTEST_ARGS) || rc=$$?; \
+	@rc=0; $(BIN)/pytest tests -m "not long_fault" $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; fi; \
 	exit $$rc
+
+# The whole fault matrix: tests/fault with long_fault (network namespaces, iptables, clock
+# steps, full log dirs: needs root). FAULT_ARGS e.g. "-k slow-all" or "-x".
+FAULT_ARGS ?=
+faults: $(STAMP_TEST) fault-tools
+	@rc=0; $(BIN)/pytest tests/fault -m fault -p no:cacheprovider $(FAULT_ARGS) || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; fi; \
+	exit $$rc
+
+# What the network fault tests need from the system: iproute2 (ip netns) and iptables, from
+# Debian's packages. Installed when missing and we are root with apt-get; otherwise those tests
+# skip and say why.
+fault-tools:
+	@if command -v iptables-restore >/dev/null && command -v ip >/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing iproute2 and iptables for the network fault tests"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 iptables >/dev/null; \
+	else \
+		echo "note: no iptables/iproute2 and cannot install them: network fault tests will skip"; \
+	fi
 
 protos: $(PY)
 	PYTHON=$(PY) ./scripts/gen-protos.sh
