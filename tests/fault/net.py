@@ -55,6 +55,7 @@ class Network:
         self.impaired: dict[str, Impairment] = {}
         self.helpers: dict[str, subprocess.Popen[bytes]] = {}
         self.history: list[str] = []
+        self.effects: dict[str, int] = {}  # what the last faults did, read just before heal
 
     # -- addresses ---------------------------------------------------------------------------
 
@@ -111,7 +112,9 @@ class Network:
         self.apply(f"impair {targets}: {kwargs}")
 
     def heal(self) -> None:
-        """Remove every rule and stop every helper."""
+        """Remove every rule and stop every helper (noting first what the rules did)."""
+        if self.blocked or self.impaired:
+            self.effects = self.counters()
         self.blocked.clear()
         self.impaired.clear()
         self.apply("heal")
@@ -120,6 +123,36 @@ class Network:
         """Stop the helpers (the namespaces, with their rules, go with the placement)."""
         self.impaired.clear()
         self._sync_helpers()
+
+    def counters(self) -> dict[str, int]:
+        """Packets each kind of rule matched (dropped by partitions or loss, duplicated,
+        queued for delay) and TCP segments retransmitted, summed over every namespace: the
+        evidence that a fault did something."""
+        totals: dict[str, int] = defaultdict(int)
+        for name in self.names:
+            namespace = self.placement.namespace(name)
+            saved = subprocess.run(
+                ["ip", "netns", "exec", namespace, "iptables-save", "-c"],
+                capture_output=True, text=True, timeout=20, check=False,
+            ).stdout  # fmt: skip
+            for line in saved.splitlines():
+                if not line.startswith("[") or " -j " not in line:
+                    continue
+                packets = int(line[1:].split(":", 1)[0])
+                target = line.rsplit(" -j ", 1)[1].split()[0]
+                if "statistic" in line and target == "DROP":
+                    kind = "lost"
+                else:
+                    kind = {"DROP": "cut", "TEE": "duplicated", "NFQUEUE": "delayed"}[target]
+                totals[kind] += packets
+            snmp = subprocess.run(
+                ["ip", "netns", "exec", namespace, "cat", "/proc/net/snmp"],
+                capture_output=True, text=True, timeout=20, check=False,
+            ).stdout.splitlines()  # fmt: skip
+            tcp = [line.split() for line in snmp if line.startswith("Tcp:")]
+            if len(tcp) == 2 and "RetransSegs" in tcp[0]:
+                totals["tcp retransmits"] += int(tcp[1][tcp[0].index("RetransSegs")])
+        return dict(totals)
 
     # -- rules -------------------------------------------------------------------------------
 

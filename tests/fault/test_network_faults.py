@@ -162,12 +162,14 @@ def test_network_fault(
         f"{report.summary(name)}; duplicates {len(duplicates)}; {compared} replica bytes "
         f"compared; {len(epochs.samples)} leader changes; served again {served} after heal; "
         f"isolated-leader probes {ctx.probes or '-'}; ack latency p50 before/during the fault "
-        f"{median_ms(before)}/{median_ms(during)} ms; anomalies {len(problems)}"
+        f"{median_ms(before)}/{median_ms(during)} ms; network effects {nc.net.effects or '-'}; "
+        f"anomalies {len(problems)}"
     )
     print(f"\n{summary}")
     print(f"  sent {workload.sent}, failures {dict(workload.failures)}")
     print(f"  watcher fetches {watcher.fetches}, errors {dict(watcher.errors)}")
     print(f"  notes {ctx.notes}; network {nc.net.history}; full ISR again: {full}")
+    print(f"  what the network faults did (packets): {nc.net.effects}")
     for problem in problems:
         print(f"  {problem}")
     record_property("summary", summary)
