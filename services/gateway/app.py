@@ -75,7 +75,7 @@ class Gateway:
         self.client = MetadataClient(options.metadata)
         self.watcher = MetadataWatcher(self.client, options.node_id)
         self.cache = MetadataCache(self.watcher)
-        self.storage = StoragePeers()
+        self.storage = StoragePeers(zero_copy=config.storage_zero_copy_enable)
         self.coordinators = CoordinatorPeers()
         router = Router(self.cache, config)
         self.producer_ids = ProducerIdAllocator(

@@ -15,7 +15,7 @@ from typing import Any, Final
 from riverlog.common.errors import ErrorCode, RiverlogError
 
 _MIB: Final = 1024 * 1024
-_BOOL_KEYS: Final = frozenset({"allow_anonymous"})
+_BOOL_KEYS: Final = frozenset({"allow_anonymous", "storage_zero_copy_enable"})
 _STR_KEYS: Final = frozenset(
     {"ssl_certificate_location", "ssl_key_location", "ssl_ca_location", "ssl_client_auth"}
 )
@@ -80,6 +80,11 @@ class GatewayConfig:
 
     allow_anonymous: bool = True
     """Whether calls without credentials are served, as the ANONYMOUS user (true/false)."""
+
+    storage_zero_copy_enable: bool = True
+    """Whether produce and fetch go to leaders over their zero-copy channels (one framed
+    request per exchange on pooled TCP connections) instead of gRPC (true/false); with tracing
+    on they take gRPC regardless, which carries the trace context (decision 0018)."""
 
     ssl_certificate_location: str = ""
     """PEM certificate chain the gateway serves TLS with; empty: plaintext gRPC (with

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 import grpc
 
+from riverlog.common import tracing
 from riverlog.common.cluster import NodeInfo
 from riverlog.common.cluster.image import NodeKey
 from riverlog.common.errors import ErrorCode, RiverlogError
@@ -30,6 +32,7 @@ from riverlog.common.rpc.convert import (
 )
 from riverlog.common.rpc.status import from_rpc_error
 from riverlog.common.types import Acks, IsolationLevel, TopicPartition
+from riverlog.common.zerocopy import MAX_REQUEST_FRAME, AsyncZeroCopyFetchClient
 from riverlog.v1 import data_pb2, storage_pb2_grpc
 
 from ..context import Deadline, current_request
@@ -42,6 +45,7 @@ from ..offsets import (
 )
 from ..produce import ProduceOptions, ProducePart, ProducePartResult
 from ..routing.router import Routed
+from .zero_copy import ZeroCopyPool
 
 log = logging.getLogger(__name__)
 
@@ -62,25 +66,52 @@ class StoragePeers:
     """Clients of every storage node. Lifecycle: one per gateway process, used from its event
     loop; `close()` at shutdown. Implements the families' sender protocols."""
 
-    def __init__(self) -> None:
+    def __init__(self, zero_copy: bool = True) -> None:
+        """`zero_copy`: produce and fetch go over the leaders' zero-copy channels (decision
+        0018) unless tracing is on (only gRPC carries the trace context) or a node has no
+        zero-copy port; gRPC otherwise, and for every other call."""
         self.channels: ChannelCache[storage_pb2_grpc.StorageServiceAsyncStub] = ChannelCache(
             storage_pb2_grpc.StorageServiceStub, "storage node"
         )
+        self.zero_copy = ZeroCopyPool() if zero_copy else None
 
     async def prune(self, live: Iterable[NodeKey]) -> None:
         """Close the channels of nodes no longer in the cluster."""
-        await self.channels.prune(live)
+        keys = list(live)
+        await self.channels.prune(keys)
+        if self.zero_copy is not None:
+            await self.zero_copy.prune(keys)
 
     async def close(self) -> None:
         await self.channels.close()
+        if self.zero_copy is not None:
+            await self.zero_copy.close()
+
+    def _fast(self, node: NodeInfo) -> ZeroCopyPool | None:
+        if self.zero_copy is None or node.zero_copy_port <= 0 or tracing.enabled():
+            return None
+        return self.zero_copy
+
+    async def _fast_call(
+        self,
+        pool: ZeroCopyPool,
+        node: NodeInfo,
+        exchange: Callable[[AsyncZeroCopyFetchClient, float], Awaitable[_R]],
+        deadline: Deadline,
+    ) -> _R:
+        """`exchange(client, timeout)` on a zero-copy connection to `node`, within the
+        request's deadline; failures as RiverlogError naming the node."""
+        timeout = _remaining(deadline)
+        try:
+            return await pool.call(node, lambda client: exchange(client, timeout))
+        except RiverlogError as exc:
+            raise RiverlogError(
+                f"storage node {node.node_id} at {node.host}:{node.zero_copy_port}: {exc.message}",
+                exc.code,
+            ) from None
 
     async def _call(self, node: NodeInfo, method: str, request: Any, deadline: Deadline) -> Any:
-        timeout = deadline.remaining()
-        if timeout <= 0:
-            raise RiverlogError(
-                "the request deadline passed before the leader could be asked",
-                ErrorCode.REQUEST_TIMED_OUT,
-            )
+        timeout = _remaining(deadline)
         ctx = current_request.get()
         metadata = ((CLIENT_ID_KEY, ctx.client_id),) if ctx is not None else None
         try:
@@ -119,7 +150,13 @@ class StoragePeers:
         )
         for part in parts:
             _produce_part_to_proto(part, request.partitions.add())
-        response = await self._call(node, "Produce", request, deadline)
+        fast = self._fast(node)
+        if fast is not None and request.ByteSize() <= MAX_REQUEST_FRAME:
+            response = await self._fast_call(
+                fast, node, lambda client, timeout: client.produce(request, timeout), deadline
+            )
+        else:
+            response = await self._call(node, "Produce", request, deadline)
         if options.acks == Acks.NONE and not response.partitions:
             # acks=0: the leader took the request and, as Kafka, acknowledges nothing.
             return [ProducePartResult(p.tp) for p in parts]
@@ -139,9 +176,17 @@ class StoragePeers:
             ),
             partitions=[_fetch_part_to_proto(p) for p in parts],
         )
-        response = await self._call(node, "Fetch", request, deadline)
+        fast = self._fast(node)
+        if fast is None:
+            response = await self._call(node, "Fetch", request, deadline)
+            return _aligned(
+                node, parts, response.partitions, _fetch_result_from_proto, FetchPartResult.failed
+            )
+        answer, raw = await self._fast_call(
+            fast, node, lambda client, timeout: client.fetch_raw(request, timeout), deadline
+        )
         return _aligned(
-            node, parts, response.partitions, _fetch_result_from_proto, FetchPartResult.failed
+            node, parts, _with_records(answer, raw), _fetch_result_of, FetchPartResult.failed
         )
 
     async def list_offsets(
@@ -184,6 +229,16 @@ class StoragePeers:
             _delete_records_result_from_proto,
             DeleteRecordsPartResult.failed,
         )
+
+
+def _remaining(deadline: Deadline) -> float:
+    timeout = deadline.remaining()
+    if timeout <= 0:
+        raise RiverlogError(
+            "the request deadline passed before the leader could be asked",
+            ErrorCode.REQUEST_TIMED_OUT,
+        )
+    return timeout
 
 
 def _checked(value: _V | None, what: str) -> _V:
@@ -267,6 +322,48 @@ def _fetch_result_from_proto(
         msg.last_stable_offset,
         msg.log_start_offset,
         msg.records,
+        msg.log_end_offset,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _RawAnswer:
+    """A zero-copy fetch answer's partition with its records cut from the raw bytes."""
+
+    msg: data_pb2.FetchPartitionResponse
+    records: bytes
+
+    @property
+    def topic(self) -> str:
+        return self.msg.topic
+
+    @property
+    def partition(self) -> int:
+        return self.msg.partition
+
+
+def _with_records(response: data_pb2.FetchResponse, raw: bytes) -> list[_RawAnswer]:
+    """Each partition of a zero-copy answer with its share of the raw bytes that followed it
+    (one slice each: the bytes are not copied into the message first)."""
+    answers: list[_RawAnswer] = []
+    pos = 0
+    for msg in response.partitions:
+        size = msg.zero_copy_records_size
+        answers.append(_RawAnswer(msg, raw[pos : pos + size] if size else b""))
+        pos += size
+    return answers
+
+
+def _fetch_result_of(tp: TopicPartition, answer: _RawAnswer) -> FetchPartResult:
+    msg = answer.msg
+    return FetchPartResult(
+        tp,
+        int(msg.error_code),
+        msg.error_message,
+        msg.high_watermark,
+        msg.last_stable_offset,
+        msg.log_start_offset,
+        answer.records,
         msg.log_end_offset,
     )
 

@@ -4,7 +4,10 @@ murmur2 partition, streams answer every request, offsets and metadata are right.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
+from pathlib import Path
 
 import pytest
 from gateway_client import (
@@ -250,3 +253,43 @@ def test_acks_zero(client: GatewayClient, new_topic) -> None:
     responses = list(client.stream("ProduceStream", requests))
     assert [r.correlation_id for r in responses] == [2]  # acks=0 gets no answer on a stream
     assert [r.value for r in fetch_all(client, topic, 0, 3)] == [b"fire", b"f", b"g"]
+
+
+def _connected_ports(pid: int) -> set[int]:
+    """Remote ports of the established TCP connections process `pid` holds (its sockets'
+    inodes, found in the network namespace's table)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    ports = set()
+    for line in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        remote, state, inode = fields[2], fields[3], fields[9]
+        if state == "01" and inode in inodes:  # 01: ESTABLISHED
+            ports.add(int(remote.split(":")[1], 16))
+    return ports
+
+
+def test_produce_and_fetch_reach_leaders_over_their_zero_copy_channels(
+    client: GatewayClient, new_topic, cluster
+) -> None:
+    # Decision 0018: with tracing off the gateway talks to leaders over their zero-copy
+    # ports (pooled raw connections), not gRPC; the answers are the same.
+    topic = new_topic(partitions=3)
+    values = [b"fast-%d" % i for i in range(3)]
+    response = client.Produce(produce_request(topic, {p: encode([values[p]]) for p in range(3)}))
+    assert [r.error_code for r in response.partitions] == [0, 0, 0]
+    assert [[r.value for r in fetch_all(client, topic, p, 1)] for p in range(3)] == [
+        [v] for v in values
+    ]
+    leaders = {
+        r.leader
+        for r in client.GetMetadata(gateway_pb2.GetMetadataRequest(topics=[topic]))
+        .topics[0]
+        .partitions
+    }
+    zero_copy_ports = {cluster.storage(n).info["zero_copy_port"] for n in leaders}
+    assert zero_copy_ports <= _connected_ports(cluster.gateway(1).pid)
