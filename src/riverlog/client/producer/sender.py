@@ -25,6 +25,8 @@ from typing import Any
 import grpc
 
 from riverlog.common.errors import ErrorCode, RiverlogError, error_for
+from riverlog.common.rpc.convert import acks_to_proto
+from riverlog.common.types import Acks
 from riverlog.v1 import common_pb2, data_pb2, gateway_pb2
 
 from .._connection import GatewayConnection, rpc_error
@@ -37,7 +39,6 @@ from .idempotence import IdempotenceManager, leaves_outcome_unknown
 
 log = logging.getLogger(__name__)
 
-_ACKS = {0: common_pb2.ACKS_NONE, 1: common_pb2.ACKS_LEADER, -1: common_pb2.ACKS_ALL}
 _IDLE_WAIT_S = 0.5  # the longest the loop sleeps without a wake-up
 _EXPIRY_CHECK_S = 0.05  # delivery.timeout.ms is enforced this precisely
 
@@ -76,7 +77,7 @@ class Sender(threading.Thread):
         self._metadata = metadata
         self._event = wakeup_event
         self._clock = clock
-        self._acks = _ACKS[config.acks]
+        self._acks = acks_to_proto(Acks(config.acks))
         self._timeout_s = config.request_timeout_ms / 1000
         self._max_in_flight = config.max_in_flight_requests_per_connection
         self._guarantee_order = self._max_in_flight == 1
