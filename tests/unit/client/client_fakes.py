@@ -47,6 +47,9 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
         self.topics: dict[str, FakeTopic] = {}
         self.produce_errors: deque[ErrorCode | grpc.StatusCode] = deque()
         self.fetch_errors: deque[ErrorCode] = deque()
+        # Fetch: a partition whose first batch is larger than its partition_max_bytes gets
+        # nothing (as a storage node answers every partition of a request but the first one).
+        self.strict_fetch_sizes = False
         self.seen_client_ids: set[str] = set()
         self.produce_requests: list[data_pb2.ProduceRequest] = []
         self.drop_responses = 0  # append, then fail the call as UNAVAILABLE (lost response)
@@ -264,7 +267,9 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
                 for _base, nxt, data in part.batches:
                     if nxt <= p.fetch_offset:
                         continue
-                    if chunks and size + len(data) > p.partition_max_bytes:
+                    if size + len(data) > p.partition_max_bytes and (
+                        chunks or self.strict_fetch_sizes
+                    ):
                         break
                     chunks.append(data)
                     size += len(data)

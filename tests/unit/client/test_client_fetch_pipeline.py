@@ -1,21 +1,28 @@
 """The consumer's fetch pipeline against the fake gateway: several fetches in flight for one
 partition, guesses of where the next chunk starts that overlap or leave gaps (batches of uneven
-sizes), compacted-looking logs with holes in the offsets, and chunks dropped by a seek, a new
-assignment or an error ahead of the position. Every test checks the exact offsets handed out:
-each once, in order, none missing."""
+sizes), gap-sized fills that meet a larger batch, compacted-looking logs with holes in the
+offsets, and chunks dropped by a seek, a new assignment or an error ahead of the position.
+Every end-to-end test checks the exact offsets handed out: each once, in order, none missing."""
 
 from __future__ import annotations
 
 import random
+from collections import deque
+from typing import cast
 
 import pytest
 from client_fakes import FakeGateway, FakeServer
 
 from riverlog.client import Consumer, ConsumerRecord, RiverlogError, TopicPartition
-from riverlog.client.consumer.fetcher import MAX_CHUNKS
+from riverlog.client._connection import GatewayConnection
+from riverlog.client.config import ConsumerConfig
+from riverlog.client.consumer.chunk import Chunk
+from riverlog.client.consumer.fetcher import MAX_CHUNKS, Fetcher
+from riverlog.client.consumer.subscription import SubscriptionState
 from riverlog.common.errors import ErrorCode
 from riverlog.common.records import BatchBuilder
 from riverlog.common.records.header import set_base_offset
+from riverlog.v1 import data_pb2
 
 TP0 = TopicPartition("t", 0)
 TP1 = TopicPartition("t", 1)
@@ -168,3 +175,50 @@ def test_retriable_error_of_a_fetch_ahead_loses_nothing(
         gateway.fetch_errors.extend([ErrorCode.NOT_LEADER_OR_FOLLOWER] * 3)
         records += drain(c, len(offsets) - len(records))
     assert [r.offset for r in records] == offsets
+
+
+def test_strict_leader_sizes(fake: FakeServer, gateway: FakeGateway) -> None:
+    """Against a leader that answers nothing for a partition whose first batch exceeds its
+    size (storage nodes do so for all but a request's first partition), gap-sized fills that
+    meet a larger batch are asked again in full: nothing is lost."""
+    gateway.create("t", 1)
+    gateway.strict_fetch_sizes = True
+    offsets = load(gateway, ([2] * 20 + [30] * 3) * 6)
+    with consumer(fake, max_poll_records=2) as c:
+        c.assign([TP0])
+        records = drain(c, len(offsets), rounds=3000)
+    assert [r.offset for r in records] == offsets
+
+
+def batch_at(base: int, count: int) -> bytes:
+    builder = BatchBuilder()
+    for _ in range(count):
+        builder.append(1000, None, b"x" * 100)
+    data = bytearray(builder.build())
+    set_base_offset(data, 0, base)
+    return bytes(data)
+
+
+def test_gap_fill_answered_empty_goes_again_in_full() -> None:
+    """The fill of a gap asks for about the gap's size; answered with nothing (its first batch
+    was larger), only the fill is dropped and the next one asks for the full size."""
+    subs = SubscriptionState("earliest")
+    subs.assign([TP0])
+    state = subs.partitions[TP0]
+    state.seek(0)
+    config = ConsumerConfig.from_kafka(
+        {"bootstrap.servers": "127.0.0.1:1", "max.partition.fetch.bytes": 4096}
+    )
+    fetcher = Fetcher(config, cast(GatewayConnection, None), subs)
+    first, after = Chunk(TP0, state.epoch, 0, 4096), Chunk(TP0, state.epoch, 20, 4096)
+    assert first.answer(batch_at(0, 10)) and after.answer(batch_at(20, 10))
+    chain = fetcher._chains[TP0] = deque([first, after])
+    fetcher._density[TP0] = 110.0
+    offset, index, size = cast(tuple[int, int, int], fetcher._plan(TP0, state, MAX_CHUNKS))
+    assert (offset, index) == (10, 1) and size < 4096
+    fill = Chunk(TP0, state.epoch, offset, size)
+    chain.insert(index, fill)
+    empty = data_pb2.FetchPartitionResponse(topic="t", partition=0, high_watermark=30)
+    fetcher._handle(data_pb2.FetchResponse(partitions=[empty]), {TP0: fill})
+    assert list(chain) == [first, after]
+    assert fetcher._plan(TP0, state, MAX_CHUNKS) == (10, 1, 4096)

@@ -48,16 +48,18 @@ class Chunk:
         "epoch",
         "fetch_offset",
         "index",
+        "max_bytes",
         "next_offset",
         "records",
         "start",
         "tp",
     )
 
-    def __init__(self, tp: TopicPartition, epoch: int, fetch_offset: int) -> None:
+    def __init__(self, tp: TopicPartition, epoch: int, fetch_offset: int, max_bytes: int) -> None:
         self.tp = tp
         self.epoch = epoch
         self.fetch_offset = fetch_offset
+        self.max_bytes = max_bytes
         self.done = False
         self.data = b""
         self.start = fetch_offset

@@ -11,8 +11,10 @@ flight its end is estimated from the span (in offsets) of the last full answer, 
 fetch is only sent below the partition's known high watermark (so a consumer at the end of the
 log keeps one long-polling fetch per partition, as before). A wrong guess costs little: an
 overlap is cut at decode (records below the position are skipped), and a gap is fetched by a
-fill-in request before the chunks after it are drained. Errors of a chunk ahead of the position
-drop it and the chunks after it; they are reported when the fetch at the position meets them.
+fill-in request, sized to the gap, before the chunks after it are drained (an overlap costs
+bytes the gateway sends twice, a gap only a small request, so the guess leans long: the larger
+of the last two spans). Errors of a chunk ahead of the position drop it and the chunks after
+it; they are reported when the fetch at the position meets them.
 
 Answers are read on the consumer's thread; gRPC threads only queue the finished futures.
 """
@@ -40,6 +42,9 @@ __all__ = ["MAX_CHUNKS", "ConsumerRecord", "Fetcher"]
 
 MAX_CHUNKS = 4
 """Chunks per partition at most: one draining, the rest answered or in flight."""
+FILL_SLACK = 64 * 1024
+"""Bytes a gap-filling fetch asks for beyond the gap's estimated size (at most a quarter of
+max.partition.fetch.bytes)."""
 
 
 class Fetcher:
@@ -63,7 +68,10 @@ class Fetcher:
         self._requests: dict[Any, tuple[int, dict[TopicPartition, Chunk]]] = {}
         self._answered: deque[Any] = deque()  # futures done, appended by gRPC threads
         self._wakeup = threading.Event()
-        self._spans: dict[TopicPartition, int] = {}  # offsets in the last full answer
+        self._spans: dict[TopicPartition, int] = {}  # the guessed offsets of a full answer
+        self._last_spans: dict[TopicPartition, int] = {}
+        self._density: dict[TopicPartition, float] = {}  # its bytes per offset
+        self._full_fills: set[TopicPartition] = set()  # a small fill met a larger batch
         self._ends: dict[TopicPartition, int] = {}  # high watermark (LSO if read_committed)
         self._key_deserializer = config.key_deserializer
         self._value_deserializer = config.value_deserializer
@@ -76,17 +84,24 @@ class Fetcher:
 
     def _plan(
         self, tp: TopicPartition, state: PartitionState, depth: int
-    ) -> tuple[int, int] | None:
-        """(offset, chain index) of the next chunk to fetch for `tp`, or None for none now."""
+    ) -> tuple[int, int, int] | None:
+        """(offset, chain index, max bytes) of the next chunk to fetch for `tp`, or None for
+        none now. A gap is fetched with about its own size, so the fill does not fetch again
+        what the chunk after it holds."""
         assert state.position is not None
         chain = self._chains.get(tp)
         if chain is None or (chain and chain[0].epoch != state.epoch):
             chain = self._chains[tp] = deque()
         end = state.position
+        full = self._config.max_partition_fetch_bytes
         known = True  # False: `end` is a guess (the last chunk is still in flight)
         for i, chunk in enumerate(chain):
-            if known and chunk.start > end:
-                return end, i  # a gap before this chunk: fill it first
+            if known and chunk.start > end:  # a gap before this chunk: fill it first
+                density = self._density.get(tp)
+                if density is None or tp in self._full_fills:
+                    return end, i, full
+                slack = min(FILL_SLACK, full // 4)
+                return end, i, min(full, int((chunk.start - end) * density) + slack)
             if chunk.done:
                 end = max(end, chunk.next_offset) if known else chunk.next_offset
                 known = True
@@ -98,7 +113,7 @@ class Fetcher:
                 known = False
         if len(chain) >= depth or (not known and end >= self._ends.get(tp, -1)):
             return None
-        return end, len(chain)
+        return end, len(chain), full
 
     def send_fetch(self) -> bool:
         """Send fetches for every partition that can take one more chunk. True if any went."""
@@ -117,15 +132,15 @@ class Fetcher:
                 plan = self._plan(tp, state, depth)
                 if plan is None:
                     continue
-                offset, index = plan
-                chunk = chunks[tp] = Chunk(tp, state.epoch, offset)
+                offset, index, max_bytes = plan
+                chunk = chunks[tp] = Chunk(tp, state.epoch, offset, max_bytes)
                 self._chains[tp].insert(index, chunk)
                 partitions.append(
                     data_pb2.FetchPartition(
                         topic=tp.topic,
                         partition=tp.partition,
                         fetch_offset=offset,
-                        partition_max_bytes=config.max_partition_fetch_bytes,
+                        partition_max_bytes=max_bytes,
                     )
                 )
             if not partitions:
@@ -227,12 +242,22 @@ class Fetcher:
                 lso = answer.last_stable_offset
                 self._ends[tp] = lso if self._read_committed and lso >= 0 else answer.high_watermark
                 data = answer.records
+                full = self._config.max_partition_fetch_bytes
                 if chunk.answer(data):
-                    if len(data) * 2 >= self._config.max_partition_fetch_bytes:
-                        self._spans[tp] = chunk.next_offset - chunk.fetch_offset
+                    self._full_fills.discard(tp)
+                    if len(data) * 2 >= full:
+                        span = chunk.next_offset - chunk.fetch_offset
+                        self._spans[tp] = max(span, self._last_spans.get(tp, 0))
+                        self._last_spans[tp] = span
+                        self._density[tp] = len(data) / max(chunk.next_offset - chunk.start, 1)
                     self._ready.append(chunk)
                     continue
-                if not at_position:
+                if chunk.max_bytes < full:
+                    # A gap-sized fill met a larger batch (answered cut, or empty as storage
+                    # answers all but a request's first partition): ask again in full.
+                    self._full_fills.add(tp)
+                    chain.remove(chunk)  # only this chunk: the ones after it stand
+                elif not at_position:
                     self._spans.pop(tp, None)  # a guess found nothing: stop guessing for now
                 elif data:
                     failure = RiverlogError(
@@ -270,6 +295,7 @@ class Fetcher:
     def _drop(self, tp: TopicPartition) -> None:
         self._chains.pop(tp, None)
         self._spans.pop(tp, None)
+        self._full_fills.discard(tp)
 
     def _prune(self) -> None:
         """Forget chains of partitions no longer assigned or seeked since (revoked partitions'
@@ -289,6 +315,7 @@ class Fetcher:
         if tp is None:
             self._chains.clear()
             self._spans.clear()
+            self._full_fills.clear()
             self._ready.clear()
         else:
             self._drop(tp)
