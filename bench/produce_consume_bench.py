@@ -1,11 +1,14 @@
 """End-to-end SDK throughput and latency against a real local cluster. Prints figures; not a test.
 
 Starts a cluster with the launcher (etcd, one metadata instance, three storage nodes, one
-gateway, all on this machine), creates a topic of 6 partitions with replication factor 1, then:
+gateway, all on this machine), creates a topic of 6 partitions (`--partitions`) with replication
+factor 1, then:
 
-1. produces N records (default 1,000,000) of 100-byte values with acks=1 through `Producer`
-   and prints records/s and MB/s (value bytes), from the first send to the end of `flush()`;
-2. consumes them all with `Consumer` from the beginning and prints records/s and MB/s;
+1. produces N records (default 1,000,000) of 100-byte values (`--value-size`) with acks=1
+   through `Producer` and prints records/s and MB/s (value bytes), from the first send to the
+   end of `flush()`;
+2. consumes them all with `Consumer` from the beginning (reading every record's value, as an
+   application would) and prints records/s and MB/s;
 3. sends 1,000 records/s for ~10 s while a consumer thread reads them, and prints the p50,
    p99 and max end-to-end latency (the producer's send time, in the value, to the moment
    `poll()` hands the record to the consumer).
@@ -16,6 +19,7 @@ figures on a small machine: a sum near the number of cores means the machine is 
 
     .venv/bin/python bench/produce_consume_bench.py [--records N] [--linger-ms 5]
         [--batch-size 16384] [--compression none] [--latency-seconds 10] [--bootstrap host:port]
+        [--partitions 6] [--value-size 100]
 
 `--bootstrap` uses a running cluster instead of starting one (CPU figures then cover this
 process only). Clients use Kafka's defaults unless an option says otherwise.
@@ -88,9 +92,12 @@ def consume(address: str, topic: str, records: int) -> tuple[int, float]:
     with Consumer(config) as consumer:
         consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
         count = 0
+        size = 0
         start = time.perf_counter()
         while count < records:
             for batch in consumer.poll(timeout_ms=1000).values():
+                for record in batch:  # touch every record, as an application does
+                    size += len(record.value)
                 count += len(batch)
         return count, time.perf_counter() - start
 
@@ -166,6 +173,7 @@ def run(address: str, pids: dict[str, int], args: argparse.Namespace) -> None:
 def main(
     argv: list[str] | None = None, on_cluster: Callable[[LocalCluster], None] | None = None
 ) -> None:
+    global PARTITIONS, VALUE_SIZE
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--linger-ms", type=int, default=5)
@@ -174,7 +182,10 @@ def main(
     parser.add_argument("--latency-seconds", type=float, default=10.0)
     parser.add_argument("--rate", type=int, default=1000, help="records/s of the latency run")
     parser.add_argument("--bootstrap", help="use this running cluster's gateway instead")
+    parser.add_argument("--partitions", type=int, default=PARTITIONS)
+    parser.add_argument("--value-size", type=int, default=VALUE_SIZE, help="bytes (at least 8)")
     args = parser.parse_args(argv)
+    PARTITIONS, VALUE_SIZE = args.partitions, max(args.value_size, _NS.size)
     if args.bootstrap:
         run(args.bootstrap, {"client": os.getpid()}, args)
         return
