@@ -104,11 +104,13 @@ class Gateway:
             auth=self.enforcement.auth,
             groups=GroupRouter(self.cache, self.coordinators, config),
         )
+        servicer = GatewayServicer(families)
         self.server = RpcServer(
             options.host,
             options.port,
-            [(add_to_server, GatewayServicer(families), SERVICE_NAME)],
+            [(add_to_server, servicer, SERVICE_NAME)],
             credentials=server_credentials(config),
+            interceptors=servicer.interceptors(),
         )
         self.membership: MembershipSession | None = None
         self.incarnation = time.time_ns()

@@ -1,4 +1,5 @@
-"""The Gateway's administration RPCs (admin.proto messages), mixed into the servicer: topic
+"""The Gateway's administration RPCs (admin.proto messages), which the servicer delegates to
+an `AdminForwarder`: topic
 and config changes, cluster descriptions, client quotas and users all go to the metadata
 service as they are (`MetadataPeer` finds an instance and retries until the deadline). Topic
 changes are screened first: items whose name cannot be a topic are answered here and never
@@ -8,43 +9,40 @@ them, so a produce right after a create finds the topic."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import grpc
 
 from riverlog.common.errors import ErrorCode
 from riverlog.v1 import admin_pb2
 
+from ..admin import Admin
 from ..context import RequestContext
+from ..peers.metadata import MetadataPeer
 from ..validation import topic_error
-
-if TYPE_CHECKING:
-    from .servicer import Families
+from .request_context import RequestContexts
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[Any]]
 
+class AdminForwarder:
+    """One per gateway process, owned by `GatewayServicer`; called from the servicer's methods
+    on the event loop, one task per call."""
 
-def passthrough(method: str) -> Handler:
-    """A servicer method that forwards its request to the metadata service as it is."""
-
-    async def forward(self: AdminMethods, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        ctx = self._context(method, context)
-        return await self.f.metadata.call(method, request, ctx.deadline)
-
-    forward.__name__ = forward.__qualname__ = method
-    return forward
-
-
-class AdminMethods:
-    """Mixin of `GatewayServicer`; reads the metadata peer and admin view from `f`."""
-
-    f: Families
+    def __init__(self, admin: Admin, metadata: MetadataPeer, contexts: RequestContexts) -> None:
+        self.admin = admin
+        self.metadata = metadata
+        self._contexts = contexts
 
     def _context(self, method: str, context: grpc.aio.ServicerContext) -> RequestContext:
-        raise NotImplementedError
+        return self._contexts.of_call(method, context)
+
+    async def forward(self, method: str, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """Forward `request` to the metadata service as it is (DescribeConfigs, ListTopics,
+        client quotas, users...)."""
+        ctx = self._context(method, context)
+        return await self.metadata.call(method, request, ctx.deadline)
 
     # --- topic administration: screened, then passed through ----------------------------------
 
@@ -57,19 +55,19 @@ class AdminMethods:
         )
         if not request.validate_only:
             created = {t.name: t.topic_id for t in response.topics if t.error_code == 0}
-            await self.f.admin.await_created(created, ctx.deadline)
+            await self.admin.await_created(created, ctx.deadline)
         return response
 
     async def DeleteTopics(
         self, request: admin_pb2.DeleteTopicsRequest, context: grpc.aio.ServicerContext
     ) -> admin_pb2.DeleteTopicsResponse:
         ctx = self._context("DeleteTopics", context)
-        before = self.f.admin.topic_ids(list(request.names))
+        before = self.admin.topic_ids(list(request.names))
         response: admin_pb2.DeleteTopicsResponse = await self._screened(
             ctx, request, "names", lambda n: n, admin_pb2.DeleteTopicsResponse
         )
         deleted = {t.name: before.get(t.name, "") for t in response.topics if t.error_code == 0}
-        await self.f.admin.await_deleted(deleted, ctx.deadline)
+        await self.admin.await_deleted(deleted, ctx.deadline)
         return response
 
     async def CreatePartitions(
@@ -82,7 +80,7 @@ class AdminMethods:
         if not request.validate_only:
             ok = {r.name for r in response.topics if r.error_code == 0}
             counts = {t.name: t.count for t in request.topics if t.name in ok}
-            await self.f.admin.await_partitions(counts, ctx.deadline)
+            await self.admin.await_partitions(counts, ctx.deadline)
         return response
 
     async def AlterConfigs(
@@ -93,20 +91,6 @@ class AdminMethods:
             ctx, request, "topics", lambda t: t.name, admin_pb2.AlterConfigsResponse
         )
         return response
-
-    DescribeConfigs = passthrough("DescribeConfigs")
-    ListTopics = passthrough("ListTopics")
-    DescribeTopics = passthrough("DescribeTopics")
-    DescribeCluster = passthrough("DescribeCluster")
-    ElectLeaders = passthrough("ElectLeaders")
-
-    # --- client quotas and users: passed through ----------------------------------------------
-
-    AlterClientQuotas = passthrough("AlterClientQuotas")
-    DescribeClientQuotas = passthrough("DescribeClientQuotas")
-    UpsertUser = passthrough("UpsertUser")
-    DeleteUser = passthrough("DeleteUser")
-    ListUsers = passthrough("ListUsers")
 
     async def _screened(
         self,
@@ -123,7 +107,7 @@ class AdminMethods:
         bad = {i: topic_error(name_of(item)) for i, item in enumerate(items)}
         refused = {i: e for i, e in bad.items() if e is not None}
         if not refused:
-            return await self.f.metadata.call(ctx.method, request, ctx.deadline)
+            return await self.metadata.call(ctx.method, request, ctx.deadline)
         response = response_type()
         kept = [item for i, item in enumerate(items) if i not in refused]
         answers: dict[str, Any] = {}
@@ -132,7 +116,7 @@ class AdminMethods:
             forwarded.CopyFrom(request)
             del getattr(forwarded, field)[:]
             getattr(forwarded, field).extend(kept)
-            sent = await self.f.metadata.call(ctx.method, forwarded, ctx.deadline)
+            sent = await self.metadata.call(ctx.method, forwarded, ctx.deadline)
             answers = {t.name: t for t in sent.topics}
         for i, item in enumerate(items):
             error = refused.get(i)

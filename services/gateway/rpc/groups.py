@@ -1,15 +1,14 @@
-"""The Gateway's consumer-group RPCs (coordinator.proto messages), mixed into the servicer:
-each builds the request context, fills what the gateway knows of the caller (client id and
-host for JoinGroup), and hands the call to the `GroupRouter`, which finds the group's
-coordinator and retries coordinator moves until the deadline. The proto work of the requests
-the gateway splits or merges (ListGroups over every coordinator, DescribeGroups and
+"""The Gateway's consumer-group RPCs (coordinator.proto messages), which the servicer delegates
+to a `GroupForwarder`: each builds the request context, fills what the gateway knows of the
+caller (client id and host for JoinGroup), and hands the call to the `GroupRouter`, which finds
+the group's coordinator and retries coordinator moves until the deadline. The proto work of the
+requests the gateway splits or merges (ListGroups over every coordinator, DescribeGroups and
 DeleteGroups per group) and FindCoordinator's answer from the image are here."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 
@@ -17,15 +16,12 @@ from riverlog.common.cluster.convert import find_coordinator_to_proto
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.v1 import coordinator_pb2 as pb
 
+from ..config import GatewayConfig
 from ..context import Deadline, RequestContext, measured
 from ..groups import GroupRouter
-
-if TYPE_CHECKING:
-    from .servicer import Families
+from .request_context import RequestContexts
 
 _JOIN_MARGIN_S = 5.0
-
-Handler = Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[Any]]
 
 
 def host_of(peer: str) -> str:
@@ -33,19 +29,6 @@ def host_of(peer: str) -> str:
     _, _, rest = peer.partition(":")
     host = rest.rpartition(":")[0] or rest
     return host.strip("[]")
-
-
-def routed(method: str, response_type: type[Any]) -> Handler:
-    """A servicer method that hands its request to the group's coordinator as it is."""
-
-    async def call(self: GroupMethods, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        ctx = self._context(method, context)
-        return await self._router().call(
-            request.group_id, method, request, response_type, ctx.deadline
-        )
-
-    call.__name__ = call.__qualname__ = method
-    return call
 
 
 def find(router: GroupRouter, request: pb.FindCoordinatorRequest) -> pb.FindCoordinatorResponse:
@@ -123,16 +106,23 @@ async def delete_groups(
     return out
 
 
-class GroupMethods:
-    """Mixin of `GatewayServicer`; reads the router from the servicer's families (`f`)."""
+class GroupForwarder:
+    """One per gateway process, owned by `GatewayServicer`; called from the servicer's methods
+    on the event loop, one task per call. Without a router (`groups` None) every call fails
+    with COORDINATOR_NOT_AVAILABLE."""
 
-    f: Families
+    def __init__(
+        self, router: GroupRouter | None, config: GatewayConfig, contexts: RequestContexts
+    ) -> None:
+        self.router = router
+        self.config = config
+        self._contexts = contexts
 
     def _context(self, method: str, context: grpc.aio.ServicerContext) -> RequestContext:
-        raise NotImplementedError
+        return self._contexts.of_call(method, context)
 
     def _router(self) -> GroupRouter:
-        router = self.f.groups
+        router = self.router
         if router is None:
             raise RiverlogError(
                 "this gateway routes no group requests", ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -151,7 +141,7 @@ class GroupMethods:
         ctx = self._context("JoinGroup", context)
         # A join waits for the whole rebalance: up to the member's rebalance timeout.
         limit = max(
-            self.f.config.request_timeout_s, request.rebalance_timeout_ms / 1000 + _JOIN_MARGIN_S
+            self.config.request_timeout_s, request.rebalance_timeout_ms / 1000 + _JOIN_MARGIN_S
         )
         deadline = Deadline.for_call(limit, context.time_remaining())
         if not request.client_id:
@@ -163,11 +153,15 @@ class GroupMethods:
         )
         return response
 
-    SyncGroup = routed("SyncGroup", pb.SyncGroupResponse)
-    Heartbeat = routed("Heartbeat", pb.GroupHeartbeatResponse)
-    LeaveGroup = routed("LeaveGroup", pb.LeaveGroupResponse)
-    OffsetCommit = routed("OffsetCommit", pb.OffsetCommitResponse)
-    OffsetFetch = routed("OffsetFetch", pb.OffsetFetchResponse)
+    async def route(
+        self, method: str, request: Any, response_type: type[Any], context: grpc.aio.ServicerContext
+    ) -> Any:
+        """Hand `request` to its group's coordinator as it is (SyncGroup, Heartbeat,
+        LeaveGroup, OffsetCommit, OffsetFetch)."""
+        ctx = self._context(method, context)
+        return await self._router().call(
+            request.group_id, method, request, response_type, ctx.deadline
+        )
 
     async def ListGroups(
         self, request: pb.ListGroupsRequest, context: grpc.aio.ServicerContext

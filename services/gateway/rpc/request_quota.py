@@ -1,41 +1,41 @@
-"""Kafka's request quota around every unary Gateway RPC: hold, time, charge, answer.
+"""Kafka's request quota around every unary Gateway RPC, as a gRPC server interceptor: hold,
+time, charge, answer.
 
-Kafka charges request_percentage for every client request, not only produce and fetch. Each
-unary method of the servicer is wrapped here: the wrapper makes the call's `RequestContext`
-(the method finds the same one again through `_context`), waits while the entity's request
-quota holds it back, runs the method with its steps timed (`HandlerTime`), records that time
-and puts the throttle time in the response's `throttle_time_ms`. Produce and fetch keep their
-own checks (their byte quotas decide what the answer holds), so for them the wrapper only
-times the handler and they charge it themselves. Streams time each request of the stream.
-Without any quota configured the wrapper only makes the context. The byte quotas' proto side
-is here too: a produce request's batch bytes, a fetch's capped `max_bytes`, and a throttled
-fetch answer emptied (`GatewayQuotas` itself works on numbers).
+Kafka charges request_percentage for every client request, not only produce and fetch. The
+interceptor wraps each unary Gateway method's handler: the wrapper makes the call's
+`RequestContext` (`RequestContexts`; the servicer finds the same one again), waits while the
+entity's request quota holds it back, runs the method with its steps timed (`HandlerTime`),
+records that time and puts the throttle time in the response's `throttle_time_ms`. Produce and
+fetch keep their own checks (their byte quotas decide what the answer holds), so for them the
+wrapper only times the handler and they charge it themselves. Streams time each request of the
+stream. Without any quota configured the wrapper only makes the context. The byte quotas' proto
+side is here too: a produce request's batch bytes, a fetch's capped `max_bytes`, and a
+throttled fetch answer emptied (`GatewayQuotas` itself works on numbers).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Coroutine
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from collections.abc import Awaitable, Callable, Collection, Coroutine
+from typing import TYPE_CHECKING, Any, Final
 
 import grpc
 
 from riverlog.v1 import data_pb2, gateway_pb2
 
 from ..context import RequestContext
+from .request_context import RequestContexts
 
 if TYPE_CHECKING:
     from ..quotas import GatewayQuotas
 
 _THROTTLE_FIELD: Final = "throttle_time_ms"
 
-Handler = Callable[[Any, Any, grpc.aio.ServicerContext], Coroutine[Any, Any, Any]]
+_SERVICE = gateway_pb2.DESCRIPTOR.services_by_name["Gateway"]
 
+# Produce and fetch charge the handler time themselves, next to their byte quotas.
+OWN_QUOTA_CHECKS: Final = ("Produce", "Fetch", "ProduceRecords", "FetchRecords")
 
-class _Servicer(Protocol):
-    def _context(self, method: str, context: grpc.aio.ServicerContext) -> RequestContext: ...
-
-    @property
-    def quotas(self) -> GatewayQuotas | None: ...
+Behavior = Callable[[Any, grpc.aio.ServicerContext], Coroutine[Any, Any, Any]]
 
 
 def produce_size(request: data_pb2.ProduceRequest) -> int:
@@ -74,39 +74,62 @@ def after_fetch(
 def unary_methods() -> list[str]:
     """The Gateway's unary-unary methods, from the service descriptor (a new RPC is covered
     without being listed anywhere)."""
-    service = gateway_pb2.DESCRIPTOR.services_by_name["Gateway"]
-    return [m.name for m in service.methods if not (m.client_streaming or m.server_streaming)]
+    return [m.name for m in _SERVICE.methods if not (m.client_streaming or m.server_streaming)]
 
 
-def metered(method: str, handler: Handler, charge: bool) -> Handler:
-    """`handler` with its handler time measured and, when `charge`, the request quota applied
-    around it (hold before, record after, throttle time in the answer)."""
+class RequestQuotaInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Wraps every unary Gateway method with `metered`; those in `own_quota_checks` are only
+    timed. Other services' methods (health, reflection) pass untouched. Installed inside the
+    error interceptor, so a refusal here (UNAUTHENTICATED...) is mapped like any other."""
 
-    async def call(self: _Servicer, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        ctx = self._context(method, context)
-        quotas = self.quotas
-        if quotas is None or not quotas.active:
-            return await handler(self, request, context)
-        if not charge:
-            return await ctx.work.run(handler(self, request, context))
-        await quotas.before_request(ctx)
-        try:
-            response = await ctx.work.run(handler(self, request, context))
-        except BaseException:
-            quotas.after_request(ctx, 0, ctx.work.busy_ns)  # a failed request was work too
-            raise
-        throttle = quotas.after_request(ctx, 0, ctx.work.busy_ns)
-        if throttle > 0 and _THROTTLE_FIELD in response.DESCRIPTOR.fields_by_name:
-            setattr(response, _THROTTLE_FIELD, max(getattr(response, _THROTTLE_FIELD), throttle))
-        return response
+    def __init__(
+        self,
+        contexts: RequestContexts,
+        quotas: GatewayQuotas | None,
+        own_quota_checks: Collection[str] = OWN_QUOTA_CHECKS,
+    ) -> None:
+        self._contexts = contexts
+        self._quotas = quotas
+        self._methods = {
+            f"/{_SERVICE.full_name}/{name}": (name, name not in own_quota_checks)
+            for name in unary_methods()
+        }
 
-    call.__name__ = call.__qualname__ = method
-    call.__doc__ = handler.__doc__
-    return call
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        entry = self._methods.get(handler_call_details.method)
+        if handler is None or entry is None or not handler.unary_unary:
+            return handler
+        name, charge = entry
+        return handler._replace(unary_unary=self.metered(name, handler.unary_unary, charge))
 
+    def metered(self, method: str, behavior: Behavior, charge: bool) -> Behavior:
+        """`behavior` with its handler time measured and, when `charge`, the request quota
+        applied around it (hold before, record after, throttle time in the answer)."""
+        contexts = self._contexts
+        quotas = self._quotas
 
-def install(cls: type, own_quota_checks: Collection[str]) -> None:
-    """Wrap every unary method of `cls` with `metered`; those in `own_quota_checks` are only
-    timed."""
-    for name in unary_methods():
-        setattr(cls, name, metered(name, getattr(cls, name), name not in own_quota_checks))
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            ctx = contexts.of_call(method, context)
+            if quotas is None or not quotas.active:
+                return await behavior(request, context)
+            if not charge:
+                return await ctx.work.run(behavior(request, context))
+            await quotas.before_request(ctx)
+            try:
+                response = await ctx.work.run(behavior(request, context))
+            except BaseException:
+                quotas.after_request(ctx, 0, ctx.work.busy_ns)  # a failed request was work too
+                raise
+            throttle = quotas.after_request(ctx, 0, ctx.work.busy_ns)
+            if throttle > 0 and _THROTTLE_FIELD in response.DESCRIPTOR.fields_by_name:
+                setattr(
+                    response, _THROTTLE_FIELD, max(getattr(response, _THROTTLE_FIELD), throttle)
+                )
+            return response
+
+        return call

@@ -1,14 +1,13 @@
 """The Gateway gRPC servicer: a thin adapter from the client API to the request families.
 
-Each method builds the request's `RequestContext` (client id from `riverlog-client-id`, the
-principal from the call's credentials (`auth.py`; UNAUTHENTICATED when they are wrong), deadline
-from the call's own deadline and request.timeout.ms), converts the message, awaits the family,
-and converts back; produce and fetch paths go through the quota checks first and put the
-throttle time in the response (`quotas.py`), every other unary method gets the request quota
-from the wrapper in `request_quota.py`. Whole-request errors are raised as RiverlogError
-and mapped to a gRPC status by the shared interceptor; on streams they become per-partition
-errors instead, so one bad request does not end the stream. Administration RPCs (passed to the
-metadata service) are mixed in from `admin.py`, consumer-group RPCs from `groups.py`.
+Each method takes the call's `RequestContext` (`request_context.py`), converts the message,
+awaits the family, and converts back; produce and fetch paths go through the quota checks first
+and put the throttle time in the response (`quotas.py`), every other unary method gets the
+request quota from the server interceptor in `request_quota.py` (`interceptors()` makes it for
+the server). Whole-request errors are raised as RiverlogError and mapped to a gRPC status by the
+shared interceptor; on streams they become per-partition errors instead, so one bad request
+does not end the stream. Administration RPCs (passed to the metadata service) are delegated to
+the `AdminForwarder` of `admin.py`, consumer-group RPCs to the `GroupForwarder` of `groups.py`.
 """
 
 from __future__ import annotations
@@ -20,16 +19,14 @@ from dataclasses import dataclass
 import grpc
 
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.quota.entity import ANONYMOUS
-from riverlog.common.rpc.channel import CLIENT_ID_KEY
 from riverlog.common.rpc.convert import acks_from_proto, isolation_level_from_proto
 from riverlog.common.types import Acks, TopicPartition
-from riverlog.v1 import data_pb2, gateway_pb2, gateway_pb2_grpc
+from riverlog.v1 import admin_pb2, coordinator_pb2, data_pb2, gateway_pb2, gateway_pb2_grpc
 
 from ..admin import Admin
-from ..auth import OPEN_METHODS, Authenticator
+from ..auth import Authenticator
 from ..config import GatewayConfig
-from ..context import UNKNOWN_CLIENT, Deadline, RequestContext, bind, current_request
+from ..context import RequestContext
 from ..fetch import Fetcher, FetchOptions, FetchPart, FetchPartResult
 from ..groups import GroupRouter
 from ..offsets import Offsets
@@ -40,15 +37,14 @@ from ..quotas import GatewayQuotas
 from ..records import PlainRecords
 from ..streams import Pipeline
 from . import convert
-from .admin import AdminMethods
-from .groups import GroupMethods
-from .request_quota import after_fetch, before_fetch, produce_size
-from .request_quota import install as install_request_quota
+from .admin import AdminForwarder
+from .groups import GroupForwarder
+from .request_context import RequestContexts
+from .request_quota import RequestQuotaInterceptor, after_fetch, before_fetch, produce_size
 
 log = logging.getLogger(__name__)
 
 SERVICE_NAME = "riverlog.v1.Gateway"
-_MAX_CLIENT_ID = 256
 
 ProduceCall = Callable[
     [RequestContext, ProduceOptions, Sequence[ProducePart]], Awaitable[list[ProducePartResult]]
@@ -75,72 +71,22 @@ class Families:
     groups: GroupRouter | None = None
 
 
-def client_id_of(context: grpc.aio.ServicerContext) -> str:
-    for key, value in context.invocation_metadata() or ():
-        if key == CLIENT_ID_KEY:
-            text = value if isinstance(value, str) else value.decode("utf-8", "replace")
-            return text[:_MAX_CLIENT_ID] or UNKNOWN_CLIENT
-    return UNKNOWN_CLIENT
-
-
-def certificate_name(context: grpc.aio.ServicerContext) -> str | None:
-    """The common name of the call's TLS client certificate, which gRPC reports only once it
-    verified the certificate against ssl.ca.location; None on plaintext or without one."""
-    names = (context.auth_context() or {}).get("x509_common_name") or ()
-    for value in names:
-        text = value if isinstance(value, str) else value.decode("utf-8", "replace")
-        if text:
-            return text
-    return None
-
-
-class GatewayServicer(AdminMethods, GroupMethods, gateway_pb2_grpc.GatewayServicer):
-    """One per gateway process; grpc calls its methods from the event loop, one task per call."""
+class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
+    """One per gateway process; grpc calls its methods from the event loop, one task per call.
+    Owns the admin and group forwarders it delegates those RPCs to."""
 
     def __init__(self, families: Families) -> None:
         self.f = families
+        self.contexts = RequestContexts(families.config, families.auth)
+        self.admin = AdminForwarder(families.admin, families.metadata, self.contexts)
+        self.groups = GroupForwarder(families.groups, families.config, self.contexts)
 
-    @property
-    def quotas(self) -> GatewayQuotas | None:
-        return self.f.quotas
+    def interceptors(self) -> list[grpc.aio.ServerInterceptor]:
+        """The server interceptors this servicer's calls need: the request quota."""
+        return [RequestQuotaInterceptor(self.contexts, self.f.quotas)]
 
     def _context(self, method: str, context: grpc.aio.ServicerContext) -> RequestContext:
-        """The call's context: made (and bound) once per call, by the request-quota wrapper
-        around the method, and found again when the method asks."""
-        bound = current_request.get()
-        if bound is not None and bound.call is context:
-            return bound
-        ctx = RequestContext(
-            method=method,
-            deadline=Deadline.for_call(self.f.config.request_timeout_s, context.time_remaining()),
-            client_id=client_id_of(context),
-            peer=context.peer() or "",
-            principal=self._principal(method, context),
-            call=context,
-        )
-        bind(ctx)
-        return ctx
-
-    def _principal(self, method: str, context: grpc.aio.ServicerContext) -> str:
-        if self.f.auth is None:
-            return ANONYMOUS
-        metadata = context.invocation_metadata() or ()
-        return self.f.auth.principal(
-            metadata,
-            anonymous_ok=method in OPEN_METHODS,
-            certificate_name=certificate_name(context),
-        )
-
-    def _stream_request_context(self, parent: RequestContext) -> RequestContext:
-        ctx = RequestContext(
-            method=parent.method,
-            deadline=Deadline.after(self.f.config.request_timeout_s),
-            client_id=parent.client_id,
-            peer=parent.peer,
-            principal=parent.principal,
-        )
-        bind(ctx)
-        return ctx
+        return self.contexts.of_call(method, context)
 
     # --- record batches -----------------------------------------------------------------------
 
@@ -161,7 +107,7 @@ class GatewayServicer(AdminMethods, GroupMethods, gateway_pb2_grpc.GatewayServic
         stream = self._context("ProduceStream", context)
 
         async def handle(request: data_pb2.ProduceRequest) -> data_pb2.ProduceResponse | None:
-            ctx = self._stream_request_context(stream)
+            ctx = self.contexts.of_stream_request(stream)
             produce = self.f.producer.produce_or_fail
             options, results, throttle = await ctx.work.run(self._produce(ctx, request, produce))
             if options.acks == Acks.NONE:
@@ -203,7 +149,7 @@ class GatewayServicer(AdminMethods, GroupMethods, gateway_pb2_grpc.GatewayServic
         stream = self._context("FetchStream", context)
 
         async def handle(request: data_pb2.FetchRequest) -> data_pb2.FetchResponse:
-            ctx = self._stream_request_context(stream)
+            ctx = self.contexts.of_stream_request(stream)
             return await ctx.work.run(self._fetch(ctx, request, self.f.fetcher.fetch_or_fail))
 
         pipeline = Pipeline(handle, self.f.config.max_in_flight_requests_per_connection)
@@ -323,9 +269,174 @@ class GatewayServicer(AdminMethods, GroupMethods, gateway_pb2_grpc.GatewayServic
         results = await self.f.offsets.delete_records(ctx, request.timeout_ms, parts)
         return convert.delete_records_to_proto(results)
 
+    # --- administration: delegated to the admin forwarder ---------------------------------------
 
-# Produce and fetch charge the handler time themselves, next to their byte quotas.
-install_request_quota(GatewayServicer, ("Produce", "Fetch", "ProduceRecords", "FetchRecords"))
+    async def CreateTopics(
+        self, request: admin_pb2.CreateTopicsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.CreateTopicsResponse:
+        return await self.admin.CreateTopics(request, context)
+
+    async def DeleteTopics(
+        self, request: admin_pb2.DeleteTopicsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.DeleteTopicsResponse:
+        return await self.admin.DeleteTopics(request, context)
+
+    async def CreatePartitions(
+        self, request: admin_pb2.CreatePartitionsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.CreatePartitionsResponse:
+        return await self.admin.CreatePartitions(request, context)
+
+    async def AlterConfigs(
+        self, request: admin_pb2.AlterConfigsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.AlterConfigsResponse:
+        return await self.admin.AlterConfigs(request, context)
+
+    async def DescribeConfigs(
+        self, request: admin_pb2.DescribeConfigsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.DescribeConfigsResponse:
+        response: admin_pb2.DescribeConfigsResponse = await self.admin.forward(
+            "DescribeConfigs", request, context
+        )
+        return response
+
+    async def ListTopics(
+        self, request: admin_pb2.ListTopicsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.ListTopicsResponse:
+        response: admin_pb2.ListTopicsResponse = await self.admin.forward(
+            "ListTopics", request, context
+        )
+        return response
+
+    async def DescribeTopics(
+        self, request: admin_pb2.DescribeTopicsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.DescribeTopicsResponse:
+        response: admin_pb2.DescribeTopicsResponse = await self.admin.forward(
+            "DescribeTopics", request, context
+        )
+        return response
+
+    async def DescribeCluster(
+        self, request: admin_pb2.DescribeClusterRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.DescribeClusterResponse:
+        response: admin_pb2.DescribeClusterResponse = await self.admin.forward(
+            "DescribeCluster", request, context
+        )
+        return response
+
+    async def ElectLeaders(
+        self, request: admin_pb2.ElectLeadersRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.ElectLeadersResponse:
+        response: admin_pb2.ElectLeadersResponse = await self.admin.forward(
+            "ElectLeaders", request, context
+        )
+        return response
+
+    async def AlterClientQuotas(
+        self, request: admin_pb2.AlterClientQuotasRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.AlterClientQuotasResponse:
+        response: admin_pb2.AlterClientQuotasResponse = await self.admin.forward(
+            "AlterClientQuotas", request, context
+        )
+        return response
+
+    async def DescribeClientQuotas(
+        self, request: admin_pb2.DescribeClientQuotasRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.DescribeClientQuotasResponse:
+        response: admin_pb2.DescribeClientQuotasResponse = await self.admin.forward(
+            "DescribeClientQuotas", request, context
+        )
+        return response
+
+    async def UpsertUser(
+        self, request: admin_pb2.UpsertUserRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.UpsertUserResponse:
+        response: admin_pb2.UpsertUserResponse = await self.admin.forward(
+            "UpsertUser", request, context
+        )
+        return response
+
+    async def DeleteUser(
+        self, request: admin_pb2.DeleteUserRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.DeleteUserResponse:
+        response: admin_pb2.DeleteUserResponse = await self.admin.forward(
+            "DeleteUser", request, context
+        )
+        return response
+
+    async def ListUsers(
+        self, request: admin_pb2.ListUsersRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.ListUsersResponse:
+        response: admin_pb2.ListUsersResponse = await self.admin.forward(
+            "ListUsers", request, context
+        )
+        return response
+
+    # --- consumer groups: delegated to the group forwarder --------------------------------------
+
+    async def FindCoordinator(
+        self, request: coordinator_pb2.FindCoordinatorRequest, context: grpc.aio.ServicerContext
+    ) -> coordinator_pb2.FindCoordinatorResponse:
+        return await self.groups.FindCoordinator(request, context)
+
+    async def JoinGroup(
+        self, request: coordinator_pb2.JoinGroupRequest, context: grpc.aio.ServicerContext
+    ) -> coordinator_pb2.JoinGroupResponse:
+        return await self.groups.JoinGroup(request, context)
+
+    async def ListGroups(
+        self, request: coordinator_pb2.ListGroupsRequest, context: grpc.aio.ServicerContext
+    ) -> coordinator_pb2.ListGroupsResponse:
+        return await self.groups.ListGroups(request, context)
+
+    async def DescribeGroups(
+        self, request: coordinator_pb2.DescribeGroupsRequest, context: grpc.aio.ServicerContext
+    ) -> coordinator_pb2.DescribeGroupsResponse:
+        return await self.groups.DescribeGroups(request, context)
+
+    async def DeleteGroups(
+        self, request: coordinator_pb2.DeleteGroupsRequest, context: grpc.aio.ServicerContext
+    ) -> coordinator_pb2.DeleteGroupsResponse:
+        return await self.groups.DeleteGroups(request, context)
+
+    async def SyncGroup(
+        self, request: coordinator_pb2.SyncGroupRequest, context: grpc.aio.ServicerContext
+    ) -> coordinator_pb2.SyncGroupResponse:
+        response: coordinator_pb2.SyncGroupResponse = await self.groups.route(
+            "SyncGroup", request, coordinator_pb2.SyncGroupResponse, context
+        )
+        return response
+
+    async def Heartbeat(
+        self, request: coordinator_pb2.GroupHeartbeatRequest, context: grpc.aio.ServicerContext
+    ) -> coordinator_pb2.GroupHeartbeatResponse:
+        response: coordinator_pb2.GroupHeartbeatResponse = await self.groups.route(
+            "Heartbeat", request, coordinator_pb2.GroupHeartbeatResponse, context
+        )
+        return response
+
+    async def LeaveGroup(
+        self, request: coordinator_pb2.LeaveGroupRequest, context: grpc.aio.ServicerContext
+    ) -> coordinator_pb2.LeaveGroupResponse:
+        response: coordinator_pb2.LeaveGroupResponse = await self.groups.route(
+            "LeaveGroup", request, coordinator_pb2.LeaveGroupResponse, context
+        )
+        return response
+
+    async def OffsetCommit(
+        self, request: coordinator_pb2.OffsetCommitRequest, context: grpc.aio.ServicerContext
+    ) -> coordinator_pb2.OffsetCommitResponse:
+        response: coordinator_pb2.OffsetCommitResponse = await self.groups.route(
+            "OffsetCommit", request, coordinator_pb2.OffsetCommitResponse, context
+        )
+        return response
+
+    async def OffsetFetch(
+        self, request: coordinator_pb2.OffsetFetchRequest, context: grpc.aio.ServicerContext
+    ) -> coordinator_pb2.OffsetFetchResponse:
+        response: coordinator_pb2.OffsetFetchResponse = await self.groups.route(
+            "OffsetFetch", request, coordinator_pb2.OffsetFetchResponse, context
+        )
+        return response
 
 
 def add_to_server(servicer: GatewayServicer, server: grpc.aio.Server) -> None:

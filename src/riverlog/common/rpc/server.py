@@ -31,15 +31,19 @@ class RpcServer:
         port: int,
         servicers: Sequence[tuple[AddServicer, Any, str]],
         credentials: grpc.ServerCredentials | None = None,
+        interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     ) -> None:
         """`servicers`: (add_XServicer_to_server, servicer, full service name) triples;
-        `credentials`: serve TLS (grpc.ssl_server_credentials) instead of plaintext."""
-        interceptors: list[grpc.aio.ServerInterceptor] = []
+        `credentials`: serve TLS (grpc.ssl_server_credentials) instead of plaintext;
+        `interceptors`: a service's own, run inside the error interceptor (so what they raise
+        is mapped to a status like anything a servicer raises)."""
+        chain: list[grpc.aio.ServerInterceptor] = []
         traced = tracing.aio_server_interceptor()
         if traced is not None:
-            interceptors.append(traced)
-        interceptors.append(ErrorInterceptor())
-        self._server = grpc.aio.server(interceptors=interceptors, options=CHANNEL_OPTIONS)
+            chain.append(traced)
+        chain.append(ErrorInterceptor())
+        chain.extend(interceptors)
+        self._server = grpc.aio.server(interceptors=chain, options=CHANNEL_OPTIONS)
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         self._names = [name for _, _, name in servicers]

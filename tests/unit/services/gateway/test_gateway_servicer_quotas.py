@@ -64,7 +64,13 @@ async def stub():
         quotas=quotas,
         auth=Authenticator(checker, allow_anonymous=True),
     )
-    server = RpcServer("127.0.0.1", 0, [(add_to_server, GatewayServicer(families), SERVICE_NAME)])
+    servicer = GatewayServicer(families)
+    server = RpcServer(
+        "127.0.0.1",
+        0,
+        [(add_to_server, servicer, SERVICE_NAME)],
+        interceptors=servicer.interceptors(),
+    )
     await server.start()
     channel = aio_channel(server.address)
     try:
