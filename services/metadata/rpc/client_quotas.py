@@ -29,7 +29,7 @@ from riverlog.common.rpc.convert import error_code_to_proto
 from riverlog.v1 import admin_pb2, metadata_pb2
 
 from ..client_quotas import ClientQuotaBook, QuotaOp
-from .converters import UNREACHED, answer_or_error
+from .convert import UNREACHED, answer_or_error
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from ..controller.topic_validation import is_internal
 from ..controller.topics import TopicController
 from ..image import MetadataImage
 from ..peers.controller import ControllerPeer, was_forwarded
-from . import converters as conv
+from . import convert as conv
 from .client_quotas import ClientQuotasRpc
 
 log = logging.getLogger(__name__)
