@@ -99,3 +99,27 @@ def test_what_a_concurrent_consumer_saw(kind):
 def test_unavailability_counts_only_records_sent_after_the_fault():
     acks = [ack(0, 0, 0, 0, sent=9.0, acked=10.5), ack(0, 1, 0, 1, sent=10.2, acked=13.0)]
     assert unavailability(acks, 10.0, [0, 1]) == {0: pytest.approx(3.0), 1: None}
+
+
+def test_leader_epochs_only_grow_with_one_leader_each():
+    from checker import check_leader_epochs
+    from observers import LeaderSample
+
+    good = [LeaderSample(0, 0, 1, 0), LeaderSample(1, 0, -1, 0), LeaderSample(2, 0, 2, 1)]
+    assert check_leader_epochs(good) == []
+    back = [*good, LeaderSample(3, 0, 1, 0)]
+    assert any(p.startswith("EPOCH WENT BACK") for p in check_leader_epochs(back))
+    split = [LeaderSample(0, 0, 1, 3), LeaderSample(1, 0, 2, 3)]
+    assert any(p.startswith("TWO LEADERS") for p in check_leader_epochs(split))
+
+
+def test_replicas_must_match_byte_for_byte():
+    from checker import check_bytes
+    from observers import batch_bytes
+
+    batch = (0).to_bytes(8, "big") + (4).to_bytes(4, "big") + b"abcd"
+    assert batch_bytes(batch + batch[:7]) == [batch]  # a torn tail is left out
+    compared, problems = check_bytes({0: {1: batch, 2: batch, 3: batch}})
+    assert (compared, problems) == (48, [])
+    _, problems = check_bytes({0: {1: batch, 2: batch[:-1] + b"x"}})
+    assert problems and problems[0].startswith("BYTES DIFFER")

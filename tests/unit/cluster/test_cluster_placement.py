@@ -85,3 +85,25 @@ def test_a_netns_placement_removes_everything_it_made() -> None:
         assert f"inet {a}/24" in placement.exec("a", ["ip", "-o", "addr", "show", "eth0"])
     assert not set(namespaces) & set(_namespaces())
     assert not any(name.startswith(f"rlft-{placement.subnet}-") for name, _ in _links())
+
+
+@pytest.mark.skipif(bool(netns_unavailable()), reason=str(netns_unavailable()))
+def test_leftovers_of_a_dead_owner_are_found_and_removed() -> None:
+    import subprocess
+
+    from riverlog.cluster.netns import find_leftovers, remove_leftovers
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # its PID now names no process: whatever it owned is a leftover
+    name = f"rlft-{dead.pid}-199-storage-9"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        with NetnsPlacement() as live:
+            live.host("a")  # a live owner's namespace is never a leftover
+            found = find_leftovers()
+            assert name in found.namespaces
+            assert live.namespace("a") not in found.namespaces
+            remove_leftovers(found)
+            assert name not in find_leftovers().namespaces
+    finally:
+        subprocess.run(["ip", "netns", "delete", name], check=False, capture_output=True)
