@@ -128,9 +128,11 @@ class AlterPartitionManager:
             return False
         if outcome.error == ErrorCode.NONE:
             if outcome.isr is not None and outcome.leader_epoch == request.leader_epoch:
-                partition.on_alter_isr_result(request, outcome.isr, outcome.partition_epoch)
+                partition.replication.on_alter_isr_result(
+                    request, outcome.isr, outcome.partition_epoch
+                )
             else:
-                partition.on_alter_isr_result(request, None, -1)
+                partition.replication.on_alter_isr_result(request, None, -1)
             return False
         log.info(
             "%s: AlterPartition %s refused: %s (%s)",
@@ -143,13 +145,15 @@ class AlterPartitionManager:
             newer = outcome.isr is not None and outcome.partition_epoch > request.partition_epoch
             if newer and outcome.leader_epoch == request.leader_epoch:
                 assert outcome.isr is not None
-                partition.on_alter_isr_result(request, outcome.isr, outcome.partition_epoch)
+                partition.replication.on_alter_isr_result(
+                    request, outcome.isr, outcome.partition_epoch
+                )
             return False  # otherwise pending until the image moves the partition on
         if ERRORS[outcome.error].retriable:
             return True
-        partition.on_alter_isr_result(request, None, -1)
+        partition.replication.on_alter_isr_result(request, None, -1)
         return False
 
     def _still_pending(self, request: AlterIsrRequest) -> bool:
         partition = self._lookup(request.tp)
-        return partition is not None and partition.isr_state.pending is request
+        return partition is not None and partition.replication.isr_state.pending is request

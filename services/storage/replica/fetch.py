@@ -104,7 +104,7 @@ class FetchHandler:
                 partition.require_leader(data.current_leader_epoch)
             except RiverlogError:
                 continue  # the read reports the error
-            partition.update_follower_fetch_state(replica_id, data.fetch_offset)
+            partition.replication.update_follower_fetch_state(replica_id, data.fetch_offset)
 
     @staticmethod
     def _satisfied(params: FetchParams, results: list[FetchPartitionResult]) -> bool:

@@ -76,12 +76,15 @@ class OffsetsHandler:
             spec = special
         # No transactions yet: the last stable offset is the high watermark.
         last_fetchable = partition.high_watermark
-        if spec is not OffsetSpec.EARLIEST and partition.leader_epoch_start_offset > last_fetchable:
+        if (
+            spec is not OffsetSpec.EARLIEST
+            and partition.replication.leader_epoch_start_offset > last_fetchable
+        ):
             # A new leader whose high watermark has not yet reached its epoch's start: an
             # answer now could go backwards from what the old leader said (Kafka, KIP-207).
             raise RiverlogError(
                 f"{data.tp}: the new leader's high watermark {last_fetchable} has not caught up "
-                f"with its epoch start {partition.leader_epoch_start_offset}",
+                f"with its epoch start {partition.replication.leader_epoch_start_offset}",
                 ErrorCode.OFFSET_NOT_AVAILABLE,
             )
         if spec is OffsetSpec.LATEST:

@@ -7,7 +7,8 @@ fenced (FENCED_LEADER_EPOCH), a newer one means this node has not seen the chang
 (UNKNOWN_LEADER_EPOCH). This module holds the replica's state, its leadership, the data path
 (append, read, delete records) and the follower's side of replication (append fetched batches,
 truncate). The leader's side, tracking the followers from their fetches, keeping the ISR and
-moving the high watermark, is the `LeaderReplication` mixin in `leader_replication.py` (the
+moving the high watermark, is its `replication` member (`LeaderReplication`, in
+`leader_replication.py`; the
 pure rules are in `isr.py`). A leader that may not lead (`may_lead()` false: its membership
 lapsed, see the storage node's self-fencing) refuses produce with NOT_LEADER_OR_FOLLOWER.
 """
@@ -26,7 +27,7 @@ from riverlog.common.types import TopicPartition
 from ..log import AppendInfo, FetchSlice, LogConfig, PartitionLog
 from ..producer import ProducerStateManager
 from ..producer.manager import DEFAULT_PRODUCER_ID_EXPIRATION_MS
-from .isr import AlterIsrRequest, FollowerState, IsrState
+from .isr import AlterIsrRequest
 from .leader_replication import LeaderReplication
 from .role import NO_LEADER, Role
 
@@ -47,10 +48,11 @@ class ReadResult:
     log_end_offset: int
 
 
-class Partition(LeaderReplication):
+class Partition:
     """One hosted replica. Created by the ReplicaManager from the image; used only on the
     event-loop thread. `on_change(tp)` is called whenever something a waiting request may care
-    about moved (the high watermark, the role, the epoch, the log start offset)."""
+    about moved (the high watermark, the role, the epoch, the log start offset). The leader's
+    follower and ISR state is its `replication` member."""
 
     def __init__(
         self,
@@ -67,7 +69,8 @@ class Partition(LeaderReplication):
         may_lead: Callable[[], bool] | None = None,
     ) -> None:
         """`alter_isr(request)` sends an ISR change to the controller (its answer comes back
-        through `on_alter_isr_result`); `may_lead()` says whether this node may take writes."""
+        through `replication.on_alter_isr_result`); `may_lead()` says whether this node may
+        take writes."""
         self.tp = tp
         self.topic_id = topic_id
         self.log = partition_log
@@ -83,16 +86,15 @@ class Partition(LeaderReplication):
         self.replicas: tuple[int, ...] = ()
         self.partition_epoch = -1
         self.clock = clock
-        self.replica_lag_time_max_ms = replica_lag_time_max_ms
-        self._alter_isr = alter_isr
         self._may_lead = may_lead
-        self.isr_state = IsrState((), -1)
-        # Follower node id -> what its fetches told (leader only).
-        self.followers: dict[int, FollowerState] = {}
-        # Where this node's leadership epoch starts in its log (leader only).
-        self.leader_epoch_start_offset = -1
-        self.isr_shrinks = 0
-        self.isr_expands = 0
+        self.replication = LeaderReplication(
+            self,
+            on_change,
+            clock=clock,
+            replica_lag_time_max_ms=replica_lag_time_max_ms,
+            alter_isr=alter_isr,
+            may_lead=may_lead,
+        )
 
     def __repr__(self) -> str:
         return f"Partition({self.tp}, {self.role.value}, epoch={self.leader_epoch})"
@@ -136,35 +138,13 @@ class Partition(LeaderReplication):
         if newer_isr:
             self.partition_epoch = info.partition_epoch
         if new_epoch:
-            self.isr_state = IsrState(info.isr, info.partition_epoch)
-            self._on_new_epoch()
+            self.replication.on_new_epoch(info.isr, info.partition_epoch)
         elif newer_isr:
-            self.isr_state.commit(info.isr, info.partition_epoch)
+            self.replication.on_image_isr(info.isr, info.partition_epoch)
         if role is Role.LEADER:
-            self._maybe_increment_high_watermark()
+            self.replication.maybe_increment_high_watermark()
         self._on_change(self.tp)
         return True
-
-    def _on_new_epoch(self) -> None:
-        """Kafka's makeLeader / makeFollower: a leader records where its epoch starts and
-        resets what it knows of the followers (those in the ISR count as caught up now). (A
-        follower's fetcher sees the new epoch and truncates by it before fetching again.)"""
-        self.followers.clear()
-        if self.role is Role.LEADER:
-            # A leader restarted within its epoch keeps the epoch's recorded start.
-            cache = self.log.leader_epoch_cache
-            start = cache.start_offset_of(self.leader_epoch)
-            if start is None:
-                start = self.log.log_end_offset
-                cache.assign(self.leader_epoch, start)
-            self.leader_epoch_start_offset = start
-            now = self.clock.monotonic_ms()
-            for replica in self.replicas:
-                if replica != self.node_id:
-                    caught_up = now if replica in self.isr_state.isr else 0
-                    self.followers[replica] = FollowerState(last_caught_up_ms=caught_up)
-        else:
-            self.leader_epoch_start_offset = -1
 
     def check_epoch(self, current_leader_epoch: int | None) -> None:
         """Raise when the caller's epoch is not ours (None: the caller does not check)."""
@@ -204,6 +184,11 @@ class Partition(LeaderReplication):
     def is_leader(self) -> bool:
         return self.role is Role.LEADER
 
+    @property
+    def isr(self) -> tuple[int, ...]:
+        """The committed ISR (kept by `replication`)."""
+        return self.replication.isr
+
     # --- data ---------------------------------------------------------------------------------
 
     @property
@@ -230,7 +215,7 @@ class Partition(LeaderReplication):
             return self.producer_state.duplicate_info(check.duplicate)
         info = self.log.append_as_leader(records, self.leader_epoch)
         self.producer_state.on_leader_append(check, info)
-        if not self._maybe_increment_high_watermark():
+        if not self.replication.maybe_increment_high_watermark():
             self._on_change(self.tp)  # wake the followers' long polls (Kafka's tryComplete)
         return info
 

@@ -75,7 +75,7 @@ class ProduceHandler:
                         ErrorCode.INVALID_REQUEST,
                     )
                 if params.acks is Acks.ALL:
-                    partition.check_min_isr()
+                    partition.replication.check_min_isr()
                 info = partition.append_as_leader(data.records)
             except RiverlogError as exc:
                 result.fail(exc)
@@ -110,10 +110,11 @@ class ProduceHandler:
         await delayed.wait()
         for partition, result in pending.waiting:
             if partition.high_watermark > result.last_offset:
-                if not partition.enough_replicas_after_append():
+                replication = partition.replication
+                if not replication.enough_replicas_after_append():
                     result.fail(
                         RiverlogError(
-                            f"{partition.tp}: written, but the ISR {list(partition.isr)} is "
+                            f"{partition.tp}: written, but the ISR {list(replication.isr)} is "
                             f"below min.insync.replicas ({partition.config.min_insync_replicas})",
                             ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
                         )

@@ -180,8 +180,8 @@ class ReplicaManager:
 
     def _stop_replica(self, tp: TopicPartition, delete: bool) -> None:
         stopped = self._partitions.pop(tp)
-        self._retired_shrinks += stopped.isr_shrinks
-        self._retired_expands += stopped.isr_expands
+        self._retired_shrinks += stopped.replication.isr_shrinks
+        self._retired_expands += stopped.replication.isr_expands
         if delete:
             log.info("%s: topic deleted; deleting the log", tp)
             self.log_manager.delete(tp)
@@ -241,19 +241,23 @@ class ReplicaManager:
 
     def maybe_shrink_isr(self) -> int:
         """Ask to drop lagging followers from every led partition; returns how many asked."""
-        return sum(1 for p in self.leader_partitions() if p.maybe_shrink_isr())
+        return sum(1 for p in self.leader_partitions() if p.replication.maybe_shrink_isr())
 
     @property
     def isr_shrinks(self) -> int:
-        return self._retired_shrinks + sum(p.isr_shrinks for p in self._partitions.values())
+        return self._retired_shrinks + sum(
+            p.replication.isr_shrinks for p in self._partitions.values()
+        )
 
     @property
     def isr_expands(self) -> int:
-        return self._retired_expands + sum(p.isr_expands for p in self._partitions.values())
+        return self._retired_expands + sum(
+            p.replication.isr_expands for p in self._partitions.values()
+        )
 
     @property
     def under_replicated_partitions(self) -> int:
-        return sum(1 for p in self._partitions.values() if p.under_replicated)
+        return sum(1 for p in self._partitions.values() if p.replication.under_replicated)
 
     def close(self) -> None:
         self._partitions.clear()

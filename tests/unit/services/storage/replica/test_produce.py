@@ -150,7 +150,7 @@ async def test_acks_all_times_out_when_the_isr_does_not_catch_up(tmp_path: Path)
         assert leo(node, T0) == 1  # written, not yet committed
         # A follower fetch at the log end commits it.
         partition = node.replicas.partitions[T0]
-        partition.update_follower_fetch_state(OTHER, 1)
+        partition.replication.update_follower_fetch_state(OTHER, 1)
         assert partition.high_watermark == 1
     finally:
         node.close()

@@ -55,7 +55,11 @@ async def test_a_committed_answer_becomes_the_partition_state(tmp_path: Path) ->
     try:
         assert await manager.send(sent) == []
         partition = node.replicas.partitions[T0]
-        assert (partition.isr, partition.partition_epoch, partition.isr_state.in_flight) == (
+        assert (
+            partition.isr,
+            partition.partition_epoch,
+            partition.replication.isr_state.in_flight,
+        ) == (
             (NODE,),
             6,
             False,
@@ -73,7 +77,7 @@ async def test_transient_failures_are_resent_while_still_pending(tmp_path: Path)
     try:
         assert await manager.send(sent) == sent
         assert await manager.send(sent) == sent
-        assert node.replicas.partitions[T0].isr_state.in_flight
+        assert node.replicas.partitions[T0].replication.isr_state.in_flight
     finally:
         node.close()
 
@@ -91,10 +95,10 @@ async def test_stale_partition_epoch_takes_the_answered_state_or_waits_for_the_i
     )
     try:
         assert await manager.send(sent) == []
-        assert partition.isr_state.pending is sent[0]  # waits for the image
+        assert partition.replication.isr_state.pending is sent[0]  # waits for the image
         assert await manager.send(sent) == []
         assert (partition.isr, partition.partition_epoch) == ((NODE, OTHER), 9)
-        assert not partition.isr_state.in_flight
+        assert not partition.replication.isr_state.in_flight
     finally:
         node.close()
 
@@ -107,7 +111,7 @@ async def test_a_final_refusal_drops_the_pending_change(tmp_path: Path) -> None:
     try:
         assert await manager.send(sent) == []
         partition = node.replicas.partitions[T0]
-        assert (partition.isr, partition.isr_state.in_flight) == ((NODE, OTHER), False)
+        assert (partition.isr, partition.replication.isr_state.in_flight) == ((NODE, OTHER), False)
     finally:
         node.close()
 

@@ -145,7 +145,7 @@ async def test_kip101_data_loss_case_a_restarted_follower_keeps_committed_record
     follower.replicas.apply_image(_image(A, 0, 1))
     fp = follower.replicas.partitions[T0]
     fp.append_as_follower(_read_raw(leader, 0), leader_high_watermark=1)
-    lp.update_follower_fetch_state(B, 2)
+    lp.replication.update_follower_fetch_state(B, 2)
     assert (lp.high_watermark, fp.log_end_offset, fp.high_watermark) == (2, 2, 1)
     # B restarts: its logs reopen from disk and it follows A again.
     follower.close()
@@ -181,7 +181,7 @@ async def test_kip101_divergence_case_the_old_leader_drops_its_uncommitted_tail(
     bp = b.replicas.partitions[T0]
     bp.append_as_follower(_read_raw(a, 0), leader_high_watermark=0)
     ap.append_as_leader(make_batch(1, tag=1))  # only on A
-    ap.update_follower_fetch_state(B, 1)
+    ap.replication.update_follower_fetch_state(B, 1)
     ap.log.update_high_watermark(2)  # as if A had wrongly advanced its HW: irrelevant to epochs
     # Both crash; B comes back first, leads epoch 1 and writes a different record at offset 1.
     b.replicas.apply_image(_image(B, 1, 2, isr=(B,)))

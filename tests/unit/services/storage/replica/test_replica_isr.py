@@ -96,13 +96,13 @@ def test_high_watermark_is_the_minimum_log_end_offset_of_the_isr(tmp_path: Path)
         partition = node.replicas.partitions[T0]
         partition.append_as_leader(make_batch(10))
         assert partition.high_watermark == 0
-        partition.update_follower_fetch_state(OTHER, 6)
+        partition.replication.update_follower_fetch_state(OTHER, 6)
         assert partition.high_watermark == 0  # THIRD has not fetched
-        partition.update_follower_fetch_state(THIRD, 4)
+        partition.replication.update_follower_fetch_state(THIRD, 4)
         assert partition.high_watermark == 4
-        partition.update_follower_fetch_state(THIRD, 10)
+        partition.replication.update_follower_fetch_state(THIRD, 10)
         assert partition.high_watermark == 6
-        partition.update_follower_fetch_state(OTHER, 10)
+        partition.replication.update_follower_fetch_state(OTHER, 10)
         assert partition.high_watermark == 10
         assert sent == []
     finally:
@@ -117,17 +117,17 @@ def test_lagging_follower_is_shrunk_out_and_rejoins_once_caught_up(tmp_path: Pat
         partition = node.replicas.partitions[T0]
         clock = node.clock
         partition.append_as_leader(make_batch(5))
-        partition.update_follower_fetch_state(OTHER, 5)
+        partition.replication.update_follower_fetch_state(OTHER, 5)
         clock.advance(LAG)
-        assert partition.maybe_shrink_isr() is False  # THIRD is exactly at the limit
-        partition.update_follower_fetch_state(OTHER, 5)
+        assert partition.replication.maybe_shrink_isr() is False  # THIRD is exactly at the limit
+        partition.replication.update_follower_fetch_state(OTHER, 5)
         clock.advance(1)
-        assert partition.maybe_shrink_isr() is True
+        assert partition.replication.maybe_shrink_isr() is True
         assert sent == [AlterIsrRequest(T0, 1, (NODE, OTHER), 7)]
         # Pending: the HW still waits for THIRD (maximal ISR); no second change in flight.
         assert partition.high_watermark == 0
-        assert partition.maybe_shrink_isr() is False
-        partition.on_alter_isr_result(sent[0], (NODE, OTHER), 8)
+        assert partition.replication.maybe_shrink_isr() is False
+        partition.replication.on_alter_isr_result(sent[0], (NODE, OTHER), 8)
         assert (partition.isr, partition.partition_epoch, partition.high_watermark) == (
             (NODE, OTHER),
             8,
@@ -135,11 +135,11 @@ def test_lagging_follower_is_shrunk_out_and_rejoins_once_caught_up(tmp_path: Pat
         )
         assert node.replicas.under_replicated_partitions == 1
         # THIRD catches up: LEO >= HW and >= the epoch's start offset -> expansion asked.
-        partition.update_follower_fetch_state(THIRD, 3)
+        partition.replication.update_follower_fetch_state(THIRD, 3)
         assert len(sent) == 1
-        partition.update_follower_fetch_state(THIRD, 5)
+        partition.replication.update_follower_fetch_state(THIRD, 5)
         assert sent[1] == AlterIsrRequest(T0, 1, (NODE, OTHER, THIRD), 8)
-        partition.on_alter_isr_result(sent[1], (NODE, OTHER, THIRD), 9)
+        partition.replication.on_alter_isr_result(sent[1], (NODE, OTHER, THIRD), 9)
         assert partition.isr == (NODE, OTHER, THIRD)
         assert (node.replicas.isr_shrinks, node.replicas.isr_expands) == (1, 1)
         assert node.replicas.under_replicated_partitions == 0
@@ -155,11 +155,13 @@ def test_a_follower_rejoins_only_from_the_current_epoch_start(tmp_path: Path) ->
         partition = node.replicas.partitions[T0]
         partition.append_as_leader(make_batch(4))
         _lead(node, isr=(NODE, OTHER), epoch=2, partition_epoch=1, version=3)
-        assert partition.leader_epoch_start_offset == 4
+        assert partition.replication.leader_epoch_start_offset == 4
         assert partition.log.leader_epoch_cache.latest_epoch == 2
-        partition.update_follower_fetch_state(THIRD, 0)  # HW is 0, but before epoch 2's start
+        partition.replication.update_follower_fetch_state(
+            THIRD, 0
+        )  # HW is 0, but before epoch 2's start
         assert sent == []
-        partition.update_follower_fetch_state(THIRD, 4)
+        partition.replication.update_follower_fetch_state(THIRD, 4)
         assert sent == [AlterIsrRequest(T0, 2, (NODE, OTHER, THIRD), 1)]
     finally:
         node.close()
@@ -172,10 +174,10 @@ def test_an_image_with_a_newer_partition_epoch_replaces_a_pending_change(tmp_pat
         _lead(node, partition_epoch=1)
         partition = node.replicas.partitions[T0]
         node.clock.advance(LAG + 1)
-        assert partition.maybe_shrink_isr() is True
+        assert partition.replication.maybe_shrink_isr() is True
         _lead(node, isr=(NODE, THIRD), partition_epoch=2, version=3)
-        assert (partition.isr, partition.isr_state.in_flight) == ((NODE, THIRD), False)
-        partition.on_alter_isr_result(sent[0], (NODE,), 2)  # late answer: ignored
+        assert (partition.isr, partition.replication.isr_state.in_flight) == ((NODE, THIRD), False)
+        partition.replication.on_alter_isr_result(sent[0], (NODE,), 2)  # late answer: ignored
         assert partition.isr == (NODE, THIRD)
     finally:
         node.close()
@@ -192,10 +194,10 @@ async def test_acks_all_completes_when_the_followers_fetch_past_the_batch(tmp_pa
         )
         await asyncio.sleep(0.01)
         assert not task.done()
-        partition.update_follower_fetch_state(OTHER, 3)
+        partition.replication.update_follower_fetch_state(OTHER, 3)
         await asyncio.sleep(0.01)
         assert not task.done()
-        partition.update_follower_fetch_state(THIRD, 3)
+        partition.replication.update_follower_fetch_state(THIRD, 3)
         [result] = await asyncio.wait_for(task, 5)
         assert (result.error, result.last_offset) == (ErrorCode.NONE, 2)
     finally:
@@ -215,8 +217,8 @@ async def test_isr_shrinking_below_min_while_waiting_is_not_enough_after_append(
         )
         await asyncio.sleep(0.01)
         node.clock.advance(LAG + 1)
-        assert partition.maybe_shrink_isr() is True
-        partition.on_alter_isr_result(sent[0], (NODE,), 1)
+        assert partition.replication.maybe_shrink_isr() is True
+        partition.replication.on_alter_isr_result(sent[0], (NODE,), 1)
         [result] = await asyncio.wait_for(task, 5)
         assert result.error == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         assert partition.log_end_offset == 2  # written, as in Kafka
@@ -257,8 +259,8 @@ def test_list_offsets_waits_for_a_new_leaders_high_watermark(tmp_path: Path) -> 
         latest = ListOffsetsPartitionData(T0, OffsetSpec.LATEST)
         [result] = node.offsets.list_offsets([latest])
         assert result.error == ErrorCode.OFFSET_NOT_AVAILABLE
-        partition.update_follower_fetch_state(OTHER, 5)
-        partition.update_follower_fetch_state(THIRD, 5)
+        partition.replication.update_follower_fetch_state(OTHER, 5)
+        partition.replication.update_follower_fetch_state(THIRD, 5)
         [result] = node.offsets.list_offsets([latest])
         assert (result.error, result.offset) == (ErrorCode.NONE, 5)
     finally:
