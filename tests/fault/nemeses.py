@@ -185,6 +185,24 @@ def isolate_follower(ctx: Ctx) -> None:
     dwell(ctx)
 
 
+def flapping_leader_isolation(ctx: Ctx, rounds: int = 4) -> None:
+    """Jepsen's flapping partitions: `rounds` times, cut the current leader of p0 off from
+    everyone until its leaderships move, heal, and wait (bounded) until every replica is back
+    in the ISR; leadership keeps moving between nodes that just rejoined."""
+    from faults import wait_for_full_isr
+
+    victims = []
+    for _ in range(rounds):
+        victim = leader_victim(ctx)
+        victims.append(victim)
+        ctx.net.isolate(victim)
+        wait_leadership_moved(ctx)
+        ctx.net.heal()
+        assert wait_for_full_isr(ctx.cluster, ctx.topic, MOVE_BOUND_S), f"ISR after {victim}"
+    ctx.victims = victims
+    ctx.affected = list(range(ctx.partitions))
+
+
 def leader_from_controller(ctx: Ctx) -> None:
     """Cut the leader of p0 from the whole control plane (every metadata instance: any of
     them forwards to the controller) but not from clients, the gateway or its followers."""
@@ -343,6 +361,7 @@ def free_and_restart(ctx: Ctx) -> None:
 NEMESES = [
     Nemesis("isolate-leader", isolate_leader, heal, ci=True),
     Nemesis("isolate-follower", isolate_follower, heal),
+    Nemesis("flapping-leader-isolation", flapping_leader_isolation, heal),
     Nemesis("leader-from-controller", leader_from_controller, heal, ci=True),
     Nemesis("leader-from-active-controller", leader_from_active_controller, heal),
     Nemesis("isolate-controller", isolate_controller, heal),

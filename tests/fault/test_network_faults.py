@@ -116,7 +116,10 @@ def test_network_fault(
     healed_at = None
     try:
         workload.start()
-        assert workload.wait_for_acks(WARMUP_ACKS, 30), "no produce before the fault"
+        assert workload.wait_for_acks(WARMUP_ACKS, 30), (
+            f"no produce before the fault: sent {workload.sent}, acked {len(workload.acks)}, "
+            f"failures {dict(workload.failures)}"
+        )
         time.sleep(BEFORE_FAULT_S)
         workload.mark_fault()
         try:
