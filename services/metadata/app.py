@@ -5,25 +5,21 @@ topic controller and node registry → gRPC server, then serve until SIGTERM.
         --etcd http://127.0.0.1:2379 [--ready-file F] [--config key=value ...]
 
 The ready file (JSON: address, pid, instance_id, cluster_id) appears once the server is bound,
-the image is loaded and the instance takes part in elections.
+the image is loaded and the instance takes part in elections. `MetadataInstance` is the process
+object `common/node.py`'s `serve_process` serves, as every service's; a metadata instance has no
+node id or membership, so it serves until told to stop.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import sys
 
+from riverlog.common.node import serve_process
 from riverlog.common.rpc.server import RpcServer
-from riverlog.common.service import (
-    base_arg_parser,
-    parse_overrides,
-    run,
-    setup_logging,
-    write_ready_file,
-)
+from riverlog.common.service import base_arg_parser, parse_overrides, run, setup_logging
 from riverlog.v1 import metadata_pb2_grpc
 
 from .client_quotas import ClientQuotaBook
@@ -55,17 +51,106 @@ def arg_parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _until_etcd(store: EtcdStore, stop: asyncio.Event) -> str | None:
-    """The cluster id, waiting for etcd to answer; None if told to stop first."""
-    while not stop.is_set():
-        try:
-            return await store.ensure_cluster_id(new_topic_id())
-        except Exception as exc:
-            log.warning("etcd not reachable yet (%s); retrying", exc)
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(1.0):
-                await stop.wait()
-    return None
+_ETCD_RETRY_S = 1.0
+
+
+class MetadataInstance:
+    """One metadata instance. Lifecycle: `await start()` (waits for etcd, loads the image,
+    serves and takes part in elections; cancelled when told to stop while it waits), then
+    `await stop()` (also after a failed or cancelled start: stops what had started, in the
+    reverse order). Everything runs on the event loop that called `start()`."""
+
+    def __init__(self, config: MetadataConfig, advertised_host: str | None = None) -> None:
+        self.config = config
+        self.advertised_host = advertised_host or config.host
+        timeout_s = config.etcd_timeout_ms / 1000
+        self.store = EtcdStore(config.etcd_endpoints, config.etcd_prefix, timeout_s)
+        self.cluster_id = ""
+        self.image: MetadataImage | None = None
+        self.quota_store: EtcdStore | None = None
+        self.client_quotas: ClientQuotaBook | None = None
+        self.peer: ControllerPeer | None = None
+        self.server: RpcServer | None = None
+        self.election: ControllerElection | None = None
+        self.assigner: CoordinatorAssigner | None = None
+        self.replication: ReplicationController | None = None
+
+    @property
+    def address(self) -> str:
+        if self.server is None:
+            raise RuntimeError("the metadata instance is not serving")
+        return self.server.address
+
+    def ready_info(self) -> dict[str, object]:
+        """What the ready file says besides the address."""
+        return {"instance_id": self.config.instance_id, "cluster_id": self.cluster_id}
+
+    async def _until_etcd(self) -> str:
+        """The cluster id, waiting for etcd to answer."""
+        while True:
+            try:
+                return await self.store.ensure_cluster_id(new_topic_id())
+            except Exception as exc:
+                log.warning("etcd not reachable yet (%s); retrying", exc)
+            await asyncio.sleep(_ETCD_RETRY_S)
+
+    async def start(self) -> None:
+        config = self.config
+        self.cluster_id = await self._until_etcd()
+        image = self.image = MetadataImage(self.store)
+        await image.start()
+        self.quota_store = EtcdStore(
+            config.etcd_endpoints, config.etcd_prefix + "client/", config.etcd_timeout_ms / 1000
+        )
+        self.client_quotas = ClientQuotaBook(self.quota_store)
+        await self.client_quotas.start()
+        election = ControllerElection(self.store, image, config)
+        topics = TopicController(election, image, config)
+        registry = NodeRegistry(self.store, config, self.cluster_id)
+        self.peer = ControllerPeer(config.forward_timeout_ms / 1000)
+        replication = ReplicationController(election, image, config)
+        producer_ids = ProducerIdManager(election, image)
+        servicer = MetadataServicer(
+            image, election, topics, registry, self.peer, replication, producer_ids
+        )
+        self.server = RpcServer(
+            config.host,
+            config.port,
+            [(metadata_pb2_grpc.add_MetadataServiceServicer_to_server, servicer, SERVICE_NAME)],
+        )
+        servicer.client_quotas = self.client_quotas
+        await self.server.start()
+        self.election = election
+        await election.start(self.advertised_host, self.server.port)
+        self.assigner = CoordinatorAssigner(election, image, topics, config)
+        self.assigner.start()
+        self.replication = replication
+        replication.start()
+        log.info(
+            "metadata instance %d serving on %s (cluster %s)",
+            config.instance_id,
+            self.server.address,
+            self.cluster_id,
+        )
+
+    async def stop(self) -> None:
+        if self.assigner is not None:
+            await self.assigner.stop()
+        if self.replication is not None:
+            await self.replication.stop()
+        if self.election is not None:
+            await self.election.stop()
+        if self.server is not None:
+            await self.server.stop(grace=1.0)
+        if self.peer is not None:
+            await self.peer.close()
+        if self.image is not None:
+            await self.image.stop()
+        if self.client_quotas is not None:
+            await self.client_quotas.stop()
+        if self.quota_store is not None:
+            self.quota_store.close()
+        self.store.close()
 
 
 async def serve(
@@ -74,63 +159,15 @@ async def serve(
     stop: asyncio.Event,
     advertised_host: str | None = None,
 ) -> None:
-    store = EtcdStore(config.etcd_endpoints, config.etcd_prefix, config.etcd_timeout_ms / 1000)
-    cluster_id = await _until_etcd(store, stop)
-    if cluster_id is None:
-        store.close()
-        return
-    image = MetadataImage(store)
-    await image.start()
-    quota_store = EtcdStore(
-        config.etcd_endpoints, config.etcd_prefix + "client/", config.etcd_timeout_ms / 1000
+    instance = MetadataInstance(config, advertised_host)
+    await serve_process(
+        instance,
+        stop,
+        label=f"metadata instance {config.instance_id}",
+        ready_file=ready_file,
+        ready_info=instance.ready_info,
+        interruptible_start=True,
     )
-    client_quotas = ClientQuotaBook(quota_store)
-    await client_quotas.start()
-    election = ControllerElection(store, image, config)
-    topics = TopicController(election, image, config)
-    registry = NodeRegistry(store, config, cluster_id)
-    peer = ControllerPeer(config.forward_timeout_ms / 1000)
-    replication = ReplicationController(election, image, config)
-    producer_ids = ProducerIdManager(election, image)
-    servicer = MetadataServicer(image, election, topics, registry, peer, replication, producer_ids)
-    server = RpcServer(
-        config.host,
-        config.port,
-        [(metadata_pb2_grpc.add_MetadataServiceServicer_to_server, servicer, SERVICE_NAME)],
-    )
-    servicer.client_quotas = client_quotas
-    await server.start()
-    await election.start(advertised_host or config.host, server.port)
-    assigner = CoordinatorAssigner(election, image, topics, config)
-    assigner.start()
-    replication.start()
-    log.info(
-        "metadata instance %d serving on %s (cluster %s)",
-        config.instance_id,
-        server.address,
-        cluster_id,
-    )
-    write_ready_file(
-        ready_file,
-        {
-            "address": server.address,
-            "instance_id": config.instance_id,
-            "cluster_id": cluster_id,
-        },
-    )
-    try:
-        await stop.wait()
-    finally:
-        log.info("metadata instance %d stopping", config.instance_id)
-        await assigner.stop()
-        await replication.stop()
-        await election.stop()
-        await server.stop(grace=1.0)
-        await peer.close()
-        await image.stop()
-        await client_quotas.stop()
-        quota_store.close()
-        store.close()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -4,7 +4,9 @@ cluster image) → gRPC and zero-copy servers → membership, and the way back d
 Replication hangs off the replica manager: the follower fetchers (one per leader node, over
 the leaders' zero-copy channels) follow every image, leaders send ISR changes to the controller
 through the AlterPartition sender and check their followers' lag periodically, and the self-fence
-refuses writes once the node's lease may have lapsed (see `fencing.py`).
+refuses writes once the node's lease may have lapsed (see `fencing.py`). `StorageNode` is the
+process object `common/node.py`'s `serve_process` serves (as every service's), with the wait for
+a newer incarnation of the node id (the fencing wait) as its `serving` hook.
 
 Start order matters: the logs are loaded and the first cluster image applied before the servers
 answer (so a request never sees a half-known node), and the node registers only once it serves
@@ -21,24 +23,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import sys
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 
 from riverlog.common.clock import SYSTEM_CLOCK, Clock
 from riverlog.common.cluster import MembershipSession, MetadataClient, MetadataWatcher, NodeInfo
 from riverlog.common.errors import RiverlogError
-from riverlog.common.node import until_stopped_or_fenced
+from riverlog.common.node import serve_process, until_stopped_or_fenced
 from riverlog.common.rpc.server import RpcServer
-from riverlog.common.service import (
-    base_arg_parser,
-    parse_overrides,
-    run,
-    setup_logging,
-    write_ready_file,
-)
+from riverlog.common.service import base_arg_parser, parse_overrides, run, setup_logging
 from riverlog.common.types import TopicPartition
 from riverlog.v1 import storage_pb2_grpc
 
@@ -92,6 +87,19 @@ class StorageNode:
     @property
     def fenced(self) -> bool:
         return self.membership is not None and self.membership.fenced
+
+    @property
+    def address(self) -> str:
+        if self.rpc is None:
+            raise RuntimeError("the storage node is not serving")
+        return self.rpc.address
+
+    def ready_info(self) -> dict[str, object]:
+        """What the ready file says besides the address: the zero-copy port and node id."""
+        return {
+            "zero_copy_port": self.zero_copy.port if self.zero_copy is not None else 0,
+            "node_id": self.config.node_id,
+        }
 
     async def start(self) -> None:
         config = self.config
@@ -189,14 +197,6 @@ class StorageNode:
         )
         await self.membership.start()
         self.fence.attach(self.membership)
-        write_ready_file(
-            config.ready_file,
-            {
-                "address": self.rpc.address,
-                "zero_copy_port": self.zero_copy.port,
-                "node_id": config.node_id,
-            },
-        )
         log.info(
             "storage node %d serving on %s (zero-copy port %d)",
             config.node_id,
@@ -253,34 +253,24 @@ class StorageNode:
         await self.metadata.close()
 
 
-async def _until_stopped(work: Awaitable[None], stop: asyncio.Event) -> bool:
-    """Run `work` unless `stop` is set first (the work is then cancelled); returns whether the
-    work completed. Its exceptions propagate."""
-    task = asyncio.ensure_future(work)
-    stopper = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait((task, stopper), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopper.cancel()
-    if task.done():
-        task.result()
-        return True
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
-    return False
-
-
 async def serve(config: StorageConfig, stop: asyncio.Event) -> None:
     node = StorageNode(config)
-    try:
-        if not await _until_stopped(node.start(), stop):
-            log.info("stopped before the node was serving")
-            return
+
+    async def until_fenced() -> None:
         if await until_stopped_or_fenced(node, stop):
             log.error("a newer incarnation of node %d took over; stopping", config.node_id)
+
+    try:
+        await serve_process(
+            node,
+            stop,
+            label=f"storage node {config.node_id}",
+            ready_file=config.ready_file,
+            ready_info=node.ready_info,
+            serving=until_fenced,
+            interruptible_start=True,
+        )
     finally:
-        await node.stop()
         log.info("storage node %d stopped", config.node_id)
 
 

@@ -1,12 +1,14 @@
-"""The lifecycle every registered node process shares (gateway, coordinator, quota): the
-`--node-id` command line, and serving until SIGTERM or until a newer incarnation of the same
-node id fences this one.
+"""The lifecycle every service process shares, and the one of registered nodes on top of it.
 
-A service supplies its config type (parsed from `--config key=value` by its `from_overrides`)
-and a process object with `start()`, `stop()`, `address` and `fenced`; this module parses the
-flags, starts the process, writes the ready file (`{"pid", "address", "node_id"}`, which the
-local-cluster launcher reads), checks `fenced` every second until told to stop, and stops the
-process on the way out, whatever happened. Start-up failures (RiverlogError) exit with status 1.
+Every service's `app.py` builds one process object (`start()`, `stop()`, `address`) and serves
+it with `serve_process`: start it, write the ready file (`{"pid", "address", ...}`, which the
+local-cluster launcher reads), serve until told to stop (or until the service's own `serving`
+hook returns), and stop it on the way out, whatever happened. The metadata service uses it as it
+is; storage adds its fencing wait as the hook. Registered nodes with nothing more to parse
+(gateway, coordinator, quota) go through `run_node`: the `--node-id` command line, the config
+type parsed from `--config key=value` by its `from_overrides`, and serving until SIGTERM or
+until a newer incarnation of the same node id fences this one (`fenced`, checked every second).
+Start-up failures (RiverlogError) exit with status 1.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -38,9 +40,9 @@ class Fenceable(Protocol):
         ...
 
 
-class NodeProcess(Fenceable, Protocol):
-    """A node's components as one object. Lifecycle: `await start()` (returns once serving and
-    registered), then `await stop()` (also after a failed or interrupted start)."""
+class ServiceProcess(Protocol):
+    """A service's components as one object. Lifecycle: `await start()` (returns once
+    serving), then `await stop()` (also after a failed or interrupted start)."""
 
     @property
     def address(self) -> str: ...
@@ -48,6 +50,11 @@ class NodeProcess(Fenceable, Protocol):
     async def start(self) -> None: ...
 
     async def stop(self) -> None: ...
+
+
+class NodeProcess(ServiceProcess, Fenceable, Protocol):
+    """A registered node's components as one object: `start()` returns once serving and
+    registered."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +120,50 @@ async def until_stopped_or_fenced(
     return False
 
 
+async def until_stopped(work: Awaitable[None], stop: asyncio.Event) -> bool:
+    """Run `work` unless `stop` is set first (the work is then cancelled); returns whether the
+    work completed. Its exceptions propagate."""
+    task = asyncio.ensure_future(work)
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait((task, stopper), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+    if task.done():
+        task.result()
+        return True
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return False
+
+
+async def serve_process(
+    process: ServiceProcess,
+    stop: asyncio.Event,
+    *,
+    label: str,
+    ready_file: str | None,
+    ready_info: Callable[[], Mapping[str, object]] = dict,
+    serving: Callable[[], Awaitable[None]] | None = None,
+    interruptible_start: bool = False,
+) -> None:
+    """Start `process`, announce it in the ready file (its address and `ready_info()`), serve
+    (`serving()`; default: until `stop`), stop it whatever happened. With `interruptible_start`
+    a `stop` during `start()` cancels it (then no ready file). `label` names it in logs."""
+    try:
+        if not interruptible_start:
+            await process.start()
+        elif not await until_stopped(process.start(), stop):
+            log.info("%s stopped before it was serving", label)
+            return
+        write_ready_file(ready_file, {"address": process.address, **ready_info()})
+        await (stop.wait() if serving is None else serving())
+    finally:
+        log.info("%s stopping", label)
+        await process.stop()
+
+
 async def serve_node(
     process: NodeProcess,
     options: NodeOptions[C],
@@ -122,16 +173,20 @@ async def serve_node(
     tick: Callable[[], None] | None = None,
 ) -> None:
     """Start `process`, announce it in the ready file, serve until stopped or fenced, stop it."""
-    try:
-        await process.start()
-        write_ready_file(
-            options.ready_file, {"address": process.address, "node_id": options.node_id}
-        )
+    name = f"{label} {options.node_id}"
+
+    async def until_fenced() -> None:
         if await until_stopped_or_fenced(process, stop, tick):
-            log.error("%s %d was replaced by a newer incarnation; exiting", label, options.node_id)
-    finally:
-        log.info("%s %d stopping", label, options.node_id)
-        await process.stop()
+            log.error("%s was replaced by a newer incarnation; exiting", name)
+
+    await serve_process(
+        process,
+        stop,
+        label=name,
+        ready_file=options.ready_file,
+        ready_info=lambda: {"node_id": options.node_id},
+        serving=until_fenced,
+    )
 
 
 def run_node(
