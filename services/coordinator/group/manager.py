@@ -3,7 +3,8 @@
 and rebalance timeouts, static membership, and the server-side assignment.
 
 Every handler takes the request and a reply callable and returns an `Outcome` (records to write
-and a continuation); timers push theirs on `outbox`. Group metadata records are written when a
+and a continuation); timers push theirs on `outbox`. The rebalance engine (`rebalance.py`) is a
+member, `rebalancer`, not a base class. Group metadata records are written when a
 generation's assignment is settled (SyncGroup), when a group empties, and when a static member
 takes a new member id, so a new owner replays the groups as they were last stable.
 """
@@ -11,11 +12,14 @@ takes a new member id, so a new owner replays the groups as they were last stabl
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 
 from riverlog.common.assignors import ConsumerProtocolError
+from riverlog.common.clock import Clock
 from riverlog.common.errors import ErrorCode
 
+from ..config import CoordinatorConfig
 from . import assignment
 from .group import ClassicGroup
 from .member import (
@@ -27,9 +31,10 @@ from .member import (
     SyncRequest,
     SyncResponse,
 )
-from .outcome import NOTHING, Outcome
-from .rebalance import Rebalancer, session_key
+from .outcome import NOTHING, Outbox, Outcome
+from .rebalance import Rebalancer, default_member_id, session_key
 from .state import GroupState
+from .timer import Timer
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +42,44 @@ E = ErrorCode
 S = GroupState
 
 
-class GroupManager(Rebalancer):
+class GroupManager:
     """The request handlers of the classic protocol (JoinGroup, SyncGroup, Heartbeat,
-    LeaveGroup) over the rebalance engine. Used from one shard task (or a test)."""
+    LeaveGroup) over the rebalance engine it owns (`rebalancer`: the groups, their timers and
+    `outbox`). Used from one shard task (or a test)."""
+
+    def __init__(
+        self,
+        config: CoordinatorConfig,
+        clock: Clock,
+        timer: Timer,
+        counts: assignment.PartitionCounts,
+        new_member_id: Callable[[str], str] = default_member_id,
+    ) -> None:
+        self.config = config
+        self.rebalancer = Rebalancer(config, clock, timer, counts, new_member_id)
+
+    @property
+    def groups(self) -> dict[str, ClassicGroup]:
+        """The shard's groups by id (the rebalancer's)."""
+        return self.rebalancer.groups
+
+    @property
+    def outbox(self) -> Outbox:
+        """What timers left to write (the rebalancer's)."""
+        return self.rebalancer.outbox
+
+    @property
+    def counts(self) -> assignment.PartitionCounts:
+        return self.rebalancer.counts
+
+    def get_or_create(self, group_id: str) -> ClassicGroup:
+        return self.rebalancer.get_or_create(group_id)
+
+    def schedule_session(self, group: ClassicGroup, member: Member) -> None:
+        self.rebalancer.schedule_session(group, member)
+
+    def on_partition_counts(self) -> None:
+        self.rebalancer.on_partition_counts()
 
     # --- JoinGroup --------------------------------------------------------------------------
 
@@ -55,11 +95,11 @@ class GroupManager(Rebalancer):
             return fail(E.INVALID_SESSION_TIMEOUT, f"session.timeout.ms must be in [{lo}, {hi}]")
         if req.rebalance_timeout_ms <= 0:
             req = _with_rebalance_timeout(req, req.session_timeout_ms)
-        group = self.groups.get(req.group_id)
+        group = self.rebalancer.groups.get(req.group_id)
         if group is None:
             if req.member_id:
                 return fail(E.UNKNOWN_MEMBER_ID, f"group {req.group_id} does not exist")
-            group = self.get_or_create(req.group_id)
+            group = self.rebalancer.get_or_create(req.group_id)
         if group.is_in(S.DEAD):
             return fail(E.COORDINATOR_NOT_AVAILABLE, f"group {req.group_id} is being deleted")
         if not group.supports(req.protocol_type, req.protocols):
@@ -74,17 +114,17 @@ class GroupManager(Rebalancer):
         return self._join_known(group, req, reply)
 
     def _join_unknown(self, group: ClassicGroup, req: JoinRequest, reply: JoinReply) -> Outcome:
-        member_id = self.new_member_id(req.client_id)
+        member_id = self.rebalancer.new_member_id(req.client_id)
         if req.group_instance_id is not None:
             if group.static_member_id(req.group_instance_id) is not None:
                 return self._replace_static(group, req, member_id, reply)
             return self._add_and_rebalance(group, req, member_id, reply)
         # Kafka >= 2.2: a dynamic member first gets its id, then joins with it.
         group.pending_members.add(member_id)
-        self.timer.schedule(
+        self.rebalancer.timer.schedule(
             session_key(group, member_id),
             req.session_timeout_ms,
-            lambda: self._expire_pending(group, member_id),
+            lambda: self.rebalancer.expire_pending(group, member_id),
         )
         reply(JoinResponse(E.MEMBER_ID_REQUIRED, member_id=member_id))
         return NOTHING
@@ -94,7 +134,7 @@ class GroupManager(Rebalancer):
             reply(JoinResponse(E.FENCED_INSTANCE_ID, member_id=req.member_id))
             return NOTHING
         if req.member_id in group.pending_members:
-            self.timer.cancel(session_key(group, req.member_id))
+            self.rebalancer.timer.cancel(session_key(group, req.member_id))
             return self._add_and_rebalance(group, req, req.member_id, reply)
         if not group.has_member(req.member_id) or group.is_in(S.EMPTY, S.DEAD):
             reply(JoinResponse(E.UNKNOWN_MEMBER_ID, member_id=req.member_id))
@@ -104,13 +144,13 @@ class GroupManager(Rebalancer):
             return self._update_and_rebalance(group, member, req, reply, "member rejoined")
         if group.is_in(S.COMPLETING_REBALANCE):
             if member.matches(req.protocols):
-                reply(self._join_response(group, member))
+                reply(self.rebalancer.join_response(group, member))
                 return NOTHING
             return self._update_and_rebalance(group, member, req, reply, "metadata changed")
         if member.member_id == group.leader_id or not member.matches(req.protocols):
             why = "the leader rejoined" if member.matches(req.protocols) else "metadata changed"
             return self._update_and_rebalance(group, member, req, reply, why)
-        reply(self._join_response(group, member))
+        reply(self.rebalancer.join_response(group, member))
         return NOTHING
 
     def _new_member(self, req: JoinRequest, member_id: str) -> Member:
@@ -134,8 +174,8 @@ class GroupManager(Rebalancer):
         group.add(member)
         if group.is_in(S.PREPARING_REBALANCE) and group.generation_id == 0:
             group.new_member_added = True
-        self._maybe_prepare_rebalance(group, f"member {member_id} joined")
-        self._check_join_complete(group)
+        self.rebalancer.maybe_prepare_rebalance(group, f"member {member_id} joined")
+        self.rebalancer.check_join_complete(group)
         return NOTHING
 
     def _update_and_rebalance(
@@ -145,9 +185,9 @@ class GroupManager(Rebalancer):
         if member.join_reply is not None:
             member.reply_join(JoinResponse(E.REBALANCE_IN_PROGRESS, member_id=member.member_id))
         member.join_reply = reply
-        self.timer.cancel(session_key(group, member.member_id))
-        self._maybe_prepare_rebalance(group, why)
-        self._check_join_complete(group)
+        self.rebalancer.timer.cancel(session_key(group, member.member_id))
+        self.rebalancer.maybe_prepare_rebalance(group, why)
+        self.rebalancer.check_join_complete(group)
         return NOTHING
 
     def _replace_static(
@@ -162,7 +202,7 @@ class GroupManager(Rebalancer):
         unchanged = old.matches(req.protocols)
         old.reply_join(JoinResponse(E.FENCED_INSTANCE_ID, member_id=old_id))
         old.reply_sync(SyncResponse(E.FENCED_INSTANCE_ID))
-        self.timer.cancel(session_key(group, old_id))
+        self.rebalancer.timer.cancel(session_key(group, old_id))
         member = group.replace_static(req.group_instance_id, new_id)
         member.update(req)
         log.info(
@@ -173,7 +213,7 @@ class GroupManager(Rebalancer):
             new_id,
         )
         if group.is_in(S.STABLE) and unchanged:
-            self.schedule_session(group, member)
+            self.rebalancer.schedule_session(group, member)
             generation = group.generation_id
             is_leader = member.member_id == group.leader_id
 
@@ -181,18 +221,18 @@ class GroupManager(Rebalancer):
                 if error != E.NONE:
                     reply(JoinResponse(error, member_id=new_id))
                     return
-                response = self._join_response(group, member, skip_assignment=is_leader)
+                response = self.rebalancer.join_response(group, member, skip_assignment=is_leader)
                 if generation != group.generation_id:
                     response = JoinResponse(E.REBALANCE_IN_PROGRESS, member_id=new_id)
                 reply(response)
 
-            return Outcome([self.group_record(group)], after)
+            return Outcome([self.rebalancer.group_record(group)], after)
         return self._update_and_rebalance(group, member, req, reply, "static member rejoined")
 
     # --- SyncGroup --------------------------------------------------------------------------
 
     def sync(self, req: SyncRequest, reply: SyncReply) -> Outcome:
-        group = self.groups.get(req.group_id)
+        group = self.rebalancer.groups.get(req.group_id)
         error = self._validate_member(
             group, req.member_id, req.group_instance_id, req.generation_id
         )
@@ -207,7 +247,7 @@ class GroupManager(Rebalancer):
             reply(SyncResponse(error))
             return NOTHING
         member = group.member(req.member_id)
-        self.schedule_session(group, member)
+        self.rebalancer.schedule_session(group, member)
         if group.is_in(S.STABLE):
             reply(self._sync_response(group, member))
             return NOTHING
@@ -224,13 +264,13 @@ class GroupManager(Rebalancer):
         counts: dict[str, int] = {}
         if not given and assignment.can_assign(group):
             try:
-                given, counts = assignment.assign(group, self.counts)
+                given, counts = assignment.assign(group, self.rebalancer.counts)
                 server_side = True
             except ConsumerProtocolError as exc:
                 log.warning("group %s: cannot assign server-side: %s", group.group_id, exc)
         assignments = {m: given.get(m, b"") for m in group.members}
         generation = group.generation_id
-        record = self.group_record(group, assignments, counts if server_side else None)
+        record = self.rebalancer.group_record(group, assignments, counts if server_side else None)
 
         def after(error: E) -> None:
             if not group.is_in(S.COMPLETING_REBALANCE) or group.generation_id != generation:
@@ -238,13 +278,15 @@ class GroupManager(Rebalancer):
             if error != E.NONE:
                 for member in group.members.values():
                     member.reply_sync(SyncResponse(error))
-                self.prepare_rebalance(group, f"the assignment could not be written ({error.name})")
+                self.rebalancer.prepare_rebalance(
+                    group, f"the assignment could not be written ({error.name})"
+                )
                 return
             for member_id, data in assignments.items():
                 group.members[member_id].assignment = data
             group.server_assigned = server_side
             group.assigned_counts = counts
-            group.transition_to(S.STABLE, self.now_ms)
+            group.transition_to(S.STABLE, self.rebalancer.now_ms)
             for member in group.members.values():
                 member.reply_sync(self._sync_response(group, member))
 
@@ -281,18 +323,18 @@ class GroupManager(Rebalancer):
     def heartbeat(
         self, group_id: str, member_id: str, instance_id: str | None, generation: int
     ) -> E:
-        group = self.groups.get(group_id)
+        group = self.rebalancer.groups.get(group_id)
         error = self._validate_member(group, member_id, instance_id, generation)
         if error != E.NONE or group is None:
             return error
-        self.schedule_session(group, group.member(member_id))
+        self.rebalancer.schedule_session(group, group.member(member_id))
         if group.is_in(S.PREPARING_REBALANCE):
             return E.REBALANCE_IN_PROGRESS
         return E.NONE
 
     def leave(self, group_id: str, member_id: str, instance_id: str | None, reason: str) -> E:
         """One member of a LeaveGroup: by member id, or by instance id for static members."""
-        group = self.groups.get(group_id)
+        group = self.rebalancer.groups.get(group_id)
         if group is None or group.is_in(S.DEAD):
             return E.UNKNOWN_MEMBER_ID
         if instance_id is not None:
@@ -304,12 +346,12 @@ class GroupManager(Rebalancer):
             member_id = holder
         if member_id in group.pending_members:
             group.pending_members.discard(member_id)
-            self.timer.cancel(session_key(group, member_id))
-            self._check_join_complete(group)
+            self.rebalancer.timer.cancel(session_key(group, member_id))
+            self.rebalancer.check_join_complete(group)
             return E.NONE
         if not group.has_member(member_id):
             return E.UNKNOWN_MEMBER_ID
-        self.remove_member(group, member_id, f"member left ({reason or 'no reason'})")
+        self.rebalancer.remove_member(group, member_id, f"member left ({reason or 'no reason'})")
         return E.NONE
 
 

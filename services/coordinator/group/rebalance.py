@@ -2,8 +2,8 @@
 `onCompleteJoin`, the delayed and initial-delayed joins, heartbeat and pending-sync expiry):
 how a group moves from PreparingRebalance to a new generation, and who is dropped on the way.
 
-`GroupManager` (the request handlers) builds on it; timers fire here and push what they need
-written on `outbox`.
+`GroupManager` (the request handlers) owns one as its `rebalancer` and calls into it; timers
+fire here and push what they need written on `outbox`.
 """
 
 from __future__ import annotations
@@ -30,13 +30,14 @@ E = ErrorCode
 S = GroupState
 
 
-def _default_member_id(client_id: str) -> str:
+def default_member_id(client_id: str) -> str:
     return f"{client_id or 'member'}-{uuid.uuid4()}"
 
 
 class Rebalancer:
-    """The groups of one shard and their rebalances. Lifecycle: built by the shard when it
-    loads its partition; used only from that shard's task (or a test) — no locks."""
+    """The groups of one shard and their rebalances. Lifecycle: built by the shard's
+    `GroupManager` when it loads its partition; used only from that shard's task (or a test) —
+    no locks."""
 
     def __init__(
         self,
@@ -44,7 +45,7 @@ class Rebalancer:
         clock: Clock,
         timer: Timer,
         counts: assignment.PartitionCounts,
-        new_member_id: Callable[[str], str] = _default_member_id,
+        new_member_id: Callable[[str], str] = default_member_id,
     ) -> None:
         self.config = config
         self.clock = clock
@@ -64,7 +65,7 @@ class Rebalancer:
             group = self.groups[group_id] = ClassicGroup(group_id, self.now_ms)
         return group
 
-    def _join_response(
+    def join_response(
         self, group: ClassicGroup, member: Member, skip_assignment: bool = False
     ) -> JoinResponse:
         is_leader = member.member_id == group.leader_id
@@ -80,7 +81,7 @@ class Rebalancer:
 
     # --- rebalance --------------------------------------------------------------------------
 
-    def _maybe_prepare_rebalance(self, group: ClassicGroup, why: str) -> None:
+    def maybe_prepare_rebalance(self, group: ClassicGroup, why: str) -> None:
         if group.is_in(S.STABLE, S.COMPLETING_REBALANCE, S.EMPTY):
             self.prepare_rebalance(group, why)
 
@@ -127,7 +128,7 @@ class Rebalancer:
         group.initial_delay_until_ms = 0
         self._complete_join(group)
 
-    def _check_join_complete(self, group: ClassicGroup) -> None:
+    def check_join_complete(self, group: ClassicGroup) -> None:
         if not group.is_in(S.PREPARING_REBALANCE) or not group.all_joined:
             return
         if group.initial_delay_until_ms > self.now_ms:
@@ -160,7 +161,7 @@ class Rebalancer:
         )
         for member in group.members.values():
             member.is_new = False
-            member.reply_join(self._join_response(group, member))
+            member.reply_join(self.join_response(group, member))
             self.schedule_session(group, member)
         generation = group.generation_id
         self.timer.schedule(
@@ -179,7 +180,7 @@ class Rebalancer:
                 self.timer.cancel(session_key(group, member_id))
                 group.remove(member_id)
         self.prepare_rebalance(group, "members did not sync in time")
-        self._check_join_complete(group)
+        self.check_join_complete(group)
 
     def remove_member(self, group: ClassicGroup, member_id: str, why: str) -> None:
         member = group.remove(member_id)
@@ -190,7 +191,7 @@ class Rebalancer:
         log.info("group %s: member %s removed: %s", group.group_id, member_id, why)
         if group.is_in(S.STABLE, S.COMPLETING_REBALANCE):
             self.prepare_rebalance(group, why)
-        self._check_join_complete(group)
+        self.check_join_complete(group)
 
     def schedule_session(self, group: ClassicGroup, member: Member) -> None:
         self.timer.schedule(
@@ -208,11 +209,11 @@ class Rebalancer:
             return
         self.remove_member(group, member_id, "session timeout expired")
 
-    def _expire_pending(self, group: ClassicGroup, member_id: str) -> None:
+    def expire_pending(self, group: ClassicGroup, member_id: str) -> None:
         if member_id in group.pending_members:
             log.info("group %s: pending member %s never joined", group.group_id, member_id)
             group.pending_members.discard(member_id)
-            self._check_join_complete(group)
+            self.check_join_complete(group)
 
     def on_partition_counts(self) -> None:
         """After a metadata change: rebalance the groups whose server-side assignment was
