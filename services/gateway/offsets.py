@@ -18,7 +18,7 @@ from riverlog.common.types import IsolationLevel, OffsetSpec, TopicPartition
 from .config import GatewayConfig
 from .context import Deadline, RequestContext
 from .routing.router import Router, merge
-from .validation import item_errors, offset_error, require
+from .validation import internal_topic_error, item_errors, offset_error, require
 
 _INT32_MAX: Final = 2**31 - 1
 
@@ -127,7 +127,11 @@ class Offsets:
         )
         timeout_ms = timeout_ms or self.config.request_timeout_ms
         errors = item_errors(
-            [p.tp for p in parts], lambda i: offset_error(parts[i].offset, allow_minus_one=True)
+            [p.tp for p in parts],
+            lambda i: (
+                internal_topic_error(parts[i].tp.topic, "delete records of")
+                or offset_error(parts[i].offset, allow_minus_one=True)
+            ),
         )
         answered = {i: DeleteRecordsPartResult.failed(parts[i], e) for i, e in errors.items()}
         routed = [i for i in range(len(parts)) if i not in answered]

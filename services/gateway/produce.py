@@ -23,7 +23,7 @@ from riverlog.common.types import Acks, TopicPartition
 from .config import GatewayConfig
 from .context import Deadline, RequestContext
 from .routing.router import Router, merge
-from .validation import batch_payload_error, item_errors, require
+from .validation import batch_payload_error, internal_topic_error, item_errors, require
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ class Producer:
         """One result per part, in order. Raises RiverlogError only for a request that is wrong
         as a whole (unknown acks, negative timeout)."""
         options = self.check(options)
-        errors = item_errors([p.tp for p in parts], lambda i: batch_payload_error(parts[i].records))
+        errors = item_errors([p.tp for p in parts], lambda i: _part_error(parts[i]))
         answered = {i: ProducePartResult.failed(parts[i], e) for i, e in errors.items()}
         routed = [i for i in range(len(parts)) if i not in answered]
         if answered:
@@ -143,6 +143,10 @@ class Producer:
             return await self.produce(ctx, options, parts)
         except RiverlogError as exc:
             return [ProducePartResult.failed(p, exc) for p in parts]
+
+
+def _part_error(part: ProducePart) -> RiverlogError | None:
+    return internal_topic_error(part.tp.topic, "append to") or batch_payload_error(part.records)
 
 
 def _bounded(options: ProduceOptions, deadline: Deadline) -> ProduceOptions:

@@ -32,7 +32,7 @@ from .context import RequestContext
 from .fetch import Fetcher, FetchOptions, FetchPart
 from .produce import ProduceOptions, ProducePart, Producer
 from .routing.metadata_cache import MetadataCache
-from .validation import require, topic_error
+from .validation import internal_topic_error, require, topic_error
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class PlainRecords:
     ) -> list[RecordResult]:
         """One result per record, in request order; RiverlogError for a request wrong as a
         whole (bad topic name or compression type, negative partition, unknown acks)."""
-        bad_topic = topic_error(topic)
+        bad_topic = topic_error(topic) or internal_topic_error(topic, "append to")
         if bad_topic is not None:
             raise bad_topic
         codec = _codec(compression_type)

@@ -1,7 +1,8 @@
 """Checks on client input, done at the gateway so nothing it already knows is wrong is forwarded.
 
 Per-item problems (a bad topic name, a negative partition or offset, a payload that is not
-record batches, the same partition twice) become a `RiverlogError` for that item alone, which
+record batches, the same partition twice, a client append to or record deletion of an internal
+topic, which Kafka refuses too) become a `RiverlogError` for that item alone, which
 the request family turns into the item's `error_code`/`error_message`; problems with the request
 as a whole (unknown acks, negative sizes or timeouts) are raised and leave as INVALID_ARGUMENT.
 Batch payloads are checked by framing only (magic and lengths from the headers): the CRC and the
@@ -14,6 +15,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
+from riverlog.common.cluster.image import OFFSETS_TOPIC
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.records.header import (
     HEADER_SIZE,
@@ -29,6 +31,9 @@ MAX_TOPIC_NAME_LENGTH: Final = 249
 _TOPIC_NAME: Final = re.compile(r"[a-zA-Z0-9._-]+")
 _INT32_MAX: Final = 2**31 - 1
 _MAGIC_POS: Final = 16
+# Kafka's Topic.isInternal: only the services write them (the coordinators straight to the
+# storage nodes), never a client through the gateway.
+INTERNAL_TOPICS: Final = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 
 
 def topic_error(name: str) -> RiverlogError | None:
@@ -45,6 +50,15 @@ def topic_error(name: str) -> RiverlogError | None:
         return RiverlogError(
             f"invalid topic name {_shown(name)}: use only ASCII letters, digits, '.', '_' and '-'",
             ErrorCode.INVALID_TOPIC_EXCEPTION,
+        )
+    return None
+
+
+def internal_topic_error(topic: str, action: str) -> RiverlogError | None:
+    """Why a client may not `action` ("append to", "delete records of") `topic`, or None."""
+    if topic in INTERNAL_TOPICS:
+        return RiverlogError(
+            f"Cannot {action} internal topic {topic}", ErrorCode.INVALID_TOPIC_EXCEPTION
         )
     return None
 
