@@ -7,7 +7,10 @@ does not host it), when its leader could not be reached, or when the cache shows
 request then waits for a NEWER metadata image (pushed by the watcher; a backoff bounds the wait
 so a leader that merely lags behind the gateway's metadata is retried too) and routes again,
 until the request deadline, when the last answer stands. Partitions with no leader wait at most
-`max.block.ms`; unknown topics and partitions answer at once.
+`max.block.ms`; unknown topics and partitions answer at once. UNKNOWN_LEADER_EPOCH is retried
+only while the leader lags behind the epoch this gateway routed by: an item whose own
+`current_leader_epoch` is newer than that gets the answer at once (as a Kafka leader gives it),
+since no re-route can satisfy it before the client refreshes its metadata.
 """
 
 from __future__ import annotations
@@ -68,11 +71,12 @@ ErrorFn = Callable[[ItemT, RiverlogError], ResultT]
 class _Group:
     """The items of one request that go to one leader."""
 
-    __slots__ = ("indexes", "node")
+    __slots__ = ("epochs", "indexes", "node")
 
     def __init__(self, node: NodeInfo) -> None:
         self.node = node
         self.indexes: list[int] = []
+        self.epochs: list[int] = []  # the leader epoch each item was routed by
 
 
 class Router:
@@ -100,6 +104,7 @@ class Router:
             if group is None:
                 group = groups[route.node.key] = _Group(route.node)
             group.indexes.append(index)
+            group.epochs.append(route.leader_epoch)
         return list(groups.values()), errors
 
     async def dispatch(
@@ -173,9 +178,9 @@ class Router:
                 if outcome.code in RETRY_CODES:
                     retry.append(index)
             return
-        for index, result in zip(group.indexes, outcome, strict=True):
+        for index, epoch, result in zip(group.indexes, group.epochs, outcome, strict=True):
             results[index] = result
-            if result.error_code in RETRY_CODES:
+            if result.error_code in RETRY_CODES and not _ahead(items[index], epoch, result):
                 retry.append(index)
 
     @staticmethod
@@ -197,6 +202,16 @@ class Router:
                 ErrorCode.UNKNOWN_SERVER_ERROR,
             )
         return results
+
+
+def _ahead(item: Routed, routed_epoch: int, result: Answered) -> bool:
+    """UNKNOWN_LEADER_EPOCH for an item claiming an epoch newer than the one it was routed by."""
+    claimed = getattr(item, "current_leader_epoch", None)
+    return (
+        result.error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
+        and claimed is not None
+        and claimed > routed_epoch
+    )
 
 
 def merge(
