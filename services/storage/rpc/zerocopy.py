@@ -9,7 +9,10 @@ carry `zero_copy_records_size` instead of `records`] and then the raw bytes of e
 in response order. Semantics are the gRPC Fetch's (same FetchHandler: budgets, long poll,
 per-partition errors). A whole-request error (e.g. a negative max_bytes) is answered with that
 error on every partition, since the response has no top-level error field. A frame that cannot
-be parsed, or is larger than `zero.copy.max.request.bytes`, closes the connection.
+be parsed, or is larger than `zero.copy.max.request.bytes`, closes the connection. A fetch
+waiting in its long poll is cancelled when the client closes its side of the connection, so a
+client that gave up does not leave its connection (a descriptor, a task, a parked fetch) behind
+for as long as it had asked to wait.
 
 Sockets are non-blocking and driven by the event loop: `os.sendfile` is called on the raw socket
 descriptor with explicit file offsets (so it never moves a file position the log writer uses),
@@ -26,6 +29,7 @@ import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from riverlog.common.errors import RiverlogError
 from riverlog.common.zerocopy import (
@@ -49,6 +53,7 @@ ProduceCall = Callable[[data_pb2.ProduceRequest], Awaitable[data_pb2.ProduceResp
 _SENDFILE_CHUNK = 1 << 30
 _NO_SENDFILE_ERRNOS = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP})
 _PREAD_CHUNK = 1 << 20
+_T = TypeVar("_T")
 
 
 class ZeroCopyServer:
@@ -167,7 +172,7 @@ class ZeroCopyServer:
     ) -> None:
         params = fetch_params_from_proto(request)
         try:
-            results = await self._fetch.fetch(params)
+            results = await _unless_peer_closes(loop, conn, self._fetch.fetch(params))
         except RiverlogError as exc:
             results = [FetchPartitionResult(p.tp) for p in params.partitions]
             for result in results:
@@ -198,6 +203,40 @@ class ZeroCopyServer:
                     log.warning("sendfile refused (%s); falling back to pread + send", exc)
                     self._sendfile_ok = False
             await _send_preads(loop, conn, part.fd, part.position, part.size)
+
+
+async def _unless_peer_closes(
+    loop: asyncio.AbstractEventLoop, conn: socket.socket, work: Awaitable[_T]
+) -> _T:
+    """`work`'s result, or ConnectionAbortedError (with `work` cancelled) when the peer closes
+    its side first. Bytes of a next, pipelined request end the watch: they stay unread for the
+    next frame, and that request's turn comes after this answer."""
+    task = asyncio.ensure_future(work)
+    closed: asyncio.Future[None] = loop.create_future()
+    fd = conn.fileno()
+
+    def readable() -> None:
+        try:
+            data = conn.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        loop.remove_reader(fd)
+        if not data and not closed.done():
+            closed.set_result(None)
+
+    loop.add_reader(fd, readable)
+    try:
+        await asyncio.wait((task, closed), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        loop.remove_reader(fd)
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    if task.cancelled():
+        raise ConnectionAbortedError("the client closed while its fetch waited")
+    return task.result()
 
 
 async def _recv_exactly(
