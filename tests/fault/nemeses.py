@@ -390,8 +390,9 @@ NEMESES = [
     Nemesis(
         "clock-controller-10m", clock_jump("controller", -CLOCK_JUMP_S), clock_back, clocks=True
     ),
-    Nemesis("clock-leader-10m-restart", clock_back_then_restart, clock_back, clocks=True),
-    Nemesis("log-dir-full", log_dir_full, free_and_restart, disk_mb=64),
+    # The two scenarios that found bugs run in `make test` too, as their regression tests.
+    Nemesis("clock-leader-10m-restart", clock_back_then_restart, clock_back, clocks=True, ci=True),
+    Nemesis("log-dir-full", log_dir_full, free_and_restart, disk_mb=64, ci=True),
 ]
 
 __all__ = ["CLIENTS", "NEMESES", "Ctx", "Nemesis"]
