@@ -30,7 +30,7 @@ from riverlog.cluster.netns import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from clock import Clocks
+from clock import Clocks, compiler
 from disk import SmallDisks, leftover_mounts, unmount
 from faults import lease_config
 from net import Network
@@ -163,6 +163,8 @@ def start_net_cluster(tmp_path: Path, clean_netns: str) -> Iterator[StartNetClus
         disk_mb: int | None = None,
         extra_config: dict[str, dict[str, str]] | None = None,
     ) -> NetCluster:
+        if clocks and compiler() is None:
+            pytest.skip("clock steps need a C compiler (cc) to build tests/fault/clockstep.c")
         root = tmp_path / f"netcluster-{len(made)}"
         run_dir = root / "fault-run"
         run_dir.mkdir(parents=True)
