@@ -97,7 +97,7 @@ class Network:
         n = len(names)
         if n < 5:
             raise ValueError("a majorities ring needs at least 5 processes")
-        reach = (n // 2) // 2  # 5 → each sees 1 neighbour per side: 3 of 5
+        reach = -(-(n // 2) // 2)  # neighbours per side: 5 → 1 (3 of 5 seen), 7 → 2 (5 of 7)
         for i in range(n):
             for j in range(i + 1, n):
                 if min(j - i, n - (j - i)) > reach:
