@@ -82,9 +82,9 @@ class GatewayConfig:
     """Whether calls without credentials are served, as the ANONYMOUS user (true/false)."""
 
     storage_zero_copy_enable: bool = True
-    """Whether produce and fetch go to leaders over their zero-copy channels (one framed
-    request per exchange on pooled TCP connections) instead of gRPC (true/false); with tracing
-    on they take gRPC regardless, which carries the trace context (decision 0018)."""
+    """Whether fetches go to leaders over their zero-copy channels (one framed request per
+    exchange on pooled TCP connections) instead of gRPC (true/false); with tracing on they take
+    gRPC regardless, which carries the trace context (decision 0018)."""
 
     ssl_certificate_location: str = ""
     """PEM certificate chain the gateway serves TLS with; empty: plaintext gRPC (with

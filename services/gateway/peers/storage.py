@@ -32,7 +32,7 @@ from riverlog.common.rpc.convert import (
 )
 from riverlog.common.rpc.status import from_rpc_error
 from riverlog.common.types import Acks, IsolationLevel, TopicPartition
-from riverlog.common.zerocopy import MAX_REQUEST_FRAME, AsyncZeroCopyFetchClient
+from riverlog.common.zerocopy import AsyncZeroCopyFetchClient
 from riverlog.v1 import data_pb2, storage_pb2_grpc
 
 from ..context import Deadline, current_request
@@ -67,9 +67,9 @@ class StoragePeers:
     loop; `close()` at shutdown. Implements the families' sender protocols."""
 
     def __init__(self, zero_copy: bool = True) -> None:
-        """`zero_copy`: produce and fetch go over the leaders' zero-copy channels (decision
-        0018) unless tracing is on (only gRPC carries the trace context) or a node has no
-        zero-copy port; gRPC otherwise, and for every other call."""
+        """`zero_copy`: fetches go over the leaders' zero-copy channels (decision 0018) unless
+        tracing is on (only gRPC carries the trace context) or a node has no zero-copy port;
+        gRPC otherwise, and for every other call."""
         self.channels: ChannelCache[storage_pb2_grpc.StorageServiceAsyncStub] = ChannelCache(
             storage_pb2_grpc.StorageServiceStub, "storage node"
         )
@@ -150,13 +150,10 @@ class StoragePeers:
         )
         for part in parts:
             _produce_part_to_proto(part, request.partitions.add())
-        fast = self._fast(node)
-        if fast is not None and request.ByteSize() <= MAX_REQUEST_FRAME:
-            response = await self._fast_call(
-                fast, node, lambda client, timeout: client.produce(request, timeout), deadline
-            )
-        else:
-            response = await self._call(node, "Produce", request, deadline)
+        # gRPC, not the zero-copy pool: one HTTP/2 connection per leader delivers a stream's
+        # (and an idempotent producer's) requests in the order they were sent, and the leader
+        # appends in arrival order. Pooled connections would race (decision 0018).
+        response = await self._call(node, "Produce", request, deadline)
         if options.acks == Acks.NONE and not response.partitions:
             # acks=0: the leader took the request and, as Kafka, acknowledges nothing.
             return [ProducePartResult(p.tp) for p in parts]

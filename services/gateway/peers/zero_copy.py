@@ -1,5 +1,5 @@
-"""Connections from the gateway to storage nodes' zero-copy ports: the fast path of produce and
-fetch (decision 0018).
+"""Connections from the gateway to storage nodes' zero-copy ports: the fast path of fetch
+(decision 0018).
 
 A zero-copy connection carries one request at a time, so each node has a small pool: a request
 takes an idle connection or opens one, and gives it back when it is done. Long polls hold their
