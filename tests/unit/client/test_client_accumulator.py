@@ -4,6 +4,7 @@ at the front, delivery expiry, sticky partitioning, and bounded buffer.memory wi
 
 from __future__ import annotations
 
+import math
 import threading
 
 import pytest
@@ -257,3 +258,57 @@ def test_release_returns_memory_and_completes_tracking() -> None:
     assert acc.has_incomplete()
     acc.release(batches[0])
     assert not acc.has_incomplete() and acc.available_memory == 64 * 1024
+
+
+def test_a_batch_goes_at_once_when_nothing_older_is_in_flight() -> None:
+    """Adaptive linger (decision 0015): nothing in flight, or only requests sent after the
+    batch was created: ready now; a request sent before it still in flight: wait for linger.ms
+    at most."""
+    clock = Clock()
+    acc, _ = make(clock)
+    fill(acc, 1)
+    batches, next_check = acc.drain(clock.now, 10**6, set(), None, clock.now - 1)
+    assert batches == [] and next_check == pytest.approx(clock.now + 0.010)
+    batches, _ = acc.drain(clock.now, 10**6, set(), None, math.inf)  # nothing in flight
+    assert [b.count for b in batches] == [1]
+    fill(acc, 1)
+    clock.now += 0.001
+    batches, _ = acc.drain(clock.now, 10**6, set(), None, clock.now)  # sent after it
+    assert [b.count for b in batches] == [1]
+
+
+def test_linger_zero_waits_only_for_requests_in_flight() -> None:
+    clock = Clock()
+    acc, _ = make(clock, linger_ms=0)
+    fill(acc, 1)
+    batches, next_check = acc.drain(clock.now, 10**6, set(), None, clock.now - 1)
+    assert batches == [] and next_check == pytest.approx(clock.now + 0.005)
+    clock.now += 0.005
+    batches, _ = acc.drain(clock.now, 10**6, set(), None, clock.now - 1)
+    assert [b.count for b in batches] == [1]  # at most ZERO_LINGER_HOLD_MS
+
+
+def test_append_many_fills_batches_by_runs() -> None:
+    clock = Clock()
+    acc, wakeups = make(clock)
+    futures = acc.append_many("t", range(3), None, 5, None, [VALUE] * 20)
+    assert len(futures) == 20 and len(wakeups) == 5  # per batch opened, and per one filled
+    batches, _ = acc.drain(clock.now, 10**6, set(), None, math.inf)
+    assert sorted(b.count for b in batches) == [4, 8, 8]
+    assert len({b.partition for b in batches}) >= 2  # sticky moves on when a batch fills
+    assert [f._index for f in futures][7:10] == [7, 0, 1]
+    records = [r for b in batches for r in iter_batches_records(b.build())]
+    assert len(records) == 20 and {r.timestamp for r in records} == {5}
+
+
+def test_append_many_to_given_partitions_keeps_each_partition_in_order() -> None:
+    clock = Clock()
+    acc, _ = make(clock)
+    values = [b"%03d" % i for i in range(12)]
+    futures = acc.append_many("t", None, [i % 3 for i in range(12)], 0, values, values)
+    batches, _ = acc.drain(clock.now, 10**6, set(), None, math.inf)
+    by_partition = {
+        b.partition: [r.value for r in iter_batches_records(b.build())] for b in batches
+    }
+    assert by_partition == {p: values[p::3] for p in range(3)}
+    assert [f._result.partition for f in futures] == [i % 3 for i in range(12)]

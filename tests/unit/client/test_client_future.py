@@ -1,18 +1,25 @@
-"""RecordFuture over a shared BatchResult: metadata per record from the batch's base offset,
-errors, timeouts, callbacks before and after completion, and a first-completion-wins rule."""
+"""RecordFuture over a shared BatchResult: metadata per record from the batch's base offset and
+the built batch's per-record columns, errors, timeouts, callbacks before and after completion, a
+first-completion-wins rule, and RecordFutures (send_many's one result for many records)."""
 
 from __future__ import annotations
 
 import pytest
 
 from riverlog.client import ClientTimeoutError, RecordMetadata, RiverlogError
-from riverlog.client.producer.future import BatchResult, RecordFuture, delivery_callback
+from riverlog.client.producer.future import (
+    BatchResult,
+    RecordFutures,
+    delivery_callback,
+    new_future,
+)
 from riverlog.common.errors import ErrorCode
 
 
 def test_metadata_from_the_batch() -> None:
     result = BatchResult("t", 2)
-    futures = [RecordFuture(result, i, 1000 + i, 1, 5) for i in range(3)]
+    result.set_records([1000, 1001, 1002], [b"k", b"k", b"k"], [b"v" * 5] * 3)
+    futures = [new_future(result, i) for i in range(3)]
     assert not futures[0].done() and futures[0].metadata() is None
     assert result.complete(40, -1, None)
     assert futures[2].result(0) == RecordMetadata("t", 2, 42, 1002, 1, 5)
@@ -22,14 +29,17 @@ def test_metadata_from_the_batch() -> None:
 
 def test_log_append_time_replaces_the_timestamp() -> None:
     result = BatchResult("t", 0)
-    future = RecordFuture(result, 0, 1000, -1, -1)
+    result.set_records([1000], [None], [None])
+    future = new_future(result, 0)
+    assert future.metadata() is None  # pending
     result.complete(0, 5555, None)
+    assert future.result() == RecordMetadata("t", 0, 0, 5555, -1, -1)
     assert future.result().timestamp == 5555
 
 
 def test_errors_and_timeouts() -> None:
     result = BatchResult("t", 0)
-    future = RecordFuture(result, 0, 0, -1, -1)
+    future = new_future(result, 0)
     with pytest.raises(ClientTimeoutError):
         future.result(timeout=0.01)
     error = RiverlogError(None, ErrorCode.INVALID_RECORD)
@@ -43,7 +53,7 @@ def test_errors_and_timeouts() -> None:
 
 def test_callbacks_before_and_after() -> None:
     result = BatchResult("t", 0)
-    future = RecordFuture(result, 0, 0, -1, -1)
+    future = new_future(result, 0)
     calls: list[tuple[object, object]] = []
     future.add_done_callback(delivery_callback(lambda m, e: calls.append((m, e))))
     assert calls == []
@@ -51,3 +61,42 @@ def test_callbacks_before_and_after() -> None:
     future.add_done_callback(delivery_callback(lambda m, e: calls.append((m, e))))
     assert [c[0].offset for c in calls] == [9, 9]  # type: ignore[attr-defined]
     assert "done" in repr(future)
+
+
+def test_futures_of_many_records_by_runs() -> None:
+    first, second = BatchResult("t", 0), BatchResult("t", 1)
+    first.set_records([7, 7], [None, None], [b"a", b"bb"])
+    second.set_records([5, 7, 7, 7], [b"k"] * 4, [b"x", None, b"c", b"dd"])
+    futures = RecordFutures()
+    futures.add_run(first, 0, 2)
+    futures.add_run(second, 2, 2)  # records 2 and 3 of the second batch
+    assert len(futures) == 4 and not futures.done()
+    with pytest.raises(ClientTimeoutError):
+        futures.result(timeout=0.01)
+    first.complete(10, -1, None)
+    second.complete(20, -1, None)
+    metas = futures.result(1)
+    assert [(m.partition, m.offset, m.serialized_value_size) for m in metas] == [
+        (0, 10, 1),
+        (0, 11, 2),
+        (1, 22, 1),
+        (1, 23, 2),
+    ]
+    assert futures[3].result() == metas[3] and futures[-4].result() == metas[0]
+    assert [f.result() for f in futures] == metas
+    with pytest.raises(IndexError):
+        futures[4]
+
+
+def test_many_records_raise_the_first_error() -> None:
+    ok, bad = BatchResult("t", 0), BatchResult("t", 0)
+    futures = RecordFutures()
+    futures.add_run(ok, 0, 1)
+    futures.add_run(bad, 0, 1)
+    error = RiverlogError(None, ErrorCode.INVALID_RECORD)
+    ok.complete(0, -1, None)
+    bad.complete(-1, -1, error)
+    assert futures.done() and futures.exception() is error
+    with pytest.raises(RiverlogError):
+        futures.result()
+    assert futures[0].exception() is None and futures[1].exception() is error

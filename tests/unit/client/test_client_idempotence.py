@@ -15,7 +15,7 @@ from riverlog.client.config import ConfigError, ProducerConfig
 from riverlog.client.producer.batch import ProducerBatch
 from riverlog.client.producer.idempotence import IdempotenceManager, ProducerIdAndEpoch
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.records import BatchBuilder, CompressionType
+from riverlog.common.records import CompressionType
 from riverlog.common.records.header import iter_batches
 from riverlog.common.records.reader import iter_batches_records
 
@@ -183,11 +183,9 @@ def test_a_batch_failing_for_good_bumps_the_epoch(fake: FakeServer, gateway: Fak
 
 
 def _batch(partition: int = 0, count: int = 1) -> ProducerBatch:
-    builder = BatchBuilder(CompressionType.NONE)
-    batch = ProducerBatch("t", partition, builder, 0.0)
+    batch = ProducerBatch("t", partition, 0.0, compression=CompressionType.NONE)
     for _ in range(count):
-        builder.append(0, None, b"x")
-    batch.count = count
+        batch.append((0, None, b"x", None))
     return batch
 
 
@@ -234,10 +232,11 @@ def test_after_a_proven_gap_sequences_restart_at_zero_with_new_bytes() -> None:
     idem.before_drain()
     assert idem.producer_id_and_epoch == ProducerIdAndEpoch(7, 1)
     idem.assign(batch)
-    assert batch.data is None
-    header = iter_batches(batch.build())[0]
-    assert (header.producer_epoch, header.base_sequence) == (1, 0)
-    assert batch.build() != data
+    rebuilt = batch.build()  # the same records, the new epoch and sequence stamped in
+    header = iter_batches(rebuilt)[0]
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (7, 1, 0)
+    assert rebuilt != data and rebuilt[57:] == data[57:]
+    assert [r.value for r in iter_batches_records(rebuilt)] == [b"x"]  # and the CRC checks
 
 
 def _sent(idem: IdempotenceManager, *batches: ProducerBatch) -> None:

@@ -6,6 +6,7 @@ serializers. Retries and failures are in test_client_sender.py."""
 from __future__ import annotations
 
 import threading
+from collections import Counter
 
 import pytest
 from client_fakes import FakeGateway, FakeServer
@@ -234,3 +235,54 @@ def test_sends_from_several_threads(fake: FakeServer, gateway: FakeGateway) -> N
     assert len({(m.partition, m.offset) for m in metas}) == 8000  # each record once
     values = [r.value for part in range(3) for r in stored(gateway, "t", part)]
     assert sorted(values) == sorted(b"%d-%d" % (w, i) for w in range(4) for i in range(2000))
+
+
+def test_send_many_round_trip(fake: FakeServer, gateway: FakeGateway) -> None:
+    gateway.create("t", 3)
+    values = [b"v%d" % i for i in range(500)]
+    seen: list[tuple[object, object]] = []
+    with producer(fake, batch_size=2048) as p:
+        keyless = p.send_many("t", values, timestamp_ms=1234)
+        keys = [b"k%d" % i for i in range(30)]
+        keyed = p.send_many("t", values[:30], keys, callback=lambda m, e: seen.append((m, e)))
+        pinned = p.send_many("t", [bytearray(b"x"), None], partition=2)
+        p.flush()
+    metas = keyless.result(5)
+    assert len(metas) == 500 and all(m.timestamp == 1234 for m in metas)
+    stored_values = [r.value for part in range(3) for r in stored(gateway, "t", part)]
+    assert Counter(stored_values) == Counter([*values, *values[:30], b"x", None])
+    for key, meta in zip(keys, keyed.result(5), strict=True):
+        assert meta.partition == partition_for_key(key, 3)
+    assert len(seen) == 30 and all(e is None for _, e in seen)
+    assert [m.partition for m in pinned.result(5)] == [2, 2]
+    assert pinned[1].result(5).serialized_value_size == -1  # a null value
+    for part in range(3):  # per partition, records in the order they were sent
+        offsets = [m.offset for m in metas if m.partition == part]
+        assert offsets == sorted(offsets)
+
+
+def test_send_many_checks_before_queueing(fake: FakeServer, gateway: FakeGateway) -> None:
+    gateway.create("t", 1)
+    with producer(fake) as p:
+        with pytest.raises(TypeError):
+            p.send_many("t", [b"ok", "text"])
+        with pytest.raises(ValueError, match="keys for"):
+            p.send_many("t", [b"a"], [b"k1", b"k2"])
+        with pytest.raises(ValueError, match="does not exist"):
+            p.send_many("t", [b"a"], partition=3)
+        assert len(p.send_many("t", [])) == 0
+        p.flush()
+    assert stored(gateway, "t", 0) == []
+
+
+def test_send_checks_types_and_timestamps_at_once(fake: FakeServer, gateway: FakeGateway) -> None:
+    gateway.create("t", 1)
+    with producer(fake) as p:
+        with pytest.raises(TypeError):
+            p.send("t", "text")
+        with pytest.raises(ValueError, match="invalid timestamp"):
+            p.send("t", b"v", timestamp_ms=-2)
+        with pytest.raises(TypeError):
+            p.send("t", b"v", headers=[(1, b"x")])  # type: ignore[list-item]
+        assert p.send("t", memoryview(b"mv"), key=bytearray(b"k")).result(5).offset == 0
+    assert [(r.key, r.value) for r in stored(gateway, "t", 0)] == [(b"k", b"mv")]

@@ -1,32 +1,61 @@
 """The producer's buffer: records appended into one open batch per partition until the batch is
-full (batch.size) or has waited linger.ms, then drained by the sender thread.
+full (batch.size) or ready to go, then drained by the sender thread.
 
-Records are encoded as they are appended (the codec's BatchBuilder), so the sender only joins,
-compresses and checksums whole batches. Memory is bounded by buffer.memory, accounted per batch
-(each reserves max(batch.size, its first record)): when it is used up, `append` blocks up to
-max.block.ms for the sender to free some, and every waiting batch counts as ready meanwhile, as
-in Kafka's BufferPool. One lock guards the deques; an append holds it only for the encode of one
-record, and allocation, sender wake-ups and sticky-partition changes happen once per batch.
+An append only checks the record's types, adds its size to the batch's estimate and appends
+one tuple: the records are encoded when the sender builds the batch (`ProducerBatch.build`,
+decision 0015). When a batch is ready (Kafka's linger.ms, made adaptive): when it is full, at a
+flush or close, while an append waits for memory, when every request sent before the batch was
+created has its answer (so nothing waits on a timer while the producer is idle, and under load
+a batch gathers what comes during one round trip), or linger.ms after it was created, whichever
+comes first (with linger.ms 0: only while such a request is in flight, at most 5 ms). Memory
+is bounded by buffer.memory, accounted per batch (each reserves
+max(batch.size, its first record)): when it is used up, `append` blocks up to max.block.ms for
+the sender to free some, and every waiting batch counts as ready meanwhile, as in Kafka's
+BufferPool. One lock guards the deques; an append holds it for a few attribute updates, and
+allocation, sender wake-ups and sticky-partition changes happen once per batch.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 import time
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Sequence
+from itertools import accumulate, repeat
+from operator import add
 from typing import Any
 
-from riverlog.common.records.builder import BatchBuilder
 from riverlog.common.records.compression import CompressionType
-from riverlog.common.records.record import Header
 
 from ..errors import ClientClosedError, ClientTimeoutError, RecordTooLargeError
-from .batch import ProducerBatch
-from .future import BatchResult, RecordFuture
+from .batch import RECORD_OVERHEAD, ProducerBatch
+from .future import BatchResult, RecordFuture, RecordFutures
 
-_NO_HEADERS: tuple[Header, ...] = ()
+OnDone = Callable[[RecordFuture], None]
+
+
+def as_bytes(data: object, what: str) -> bytes | None:
+    """A key or value as the batch keeps it: bytes or None (a bytearray or memoryview copied)."""
+    if data is None or type(data) is bytes:
+        return data
+    if isinstance(data, bytearray | memoryview):
+        return bytes(data)
+    raise TypeError(f"record {what} must be bytes or None, not {type(data).__name__}")
+
+
+ZERO_LINGER_HOLD_MS = 5
+"""With linger.ms 0, the longest a batch waits for the requests in flight sent before it."""
+
+
+def _lengths(column: Sequence[bytes | None]) -> list[int]:
+    """len() of each item, 0 for None."""
+    try:
+        return list(map(len, column))  # type: ignore[arg-type]
+    except TypeError:
+        return [len(item) if item is not None else 0 for item in column]
 
 
 class RecordAccumulator:
@@ -34,8 +63,8 @@ class RecordAccumulator:
     sender thread (`drain`, `reenqueue`, `expire`, `release`). Thread-safe throughout.
 
     `wakeup` is called (possibly with the lock held: it must be cheap and thread-safe) whenever
-    the sender may have new work: a batch was created (a linger deadline started), a batch
-    filled up, a flush began, or an append is waiting for memory.
+    the sender may have new work: a batch was created, a batch filled up, a flush began, or an
+    append is waiting for memory. `headers` arguments are encoded headers (`encode_headers`).
     """
 
     def __init__(
@@ -51,7 +80,10 @@ class RecordAccumulator:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._batch_size = batch_size
-        self._linger = linger_ms / 1000
+        # linger.ms 0 waits for nothing but requests in flight, and for them at most as long as
+        # the default linger.ms (decision 0015): one request per record loads the gateway more
+        # than a round trip of batching delays a record.
+        self._linger = (linger_ms or ZERO_LINGER_HOLD_MS) / 1000
         self._total_memory = buffer_memory
         self._available = buffer_memory
         self._compression = compression
@@ -80,37 +112,37 @@ class RecordAccumulator:
         timestamp: int,
         key: bytes | None,
         value: bytes | None,
-        headers: Sequence[Header] | None,
-        on_done: Callable[[RecordFuture], None] | None = None,
+        headers: bytes | None = None,
+        on_done: OnDone | None = None,
         trace_context: Any = None,
     ) -> RecordFuture:
-        """Encode one record into `partition`'s open batch (a new one if it is full or sent)."""
+        """Add one record to `partition`'s open batch (a new one if it is full or sent)."""
+        if type(value) is not bytes:
+            value = as_bytes(value, "value")
+        if key is not None and type(key) is not bytes:
+            key = as_bytes(key, "key")
         with self._lock:
             try:
                 batch = self._open[topic][partition]
             except (KeyError, IndexError):
                 batch = None
-            if (
-                batch is not None
-                and not batch.closed
-                and batch.builder.append(timestamp, key, value, headers or _NO_HEADERS)
-            ):
-                index = batch.count
-                batch.count = index + 1
-                future = RecordFuture(
-                    batch.result,
-                    index,
-                    timestamp,
-                    -1 if key is None else len(key),
-                    -1 if value is None else len(value),
-                )
-                if on_done is not None:
-                    batch.result.callbacks.append((future, on_done))  # type: ignore[union-attr]
-                if trace_context is not None and batch.trace_context is None:
-                    batch.trace_context = trace_context
-                return future
+            if batch is not None and not batch.closed:
+                size = batch.estimate + RECORD_OVERHEAD + (len(value) if value else 0)
+                if key:
+                    size += len(key)
+                if headers:
+                    size += len(headers)
+                if size <= batch.limit:
+                    batch.records.append((timestamp, key, value, headers))
+                    batch.estimate = size
+                    index = batch.count
+                    batch.count = index + 1
+                    future: RecordFuture = RecordFuture((batch.result, index))
+                    if on_done is not None or trace_context is not None:
+                        self._extras(batch, future, on_done, trace_context)
+                    return future
             return self._append_slow(
-                topic, partition, timestamp, key, value, headers, on_done, trace_context
+                topic, partition, (timestamp, key, value, headers), on_done, trace_context
             )[0]
 
     def append_sticky(
@@ -120,52 +152,136 @@ class RecordAccumulator:
         timestamp: int,
         key: bytes | None,
         value: bytes | None,
-        headers: Sequence[Header] | None,
-        on_done: Callable[[RecordFuture], None] | None = None,
+        headers: bytes | None = None,
+        on_done: OnDone | None = None,
         trace_context: Any = None,
     ) -> RecordFuture:
         """Append to the topic's sticky partition (Kafka's partitioner for records without a
         key): the same partition until its batch fills up or is sent, then another one chosen
         at random from `partitions` (those with a leader; never empty)."""
+        if type(value) is not bytes:
+            value = as_bytes(value, "value")
+        if key is not None and type(key) is not bytes:
+            key = as_bytes(key, "key")
         with self._lock:
             batch = self._sticky.get(topic)
             if batch is not None and not batch.closed:
-                if batch.builder.append(timestamp, key, value, headers or _NO_HEADERS):
+                size = batch.estimate + RECORD_OVERHEAD + (len(value) if value else 0)
+                if key:
+                    size += len(key)
+                if headers:
+                    size += len(headers)
+                if size <= batch.limit:
+                    batch.records.append((timestamp, key, value, headers))
+                    batch.estimate = size
                     index = batch.count
                     batch.count = index + 1
-                    future = RecordFuture(
-                        batch.result,
-                        index,
-                        timestamp,
-                        -1 if key is None else len(key),
-                        -1 if value is None else len(value),
-                    )
-                    if on_done is not None:
-                        batch.result.callbacks.append((future, on_done))  # type: ignore[union-attr]
-                    if trace_context is not None and batch.trace_context is None:
-                        batch.trace_context = trace_context
+                    future: RecordFuture = RecordFuture((batch.result, index))
+                    if on_done is not None or trace_context is not None:
+                        self._extras(batch, future, on_done, trace_context)
                     return future
                 batch.closed = True  # full: ready now
                 self._wakeup()
-            # The sticky partition has no open batch (none yet, full or sent): move on.
-            previous = -1 if batch is None else batch.partition
-            choices = [p for p in partitions if p != previous] or list(partitions)
-            partition = random.choice(choices)
+            partition = self._next_sticky(batch, partitions)
             future, batch = self._append_slow(
-                topic, partition, timestamp, key, value, headers, on_done, trace_context
+                topic, partition, (timestamp, key, value, headers), on_done, trace_context
             )
             self._sticky[topic] = batch
             return future
+
+    def append_many(
+        self,
+        topic: str,
+        partitions: Sequence[int] | None,
+        partition_of: Sequence[int] | None,
+        timestamp: int,
+        keys: Sequence[bytes | None] | None,
+        values: Sequence[bytes | None],
+        on_done: OnDone | None = None,
+    ) -> RecordFutures:
+        """Append many records at once (`Producer.send_many`): to `partition_of[i]` each, or
+        without it to the sticky partition (chosen among `partitions`), a whole run of records
+        per batch. Keys and values must be bytes or None already."""
+        out = RecordFutures()
+        n = len(values)
+        if keys is None:
+            keys = tuple(repeat(None, n))
+        # cum[i]: the estimated bytes of records 0..i, for bisecting how many fit a batch
+        cum = list(accumulate(map(add, _lengths(values), _lengths(keys)), initial=0))
+        cum = list(map(add, cum, range(0, (n + 1) * RECORD_OVERHEAD, RECORD_OVERHEAD)))
+        stamps = repeat(timestamp)
+        with self._lock:
+            i = 0
+            while i < n:
+                if partition_of is not None:
+                    partition = partition_of[i]
+                    opens = self._open.get(topic)
+                    batch = opens[partition] if opens and partition < len(opens) else None
+                    end = i + 1  # the run of records that go to this partition
+                    while end < n and partition_of[end] == partition:
+                        end += 1
+                else:
+                    assert partitions is not None
+                    batch = self._sticky.get(topic)
+                    end = n
+                if batch is not None and not batch.closed:
+                    fit = bisect_right(cum, cum[i] + batch.limit - batch.estimate, i + 1, end + 1)
+                    if fit > i + 1:
+                        fit -= 1  # records i..fit-1 fit
+                        first = batch.count
+                        batch.records.extend(zip(stamps, keys[i:fit], values[i:fit], repeat(None)))
+                        batch.estimate += cum[fit] - cum[i]
+                        batch.count = first + fit - i
+                        out.add_run(batch.result, first, fit - i)
+                        if on_done is not None:
+                            self._callbacks(batch, first, on_done)
+                        i = fit
+                        continue
+                    batch.closed = True  # full: ready now
+                    self._wakeup()
+                if partition_of is None:
+                    assert partitions is not None
+                    partition = self._next_sticky(batch, partitions)
+                record = (timestamp, keys[i], values[i], None)
+                future, batch = self._append_slow(topic, partition, record, on_done, None)
+                out.add_run(batch.result, future[1], 1)
+                if partition_of is None:
+                    self._sticky[topic] = batch
+                i += 1
+        return out
+
+    @staticmethod
+    def _callbacks(batch: ProducerBatch, first: int, on_done: OnDone) -> None:
+        """Lock held: `on_done` for each record of `batch` from `first` on."""
+        result = batch.result
+        callbacks = result.callbacks
+        assert callbacks is not None  # an open batch has no outcome yet
+        callbacks.extend(
+            (RecordFuture((result, index)), on_done) for index in range(first, batch.count)
+        )
+
+    @staticmethod
+    def _extras(
+        batch: ProducerBatch, future: RecordFuture, on_done: OnDone | None, trace_context: Any
+    ) -> None:
+        if on_done is not None:
+            batch.result.callbacks.append((future, on_done))  # type: ignore[union-attr]
+        if trace_context is not None and batch.trace_context is None:
+            batch.trace_context = trace_context
+
+    @staticmethod
+    def _next_sticky(batch: ProducerBatch | None, partitions: Sequence[int]) -> int:
+        """The sticky partition has no open batch (none yet, full or sent): move on."""
+        previous = -1 if batch is None else batch.partition
+        choices = [p for p in partitions if p != previous] or list(partitions)
+        return random.choice(choices)
 
     def _append_slow(
         self,
         topic: str,
         partition: int,
-        timestamp: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Sequence[Header] | None,
-        on_done: Callable[[RecordFuture], None] | None,
+        record: tuple[int, bytes | None, bytes | None, bytes | None],
+        on_done: OnDone | None,
         trace_context: Any,
     ) -> tuple[RecordFuture, ProducerBatch]:
         """Lock held: append to the partition's open batch if it takes the record, else close
@@ -178,10 +294,12 @@ class RecordAccumulator:
             opens.extend([None] * (partition + 1 - len(opens)))
         batch = opens[partition]
         if batch is not None and not batch.closed:
-            if batch.builder.append(timestamp, key, value, headers or _NO_HEADERS):
-                return self._future(batch, timestamp, key, value, on_done, trace_context), batch
+            if batch.append(record):
+                return self._future(batch, on_done, trace_context), batch
             batch.closed = True  # full: ready now
+        _, key, value, headers = record
         estimate = 64 + (len(key) if key else 0) + (len(value) if value else 0)
+        estimate += len(headers) if headers else 0
         size = max(self._batch_size, estimate)
         if size > self._total_memory:
             raise RecordTooLargeError(
@@ -192,21 +310,22 @@ class RecordAccumulator:
         batch = opens[partition]
         if batch is not None and not batch.closed:
             batch.closed = True  # opened by another thread while we waited: close it, ours next
-        builder = BatchBuilder(self._compression, batch_size=self._batch_size)
-        batch = ProducerBatch(topic, partition, builder, self._clock())
+        batch = ProducerBatch(
+            topic,
+            partition,
+            self._clock(),
+            batch_size=self._batch_size,
+            compression=self._compression,
+        )
         batch.reserved = size
-        try:
-            builder.append(timestamp, key, value, headers or _NO_HEADERS)
-        except BaseException:
-            self._free(size)
-            raise
+        batch.append(record)
         dq = self._deque(topic, partition)
         dq.append(batch)
         opens[partition] = batch
         self._active[(topic, partition)] = dq
         self._incomplete.add(batch)
         self._wakeup()
-        return self._future(batch, timestamp, key, value, on_done, trace_context), batch
+        return self._future(batch, on_done, trace_context), batch
 
     def _deque(self, topic: str, partition: int) -> deque[ProducerBatch]:
         parts = self._deques.setdefault(topic, [])
@@ -215,25 +334,12 @@ class RecordAccumulator:
         return parts[partition]
 
     def _future(
-        self,
-        batch: ProducerBatch,
-        timestamp: int,
-        key: bytes | None,
-        value: bytes | None,
-        on_done: Callable[[RecordFuture], None] | None,
-        trace_context: Any,
+        self, batch: ProducerBatch, on_done: OnDone | None, trace_context: Any
     ) -> RecordFuture:
         """The future of the record just appended to `batch` (lock held)."""
-        index = batch.count
-        batch.count = index + 1
-        key_size = -1 if key is None else len(key)
-        future = RecordFuture(
-            batch.result, index, timestamp, key_size, -1 if value is None else len(value)
-        )
-        if on_done is not None:
-            batch.result.callbacks.append((future, on_done))  # type: ignore[union-attr]
-        if trace_context is not None and batch.trace_context is None:
-            batch.trace_context = trace_context
+        future: RecordFuture = RecordFuture((batch.result, batch.count - 1))
+        if on_done is not None or trace_context is not None:
+            self._extras(batch, future, on_done, trace_context)
         return future
 
     def _allocate(self, size: int) -> None:
@@ -273,12 +379,15 @@ class RecordAccumulator:
         max_bytes: int,
         muted: frozenset[tuple[str, int]] | set[tuple[str, int]],
         capacity: Callable[[tuple[str, int]], int] | None = None,
+        oldest_in_flight: float = -math.inf,
     ) -> tuple[list[ProducerBatch], float]:
         """Take the ready batches, oldest first per partition, up to `max_bytes` in all (at least
         one batch). With `capacity` (the idempotent producer) at most `capacity(tp)` new batches
         of a partition, and a retried batch, or one holding a sequence, alone (it may have been
-        written: the leader answers a repeat only when no new batch comes with it). Returns
-        them (closed) and the time at which the next check is due."""
+        written: the leader answers a repeat only when no new batch comes with it).
+        `oldest_in_flight`: when the oldest request still awaiting its answer was sent (inf:
+        none is; the default, -inf, makes batches wait for linger.ms only). Returns them
+        (closed) and the time at which the next check is due."""
         out: list[ProducerBatch] = []
         total = 0
         next_check = now + 3600.0
@@ -308,7 +417,12 @@ class RecordAccumulator:
                     if batch.retry_at > now:
                         next_check = min(next_check, batch.retry_at)
                         break
-                    if not (batch.closed or force or now >= batch.created + linger):
+                    if not (
+                        batch.closed
+                        or force
+                        or oldest_in_flight > batch.created  # nothing older is in flight
+                        or now >= batch.created + linger
+                    ):
                         next_check = min(next_check, batch.created + linger)
                         break
                     size = batch.size

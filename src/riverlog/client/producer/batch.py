@@ -1,5 +1,11 @@
-"""One partition's batch in the producer: the open BatchBuilder, then the built bytes, the
-shared result its records' futures point at, and the bookkeeping of its attempts.
+"""One partition's batch in the producer: the records as they were sent, then the built bytes,
+the shared result its records' futures point at, and the bookkeeping of its attempts.
+
+A batch keeps its records unencoded (timestamp, key, value, encoded headers) until the sender
+builds it: the application thread's `send` only appends a tuple, and the whole batch is encoded
+at once by `encode_records` (decision 0015). Building drops the records, so a batch holds either
+its records or its bytes, never both; a batch whose producer id, epoch or sequence changed after
+it was built (the idempotent producer's rewrite) gets them stamped into its bytes.
 
 Moved between threads under the accumulator's lock: appended to by application threads while
 open, then owned by the sender thread from drain to outcome.
@@ -7,11 +13,32 @@ open, then owned by the sender thread from drain to outcome.
 
 from __future__ import annotations
 
-from typing import Any
+import struct
+from typing import Any, Final
 
-from riverlog.common.records.builder import BatchBuilder
+from riverlog.common.records.builder import finish_batch
+from riverlog.common.records.compression import CompressionType
+from riverlog.common.records.encode_columns import encode_records
+from riverlog.common.records.header import (
+    CRC_START,
+    HEADER_SIZE,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    crc32c,
+)
 
 from .future import BatchResult
+
+RECORD_OVERHEAD: Final = 11
+"""Bytes a record takes beyond its key, value and headers, counted while the batch is open: an
+upper bound for records under 8 KiB (length, attributes, timestamp and offset deltas, the key
+and value lengths and the header count), so a built batch stays within batch.size."""
+
+_PRODUCER_FIELDS = slice(43, 57)  # producerId, producerEpoch, baseSequence in the header
+_PRODUCER_STRUCT_FORMAT: Final = ">qhi"
+
+Record = tuple[int, bytes | None, bytes | None, bytes | None]
+"""(timestamp, key, value, encoded headers or None)"""
 
 
 class ProducerBatch:
@@ -19,35 +46,54 @@ class ProducerBatch:
 
     Lifecycle: open (appended to under the accumulator lock) → closed (full, or drained) →
     `data` built by the sender → in flight → completed, or re-enqueued for a retry with the same
-    bytes. `created` and `retry_at` are in the accumulator clock's seconds.
+    bytes. `created` and `retry_at` are in the accumulator clock's seconds. `estimate` is the
+    batch's size while open (header plus RECORD_OVERHEAD per record beyond its bytes); `limit`
+    is batch.size.
     """
 
     __slots__ = (
         "attempts",
         "base_sequence",
-        "builder",
         "closed",
+        "compression",
         "count",
         "created",
         "data",
+        "estimate",
         "last_error",
+        "limit",
         "maybe_written",
         "owner",
         "partition",
+        "producer_epoch",
+        "producer_id",
+        "records",
         "reserved",
         "result",
         "retry_at",
+        "stamped",
         "topic",
         "trace_context",
     )
 
-    def __init__(self, topic: str, partition: int, builder: BatchBuilder, created: float) -> None:
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        created: float,
+        *,
+        batch_size: int | None = None,
+        compression: CompressionType = CompressionType.NONE,
+    ) -> None:
         self.topic = topic
         self.partition = partition
-        self.builder = builder
         self.result = BatchResult(topic, partition)
         self.created = created
+        self.records: list[Record] = []
         self.count = 0
+        self.estimate = HEADER_SIZE
+        self.limit = batch_size if batch_size is not None else 1 << 62
+        self.compression = compression
         self.closed = False
         self.data: bytes | None = None
         self.attempts = 0
@@ -55,22 +101,69 @@ class ProducerBatch:
         self.retry_at = 0.0
         self.reserved = 0
         self.trace_context: Any = None
-        # Idempotence: the (producer id, epoch) and first sequence the bytes were built with.
+        # Idempotence: the (producer id, epoch) and first sequence the bytes carry.
         self.owner: Any = None
+        self.producer_id = NO_PRODUCER_ID
+        self.producer_epoch = NO_PRODUCER_EPOCH
         self.base_sequence = -1
+        self.stamped: tuple[int, int, int] = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH, -1)
         # An attempt ended with no leader answer saying it was refused: it may be in the log.
         self.maybe_written = False
 
+    def append(self, record: Record) -> bool:
+        """Add one record (the general path; the accumulator inlines the common case). False,
+        and nothing added, if the batch holds records and this one would take it past
+        batch.size; the first record is always taken."""
+        _, key, value, headers = record
+        size = self.estimate + RECORD_OVERHEAD
+        size += (len(key) if key else 0) + (len(value) if value else 0)
+        size += len(headers) if headers else 0
+        if size > self.limit and self.count:
+            return False
+        self.records.append(record)
+        self.estimate = size
+        self.count += 1
+        return True
+
     def build(self) -> bytes:
-        """The batch bytes, built once (retries resend the same bytes)."""
-        if self.data is None:
-            self.data = self.builder.build()
-        return self.data
+        """The batch bytes: encoded once (retries resend the same bytes, and the records are
+        dropped), with the current producer id, epoch and sequence stamped in."""
+        stamp = (self.producer_id, self.producer_epoch, self.base_sequence)
+        data = self.data
+        if data is None:
+            timestamps, keys, values, headers = zip(*self.records, strict=True)
+            data = finish_batch(
+                encode_records(timestamps, keys, values, headers),
+                self.count,
+                timestamps[0],
+                max(timestamps),
+                compression=self.compression,
+                producer_id=stamp[0],
+                producer_epoch=stamp[1],
+                base_sequence=stamp[2],
+            )
+            self.result.set_records(timestamps, keys, values)
+            self.records = []
+        elif stamp != self.stamped:
+            data = restamp(data, *stamp)
+        self.data = data
+        self.stamped = stamp
+        return data
 
     @property
     def size(self) -> int:
-        """Bytes on the wire if built, else the uncompressed estimate."""
-        return len(self.data) if self.data is not None else self.builder.size_in_bytes
+        """Bytes on the wire if built, else the estimate."""
+        return len(self.data) if self.data is not None else self.estimate
 
     def __repr__(self) -> str:
         return f"<ProducerBatch {self.topic}-{self.partition} records={self.count}>"
+
+
+def restamp(data: bytes, producer_id: int, producer_epoch: int, base_sequence: int) -> bytes:
+    """`data` with another producer id, epoch and base sequence, and its CRC recomputed."""
+    out = bytearray(data)
+    out[_PRODUCER_FIELDS] = struct.pack(
+        _PRODUCER_STRUCT_FORMAT, producer_id, producer_epoch, base_sequence
+    )
+    out[CRC_START - 4 : CRC_START] = crc32c(memoryview(out)[CRC_START:]).to_bytes(4, "big")
+    return bytes(out)

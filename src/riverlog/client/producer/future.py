@@ -1,19 +1,26 @@
-"""What `Producer.send` returns: a light future per record over one shared result per batch.
+"""What `Producer.send` returns: a per-record view over one shared result per batch.
 
-A `concurrent.futures.Future` costs a Condition and a lock to create, too much once per record
-at 150,000 records/s. So, as Kafka's Java client (FutureRecordMetadata over ProduceRequestResult),
-each record gets a `RecordFuture` of five slots pointing at its batch's `BatchResult`, which
-holds the one Event, the base offset or the error, and the callbacks of the batch's records.
+A `concurrent.futures.Future` costs a Condition and a lock to create, far too much once per
+record. So, as Kafka's Java client (FutureRecordMetadata over ProduceRequestResult), a batch has
+one `BatchResult` (the one Event, the base offset or the error, the callbacks of its records,
+and, once the batch is built, its records' timestamps and key and value sizes, packed), and
+each record gets a `RecordFuture`: a 2-tuple (result, index) created by C code, with no
+Python-level `__init__` and nothing copied per record. Its metadata is computed only when asked
+for. `RecordFutures` is the same for the records of one `send_many`: one object for
+them all, a `RecordFuture` created only for a record that is looked at.
+
 `RecordFuture` has the `concurrent.futures.Future` methods an application uses (`result`,
-`exception`, `done`, `add_done_callback`; `get` as Kafka's), but it is not one: it does not work
-with `concurrent.futures.wait`.
+`exception`, `done`, `add_done_callback`; `get` as Kafka's), but it is not one: it does not
+work with `concurrent.futures.wait`, and being a tuple it has a length and compares by value.
 """
 
 from __future__ import annotations
 
 import logging
+import struct
 import threading
-from collections.abc import Callable
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 log = logging.getLogger(__name__)
@@ -22,6 +29,8 @@ Callback = Callable[["RecordMetadata | None", "BaseException | None"], None]
 """send(callback=...): called once with (metadata, None) or (None, exception), on the
 producer's sender thread; keep it short, as Kafka's callbacks."""
 
+_INT64 = struct.Struct("q")
+_INT32 = struct.Struct("i")
 _callbacks_lock = threading.Lock()  # guards BatchResult.callbacks once a batch left the buffer
 
 
@@ -37,6 +46,18 @@ class RecordMetadata(NamedTuple):
     serialized_value_size: int
 
 
+def _sizes(column: Sequence[bytes | None]) -> bytes | None:
+    """The lengths of a key or value column (-1 for None) as native int32s, or None when every
+    one is None."""
+    n = len(column)
+    if column.count(None) == n:
+        return None
+    try:
+        return struct.pack(f"{n}i", *map(len, column))  # type: ignore[arg-type]
+    except TypeError:
+        return struct.pack(f"{n}i", *[-1 if item is None else len(item) for item in column])
+
+
 class BatchResult:
     """The outcome of one batch, shared by its records' futures. Completed exactly once, by the
     sender thread (`complete`); read by any thread. `callbacks` may be appended to without the
@@ -47,9 +68,12 @@ class BatchResult:
         "callbacks",
         "error",
         "event",
+        "key_sizes",
         "log_append_time",
         "partition",
+        "timestamps",
         "topic",
+        "value_sizes",
     )
 
     def __init__(self, topic: str, partition: int) -> None:
@@ -60,6 +84,22 @@ class BatchResult:
         self.log_append_time = -1
         self.error: BaseException | None = None
         self.callbacks: list[tuple[RecordFuture, Callable[[RecordFuture], None]]] | None = []
+        # Once built, per record: timestamps (int64) and key and value sizes (int32, None when
+        # all are null), packed: a few bytes per record, kept while a future is.
+        self.timestamps: bytes | None = None
+        self.key_sizes: bytes | None = None
+        self.value_sizes: bytes | None = None
+
+    def set_records(
+        self,
+        timestamps: Sequence[int],
+        keys: Sequence[bytes | None],
+        values: Sequence[bytes | None],
+    ) -> None:
+        """Keep what the records' metadata needs, compactly (the batch was just built)."""
+        self.timestamps = struct.pack(f"{len(timestamps)}q", *timestamps)
+        self.key_sizes = _sizes(keys)
+        self.value_sizes = _sizes(values)
 
     def complete(self, base_offset: int, log_append_time: int, error: BaseException | None) -> bool:
         """Set the outcome, wake waiters and run the callbacks. The first call wins (the sender
@@ -80,23 +120,47 @@ class BatchResult:
                 log.exception("producer callback for %s-%d raised", self.topic, self.partition)
         return True
 
+    def metadata(self, index: int) -> RecordMetadata:
+        """Record `index`'s metadata (the batch succeeded)."""
+        base = self.base_offset
+        timestamp = self.log_append_time
+        if timestamp < 0 and self.timestamps is not None:
+            timestamp = _INT64.unpack_from(self.timestamps, 8 * index)[0]
+        keys, values = self.key_sizes, self.value_sizes
+        return RecordMetadata(
+            self.topic,
+            self.partition,
+            base + index if base >= 0 else -1,
+            timestamp,
+            -1 if keys is None else _INT32.unpack_from(keys, 4 * index)[0],
+            -1 if values is None else _INT32.unpack_from(values, 4 * index)[0],
+        )
 
-class RecordFuture:
-    """The outcome of one `send`: resolves to RecordMetadata or raises the delivery error."""
+    def wait(self, timeout: float | None) -> BatchResult:
+        if not self.event.wait(timeout):
+            from ..errors import ClientTimeoutError
 
-    __slots__ = ("_index", "_key_size", "_result", "_timestamp", "_value_size")
+            raise ClientTimeoutError(f"no delivery outcome for the record within {timeout} s")
+        return self
 
-    def __init__(
-        self, result: BatchResult, index: int, timestamp: int, key_size: int, value_size: int
-    ) -> None:
-        self._result = result
-        self._index = index
-        self._timestamp = timestamp
-        self._key_size = key_size
-        self._value_size = value_size
+
+class RecordFuture(tuple[BatchResult, int]):
+    """The outcome of one `send`: resolves to RecordMetadata or raises the delivery error.
+    Created as `RecordFuture((result, index))` (the cheapest way to make one: no Python code
+    runs)."""
+
+    __slots__ = ()
+
+    @property
+    def _result(self) -> BatchResult:
+        return self[0]
+
+    @property
+    def _index(self) -> int:
+        return self[1]
 
     def done(self) -> bool:
-        return self._result.event.is_set()
+        return self[0].event.is_set()
 
     def cancelled(self) -> bool:
         return False
@@ -105,47 +169,31 @@ class RecordFuture:
         """A record cannot be taken back once sent; always False."""
         return False
 
-    def _wait(self, timeout: float | None) -> BatchResult:
-        result = self._result
-        if not result.event.wait(timeout):
-            from ..errors import ClientTimeoutError
-
-            raise ClientTimeoutError(f"no delivery outcome for the record within {timeout} s")
-        return result
-
     def result(self, timeout: float | None = None) -> RecordMetadata:
         """Wait up to `timeout` seconds (None: forever) for the outcome; raise the delivery
         error, or ClientTimeoutError if the wait runs out (the record may still be sent)."""
-        result = self._wait(timeout)
+        result = self[0].wait(timeout)
         if result.error is not None:
             raise result.error
-        return self._metadata(result)
+        return result.metadata(self[1])
 
     get = result  # Kafka's name
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """The delivery error, or None once the record is acknowledged."""
-        return self._wait(timeout).error
+        return self[0].wait(timeout).error
 
     def metadata(self) -> RecordMetadata | None:
         """The metadata if delivered, None while pending or when delivery failed."""
-        result = self._result
+        result = self[0]
         if not result.event.is_set() or result.error is not None:
             return None
-        return self._metadata(result)
-
-    def _metadata(self, result: BatchResult) -> RecordMetadata:
-        base = result.base_offset
-        offset = base + self._index if base >= 0 else -1
-        timestamp = result.log_append_time if result.log_append_time >= 0 else self._timestamp
-        return RecordMetadata(
-            result.topic, result.partition, offset, timestamp, self._key_size, self._value_size
-        )
+        return result.metadata(self[1])
 
     def add_done_callback(self, fn: Callable[[RecordFuture], None]) -> None:
         """Call `fn(self)` once the outcome is known: at once (in this thread) if it already is,
         else on the sender thread."""
-        result = self._result
+        result = self[0]
         with _callbacks_lock:
             callbacks = result.callbacks
             if callbacks is not None:
@@ -154,19 +202,87 @@ class RecordFuture:
         fn(self)
 
     def __repr__(self) -> str:
-        r = self._result
+        r = self[0]
         state = "pending" if not self.done() else ("failed" if r.error else "done")
-        return f"<RecordFuture {r.topic}-{r.partition}#{self._index} {state}>"
+        return f"<RecordFuture {r.topic}-{r.partition}#{self[1]} {state}>"
+
+
+def new_future(result: BatchResult, index: int) -> RecordFuture:
+    return RecordFuture((result, index))
+
+
+class RecordFutures(Sequence[RecordFuture]):
+    """The outcome of one `send_many`: its records in order, as runs of consecutive records of
+    one batch. `futures[i]` is record i's RecordFuture (made when asked for); `result()` waits
+    for every batch and returns every record's metadata, or raises the first error."""
+
+    __slots__ = ("_results", "_starts")
+
+    def __init__(self) -> None:
+        self._starts: list[int] = []  # index of the first record of each run
+        self._results: list[tuple[BatchResult, int, int]] = []  # (result, first index, count)
+
+    def add_run(self, result: BatchResult, first: int, count: int) -> None:
+        start = self._starts[-1] + self._results[-1][2] if self._results else 0
+        self._starts.append(start)
+        self._results.append((result, first, count))
+
+    def __len__(self) -> int:
+        return self._starts[-1] + self._results[-1][2] if self._results else 0
+
+    def __getitem__(self, i: int) -> RecordFuture:  # type: ignore[override]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("record index out of range")
+        run = bisect_right(self._starts, i) - 1
+        result, first, _ = self._results[run]
+        return new_future(result, first + i - self._starts[run])
+
+    def __iter__(self) -> Iterator[RecordFuture]:
+        for result, first, count in self._results:
+            for index in range(first, first + count):
+                yield new_future(result, index)
+
+    def done(self) -> bool:
+        return all(r.event.is_set() for r, _, _ in self._results)
+
+    def _wait(self, timeout: float | None) -> None:
+        import time
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for result, _, _ in self._results:
+            remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            result.wait(remaining)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The first delivery error among the records, or None once all are acknowledged."""
+        self._wait(timeout)
+        return next((r.error for r, _, _ in self._results if r.error is not None), None)
+
+    def result(self, timeout: float | None = None) -> list[RecordMetadata]:
+        """Every record's metadata, in order; raises the first delivery error."""
+        error = self.exception(timeout)
+        if error is not None:
+            raise error
+        return [
+            r.metadata(i) for r, first, count in self._results for i in range(first, first + count)
+        ]
+
+    def __repr__(self) -> str:
+        return f"<RecordFutures {len(self)} records in {len(self._results)} batch runs>"
 
 
 def delivery_callback(callback: Callback) -> Callable[[RecordFuture], None]:
     """Adapt a Kafka-style `callback(metadata, exception)` to `add_done_callback`."""
 
     def on_done(future: RecordFuture) -> None:
-        error = future._result.error
+        result, index = future
+        error = result.error
         if error is not None:
             callback(None, error)
         else:
-            callback(future._metadata(future._result), None)
+            callback(result.metadata(index), None)
 
     return on_done

@@ -191,7 +191,7 @@ class IdempotenceManager:
         for p in self._partitions.values():
             if p.rewrite and not p.sending and p.owner != self._current:
                 for batch in p.open_batches():
-                    batch.owner, batch.base_sequence, batch.data = None, -1, None
+                    batch.owner, batch.base_sequence = None, -1  # build() restamps its bytes
                 p.window.clear()
                 p.settled.clear()
                 p.sent_first.clear()
@@ -241,10 +241,8 @@ class IdempotenceManager:
                 p.window.clear()
                 p.settled.clear()
                 p.sent_first.clear()
-            builder = batch.builder
-            builder.producer_id, builder.producer_epoch = current.producer_id, current.epoch
-            builder.base_sequence = p.next_sequence
-            batch.owner, batch.base_sequence, batch.data = current, p.next_sequence, None
+            batch.producer_id, batch.producer_epoch = current.producer_id, current.epoch
+            batch.owner, batch.base_sequence = current, p.next_sequence
             p.next_sequence = (p.next_sequence + batch.count) & _SEQUENCE_MASK
             p.window.append(batch)
         if any(b.base_sequence < batch.base_sequence for b in p.open_batches()):

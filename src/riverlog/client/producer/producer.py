@@ -1,35 +1,39 @@
 """`Producer`: Kafka's producer API over the gateway, configured with Kafka's key names.
 
-`send` does the per-record work on the caller's thread (choose the partition, encode the record
-into its partition's batch) and returns a light future; a background sender thread ships whole
-batches. The send path is the SDK's hottest code: it reads cached metadata without a lock, calls
-no per-record helper it can inline, takes the accumulator lock once, and creates a five-slot
-future rather than a `concurrent.futures.Future`.
+`send` does the per-record work on the caller's thread (choose the partition, append the
+record to its partition's batch) and returns a light future; a background sender thread encodes
+and ships whole batches. The send path is the SDK's hottest code: it reads cached metadata
+without a lock, leaves headers, callbacks and tracing to a side path, takes the accumulator
+lock once, appends one tuple and returns a 2-tuple future (decision 0015). `send_many` takes
+many records at once and appends them by runs, with one result object for them all.
 """
 
 from __future__ import annotations
 
 import itertools
+import random
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from riverlog.common.partitioner import murmur2
+from riverlog.common.records.builder import encode_headers
 from riverlog.common.records.compression import CompressionType
 from riverlog.common.records.record import Header
 
 from .._closing import Closing
 from .._connection import GatewayConnection
-from .._metadata import MetadataCache
+from .._metadata import MetadataCache, TopicInfo
 from ..config import ProducerConfig
 from ..errors import ClientClosedError, ClientTimeoutError, RecordTooLargeError
-from .accumulator import RecordAccumulator
-from .future import Callback, RecordFuture, delivery_callback
+from .accumulator import RecordAccumulator, as_bytes
+from .future import Callback, RecordFuture, RecordFutures, delivery_callback
 from .idempotence import ProducerIdAndEpoch
 from .sender import Sender
 
 _ids = itertools.count(1)
+_INT64_MAX = (1 << 63) - 1
 _monotonic = time.monotonic
 _time_ns = time.time_ns
 
@@ -72,6 +76,8 @@ class Producer(Closing):
             wakeup=event.set,
         )
         self._sender.accumulator = self._accumulator
+        self._append = self._accumulator.append
+        self._append_sticky = self._accumulator.append_sticky
         self._max_block_ms = config.max_block_ms
         self._max_record = min(config.max_request_size, config.buffer_memory)
         self._ignore_keys = config.partitioner_ignore_keys
@@ -112,6 +118,8 @@ class Producer(Closing):
         sticky partition. `timestamp_ms`: default now. `callback(metadata, exception)` runs on
         the sender thread once the outcome is known. Blocks up to max.block.ms when the topic is
         not in the metadata yet or buffer.memory is used up, then raises ClientTimeoutError.
+        The future is a light view on its batch's outcome (see `RecordFuture`); with many
+        records at hand, `send_many` is cheaper still.
         """
         if self._key_serializer is not None:
             key = self._key_serializer(key)
@@ -119,22 +127,57 @@ class Producer(Closing):
             value = self._value_serializer(value)
         info = self._topics.get(topic)
         if info is None or info.expires_at < _monotonic():
-            if self._closed:
-                raise ClientClosedError("producer", "cannot send after close()")
-            info = self._metadata.partitions(topic, self._max_block_ms)
+            info = self._topic_info(topic)
         if timestamp_ms is None:
             timestamp_ms = _time_ns() // 1_000_000
+        elif not -1 <= timestamp_ms <= _INT64_MAX:
+            raise ValueError(f"invalid timestamp {timestamp_ms}")
         if value is not None and len(value) > self._max_record:
             raise RecordTooLargeError(
                 f"a record of {len(value)} bytes is larger than max.request.size or "
                 f"buffer.memory ({self._max_record})"
             )
+        if headers or callback is not None or self._traced:
+            return self._send_extras(
+                topic, info, value, key, headers, partition, timestamp_ms, callback
+            )
+        if partition is None:
+            if key is None or self._ignore_keys:
+                return self._append_sticky(
+                    topic, info.available or range(info.num_partitions), timestamp_ms, key, value
+                )
+            partition = (murmur2(key) & 0x7FFFFFFF) % info.num_partitions
+        elif not 0 <= partition < info.num_partitions:
+            raise ValueError(
+                f"partition {partition} of topic {topic!r} does not exist "
+                f"({info.num_partitions} partitions)"
+            )
+        return self._append(topic, partition, timestamp_ms, key, value)
+
+    def _topic_info(self, topic: str) -> TopicInfo:
+        if self._closed:
+            raise ClientClosedError("producer", "cannot send after close()")
+        return self._metadata.partitions(topic, self._max_block_ms)
+
+    def _send_extras(
+        self,
+        topic: str,
+        info: TopicInfo,
+        value: Any,
+        key: Any,
+        headers: Sequence[Header] | None,
+        partition: int | None,
+        timestamp_ms: int,
+        callback: Callback | None,
+    ) -> RecordFuture:
+        """`send` with headers, a callback or tracing."""
         on_done = None if callback is None else delivery_callback(callback)
         span = trace_context = None
         if self._traced:
             from ..tracing import start_send_span
 
             span, trace_context, headers = start_send_span(topic, headers)
+        encoded = encode_headers(headers) if headers else None
         try:
             if partition is None:
                 if key is None or self._ignore_keys:
@@ -144,7 +187,7 @@ class Producer(Closing):
                         timestamp_ms,
                         key,
                         value,
-                        headers,
+                        encoded,
                         on_done,
                         trace_context,
                     )
@@ -155,11 +198,72 @@ class Producer(Closing):
                     f"({info.num_partitions} partitions)"
                 )
             return self._accumulator.append(
-                topic, partition, timestamp_ms, key, value, headers, on_done, trace_context
+                topic, partition, timestamp_ms, key, value, encoded, on_done, trace_context
             )
         finally:
             if span is not None:
                 span.end()
+
+    def send_many(
+        self,
+        topic: str,
+        values: Sequence[Any],
+        keys: Sequence[Any] | None = None,
+        *,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        callback: Callback | None = None,
+    ) -> RecordFutures:
+        """Queue many records of one topic at once: `values[i]` with `keys[i]` (no keys: None),
+        all with the same timestamp (default now) and no headers; each partitioned as `send`
+        would. Much cheaper per record than `send` in a loop: no future per record (the result
+        is one `RecordFutures`, a sequence whose items are made when looked at) and whole runs
+        of records added to a batch at once. `callback(metadata, exception)` runs for every
+        record. Blocks and raises as `send`."""
+        if keys is not None and len(keys) != len(values):
+            raise ValueError(f"{len(keys)} keys for {len(values)} values")
+        if self._key_serializer is not None and keys is not None:
+            keys = [self._key_serializer(k) for k in keys]
+        if self._value_serializer is not None:
+            values = [self._value_serializer(v) for v in values]
+        values = _as_bytes_column(values, "value")
+        if keys is not None:
+            keys = _as_bytes_column(keys, "key")
+            if keys.count(None) == len(keys):
+                keys = None
+        if values and max(map(len, filter(None, values)), default=0) > self._max_record:
+            raise RecordTooLargeError(
+                f"a record is larger than max.request.size or buffer.memory ({self._max_record})"
+            )
+        info = self._topics.get(topic)
+        if info is None or info.expires_at < _monotonic():
+            info = self._topic_info(topic)
+        if timestamp_ms is None:
+            timestamp_ms = _time_ns() // 1_000_000
+        elif not -1 <= timestamp_ms <= _INT64_MAX:
+            raise ValueError(f"invalid timestamp {timestamp_ms}")
+        n = info.num_partitions
+        partition_of: Sequence[int] | None = None
+        if partition is not None:
+            if not 0 <= partition < n:
+                raise ValueError(
+                    f"partition {partition} of topic {topic!r} does not exist ({n} partitions)"
+                )
+            partition_of = [partition] * len(values)
+        elif keys is not None and not self._ignore_keys:
+            partition_of = [
+                random.randrange(n) if k is None else (murmur2(k) & 0x7FFFFFFF) % n for k in keys
+            ]
+        on_done = None if callback is None else delivery_callback(callback)
+        return self._accumulator.append_many(
+            topic,
+            info.available or range(n),
+            partition_of,
+            timestamp_ms,
+            keys,
+            values,
+            on_done,
+        )
 
     def metrics(self) -> dict[str, float]:
         """Kafka's produce-throttle-time-avg / -max (ms, over the last minute of responses)."""
@@ -212,3 +316,13 @@ class Producer(Closing):
 
     def __repr__(self) -> str:
         return f"<Producer {self.client_id} → {','.join(self._conn.servers)}>"
+
+
+def _as_bytes_column(column: Sequence[Any], what: str) -> list[bytes | None]:
+    """The keys or values of `send_many` as bytes or None (bytearray, memoryview copied)."""
+    if set(map(type, column)) <= _BYTES_OR_NONE:
+        return column if isinstance(column, list) else list(column)
+    return [as_bytes(item, what) for item in column]
+
+
+_BYTES_OR_NONE = frozenset({bytes, type(None)})

@@ -15,11 +15,12 @@ cached metadata. User callbacks run on this thread, as Kafka's do on its I/O thr
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
@@ -40,20 +41,26 @@ from .idempotence import IdempotenceManager, leaves_outcome_unknown
 log = logging.getLogger(__name__)
 
 _IDLE_WAIT_S = 0.5  # the longest the loop sleeps without a wake-up
+_WARM_RETRY_S = 5.0  # how often to reopen the channel's idle call when it ended
 _EXPIRY_CHECK_S = 0.05  # delivery.timeout.ms is enforced this precisely
 
 
 class InFlight:
     """One produce request awaiting its answer: its batches grouped by partition, in order."""
 
-    __slots__ = ("groups", "server", "span", "tps")
+    __slots__ = ("groups", "sent_at", "server", "span", "tps")
 
     def __init__(
-        self, groups: dict[tuple[str, int], list[ProducerBatch]], server: int, span: Any
+        self,
+        groups: dict[tuple[str, int], list[ProducerBatch]],
+        server: int,
+        span: Any,
+        sent_at: float,
     ) -> None:
         self.groups = groups
         self.server = server
         self.span = span
+        self.sent_at = sent_at
         self.tps = frozenset(groups)
 
 
@@ -91,6 +98,9 @@ class Sender(threading.Thread):
         self.accumulator: RecordAccumulator  # set by the producer before start()
         self.idempotence = IdempotenceManager() if config.enable_idempotence else None
         self._next_init_attempt = 0.0
+        self._warm_call: Any = None
+        self._warm_retry_at = 0.0
+        self._warm_stop = threading.Event()
 
     def wakeup(self) -> None:
         self._event.set()
@@ -123,6 +133,7 @@ class Sender(threading.Thread):
                     self._config.max_request_size,
                     muted,
                     None if idem is None else idem.capacity,
+                    min((f.sent_at for f in self._in_flight), default=math.inf),
                 )
                 if not batches:
                     break
@@ -132,6 +143,9 @@ class Sender(threading.Thread):
             wait = min(next_check - now, _IDLE_WAIT_S)
             if wait > 0:
                 self._event.wait(wait)
+        self._warm_stop.set()
+        if self._warm_call is not None:
+            self._warm_call.cancel()
         if self._forced:
             for inflight in list(self._in_flight):
                 for batches in inflight.groups.values():
@@ -181,7 +195,18 @@ class Sender(threading.Thread):
         for batch in batches:
             if idem is not None:
                 idem.assign(batch)
+            try:
+                batch.build()
+            except Exception as e:  # send() checks records, so this is a bug, not bad input
+                log.exception("cannot encode %r", batch)
+                if idem is not None:
+                    idem.on_response(batch)
+                self._fail(batch, RiverlogError(f"cannot encode: {e}", ErrorCode.INVALID_RECORD))
+                continue
             groups.setdefault((batch.topic, batch.partition), []).append(batch)
+        if not groups:
+            return
+        batches = [batch for group in groups.values() for batch in group]
         partitions = [
             data_pb2.ProducePartition(
                 topic=tp[0],
@@ -198,6 +223,7 @@ class Sender(threading.Thread):
         contexts = [b.trace_context for b in batches if b.trace_context is not None]
         try:
             stub, server = self._conn.stub()
+            self._keep_warm(stub)
             if contexts:
                 from ..tracing import request_span
 
@@ -219,11 +245,31 @@ class Sender(threading.Thread):
             for group in groups.values():
                 self._retry_or_fail(group, error, now)
             return
-        inflight = InFlight(groups, server, span)
+        inflight = InFlight(groups, server, span, self._clock())
         self._in_flight.add(inflight)
         if self._guarantee_order:
             self._muted |= inflight.tps
         future.add_done_callback(lambda f: self._on_done(inflight, f))
+
+    def _keep_warm(self, stub: Any) -> None:
+        """Keep one idle call (a ProduceStream that sends nothing) open on the channel. grpcio
+        runs a channel's completion thread only while a call is open and starts a new thread
+        for the next call after the last one ended, which costs a thread start per request when
+        requests go one at a time (decision 0015). Reopened at most every few seconds."""
+        call = self._warm_call
+        if call is not None and not call.done():
+            return
+        now = self._clock()
+        if now < self._warm_retry_at or self._warm_stop.is_set():
+            return
+        self._warm_retry_at = now + _WARM_RETRY_S
+        try:
+            self._warm_call = stub.ProduceStream(
+                _idle_requests(self._warm_stop), metadata=self._conn.metadata
+            )
+        except Exception:  # only an optimisation
+            log.debug("cannot open the idle call", exc_info=True)
+            self._warm_call = None
 
     def _on_done(self, inflight: InFlight, future: grpc.Future) -> None:
         """On a gRPC thread: hand the outcome to the sender thread."""
@@ -339,3 +385,9 @@ class Sender(threading.Thread):
             self.idempotence.on_failed(batch)
         batch.result.complete(-1, -1, error)
         self.accumulator.release(batch)
+
+
+def _idle_requests(stop: threading.Event) -> Iterator[data_pb2.ProduceRequest]:
+    """A request stream that sends nothing until `stop` is set."""
+    stop.wait()
+    yield from ()

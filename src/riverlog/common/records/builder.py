@@ -19,6 +19,8 @@ import sys
 from collections.abc import Sequence
 from typing import Final
 
+import crc32c as _crc32c
+
 from .compression import CompressionType, compress
 from .header import (
     CONTROL_MASK,
@@ -33,7 +35,6 @@ from .header import (
     NO_SEQUENCE,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
-    crc32c,
 )
 from .record import CREATE_TIME, LOG_APPEND_TIME, Header
 from .varint import ENCODED, encode_varint, encode_varint32
@@ -225,38 +226,68 @@ class BatchBuilder:
         count = self._count
         if not count:
             raise ValueError("a record batch needs at least one record")
-        payload = b"".join(self._parts)
-        codec = self.compression
-        if codec:
-            payload = compress(codec, payload, self.compression_level)
-        attributes = int(codec)
-        if self.timestamp_type == LOG_APPEND_TIME:
-            attributes |= TIMESTAMP_TYPE_MASK
-        if self.is_transactional:
-            attributes |= TRANSACTIONAL_MASK
-        if self.is_control:
-            attributes |= CONTROL_MASK
-        out = bytearray(HEADER_SIZE)
-        out += payload
-        try:
-            HEADER_STRUCT.pack_into(
-                out,
-                0,
-                0,  # base offset: the leader assigns it
-                len(out) - LOG_OVERHEAD,
-                self.partition_leader_epoch,
-                MAGIC,
-                0,  # CRC, below
-                attributes,
-                count - 1,
-                self._base_ts,
-                self._max_ts,
-                self.producer_id,
-                self.producer_epoch,
-                self.base_sequence,
-                count,
-            )
-        except struct.error as e:
-            raise ValueError(f"batch field out of range: {e}") from e
-        _CRC.pack_into(out, CRC_START - 4, crc32c(memoryview(out)[CRC_START:]))
-        return bytes(out)
+        return finish_batch(
+            b"".join(self._parts),
+            count,
+            self._base_ts,
+            self._max_ts,
+            compression=self.compression,
+            compression_level=self.compression_level,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            base_sequence=self.base_sequence,
+            is_transactional=self.is_transactional,
+            is_control=self.is_control,
+            timestamp_type=self.timestamp_type,
+            partition_leader_epoch=self.partition_leader_epoch,
+        )
+
+
+def finish_batch(
+    records: bytes,
+    count: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    *,
+    compression: CompressionType = CompressionType.NONE,
+    compression_level: int | None = None,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    timestamp_type: int = CREATE_TIME,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+) -> bytes:
+    """A whole batch around `count` encoded records: compressed when a codec is set, the
+    61-byte header in front, the CRC-32C over attributes..end."""
+    codec = CompressionType(compression)
+    if codec:
+        records = compress(codec, records, compression_level)
+    attributes = int(codec)
+    if timestamp_type == LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if is_transactional:
+        attributes |= TRANSACTIONAL_MASK
+    if is_control:
+        attributes |= CONTROL_MASK
+    try:
+        header = HEADER_STRUCT.pack(
+            0,  # base offset: the leader assigns it
+            HEADER_SIZE + len(records) - LOG_OVERHEAD,
+            partition_leader_epoch,
+            MAGIC,
+            0,  # CRC, below
+            attributes,
+            count - 1,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            count,
+        )
+    except struct.error as e:
+        raise ValueError(f"batch field out of range: {e}") from e
+    crc = _crc32c.crc32c(records, _crc32c.crc32c(header[CRC_START:]))
+    return b"".join((header[: CRC_START - 4], _CRC.pack(crc), header[CRC_START:], records))
