@@ -67,8 +67,10 @@ def measured(name: str, pids: dict[str, int]) -> Iterator[None]:
     print(f"  CPU/wall during {name}: {parts}; total {sum(used.values()) / wall:.2f} cores")
 
 
-def produce(address: str, topic: str, records: int, args: argparse.Namespace) -> float:
-    value = b"x" * VALUE_SIZE
+def produce(
+    address: str, topic: str, records: int, args: argparse.Namespace, size: int, many: bool = False
+) -> float:
+    value = b"x" * size
     config = {
         "bootstrap.servers": address,
         "acks": "1",
@@ -80,8 +82,13 @@ def produce(address: str, topic: str, records: int, args: argparse.Namespace) ->
         producer.send(topic, value).result(30)  # metadata and connection warmed up
         send = producer.send
         start = time.perf_counter()
-        for _ in range(records):
-            send(topic, value)
+        if many:
+            chunk = [value] * 10_000
+            for done in range(0, records, len(chunk)):
+                producer.send_many(topic, chunk[: records - done])
+        else:
+            for _ in range(records):
+                send(topic, value)
         producer.flush()
         elapsed = time.perf_counter() - start
     return elapsed
@@ -102,7 +109,9 @@ def consume(address: str, topic: str, records: int) -> tuple[int, float]:
         return count, time.perf_counter() - start
 
 
-def latency(address: str, topic: str, seconds: float, rate: int, linger_ms: int) -> list[float]:
+def latency(
+    address: str, topic: str, seconds: float, rate: int, linger_ms: int | None
+) -> list[float]:
     """Send `rate` records/s for `seconds`; latencies in ms as a consumer thread saw them."""
     tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
     total = int(seconds * rate)
@@ -125,7 +134,10 @@ def latency(address: str, topic: str, seconds: float, rate: int, linger_ms: int)
     reader.start()
     ready.wait(60)
     padding = b"x" * (VALUE_SIZE - _NS.size)
-    with Producer(bootstrap_servers=address, acks="1", linger_ms=linger_ms) as producer:
+    settings: dict[str, object] = {"bootstrap.servers": address, "acks": "1"}
+    if linger_ms is not None:
+        settings["linger.ms"] = linger_ms
+    with Producer(settings) as producer:
         start = time.perf_counter()
         for i in range(total):
             pause = start + i / rate - time.perf_counter()
@@ -146,28 +158,32 @@ def run(address: str, pids: dict[str, int], args: argparse.Namespace) -> None:
     with AdminClient(bootstrap_servers=address) as admin:
         admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
     Producer(bootstrap_servers=address, max_block_ms=60_000).close()
-    mb = args.records * VALUE_SIZE / 1e6
-    print(f"topic {topic}: {PARTITIONS} partitions, RF 1; {args.records:,} records of "
-          f"{VALUE_SIZE} B, acks=1, linger.ms={args.linger_ms}, batch.size={args.batch_size}, "
-          f"compression={args.compression}")  # fmt: skip
+    print(f"topic {topic}: {PARTITIONS} partitions, RF 1; acks=1, linger.ms={args.linger_ms}, "
+          f"batch.size={args.batch_size}, compression={args.compression}")  # fmt: skip
 
-    with measured("produce", pids):
-        elapsed = produce(address, topic, args.records, args)
-    print(f"produce: {args.records / elapsed:,.0f} records/s, {mb / elapsed:,.1f} MB/s "
-          f"({elapsed:.2f} s)")  # fmt: skip
+    runs = [(VALUE_SIZE, args.records, False), (1024, args.records // 5, False)]
+    runs.append((VALUE_SIZE, args.records, True))
+    for size, count, many in runs:
+        with measured("produce", pids):
+            elapsed = produce(address, topic, count, args, size, many)
+        how = "send_many" if many else "send"
+        print(f"produce {count:,} x {size} B ({how}): {count / elapsed:,.0f} records/s, "
+              f"{count * size / 1e6 / elapsed:,.1f} MB/s ({elapsed:.2f} s)")  # fmt: skip
 
+    total = args.records + 1
     with measured("consume", pids):
-        count, elapsed = consume(address, topic, args.records + 1)
-    print(f"consume: {count / elapsed:,.0f} records/s, {count * VALUE_SIZE / 1e6 / elapsed:,.1f} "
-          f"MB/s ({count:,} records in {elapsed:.2f} s)")  # fmt: skip
+        count, elapsed = consume(address, topic, total)
+    print(f"consume: {count / elapsed:,.0f} records/s ({count:,} records in {elapsed:.2f} s)")
 
     if args.latency_seconds > 0:
-        with measured("latency run", pids):
-            values = latency(address, topic, args.latency_seconds, args.rate, args.linger_ms)
-        print(f"end-to-end latency at {args.rate:,} records/s for {args.latency_seconds:g} s "
-              f"({len(values):,} records, linger.ms={args.linger_ms}): "
-              f"p50 {percentile(values, 0.5):.2f} ms, p99 {percentile(values, 0.99):.2f} ms, "
-              f"max {values[-1] if values else float('nan'):.2f} ms")  # fmt: skip
+        for linger in (None, 0):
+            with measured("latency run", pids):
+                values = latency(address, topic, args.latency_seconds, args.rate, linger)
+            shown = "default" if linger is None else linger
+            print(f"end-to-end latency at {args.rate:,} records/s for {args.latency_seconds:g} s "
+                  f"({len(values):,} records, linger.ms={shown}): "
+                  f"p50 {percentile(values, 0.5):.2f} ms, p99 {percentile(values, 0.99):.2f} ms, "
+                  f"max {values[-1] if values else float('nan'):.2f} ms")  # fmt: skip
 
 
 def main(
