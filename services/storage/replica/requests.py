@@ -1,6 +1,6 @@
 """The storage node's requests and per-partition results as plain values, so the domain code
 (replica manager, produce, fetch) never sees a protobuf and the same logic serves the gRPC
-servicer and the zero-copy socket. Converters live in `rpc/converters.py`.
+servicer and the zero-copy socket. Converters live in `rpc/convert.py`.
 
 Every result carries an `error` code and message: one bad partition never fails the others.
 """

@@ -21,7 +21,7 @@ from ..replica.fetch import FetchHandler, close_results
 from ..replica.offsets import OffsetsHandler
 from ..replica.produce import PendingProduce, ProduceHandler
 from ..replica.requests import Acks
-from .converters import (
+from .convert import (
     delete_records_from_proto,
     delete_records_response_to_proto,
     describe_log_dirs_to_proto,

@@ -44,7 +44,7 @@ from riverlog.v1 import data_pb2
 from ..log import FetchSlice
 from ..replica.fetch import FetchHandler, close_results
 from ..replica.requests import FetchPartitionResult, StoredRecords
-from .converters import fetch_params_from_proto, fetch_response_to_proto
+from .convert import fetch_params_from_proto, fetch_response_to_proto
 
 log = logging.getLogger(__name__)
 

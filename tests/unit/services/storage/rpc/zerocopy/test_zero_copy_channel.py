@@ -14,7 +14,7 @@ from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 from riverlog.common.zerocopy import AsyncZeroCopyFetchClient, ZeroCopyFetchClient, encode_frame
 from riverlog.services.storage.replica.fetch import close_results
-from riverlog.services.storage.rpc.converters import (
+from riverlog.services.storage.rpc.convert import (
     fetch_params_from_proto,
     fetch_response_to_proto,
 )
