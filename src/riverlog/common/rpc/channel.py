@@ -12,10 +12,12 @@ from riverlog.common import tracing
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 CLIENT_ID_KEY = "riverlog-client-id"
 
+KEEPALIVE_TIME_MS = 20_000  # every channel pings an idle connection this often
+
 CHANNEL_OPTIONS: list[tuple[str, Any]] = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.keepalive_time_ms", 20_000),
+    ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
     ("grpc.keepalive_timeout_ms", 10_000),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.max_pings_without_data", 0),

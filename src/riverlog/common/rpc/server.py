@@ -12,8 +12,17 @@ from grpc_reflection.v1alpha import reflection
 
 from riverlog.common import tracing
 
-from .channel import CHANNEL_OPTIONS
+from .channel import CHANNEL_OPTIONS, KEEPALIVE_TIME_MS
 from .interceptor import ErrorInterceptor
+
+SERVER_OPTIONS: list[tuple[str, Any]] = [
+    *CHANNEL_OPTIONS,
+    # Our channels ping idle connections every KEEPALIVE_TIME_MS; a server by default accepts
+    # a ping without calls only every 5 minutes and answers more with GOAWAY
+    # (too_many_pings), which dropped idle clients' connections (found by the fuzzer's runs).
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", KEEPALIVE_TIME_MS // 2),
+    ("grpc.http2.max_ping_strikes", 0),
+]
 
 AddServicer = Callable[[Any, grpc.aio.Server], None]
 
@@ -43,7 +52,7 @@ class RpcServer:
             chain.append(traced)
         chain.append(ErrorInterceptor())
         chain.extend(interceptors)
-        self._server = grpc.aio.server(interceptors=chain, options=CHANNEL_OPTIONS)
+        self._server = grpc.aio.server(interceptors=chain, options=SERVER_OPTIONS)
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         self._names = [name for _, _, name in servicers]
