@@ -112,9 +112,6 @@ def write_ready_file(path: str | None, info: dict[str, object]) -> None:
     os.replace(tmp, path)
 
 
-# A loop blocked this long also gets every thread's stack dumped by faulthandler's C thread,
-# which runs even when a deadlock holds the GIL (below the storage lease of 6 s by default).
-NATIVE_DUMP_AFTER_S = 4.0
 EVENT_LOOP_ENV = "RIVERLOG_EVENT_LOOP"
 
 
@@ -139,7 +136,7 @@ def run(main: Callable[[asyncio.Event], Awaitable[None]], service_name: str) -> 
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        watchdog = LoopWatchdog(loop, service_name, native_dump_after_s=NATIVE_DUMP_AFTER_S)
+        watchdog = LoopWatchdog(loop, service_name)
         watchdog.start()
         try:
             await main(stop)

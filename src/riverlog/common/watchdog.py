@@ -8,9 +8,11 @@ loop thread is stuck in), repeats the stack every `repeat_s` while it lasts, and
 how long it was blocked once it runs again. The thread only reads: it never touches the loop's
 state, so a stalled loop stays as it is for the stack dump to show.
 
-A stall that also holds the GIL (a deadlock inside a C extension) stops this thread too, so
-with `native_dump_after_s` the loop keeps re-arming `faulthandler.dump_traceback_later`: a C
-thread that needs no GIL writes every thread's stack to stderr if the loop misses that deadline.
+A stall that also holds the GIL (a deadlock inside a C extension) stops this thread too. With
+`native_dump_after_s` the loop keeps re-arming `faulthandler.dump_traceback_later`, whose C
+thread writes every thread's stack without the GIL if the loop misses that deadline. Services
+leave it off: after a SIGSTOP longer than the deadline it fired on SIGCONT while the loop ran,
+and walking a running thread's frames without the GIL broke the process (decision 0017).
 
 The decisions are a pure state machine (`StallDetector`, explicit states and transitions on
 times passed in) so they are unit tested without threads; `LoopWatchdog` is the thread.
