@@ -38,7 +38,6 @@ class ZeroCopyPool:
     def __init__(self, max_idle: int = DEFAULT_MAX_IDLE) -> None:
         self._max_idle = max_idle
         self._pools: dict[NodeKey, _NodePool] = {}
-        self.opened = 0  # connections made so far (what tests and metrics read)
 
     async def call(
         self, node: NodeInfo, exchange: Callable[[AsyncZeroCopyFetchClient], Awaitable[_T]]
@@ -50,7 +49,6 @@ class ZeroCopyPool:
             client = pool.idle.pop()
         else:
             client = AsyncZeroCopyFetchClient(node.host, node.zero_copy_port)
-            self.opened += 1
         try:
             result = await exchange(client)
         except BaseException:
