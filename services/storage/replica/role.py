@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import enum
 
-NO_LEADER = -1
+from riverlog.common.types import NO_LEADER
+
+__all__ = ["NO_LEADER", "Role"]
 
 
 class Role(enum.Enum):

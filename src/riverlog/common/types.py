@@ -1,22 +1,20 @@
-"""Distinct types for distinct numbers, so an offset is never passed where an epoch belongs, and
-the request options every service shares (`Acks`, `IsolationLevel`, `OffsetSpec`), defined
-once: services and clients use these, and `riverlog.common.rpc.convert` maps them to and from
-the wire enums of `riverlog.v1` (which number acks differently) at the rpc boundary."""
+"""The values every service shares: `TopicPartition`, the no-leader id, and the request options
+(`Acks`, `IsolationLevel`, `OffsetSpec`), defined once: services and clients use these, and
+`riverlog.common.rpc.convert` maps them to and from the wire enums of `riverlog.v1` (which
+number acks differently) at the rpc boundary.
+
+Offsets, epochs and node ids are plain ints: NewType aliases for them were never adopted (every
+value arrives from protobuf or etcd as an int, so using them would mean a wrapping call at each
+boundary for no check mypy does not already get from the field names)."""
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import NewType
+from typing import Final
 
-Offset = NewType("Offset", int)
-LeaderEpoch = NewType("LeaderEpoch", int)
-NodeId = NewType("NodeId", int)
-PartitionId = NewType("PartitionId", int)
-ControllerEpoch = NewType("ControllerEpoch", int)
-
-NO_LEADER = NodeId(-1)
-UNKNOWN_OFFSET = Offset(-1)
+NO_LEADER: Final = -1
+"""The leader id of a partition that has none (Kafka's -1)."""
 
 
 class Acks(enum.IntEnum):
