@@ -167,7 +167,7 @@ class StorageNode:
             config.zero_copy_port,
             fetch,
             config.zero_copy_max_request_bytes,
-            produce=servicer.produce,
+            produce=servicer.start_produce,
         )
         await self.zero_copy.start()
         await self.rpc.start()

@@ -32,7 +32,7 @@ from riverlog.common.rpc.convert import (
 )
 from riverlog.common.rpc.status import from_rpc_error
 from riverlog.common.types import Acks, IsolationLevel, TopicPartition
-from riverlog.common.zerocopy import AsyncZeroCopyFetchClient
+from riverlog.common.zerocopy import MAX_REQUEST_FRAME
 from riverlog.v1 import data_pb2, storage_pb2_grpc
 
 from ..context import Deadline, current_request
@@ -94,16 +94,14 @@ class StoragePeers:
 
     async def _fast_call(
         self,
-        pool: ZeroCopyPool,
         node: NodeInfo,
-        exchange: Callable[[AsyncZeroCopyFetchClient, float], Awaitable[_R]],
+        exchange: Callable[[float], Awaitable[_R]],
         deadline: Deadline,
     ) -> _R:
-        """`exchange(client, timeout)` on a zero-copy connection to `node`, within the
-        request's deadline; failures as RiverlogError naming the node."""
-        timeout = _remaining(deadline)
+        """`exchange(timeout)` over `node`'s zero-copy port within the request's deadline;
+        failures as RiverlogError naming the node."""
         try:
-            return await pool.call(node, lambda client: exchange(client, timeout))
+            return await exchange(_remaining(deadline))
         except RiverlogError as exc:
             raise RiverlogError(
                 f"storage node {node.node_id} at {node.host}:{node.zero_copy_port}: {exc.message}",
@@ -150,10 +148,19 @@ class StoragePeers:
         )
         for part in parts:
             _produce_part_to_proto(part, request.partitions.add())
-        # gRPC, not the zero-copy pool: one HTTP/2 connection per leader delivers a stream's
-        # (and an idempotent producer's) requests in the order they were sent, and the leader
-        # appends in arrival order. Pooled connections would race (decision 0018).
-        response = await self._call(node, "Produce", request, deadline)
+        # The leader's produce lane (one pipelined connection: requests arrive, and are
+        # appended, in the order they were sent, as on gRPC's one HTTP/2 connection), or gRPC
+        # where the lane cannot serve (decision 0018).
+        fast = self._fast(node)
+        if fast is not None and request.ByteSize() <= MAX_REQUEST_FRAME:
+
+            async def on_lane(timeout: float) -> data_pb2.ProduceResponse:
+                assert fast is not None
+                return await (await fast.lane(node)).produce(request, timeout)
+
+            response = await self._fast_call(node, on_lane, deadline)
+        else:
+            response = await self._call(node, "Produce", request, deadline)
         if options.acks == Acks.NONE and not response.partitions:
             # acks=0: the leader took the request and, as Kafka, acknowledges nothing.
             return [ProducePartResult(p.tp) for p in parts]
@@ -180,7 +187,9 @@ class StoragePeers:
                 node, parts, response.partitions, _fetch_result_from_proto, FetchPartResult.failed
             )
         answer, raw = await self._fast_call(
-            fast, node, lambda client, timeout: client.fetch_raw(request, timeout), deadline
+            node,
+            lambda timeout: fast.call(node, lambda client: client.fetch_raw(request, timeout)),
+            deadline,
         )
         return _aligned(
             node, parts, _with_records(answer, raw), _fetch_result_of, FetchPartResult.failed

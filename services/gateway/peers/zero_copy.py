@@ -1,5 +1,5 @@
-"""Connections from the gateway to storage nodes' zero-copy ports: the fast path of fetch
-(decision 0018).
+"""Connections from the gateway to storage nodes' zero-copy ports: the fast path of fetch and
+produce (decision 0018).
 
 A zero-copy connection carries one request at a time, so each node has a small pool: a request
 takes an idle connection or opens one, and gives it back when it is done. Long polls hold their
@@ -8,6 +8,10 @@ connection for their wait, so the pool grows with the fetches waiting at once; a
 failed or was cancelled (its framing is lost) closes itself and is dropped. A node that
 restarted (a new incarnation) or moved gets fresh connections; `prune` closes those of nodes
 that left the cluster image.
+
+Produce takes one `AsyncProduceLane` per node instead: a single connection that pipelines
+requests, so they reach the leader in the order the gateway sent them (pooled connections
+would race, and an idempotent producer's requests must not overtake each other).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import TypeVar
 
 from riverlog.common.cluster import NodeInfo
 from riverlog.common.cluster.image import NodeKey
-from riverlog.common.zerocopy import AsyncZeroCopyFetchClient
+from riverlog.common.zerocopy import AsyncProduceLane, AsyncZeroCopyFetchClient
 
 _T = TypeVar("_T")
 
@@ -38,6 +42,19 @@ class ZeroCopyPool:
     def __init__(self, max_idle: int = DEFAULT_MAX_IDLE) -> None:
         self._max_idle = max_idle
         self._pools: dict[NodeKey, _NodePool] = {}
+        self._lanes: dict[NodeKey, tuple[tuple[str, int, int], AsyncProduceLane]] = {}
+
+    async def lane(self, node: NodeInfo) -> AsyncProduceLane:
+        """`node`'s produce lane (a fresh one after the node restarted or moved)."""
+        identity = (node.host, node.zero_copy_port, node.incarnation)
+        known = self._lanes.get(node.key)
+        if known is not None and known[0] == identity:
+            return known[1]
+        lane = AsyncProduceLane(node.host, node.zero_copy_port)
+        self._lanes[node.key] = (identity, lane)
+        if known is not None:
+            await known[1].close()
+        return lane
 
     async def call(
         self, node: NodeInfo, exchange: Callable[[AsyncZeroCopyFetchClient], Awaitable[_T]]
@@ -75,11 +92,16 @@ class ZeroCopyPool:
         keep = set(live)
         for key in [k for k in self._pools if k not in keep]:
             await _close_all(self._pools.pop(key))
+        for key in [k for k in self._lanes if k not in keep]:
+            await self._lanes.pop(key)[1].close()
 
     async def close(self) -> None:
         pools, self._pools = self._pools, {}
         for pool in pools.values():
             await _close_all(pool)
+        lanes, self._lanes = self._lanes, {}
+        for _, lane in lanes.values():
+            await lane.close()
 
 
 async def _close_all(pool: _NodePool) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 from riverlog.v1 import data_pb2, storage_pb2, storage_pb2_grpc
@@ -62,12 +62,24 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
 
     async def produce(self, request: data_pb2.ProduceRequest) -> data_pb2.ProduceResponse:
         """Produce, whichever transport it came by (gRPC or the zero-copy channel)."""
+        return await self.start_produce(request)
+
+    def start_produce(
+        self, request: data_pb2.ProduceRequest
+    ) -> Awaitable[data_pb2.ProduceResponse]:
+        """Appends now (so a transport that calls this in arrival order appends in that order)
+        and returns what waits for the acknowledgement."""
         params = produce_params_from_proto(request)
         pending = self._produce.append(params)
-        if params.acks is Acks.NONE:
-            return data_pb2.ProduceResponse(correlation_id=request.correlation_id)
+        return self._acknowledged(pending, request.correlation_id)
+
+    async def _acknowledged(
+        self, pending: PendingProduce, correlation_id: int
+    ) -> data_pb2.ProduceResponse:
+        if pending.acks is Acks.NONE:
+            return data_pb2.ProduceResponse(correlation_id=correlation_id)
         results = await self._produce.complete(pending)
-        return produce_response_to_proto(results, request.correlation_id)
+        return produce_response_to_proto(results, correlation_id)
 
     async def ProduceStream(
         self, request_iterator: AsyncIterator[data_pb2.ProduceRequest], context: Any

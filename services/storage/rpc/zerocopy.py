@@ -48,7 +48,13 @@ from .convert import fetch_params_from_proto, fetch_response_to_proto
 
 log = logging.getLogger(__name__)
 
-ProduceCall = Callable[[data_pb2.ProduceRequest], Awaitable[data_pb2.ProduceResponse]]
+StartProduce = Callable[[data_pb2.ProduceRequest], Awaitable[data_pb2.ProduceResponse]]
+"""Appends a produce request's batches when called (so frames append in arrival order) and
+returns what waits for its acknowledgement (acks=all: the ISR)."""
+
+_PRODUCE_IN_FLIGHT = 64
+"""Produce requests of one connection waiting for their acknowledgements; the next frame is not
+read while this many wait (backpressure on a client that pipelines without bound)."""
 
 _SENDFILE_CHUNK = 1 << 30
 _NO_SENDFILE_ERRNOS = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP})
@@ -66,11 +72,14 @@ class ZeroCopyServer:
         port: int,
         fetch: FetchHandler,
         max_request_bytes: int = 1 << 20,
-        produce: ProduceCall | None = None,
+        produce: StartProduce | None = None,
     ) -> None:
-        """`produce`: answers produce frames (the gRPC Produce's own logic); without it a
-        produce frame closes the connection. `max_request_bytes` bounds fetch frames; produce
-        frames may be up to the framing's 16 MiB (the leader validates their sizes)."""
+        """`produce`: takes produce frames (the gRPC Produce's own logic); without it a
+        produce frame closes the connection. Produce frames are pipelined: each is appended as
+        it is read, and its answer (tagged with the request's correlation id) is written when
+        its acknowledgement is complete, possibly after later ones. `max_request_bytes` bounds
+        fetch frames; produce frames may be up to the framing's 16 MiB (the leader validates
+        their sizes)."""
         self.host = host
         self._requested_port = port
         self._fetch = fetch
@@ -125,6 +134,8 @@ class ZeroCopyServer:
 
     async def _serve(self, conn: socket.socket, peer: object) -> None:
         loop = asyncio.get_running_loop()
+        writing = asyncio.Lock()  # one frame at a time on the socket: answers may interleave
+        acks = _Acknowledgements(_PRODUCE_IN_FLIGHT)
         try:
             while True:
                 header = await _recv_exactly(loop, conn, FRAME_HEADER.size)
@@ -152,10 +163,11 @@ class ZeroCopyServer:
                     return
                 if isinstance(message, data_pb2.ProduceRequest):
                     assert self._produce is not None
-                    response = await self._produce(message)
-                    await loop.sock_sendall(conn, encode_frame(response.SerializeToString()))
+                    await acks.slot()
+                    answer = self._produce(message)  # appended now, in frame order
+                    acks.add(self._acknowledge(loop, conn, writing, answer))
                 else:
-                    await self._answer(loop, conn, message)
+                    await self._answer(loop, conn, writing, message)
         except (ConnectionError, BrokenPipeError) as exc:
             log.debug("zero-copy %s: connection ended: %s", peer, exc)
         except OSError as exc:
@@ -165,10 +177,35 @@ class ZeroCopyServer:
         except Exception:
             log.exception("zero-copy %s: unexpected error; closing the connection", peer)
         finally:
+            await acks.cancel()
             conn.close()
 
+    @staticmethod
+    async def _acknowledge(
+        loop: asyncio.AbstractEventLoop,
+        conn: socket.socket,
+        writing: asyncio.Lock,
+        answer: Awaitable[data_pb2.ProduceResponse],
+    ) -> None:
+        try:
+            response = await answer
+        except Exception:
+            # The request's fate is unknown to the client: end the connection, which fails
+            # every request it has waiting there (it may retry them; idempotence dedupes).
+            log.exception("zero-copy: a produce request failed; closing the connection")
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+            return
+        frame = encode_frame(response.SerializeToString())
+        async with writing:
+            await loop.sock_sendall(conn, frame)
+
     async def _answer(
-        self, loop: asyncio.AbstractEventLoop, conn: socket.socket, request: data_pb2.FetchRequest
+        self,
+        loop: asyncio.AbstractEventLoop,
+        conn: socket.socket,
+        writing: asyncio.Lock,
+        request: data_pb2.FetchRequest,
     ) -> None:
         params = fetch_params_from_proto(request)
         try:
@@ -179,10 +216,11 @@ class ZeroCopyServer:
                 result.fail(exc)
         try:
             response = fetch_response_to_proto(results, request.correlation_id, zero_copy=True)
-            await loop.sock_sendall(conn, encode_frame(response.SerializeToString()))
-            for result in results:
-                if result.records is not None and result.records.size:
-                    await self._send_records(loop, conn, result.records)
+            async with writing:
+                await loop.sock_sendall(conn, encode_frame(response.SerializeToString()))
+                for result in results:
+                    if result.records is not None and result.records.size:
+                        await self._send_records(loop, conn, result.records)
         finally:
             close_results(results)
 
@@ -203,6 +241,35 @@ class ZeroCopyServer:
                     log.warning("sendfile refused (%s); falling back to pread + send", exc)
                     self._sendfile_ok = False
             await _send_preads(loop, conn, part.fd, part.position, part.size)
+
+
+class _Acknowledgements:
+    """The produce answers one connection still owes, at most `limit` at a time."""
+
+    def __init__(self, limit: int) -> None:
+        self._slots = asyncio.Semaphore(limit)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def slot(self) -> None:
+        await self._slots.acquire()
+
+    def add(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._slots.release()
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("zero-copy: a produce answer was not delivered: %s", task.exception())
+
+    async def cancel(self) -> None:
+        """At the connection's end: its answers can no longer be delivered."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _unless_peer_closes(

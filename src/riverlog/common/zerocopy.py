@@ -18,8 +18,10 @@ gRPC machinery, one syscall each way.
 The response's partitions carry `zero_copy_records_size` instead of `records`; the clients here
 read the raw bytes into one preallocated buffer and hand back a FetchResponse with `records`
 filled (and `zero_copy_records_size` cleared), so callers see what the gRPC Fetch returns.
-One request at a time per connection (no pipelining); the connection stays open across calls.
-Used by gateways, the SDK benchmark and, with replication, follower storage nodes.
+Fetch clients send one request at a time per connection; the connection stays open across
+calls. Produce requests are pipelined (`AsyncProduceLane`): the node appends them in arrival
+order and answers each, tagged with its correlation id, when it is acknowledged. Used by
+gateways, the SDK benchmark and, with replication, follower storage nodes.
 """
 
 from __future__ import annotations
@@ -304,3 +306,130 @@ class AsyncZeroCopyFetchClient:
                 f"undecodable produce response: {exc}", ErrorCode.CORRUPT_MESSAGE
             ) from None
         return response
+
+
+class AsyncProduceLane:
+    """One connection to a storage node's zero-copy port that carries produce requests in the
+    order they are given, many at a time (decision 0018): each frame is written as `produce` is
+    called, the node appends frames in arrival order, and answers come back tagged with the
+    request's correlation id, in whatever order their acknowledgements complete. So a producer's
+    requests keep their order (as one HTTP/2 connection keeps it for gRPC) without paying a gRPC
+    call each.
+
+    A failed connection fails every request waiting on it (NETWORK_EXCEPTION: the requests may
+    or may not have been appended; idempotent producers retry safely) and the next call
+    reconnects. A request that times out is forgotten; its late answer is dropped."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host = host
+        self.port = port
+        self._writer: asyncio.StreamWriter | None = None
+        self._reading: asyncio.Task[None] | None = None
+        self._waiting: dict[int, asyncio.Future[data_pb2.ProduceResponse]] = {}
+        self._next_id = 1
+        self._connecting = asyncio.Lock()
+        self._connect_waiters = 0
+        self._closed = False
+
+    async def close(self) -> None:
+        self._closed = True
+        closed = RiverlogError("the produce lane closed", ErrorCode.NETWORK_EXCEPTION)
+        await self._disconnect(closed)
+
+    async def produce(
+        self, request: data_pb2.ProduceRequest, timeout_s: float
+    ) -> data_pb2.ProduceResponse:
+        """The node's answer to `request` (its correlation id is set here);
+        RiverlogError(MESSAGE_TOO_LARGE) for a request over 16 MiB, before anything is sent."""
+        correlation_id = self._next_id
+        self._next_id += 1
+        request.correlation_id = correlation_id
+        frame = encode_frame(request.SerializeToString(), KIND_PRODUCE)
+        async with asyncio.timeout(timeout_s):
+            writer = self._writer
+            if writer is None or writer.is_closing() or self._connect_waiters:
+                writer = await self._connect()
+            answer: asyncio.Future[data_pb2.ProduceResponse] = (
+                asyncio.get_running_loop().create_future()
+            )
+            self._waiting[correlation_id] = answer
+            try:
+                writer.write(frame)  # no await before this: frames go out in call order
+                await writer.drain()
+                return await answer
+            finally:
+                self._waiting.pop(correlation_id, None)
+
+    async def _connect(self) -> asyncio.StreamWriter:
+        # FIFO: callers that wait here keep their order, and callers that come while anyone
+        # waits queue behind them instead of writing first.
+        self._connect_waiters += 1
+        try:
+            async with self._connecting:
+                return await self._connected()
+        finally:
+            self._connect_waiters -= 1
+
+    async def _connected(self) -> asyncio.StreamWriter:
+        if self._closed:
+            raise RiverlogError("the produce lane is closed", ErrorCode.NETWORK_EXCEPTION)
+        if self._writer is not None and not self._writer.is_closing():
+            return self._writer
+        try:
+            reader, writer = await asyncio.open_connection(self.host, self.port, limit=1024 * 1024)
+        except OSError as exc:
+            raise RiverlogError(
+                f"cannot connect to {self.host}:{self.port}: {exc}",
+                ErrorCode.NETWORK_EXCEPTION,
+            ) from None
+        self._writer = writer
+        self._reading = asyncio.create_task(
+            self._read_answers(reader, writer), name=f"produce-lane-{self.host}:{self.port}"
+        )
+        return writer
+
+    async def _read_answers(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        error = RiverlogError(
+            f"zero-copy channel to {self.host}:{self.port} closed", ErrorCode.NETWORK_EXCEPTION
+        )
+        try:
+            while True:
+                (length,) = FRAME_HEADER.unpack(await reader.readexactly(FRAME_HEADER.size))
+                _check_header_length(length)
+                response = data_pb2.ProduceResponse()
+                response.ParseFromString(await reader.readexactly(length))
+                answer = self._waiting.get(response.correlation_id)
+                if answer is not None and not answer.done():
+                    answer.set_result(response)
+        except (OSError, asyncio.IncompleteReadError) as exc:
+            error = RiverlogError(
+                f"zero-copy channel to {self.host}:{self.port} failed: {exc}",
+                ErrorCode.NETWORK_EXCEPTION,
+            )
+        except RiverlogError as exc:
+            error = exc
+        except Exception as exc:  # protobuf's DecodeError has no stable import path
+            error = RiverlogError(f"undecodable produce answer: {exc}", ErrorCode.CORRUPT_MESSAGE)
+        finally:
+            if self._writer is writer:
+                self._writer = None
+            writer.close()
+            self._fail_waiting(error)
+
+    def _fail_waiting(self, error: RiverlogError) -> None:
+        waiting, self._waiting = self._waiting, {}
+        for answer in waiting.values():
+            if not answer.done():
+                answer.set_exception(RiverlogError(error.message, error.code))
+
+    async def _disconnect(self, error: RiverlogError) -> None:
+        writer, self._writer = self._writer, None
+        reading, self._reading = self._reading, None
+        if writer is not None:
+            writer.close()
+        if reading is not None:
+            reading.cancel()
+            await asyncio.gather(reading, return_exceptions=True)
+        self._fail_waiting(error)

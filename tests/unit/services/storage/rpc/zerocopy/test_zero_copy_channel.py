@@ -8,11 +8,17 @@ import struct
 from collections.abc import AsyncIterator
 
 import pytest
-from storage_replica_testkit import NODE, Node, make_batch, produce_params
+from storage_replica_testkit import NODE, OTHER, Node, image, make_batch, produce_params, topic
 
 from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.records.reader import iter_batches_records
 from riverlog.common.types import TopicPartition
-from riverlog.common.zerocopy import AsyncZeroCopyFetchClient, ZeroCopyFetchClient, encode_frame
+from riverlog.common.zerocopy import (
+    AsyncProduceLane,
+    AsyncZeroCopyFetchClient,
+    ZeroCopyFetchClient,
+    encode_frame,
+)
 from riverlog.services.storage.replica.fetch import close_results
 from riverlog.services.storage.rpc.convert import (
     fetch_params_from_proto,
@@ -176,7 +182,7 @@ def test_client_reports_a_closed_port() -> None:
 async def produce_server(node: Node) -> AsyncIterator[ZeroCopyServer]:
     servicer = StorageServicer(NODE, node.produce, node.fetch, node.offsets)
     srv = ZeroCopyServer(
-        "127.0.0.1", 0, node.fetch, max_request_bytes=4096, produce=servicer.produce
+        "127.0.0.1", 0, node.fetch, max_request_bytes=4096, produce=servicer.start_produce
     )
     await srv.start()
     yield srv
@@ -236,3 +242,52 @@ async def test_an_unknown_request_kind_closes_the_connection(
     writer.close()
     async with AsyncZeroCopyFetchClient("127.0.0.1", produce_server.port) as client:
         assert (await client.fetch(request())).partitions[0].error_code == ErrorCode.NONE
+
+
+# --- the produce lane: pipelined produce requests on one connection ---------------------------
+
+
+async def test_a_lane_appends_pipelined_requests_in_the_order_they_were_sent(
+    node: Node, produce_server: ZeroCopyServer
+) -> None:
+    lane = AsyncProduceLane("127.0.0.1", produce_server.port)
+    try:
+        requests = [produce_request(("t", 0, make_batch(2, tag=i))) for i in range(40)]
+        replies = await asyncio.gather(*(lane.produce(r, 5.0) for r in requests))
+    finally:
+        await lane.close()
+    assert [r.correlation_id for r in replies] == [r.correlation_id for r in requests]
+    assert len({r.correlation_id for r in requests}) == 40
+    assert [p.base_offset for r in replies for p in r.partitions] == list(range(0, 80, 2))
+    async with AsyncZeroCopyFetchClient("127.0.0.1", produce_server.port) as client:
+        fetched = await client.fetch(request(parts=[("t", 0, 0)], max_bytes=1 << 20))
+    keys = [r.key for r in iter_batches_records(fetched.partitions[0].records)]
+    assert keys[::2] == [b"k%05d-00000" % i for i in range(40)]  # stored in sending order
+
+
+async def test_a_lane_delivers_answers_as_they_complete_and_fails_the_waiting_on_close(
+    node: Node,
+) -> None:
+    node.replicas.apply_image(
+        image(topic("t", leaders=[NODE, NODE]), topic("r", replicas=[[NODE, OTHER]]), version=2)
+    )
+    servicer = StorageServicer(NODE, node.produce, node.fetch, node.offsets)
+    srv = ZeroCopyServer("127.0.0.1", 0, node.fetch, produce=servicer.start_produce)
+    await srv.start()
+    lane = AsyncProduceLane("127.0.0.1", srv.port)
+    try:
+        # acks=all on "r" waits for OTHER, which never fetches; the acks=1 request sent after
+        # it on the same connection is answered first.
+        waiting = asyncio.ensure_future(
+            lane.produce(produce_request(("r", 0, make_batch(1)), acks=common_pb2.ACKS_ALL), 30.0)
+        )
+        quick = await lane.produce(produce_request(("t", 0, make_batch(1))), 5.0)
+        assert quick.partitions[0].error_code == ErrorCode.NONE
+        assert not waiting.done()
+        await srv.stop()  # the connection ends under the waiting request
+        with pytest.raises(RiverlogError) as failed:
+            await waiting
+        assert failed.value.code == ErrorCode.NETWORK_EXCEPTION
+    finally:
+        await lane.close()
+        await srv.stop()
