@@ -12,23 +12,29 @@ as a RiverlogError (`from_rpc_error`), so callers never see grpc.RpcError.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable, Sequence
-from typing import Any, Final
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, InvalidStateError
+from typing import Any, Final, Literal
 
 import grpc
 
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.rpc.channel import CLIENT_ID_KEY, sync_channel
 from riverlog.common.rpc.status import from_rpc_error
-from riverlog.v1 import gateway_pb2_grpc
+from riverlog.v1 import data_pb2, gateway_pb2_grpc
 
 from ._credentials import Credentials
+from ._stream import StreamCall
 from ._throttle import ThrottleTracker
 from .errors import ClientClosedError
 
 # Failures that say "this gateway, not this request": try the next address.
 _FAILOVER_CODES: Final = frozenset({grpc.StatusCode.UNAVAILABLE})
+_Method = Literal["Produce", "Fetch"]
+_WARM_RETRY_S: Final = 5.0  # how often to reopen a channel's idle call once it ended
 
 
 def open_channel(target: str, credentials: grpc.ChannelCredentials | None = None) -> grpc.Channel:
@@ -68,6 +74,11 @@ class GatewayConnection:
         self._stubs: dict[int, gateway_pb2_grpc.GatewayStub] = {}
         self._current = 0
         self._closed = False
+        self._warm_calls: dict[int, Any] = {}
+        self._streams: dict[tuple[int, str], StreamCall] = {}
+        self._unary_only: set[int] = set()  # gateways that answered a stream UNIMPLEMENTED
+        self._warm_retry_at: dict[int, float] = {}
+        self._warm_stop = threading.Event()
 
     @property
     def servers(self) -> tuple[str, ...]:
@@ -92,7 +103,76 @@ class GatewayConnection:
                 channel = open_channel(self._servers[index], self._channel_credentials)
                 self._channels[index] = channel
                 stub = self._stubs[index] = gateway_pb2_grpc.GatewayStub(channel)
+            self._keep_warm(index, stub)
             return stub, index
+
+    def _keep_warm(self, index: int, stub: gateway_pb2_grpc.GatewayStub) -> None:
+        """Keep one idle call (a ProduceStream that sends nothing) open on the channel. grpcio
+        runs a channel's completion thread only while a call is open and starts a new thread
+        for the next call after the last one ended: without this, a producer or consumer whose
+        requests go one at a time pays a thread start per request (decision 0015). Reopened
+        at most every few seconds. Called under the lock."""
+        call = self._warm_calls.get(index)
+        if call is not None and not call.done():
+            return
+        now = time.monotonic()
+        if now < self._warm_retry_at.get(index, 0.0):
+            return
+        self._warm_retry_at[index] = now + _WARM_RETRY_S
+        try:
+            self._warm_calls[index] = stub.ProduceStream(
+                _idle_requests(self._warm_stop), metadata=self.metadata
+            )
+        except Exception:  # only an optimisation
+            self._warm_calls.pop(index, None)
+
+    def submit(self, method: _Method, request: Any, timeout_s: float) -> tuple[Future[Any], int]:
+        """Send a Produce or Fetch request on the current gateway's ProduceStream or
+        FetchStream (`_stream`), or as a unary call where the gateway has no streams; the
+        future and the gateway's address index. The request must want an answer (not
+        acks=0)."""
+        stub, index = self.stub()
+        with self._lock:
+            stream = None if index in self._unary_only else self._streams.get((index, method))
+            if stream is None and index not in self._unary_only:
+                stream = self._streams[(index, method)] = self._open_stream(stub, method)
+        if stream is None:
+            return self._unary(stub, method, request, timeout_s), index
+        answer: Future[Any] = Future()
+
+        def done(sent: Future[Any]) -> None:
+            error = sent.exception()
+            if isinstance(error, grpc.RpcError) and _unimplemented(error):
+                with self._lock:
+                    self._unary_only.add(index)
+                _chain(self._unary(stub, method, request, timeout_s), answer)
+            else:
+                _chain(sent, answer)
+
+        stream.submit(request, timeout_s).add_done_callback(done)
+        return answer, index
+
+    def _open_stream(self, stub: gateway_pb2_grpc.GatewayStub, method: _Method) -> StreamCall:
+        open_call: Any = stub.ProduceStream if method == "Produce" else stub.FetchStream
+        metadata = self.metadata
+        return StreamCall(
+            lambda requests: open_call(requests, metadata=metadata), f"{method}Stream"
+        )
+
+    def _unary(
+        self, stub: gateway_pb2_grpc.GatewayStub, method: _Method, request: Any, timeout_s: float
+    ) -> Future[Any]:
+        call: Any = stub.Produce if method == "Produce" else stub.Fetch
+        future: Future[Any] = call.future(request, timeout=timeout_s, metadata=self.metadata)
+        return future
+
+    def expire(self) -> None:
+        """End the streams on which a request waited past its timeout (`StreamCall.expire`)."""
+        with self._lock:
+            streams = list(self._streams.values())
+        now = time.monotonic()
+        for stream in streams:
+            stream.expire(now)
 
     def throttle_remaining_s(self) -> float:
         """How long the current gateway must be left alone (its last throttle_time_ms)."""
@@ -135,8 +215,42 @@ class GatewayConnection:
             channels = list(self._channels.values())
             self._channels.clear()
             self._stubs.clear()
+            warm = list(self._warm_calls.values())
+            self._warm_calls.clear()
+            streams = list(self._streams.values())
+            self._streams.clear()
+        self._warm_stop.set()
+        for stream in streams:
+            stream.close()
+        for call in warm:
+            call.cancel()
         for channel in channels:
             channel.close()
+
+
+def _unimplemented(error: grpc.RpcError) -> bool:
+    code = error.code() if hasattr(error, "code") else None
+    return bool(code == grpc.StatusCode.UNIMPLEMENTED)
+
+
+def _chain(source: Future[Any], target: Future[Any]) -> None:
+    """`target` gets `source`'s outcome once it has one."""
+
+    def copy(done: Future[Any]) -> None:
+        error = done.exception()
+        with contextlib.suppress(InvalidStateError):  # the owner cancelled `target`
+            if error is not None:
+                target.set_exception(error)
+            else:
+                target.set_result(done.result())
+
+    source.add_done_callback(copy)
+
+
+def _idle_requests(stop: threading.Event) -> Iterator[data_pb2.ProduceRequest]:
+    """A request stream that sends nothing until `stop` is set."""
+    stop.wait()
+    yield from ()
 
 
 def rpc_error(error: BaseException) -> RiverlogError:

@@ -152,10 +152,7 @@ class Fetcher:
                 isolation_level=self._isolation,
                 partitions=partitions,
             )
-            stub, server = self._conn.stub()
-            future = stub.Fetch.future(
-                request, timeout=self._timeout_s, metadata=self._conn.metadata
-            )
+            future, server = self._conn.submit("Fetch", request, self._timeout_s)
             self._requests[future] = (server, chunks)
             future.add_done_callback(self._on_done)
             sent = True
@@ -176,6 +173,7 @@ class Fetcher:
         the errors poll() must report."""
         if not self._requests:
             return False
+        self._conn.expire()
         if not self._answered:
             self._wakeup.clear()
             if not self._answered:

@@ -20,7 +20,7 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -41,7 +41,6 @@ from .idempotence import IdempotenceManager, leaves_outcome_unknown
 log = logging.getLogger(__name__)
 
 _IDLE_WAIT_S = 0.5  # the longest the loop sleeps without a wake-up
-_WARM_RETRY_S = 5.0  # how often to reopen the channel's idle call when it ended
 _EXPIRY_CHECK_S = 0.05  # delivery.timeout.ms is enforced this precisely
 
 
@@ -98,9 +97,6 @@ class Sender(threading.Thread):
         self.accumulator: RecordAccumulator  # set by the producer before start()
         self.idempotence = IdempotenceManager() if config.enable_idempotence else None
         self._next_init_attempt = 0.0
-        self._warm_call: Any = None
-        self._warm_retry_at = 0.0
-        self._warm_stop = threading.Event()
 
     def wakeup(self) -> None:
         self._event.set()
@@ -117,6 +113,7 @@ class Sender(threading.Thread):
                 break
             if now >= self._next_expiry_check:  # a lock over every deque: not at every turn
                 self._next_expiry_check = now + _EXPIRY_CHECK_S
+                self._conn.expire()
                 for batch in acc.expire(now):
                     self._expire(batch, now)
             next_check = now + _IDLE_WAIT_S
@@ -143,9 +140,6 @@ class Sender(threading.Thread):
             wait = min(next_check - now, _IDLE_WAIT_S)
             if wait > 0:
                 self._event.wait(wait)
-        self._warm_stop.set()
-        if self._warm_call is not None:
-            self._warm_call.cancel()
         if self._forced:
             for inflight in list(self._in_flight):
                 for batches in inflight.groups.values():
@@ -222,20 +216,23 @@ class Sender(threading.Thread):
         )
         contexts = [b.trace_context for b in batches if b.trace_context is not None]
         try:
-            stub, server = self._conn.stub()
-            self._keep_warm(stub)
-            if contexts:
+            if contexts:  # a traced request: its span's context rides on a call of its own
                 from ..tracing import request_span
 
+                stub, server = self._conn.stub()
                 with request_span(contexts) as span:
                     future = stub.Produce.future(
                         request, timeout=self._timeout_s, metadata=self._conn.metadata
                     )
-            else:
+            elif self._acks == common_pb2.ACKS_NONE:  # a stream would answer nothing
                 span = None
+                stub, server = self._conn.stub()
                 future = stub.Produce.future(
                     request, timeout=self._timeout_s, metadata=self._conn.metadata
                 )
+            else:
+                span = None
+                future, server = self._conn.submit("Produce", request, self._timeout_s)
         except Exception as e:  # closed client, or a channel that cannot take the call
             error = rpc_error(e)
             now = self._clock()
@@ -250,26 +247,6 @@ class Sender(threading.Thread):
         if self._guarantee_order:
             self._muted |= inflight.tps
         future.add_done_callback(lambda f: self._on_done(inflight, f))
-
-    def _keep_warm(self, stub: Any) -> None:
-        """Keep one idle call (a ProduceStream that sends nothing) open on the channel. grpcio
-        runs a channel's completion thread only while a call is open and starts a new thread
-        for the next call after the last one ended, which costs a thread start per request when
-        requests go one at a time (decision 0015). Reopened at most every few seconds."""
-        call = self._warm_call
-        if call is not None and not call.done():
-            return
-        now = self._clock()
-        if now < self._warm_retry_at or self._warm_stop.is_set():
-            return
-        self._warm_retry_at = now + _WARM_RETRY_S
-        try:
-            self._warm_call = stub.ProduceStream(
-                _idle_requests(self._warm_stop), metadata=self._conn.metadata
-            )
-        except Exception:  # only an optimisation
-            log.debug("cannot open the idle call", exc_info=True)
-            self._warm_call = None
 
     def _on_done(self, inflight: InFlight, future: grpc.Future) -> None:
         """On a gRPC thread: hand the outcome to the sender thread."""
@@ -385,9 +362,3 @@ class Sender(threading.Thread):
             self.idempotence.on_failed(batch)
         batch.result.complete(-1, -1, error)
         self.accumulator.release(batch)
-
-
-def _idle_requests(stop: threading.Event) -> Iterator[data_pb2.ProduceRequest]:
-    """A request stream that sends nothing until `stop` is set."""
-    stop.wait()
-    yield from ()
