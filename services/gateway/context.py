@@ -21,6 +21,8 @@ from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
+from riverlog.common.clock import SYSTEM_CLOCK, Clock
+
 # A deadline leaves this much of the client's own deadline unused, so the gateway still has
 # time to answer with a per-partition code before the client gives up on the call.
 _ANSWER_MARGIN_S: Final = 0.05
@@ -33,35 +35,43 @@ _T = TypeVar("_T")
 
 @dataclass(frozen=True, slots=True)
 class Deadline:
-    """A point on the monotonic clock; immutable, so it can be shared by concurrent sub-calls."""
+    """A point on a monotonic clock (seconds); immutable, so it can be shared by concurrent
+    sub-calls. The clock is injected so tests move a `ManualClock` instead of sleeping."""
 
     at: float
+    clock: Clock = field(default=SYSTEM_CLOCK, compare=False, repr=False)
 
     @classmethod
-    def after(cls, seconds: float) -> Deadline:
-        return cls(time.monotonic() + max(seconds, 0.0))
+    def after(cls, seconds: float, clock: Clock = SYSTEM_CLOCK) -> Deadline:
+        return cls(_now_s(clock) + max(seconds, 0.0), clock)
 
     @classmethod
-    def for_call(cls, limit_s: float, client_remaining_s: float | None) -> Deadline:
+    def for_call(
+        cls, limit_s: float, client_remaining_s: float | None, clock: Clock = SYSTEM_CLOCK
+    ) -> Deadline:
         """`limit_s` from now, or earlier when the client's gRPC deadline (its remaining
         seconds) comes first, less a margin to answer in."""
         budget = limit_s
         if client_remaining_s is not None:
             margin = min(_ANSWER_MARGIN_S, client_remaining_s * _ANSWER_MARGIN_FRACTION)
             budget = min(budget, client_remaining_s - margin)
-        return cls.after(budget)
+        return cls.after(budget, clock)
 
     def remaining(self) -> float:
         """Seconds left, never negative."""
-        return max(self.at - time.monotonic(), 0.0)
+        return max(self.at - _now_s(self.clock), 0.0)
 
     @property
     def expired(self) -> bool:
-        return time.monotonic() >= self.at
+        return _now_s(self.clock) >= self.at
 
     def earlier(self, seconds: float) -> Deadline:
         """This deadline or `seconds` from now, whichever comes first."""
-        return Deadline(min(self.at, time.monotonic() + max(seconds, 0.0)))
+        return Deadline(min(self.at, _now_s(self.clock) + max(seconds, 0.0)), self.clock)
+
+
+def _now_s(clock: Clock) -> float:
+    return clock.monotonic_ms() / 1000
 
 
 class HandlerTime:

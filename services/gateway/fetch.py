@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from riverlog.common.clock import SYSTEM_CLOCK, Clock
 from riverlog.common.cluster.image import NodeInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import IsolationLevel, TopicPartition
@@ -80,10 +80,17 @@ class Fetcher:
     """Handles Fetch, each request of FetchStream, and the fetch under FetchRecords. Stateless;
     safe to call from many tasks at once."""
 
-    def __init__(self, router: Router, sender: FetchSender, config: GatewayConfig) -> None:
+    def __init__(
+        self,
+        router: Router,
+        sender: FetchSender,
+        config: GatewayConfig,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
         self.router = router
         self.sender = sender
         self.config = config
+        self.clock = clock  # the one long-poll wait a request's retries share
 
     def check(self, options: FetchOptions) -> FetchOptions:
         """The options as forwarded (sizes capped); RiverlogError for a request wrong as a
@@ -131,7 +138,7 @@ class Fetcher:
             return merge(len(parts), answered, [], [])
         items = [self._part(parts[i], options.max_bytes) for i in routed]
         # The client's max_wait is one wait for the whole request, retries included.
-        wait_until = time.monotonic() + options.max_wait_ms / 1000
+        wait_until_ms = self.clock.monotonic_ms() + options.max_wait_ms
         leaders = self._leader_count(items)
         share = max(options.max_bytes // leaders, 1)
         poll = _LongPoll(options.min_bytes)
@@ -139,7 +146,7 @@ class Fetcher:
         async def send(
             node: NodeInfo, batch: list[FetchPart], deadline: Deadline
         ) -> list[FetchPartResult]:
-            wait_ms = max(int((wait_until - time.monotonic()) * 1000), 0)
+            wait_ms = max(wait_until_ms - self.clock.monotonic_ms(), 0)
             leader_options = FetchOptions(
                 # Leave the leader time to answer before the call's own deadline.
                 max_wait_ms=min(wait_ms, int(deadline.remaining() * 900)),

@@ -19,9 +19,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Sequence
 
+from riverlog.common.clock import SYSTEM_CLOCK, Clock
 from riverlog.common.errors import ErrorCode, RiverlogError
 
 from ..config import MetadataConfig
@@ -37,8 +37,15 @@ class ControllerElection:
     (after the image started), `await stop()` (revokes the lease: a standby takes over at
     once). Runs its keepalive and campaign tasks on the event loop; no locks."""
 
-    def __init__(self, store: EtcdStore, image: MetadataImage, config: MetadataConfig) -> None:
+    def __init__(
+        self,
+        store: EtcdStore,
+        image: MetadataImage,
+        config: MetadataConfig,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
         self.store = store
+        self.clock = clock  # how long etcd has been unreachable; tests use a ManualClock
         self.image = image
         self.config = config
         self.keys = store.keys
@@ -189,24 +196,30 @@ class ControllerElection:
     # --- lease --------------------------------------------------------------------------------
 
     async def _keepalive_loop(self) -> None:
-        last_ok = time.monotonic()
-        lease_s = self.config.controller_lease_ms / 1000
+        last_ok_ms = self.clock.monotonic_ms()
         while True:
             await asyncio.sleep(self.refresh_interval_s)
-            try:
-                ttl = await self.store.refresh_lease(self.lease_id)
-            except RiverlogError as exc:
-                log.warning("lease refresh failed: %s", exc)
-                if time.monotonic() - last_ok > lease_s:
-                    self._step_down("etcd unreachable for longer than the lease")
-                continue
-            if ttl > 0:
-                last_ok = time.monotonic()
-                continue
-            self._step_down("the instance lease lapsed")
-            try:
-                await self._new_lease()
-                last_ok = time.monotonic()
-            except RiverlogError as exc:
-                log.warning("cannot renew the instance lease: %s", exc)
-            self._wake.set()
+            last_ok_ms = await self.keepalive_step(last_ok_ms)
+
+    async def keepalive_step(self, last_ok_ms: int) -> int:
+        """One refresh of the instance lease: steps down when etcd has been unreachable for
+        longer than the lease (measured on `clock` from `last_ok_ms`, the last refresh that
+        got an answer) or when the lease lapsed, and takes a new lease then. Returns the new
+        `last_ok_ms`. Apart from the loop's sleep, so tests drive it with a manual clock."""
+        try:
+            ttl = await self.store.refresh_lease(self.lease_id)
+        except RiverlogError as exc:
+            log.warning("lease refresh failed: %s", exc)
+            if self.clock.monotonic_ms() - last_ok_ms > self.config.controller_lease_ms:
+                self._step_down("etcd unreachable for longer than the lease")
+            return last_ok_ms
+        if ttl > 0:
+            return self.clock.monotonic_ms()
+        self._step_down("the instance lease lapsed")
+        try:
+            await self._new_lease()
+            last_ok_ms = self.clock.monotonic_ms()
+        except RiverlogError as exc:
+            log.warning("cannot renew the instance lease: %s", exc)
+        self._wake.set()
+        return last_ok_ms

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from types import MappingProxyType
 
+from riverlog.common.clock import SYSTEM_CLOCK, Clock
 from riverlog.common.cluster import ClusterImage, NodeInfo, PartitionInfo, TopicInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.services.gateway.config import GatewayConfig
@@ -159,14 +160,17 @@ class FakeStorage:
 
 
 class Harness:
-    def __init__(self, image: ClusterImage, config: GatewayConfig) -> None:
+    def __init__(
+        self, image: ClusterImage, config: GatewayConfig, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
+        self.clock = clock
         self.source = FakeSource(image)
         self.cache = MetadataCache(self.source)
         self.config = config
         self.router = Router(self.cache, config)
         self.storage = FakeStorage()
         self.producer = Producer(self.router, self.storage, config)
-        self.fetcher = Fetcher(self.router, self.storage, config)
+        self.fetcher = Fetcher(self.router, self.storage, config, clock)
         self.offsets = Offsets(self.router, self.storage, config)
 
     async def send(self, node, batch, deadline):
@@ -174,7 +178,7 @@ class Harness:
         return await self.storage.produce(node, None, batch, deadline)
 
     def ctx(self, seconds: float = 5.0) -> RequestContext:
-        return RequestContext("Test", Deadline.after(seconds), client_id="unit")
+        return RequestContext("Test", Deadline.after(seconds, self.clock), client_id="unit")
 
 
 FAST = GatewayConfig(

@@ -6,6 +6,7 @@ import asyncio
 import pytest
 from gateway_fakes import FAST, Harness, make_image
 
+from riverlog.common.clock import ManualClock
 from riverlog.common.cluster import NodeInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
@@ -30,11 +31,23 @@ def test_config_overrides_by_kafka_name() -> None:
 
 
 def test_deadline_leaves_a_margin_inside_the_clients() -> None:
-    assert 29 < Deadline.for_call(30, None).remaining() <= 30
-    short = Deadline.for_call(30, 2.0).remaining()
-    assert 1.8 < short < 2.0
-    assert Deadline.for_call(30, -1).expired
-    assert Deadline.after(10).earlier(1).remaining() <= 1
+    clock = ManualClock()
+    assert Deadline.for_call(30, None, clock).remaining() == 30
+    assert Deadline.for_call(30, 2.0, clock).remaining() == pytest.approx(1.95)
+    assert Deadline.for_call(30, 0.4, clock).remaining() == pytest.approx(0.38)  # 5 % margin
+    assert Deadline.for_call(30, -1, clock).expired
+    assert Deadline.after(10, clock).earlier(1).remaining() == 1
+
+
+def test_deadline_follows_its_clock() -> None:
+    clock = ManualClock()
+    deadline = Deadline.after(2, clock)
+    clock.advance(1500)
+    assert deadline.remaining() == pytest.approx(0.5) and not deadline.expired
+    assert deadline.earlier(10).remaining() == pytest.approx(0.5)
+    assert deadline.earlier(0.1).clock is clock
+    clock.advance(500)
+    assert deadline.expired and deadline.remaining() == 0
 
 
 @pytest.mark.parametrize("name", ["", ".", "..", "a b", "t/x", "é", "x" * 250, "\x00", "topic!"])
