@@ -8,7 +8,8 @@ DeleteGroups per group) and FindCoordinator's answer from the image are here."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import grpc
 
@@ -62,48 +63,63 @@ async def list_groups(
     return out
 
 
+_PerGroup = TypeVar("_PerGroup", pb.DescribeGroupsResponse, pb.DeleteGroupsResponse)
+
+
+async def _per_group(
+    router: GroupRouter,
+    method: str,
+    groups: Sequence[str],
+    request_type: Callable[..., Any],
+    response_type: type[_PerGroup],
+    rows: Callable[[_PerGroup], Any],
+    deadline: Deadline,
+) -> list[Any]:
+    """`method` once per group, each to its own coordinator (so each retries its own moves),
+    all at once; every group's row in the request's order. A coordinator that answered with
+    a whole-response error and no row gets a row carrying that error."""
+
+    async def one(group_id: str) -> Any:
+        single = request_type(groups=[group_id])
+        answer = await router.call(group_id, method, single, response_type, deadline)
+        if not rows(answer):
+            rows(answer).add(
+                group_id=group_id, error_code=answer.error_code, error_message=answer.error_message
+            )
+        return rows(answer)
+
+    answers = await asyncio.gather(*(measured(one(g)) for g in groups))
+    return [row for answer in answers for row in answer]
+
+
 async def describe_groups(
     router: GroupRouter, request: pb.DescribeGroupsRequest, deadline: Deadline
 ) -> pb.DescribeGroupsResponse:
-    """One DescribeGroups per group, each to its own coordinator."""
-
-    async def one(group_id: str) -> pb.DescribeGroupsResponse:
-        single = pb.DescribeGroupsRequest(groups=[group_id])
-        answer = await router.call(
-            group_id, "DescribeGroups", single, pb.DescribeGroupsResponse, deadline
-        )
-        if not answer.groups:
-            answer.groups.add(
-                group_id=group_id, error_code=answer.error_code, error_message=answer.error_message
-            )
-        return answer
-
-    out = pb.DescribeGroupsResponse()
-    for answer in await asyncio.gather(*(measured(one(g)) for g in request.groups)):
-        out.groups.extend(answer.groups)
-    return out
+    groups = await _per_group(
+        router,
+        "DescribeGroups",
+        request.groups,
+        pb.DescribeGroupsRequest,
+        pb.DescribeGroupsResponse,
+        lambda answer: answer.groups,
+        deadline,
+    )
+    return pb.DescribeGroupsResponse(groups=groups)
 
 
 async def delete_groups(
     router: GroupRouter, request: pb.DeleteGroupsRequest, deadline: Deadline
 ) -> pb.DeleteGroupsResponse:
-    """One DeleteGroups per group, each to its own coordinator."""
-
-    async def one(group_id: str) -> pb.DeleteGroupsResponse:
-        single = pb.DeleteGroupsRequest(groups=[group_id])
-        answer = await router.call(
-            group_id, "DeleteGroups", single, pb.DeleteGroupsResponse, deadline
-        )
-        if not answer.results:
-            answer.results.add(
-                group_id=group_id, error_code=answer.error_code, error_message=answer.error_message
-            )
-        return answer
-
-    out = pb.DeleteGroupsResponse()
-    for answer in await asyncio.gather(*(measured(one(g)) for g in request.groups)):
-        out.results.extend(answer.results)
-    return out
+    results = await _per_group(
+        router,
+        "DeleteGroups",
+        request.groups,
+        pb.DeleteGroupsRequest,
+        pb.DeleteGroupsResponse,
+        lambda answer: answer.results,
+        deadline,
+    )
+    return pb.DeleteGroupsResponse(results=results)
 
 
 class GroupForwarder:
