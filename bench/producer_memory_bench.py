@@ -1,0 +1,92 @@
+"""Peak RSS of an SDK producer with buffer.memory 32 MiB pushing as fast as it can (issue 10:
+"a producer with buffer.memory of 32 MiB stays under 100 MiB RSS"). Prints figures; not a test.
+
+The application side holds nothing: values come from a pool of 256 and no future is kept, so
+what grows is the producer's own: its buffer (bounded by buffer.memory), the requests in flight
+and grpcio's copies of them. VmRSS is sampled every 20 ms from /proc/self/status by a thread;
+the baseline is the RSS after the producer connected and sent one record.
+
+    python bench/producer_memory_bench.py [--value-size 1024]     # starts a local cluster
+    python bench/producer_memory_bench.py --bootstrap HOST:PORT
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import threading
+import time
+
+from riverlog.client import AdminClient, NewTopic, Producer
+from riverlog.cluster import LocalCluster
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return -1.0
+
+
+class PeakSampler(threading.Thread):
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.peak = 0.0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.02):
+            self.peak = max(self.peak, rss_mb())
+
+
+def run(bootstrap: str, megabytes: int, value_size: int, partitions: int) -> None:
+    topic = f"memory-{value_size}-{int(time.time() * 1000)}"
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, partitions, 1)])
+    values = [os.urandom(value_size) for _ in range(256)]
+    count = megabytes * 1024 * 1024 // value_size
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "buffer.memory": 32 * 1024 * 1024,
+        "linger.ms": 5,
+        "batch.size": 131072,
+    }
+    with Producer(conf) as producer:
+        producer.send(topic, b"warm-up").result(30)
+        base = rss_mb()
+        sampler = PeakSampler()
+        sampler.start()
+        started = time.perf_counter()
+        send = producer.send
+        for i in range(count):
+            send(topic, values[i & 255])
+        producer.flush(120)
+        elapsed = time.perf_counter() - started
+        sampler.stop.set()
+        sampler.join()
+    print(
+        f"{megabytes} MB as {count:,} x {value_size} B, {partitions} partitions: "
+        f"{count / elapsed:,.0f} records/s; RSS {base:.0f} MB after connecting, "
+        f"peak {sampler.peak:.0f} MB (+{sampler.peak - base:.0f} MB)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bootstrap")
+    parser.add_argument("--megabytes", type=int, default=300)
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--value-size", type=int, default=100, help="one size per process")
+    args = parser.parse_args()
+    if args.bootstrap:
+        run(args.bootstrap, args.megabytes, args.value_size, args.partitions)
+        return
+    with tempfile.TemporaryDirectory(prefix="riverlog-bench-") as data_dir:
+        with LocalCluster(data_dir, storage_nodes=1, metadata_nodes=1, gateways=1) as cluster:
+            run(cluster.gateway_address, args.megabytes, args.value_size, args.partitions)
+
+
+if __name__ == "__main__":
+    main()
