@@ -18,7 +18,7 @@ PYTEST_ARGS ?=
 DEMO_TOPIC ?= demo
 UP_ARGS ?=
 
-.PHONY: help venv install install-test up down test faults fault-tools check protos bench pipeline clean-venv
+.PHONY: help venv install install-test up down test faults fault-tools check protos bench bench-compare pipeline clean-venv
 
 help:
 	@echo "make up        start a local cluster (etcd, 3 metadata, 3 storage, 1 gateway) and run a demo"
@@ -28,6 +28,7 @@ help:
 	@echo "make check     ruff, ruff format, mypy, import-linter, proto freshness"
 	@echo "make protos    regenerate src/riverlog/v1 from proto/"
 	@echo "make bench     run every bench/*_bench.py and print its figures"
+	@echo "make bench-compare BASE=<rev>  quick benchmarks of HEAD against <rev>, as ratios"
 	@echo "make pipeline  the Spark example (page views per minute) on the local cluster ('make up' first)"
 
 $(PY):
@@ -116,6 +117,13 @@ bench: $(STAMP)
 	for f in "$${files[@]}"; do \
 		if [ "$$f" = bench/soak_bench.py ]; then echo "== $$f: skipped (30 minutes; run it alone)"; continue; fi; \
 		echo "== $$f"; $(PY) "$$f"; done
+
+# HEAD against BASE (any git revision) on the quick in-process benchmarks, in clean worktrees;
+# COMPARE_ARGS e.g. "--repeat 3" or --bench "fetch_bench.py --mb 20 --rounds 1".
+COMPARE_ARGS ?=
+bench-compare: $(STAMP)
+	@if [ -z "$(BASE)" ]; then echo "usage: make bench-compare BASE=<rev>" >&2; exit 2; fi
+	$(PY) bench/compare.py $(BASE) $(COMPARE_ARGS)
 
 # The Spark example pipeline (spark/examples/pageviews.py) in local mode against the local
 # cluster; PIPELINE_ARGS e.g. "--events 50000 --master spark://host:7077".
