@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from riverlog.common.cluster.image import CoordinatorAssignment, NodeInfo, PartitionInfo, TopicInfo
+from riverlog.common.types import TopicPartition
 
 
 def _dumps(obj: Mapping[str, Any]) -> bytes:
@@ -113,6 +114,8 @@ def partition_encode(p: PartitionInfo) -> bytes:
             "leader_epoch": p.leader_epoch,
             "isr": list(p.isr),
             "partition_epoch": p.partition_epoch,
+            **({"adding_replicas": list(p.adding_replicas)} if p.adding_replicas else {}),
+            **({"removing_replicas": list(p.removing_replicas)} if p.removing_replicas else {}),
         }
     )
 
@@ -126,6 +129,8 @@ def partition_decode(partition: int, raw: bytes) -> PartitionInfo:
         replicas=tuple(int(r) for r in d["replicas"]),
         isr=tuple(int(r) for r in d["isr"]),
         partition_epoch=int(d.get("partition_epoch", 0)),
+        adding_replicas=tuple(int(r) for r in d.get("adding_replicas", ())),
+        removing_replicas=tuple(int(r) for r in d.get("removing_replicas", ())),
     )
 
 
@@ -140,6 +145,7 @@ def node_encode(node: NodeInfo, lease_id: int) -> bytes:
             "rack": node.rack,
             "zero_copy_port": node.zero_copy_port,
             "incarnation": node.incarnation,
+            "offline_replicas": [[tp.topic, tp.partition] for tp in sorted(node.offline_replicas)],
             "lease_id": lease_id,
         }
     )
@@ -156,6 +162,9 @@ def node_decode(raw: bytes) -> tuple[NodeInfo, int]:
         rack=str(d.get("rack", "")),
         zero_copy_port=int(d.get("zero_copy_port", 0)),
         incarnation=int(d.get("incarnation", 0)),
+        offline_replicas=frozenset(
+            TopicPartition(str(t), int(p)) for t, p in d.get("offline_replicas", ())
+        ),
     )
     return node, int(d.get("lease_id", 0))
 

@@ -79,6 +79,7 @@ class ErrorCode(enum.IntEnum):
     FENCED_INSTANCE_ID = 82
     ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
     ELECTION_NOT_NEEDED = 84
+    NO_REASSIGNMENT_IN_PROGRESS = 85
     INVALID_RECORD = 87
     THROTTLING_QUOTA_EXCEEDED = 89
     PRODUCER_FENCED = 90
@@ -481,6 +482,12 @@ ERRORS: Final[dict[ErrorCode, ErrorSpec]] = {
         False,
         False,
         "Leader election not needed for topic partition.",
+    ),
+    ErrorCode.NO_REASSIGNMENT_IN_PROGRESS: _spec(
+        "FAILED_PRECONDITION",
+        False,
+        False,
+        "No partition reassignment is in progress.",
     ),
     ErrorCode.INVALID_RECORD: _spec(
         "INVALID_ARGUMENT",

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Final, Protocol
 
 from riverlog.common.assignors.javaorder import java_string_hash
+from riverlog.common.types import TopicPartition
 
 NODE_KINDS: Final = ("storage", "gateway", "coordinator", "quota", "metadata")
 
@@ -33,6 +34,9 @@ class NodeInfo:
     rack: str = ""
     zero_copy_port: int = 0
     incarnation: int = 0
+    offline_replicas: frozenset[TopicPartition] = frozenset()
+    """Storage: replicas on its offline log dirs, never to lead or be in sync again until the
+    node restarts (decision 0021)."""
 
     @property
     def address(self) -> str:
@@ -51,6 +55,10 @@ class PartitionInfo:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     partition_epoch: int = 0
+    adding_replicas: tuple[int, ...] = ()
+    """Replicas joining in an ongoing reassignment (Kafka's addingReplicas; KIP-455)."""
+    removing_replicas: tuple[int, ...] = ()
+    """Replicas leaving once the reassignment completes (Kafka's removingReplicas)."""
 
 
 @dataclass(frozen=True, slots=True)
