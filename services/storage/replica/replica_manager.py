@@ -2,7 +2,8 @@
 
 Kafka's ReplicaManager applying metadata deltas: for every partition whose replicas include this
 node a log is opened or created (with the topic's configs over the node's log defaults) and a
-`Partition` takes the leader, epoch and ISR of the image. Logs of deleted topics are deleted; a
+`Partition` takes the leader, epoch and ISR of the image. Logs of deleted topics, and of
+partitions a reassignment moved off this node (KIP-455; also found at startup), are deleted; a
 topic deleted and created again under the same name has a new topic id, so its old log (whose
 id is in the partition directory's `partition.metadata`, as Kafka keeps it) is deleted and the
 partition starts empty. Requests find their partition through `get_partition`, which turns
@@ -129,9 +130,7 @@ class ReplicaManager:
         for tp, partition in list(self._partitions.items()):
             entry = wanted.get(tp)
             if entry is None or entry[0].topic_id != partition.topic_id:
-                current = image.topics.get(tp.topic)
-                gone = current is None or current.topic_id != partition.topic_id
-                self._stop_replica(tp, delete=gone)
+                self._stop_replica(tp)
         self._delete_orphan_logs(image)
         for tp, (topic, info) in sorted(wanted.items()):
             try:
@@ -178,20 +177,21 @@ class ReplicaManager:
         partition.update_config(config)
         partition.apply_state(info)
 
-    def _stop_replica(self, tp: TopicPartition, delete: bool) -> None:
+    def _stop_replica(self, tp: TopicPartition) -> None:
+        """Stop hosting `tp` and delete its log: its topic is gone, or a reassignment moved it
+        off this node (Kafka's StopReplica with delete, as KRaft brokers do on a delta)."""
         stopped = self._partitions.pop(tp)
         self._retired_shrinks += stopped.replication.isr_shrinks
         self._retired_expands += stopped.replication.isr_expands
-        if delete:
-            log.info("%s: topic deleted; deleting the log", tp)
-            self.log_manager.delete(tp)
-        else:
-            log.warning("%s: no longer a replica here; the log stays on disk", tp)
+        log.info("%s: no longer a replica here (topic deleted or reassigned); deleting the log", tp)
+        self.log_manager.delete(tp)
         self.purgatory.notify(tp)
 
     def _delete_orphan_logs(self, image: ClusterImage) -> None:
         """Logs on disk (found at startup) of topics that no longer exist, or exist under a new
-        id: the topic was deleted while this node was away."""
+        id (the topic was deleted while this node was away), or of partitions whose replicas no
+        longer include this node (a reassignment moved it away meanwhile: Kafka's stray
+        partitions)."""
         for partition_log in list(self.log_manager.all_logs()):
             tp = partition_log.tp
             if tp in self._partitions:
@@ -200,6 +200,11 @@ class ReplicaManager:
             recorded = read_topic_id(partition_log.dir)
             if topic is None or (recorded is not None and recorded != topic.topic_id):
                 log.info("%s: its topic is gone (or recreated); deleting the stray log", tp)
+                self.log_manager.delete(tp)
+                continue
+            info = image.partition(tp.topic, tp.partition)
+            if info is not None and self.node_id not in info.replicas:
+                log.info("%s: reassigned away from this node; deleting the stray log", tp)
                 self.log_manager.delete(tp)
 
     def _changed(self, tp: TopicPartition) -> None:

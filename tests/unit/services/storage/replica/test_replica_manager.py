@@ -1,6 +1,7 @@
 """The replica manager follows the cluster image: it hosts exactly the partitions naming this
 node, takes leadership and epochs from the image, deletes the logs of deleted (or recreated)
-topics, pushes config changes to the logs, and turns "not here" into the right error code."""
+topics and of partitions reassigned away from it (also while it was down), pushes config
+changes to the logs, and turns "not here" into the right error code."""
 
 from pathlib import Path
 
@@ -147,3 +148,29 @@ def test_partition_moved_away_is_no_longer_served(node: Node) -> None:
     with pytest.raises(RiverlogError) as exc:
         node.replicas.get_partition(T0, None)
     assert code_of(exc) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_partition_reassigned_away_deletes_the_log(node: Node) -> None:
+    node.replicas.apply_image(image(topic("t", replicas=[[NODE, OTHER]])))
+    node.replicas.partitions[T0].append_as_leader(make_batch(2))
+    directory = node.replicas.partitions[T0].log.dir
+    node.replicas.apply_image(image(topic("t", leaders=[OTHER], epoch=1), version=2))
+    assert node.log_manager.get(T0) is None
+    assert not directory.exists()
+
+
+def test_logs_reassigned_away_while_down_are_removed(tmp_path: Path) -> None:
+    root = tmp_path / "logs"
+    first = make_node(root)
+    first.replicas.apply_image(image(topic("t", leaders=[NODE, NODE])))
+    first.replicas.partitions[T0].append_as_leader(make_batch(2))
+    first.close()
+
+    second = make_node(root)
+    try:
+        assert second.log_manager.get(T0) is not None  # loaded from disk
+        second.replicas.apply_image(image(topic("t", leaders=[OTHER, NODE], epoch=1)))
+        assert second.log_manager.get(T0) is None
+        assert second.log_manager.get(T1) is not None
+    finally:
+        second.close()
