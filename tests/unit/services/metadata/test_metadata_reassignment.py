@@ -8,6 +8,7 @@ import pytest
 from riverlog.common.cluster.image import PartitionInfo, TopicInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.services.metadata.controller import reassignment as ra
+from riverlog.services.metadata.records import partition_decode, partition_encode
 
 LIVE = {1, 2, 3, 4, 5}
 
@@ -180,3 +181,11 @@ def test_find_partition_unknown():
         with pytest.raises(RiverlogError) as err:
             ra.find_partition({"t": topic()}, name, partition)
         assert err.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_partition_record_round_trip_keeps_the_move():
+    moving = state(replicas=(2, 3, 4, 1), adding=(4,), removing=(1,))
+    assert partition_decode(0, partition_encode(moving)) == moving
+    idle = state()
+    assert b"adding" not in partition_encode(idle)  # records of idle partitions unchanged
+    assert partition_decode(0, partition_encode(idle)) == idle
