@@ -32,6 +32,8 @@ PASSTHROUGH: Final = {
     "DescribeTopics": "DescribeTopics",
     "DescribeCluster": "DescribeCluster",
     "ElectLeaders": "ElectLeaders",
+    "AlterPartitionReassignments": "AlterPartitionReassignments",
+    "ListPartitionReassignments": "ListPartitionReassignments",
     "AlterClientQuotas": "AlterClientQuotas",
     "DescribeClientQuotas": "DescribeClientQuotas",
     "UpsertUser": "UpsertUser",

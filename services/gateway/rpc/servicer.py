@@ -331,6 +331,26 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         )
         return response
 
+    async def AlterPartitionReassignments(
+        self,
+        request: admin_pb2.AlterPartitionReassignmentsRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> admin_pb2.AlterPartitionReassignmentsResponse:
+        response: admin_pb2.AlterPartitionReassignmentsResponse = await self.admin.forward(
+            "AlterPartitionReassignments", request, context
+        )
+        return response
+
+    async def ListPartitionReassignments(
+        self,
+        request: admin_pb2.ListPartitionReassignmentsRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> admin_pb2.ListPartitionReassignmentsResponse:
+        response: admin_pb2.ListPartitionReassignmentsResponse = await self.admin.forward(
+            "ListPartitionReassignments", request, context
+        )
+        return response
+
     async def AlterClientQuotas(
         self, request: admin_pb2.AlterClientQuotasRequest, context: grpc.aio.ServicerContext
     ) -> admin_pb2.AlterClientQuotasResponse:

@@ -22,6 +22,7 @@ from .commands import (
     dump_log,
     groups,
     leaders,
+    partitions,
     produce,
     quotas,
     topics,
@@ -29,7 +30,7 @@ from .commands import (
 )
 from .console import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, PROG, report_error
 
-COMMANDS = (cluster, topics, leaders, groups, quotas, users, produce, consume, dump_log)
+COMMANDS = (cluster, topics, partitions, leaders, groups, quotas, users, produce, consume, dump_log)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -25,6 +25,7 @@ from .errors import (
     RecordTooLargeError,
 )
 from .producer import Producer, RecordFuture, RecordMetadata
+from .reassignment_admin import PartitionReassignment
 
 __all__ = [
     "AdminClient",
@@ -45,6 +46,7 @@ __all__ = [
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "OffsetOutOfRangeError",
+    "PartitionReassignment",
     "Producer",
     "ProducerConfig",
     "RebalanceInProgressError",

@@ -282,6 +282,84 @@ class ElectLeadersResponse(_message.Message):
     throttle_time_ms: int
     def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[ElectLeadersResult, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
+class ReassignablePartition(_message.Message):
+    __slots__ = ("topic", "partition", "replicas", "cancel")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    replicas: _containers.RepeatedScalarFieldContainer[int]
+    cancel: bool
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., cancel: _Optional[bool] = ...) -> None: ...
+
+class AlterPartitionReassignmentsRequest(_message.Message):
+    __slots__ = ("partitions",)
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    partitions: _containers.RepeatedCompositeFieldContainer[ReassignablePartition]
+    def __init__(self, partitions: _Optional[_Iterable[_Union[ReassignablePartition, _Mapping]]] = ...) -> None: ...
+
+class ReassignablePartitionResult(_message.Message):
+    __slots__ = ("topic", "partition", "error_code", "error_message")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class AlterPartitionReassignmentsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "partitions", "throttle_time_ms")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    partitions: _containers.RepeatedCompositeFieldContainer[ReassignablePartitionResult]
+    throttle_time_ms: int
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[ReassignablePartitionResult, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
+
+class ListPartitionReassignmentsRequest(_message.Message):
+    __slots__ = ("partitions",)
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    partitions: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicPartition]
+    def __init__(self, partitions: _Optional[_Iterable[_Union[_common_pb2.TopicPartition, _Mapping]]] = ...) -> None: ...
+
+class OngoingPartitionReassignment(_message.Message):
+    __slots__ = ("topic", "partition", "replicas", "adding_replicas", "removing_replicas", "isr", "leader")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    ADDING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    REMOVING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    ISR_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    replicas: _containers.RepeatedScalarFieldContainer[int]
+    adding_replicas: _containers.RepeatedScalarFieldContainer[int]
+    removing_replicas: _containers.RepeatedScalarFieldContainer[int]
+    isr: _containers.RepeatedScalarFieldContainer[int]
+    leader: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., leader: _Optional[int] = ...) -> None: ...
+
+class ListPartitionReassignmentsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "partitions", "throttle_time_ms")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    partitions: _containers.RepeatedCompositeFieldContainer[OngoingPartitionReassignment]
+    throttle_time_ms: int
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[OngoingPartitionReassignment, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
+
 class ClientQuotaEntityComponent(_message.Message):
     __slots__ = ("entity_type", "name")
     ENTITY_TYPE_FIELD_NUMBER: _ClassVar[int]

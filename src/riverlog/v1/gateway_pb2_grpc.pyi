@@ -61,6 +61,8 @@ class GatewayStub:
     DescribeTopics: _grpc.UnaryUnaryMultiCallable[_admin_pb2.DescribeTopicsRequest, _admin_pb2.DescribeTopicsResponse]
     DescribeCluster: _grpc.UnaryUnaryMultiCallable[_admin_pb2.DescribeClusterRequest, _admin_pb2.DescribeClusterResponse]
     ElectLeaders: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ElectLeadersRequest, _admin_pb2.ElectLeadersResponse]
+    AlterPartitionReassignments: _grpc.UnaryUnaryMultiCallable[_admin_pb2.AlterPartitionReassignmentsRequest, _admin_pb2.AlterPartitionReassignmentsResponse]
+    ListPartitionReassignments: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ListPartitionReassignmentsRequest, _admin_pb2.ListPartitionReassignmentsResponse]
     AlterClientQuotas: _grpc.UnaryUnaryMultiCallable[_admin_pb2.AlterClientQuotasRequest, _admin_pb2.AlterClientQuotasResponse]
     """Client quotas and users, passed through to the metadata service."""
     DescribeClientQuotas: _grpc.UnaryUnaryMultiCallable[_admin_pb2.DescribeClientQuotasRequest, _admin_pb2.DescribeClientQuotasResponse]
@@ -109,6 +111,8 @@ class GatewayAsyncStub(GatewayStub):
     DescribeTopics: _aio.UnaryUnaryMultiCallable[_admin_pb2.DescribeTopicsRequest, _admin_pb2.DescribeTopicsResponse]  # type: ignore[assignment]
     DescribeCluster: _aio.UnaryUnaryMultiCallable[_admin_pb2.DescribeClusterRequest, _admin_pb2.DescribeClusterResponse]  # type: ignore[assignment]
     ElectLeaders: _aio.UnaryUnaryMultiCallable[_admin_pb2.ElectLeadersRequest, _admin_pb2.ElectLeadersResponse]  # type: ignore[assignment]
+    AlterPartitionReassignments: _aio.UnaryUnaryMultiCallable[_admin_pb2.AlterPartitionReassignmentsRequest, _admin_pb2.AlterPartitionReassignmentsResponse]  # type: ignore[assignment]
+    ListPartitionReassignments: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListPartitionReassignmentsRequest, _admin_pb2.ListPartitionReassignmentsResponse]  # type: ignore[assignment]
     AlterClientQuotas: _aio.UnaryUnaryMultiCallable[_admin_pb2.AlterClientQuotasRequest, _admin_pb2.AlterClientQuotasResponse]  # type: ignore[assignment]
     """Client quotas and users, passed through to the metadata service."""
     DescribeClientQuotas: _aio.UnaryUnaryMultiCallable[_admin_pb2.DescribeClientQuotasRequest, _admin_pb2.DescribeClientQuotasResponse]  # type: ignore[assignment]
@@ -262,6 +266,20 @@ class GatewayServicer(metaclass=_abc_1.ABCMeta):
         request: _admin_pb2.ElectLeadersRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_admin_pb2.ElectLeadersResponse, _abc.Awaitable[_admin_pb2.ElectLeadersResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def AlterPartitionReassignments(
+        self,
+        request: _admin_pb2.AlterPartitionReassignmentsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.AlterPartitionReassignmentsResponse, _abc.Awaitable[_admin_pb2.AlterPartitionReassignmentsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ListPartitionReassignments(
+        self,
+        request: _admin_pb2.ListPartitionReassignmentsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.ListPartitionReassignmentsResponse, _abc.Awaitable[_admin_pb2.ListPartitionReassignmentsResponse]]: ...
 
     @_abc_1.abstractmethod
     def AlterClientQuotas(

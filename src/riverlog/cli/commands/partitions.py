@@ -1,0 +1,271 @@
+"""`riverlog partitions reassign`: partition reassignment as Kafka's
+`kafka-reassign-partitions.sh` (KIP-455), in Kafka's JSON plan format.
+
+- `--generate --topics T1,T2 --nodes 1,2,4` prints the current assignment and a proposed plan
+  that spreads those topics' partitions over the nodes (nothing changes);
+- `--plan FILE --execute` prints the current assignment (save it to roll back), then starts
+  every move of the plan; `--wait` waits until they completed;
+- `--plan FILE --verify` says of each planned partition whether its move completed;
+- `--plan FILE --cancel` cancels the plan's moves in progress (the original replicas stay, the
+  copies made so far are deleted);
+- `--list` shows every move in progress with its adding and removing replicas; `--wait` follows
+  them until none is left.
+
+`--json` prints one document instead of text. The exit status is 1 when any partition was
+refused (the reason on stderr) or a verified partition is not where the plan puts it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from riverlog.client import AdminClient, PartitionReassignment
+from riverlog.common.errors import RiverlogError
+from riverlog.common.types import TopicPartition
+
+from ..connection import add_connection_args, admin_client
+from ..console import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, emit, to_json
+from .reassign_plan import (
+    Plan,
+    PlanError,
+    generate,
+    parse_nodes,
+    parse_plan,
+    plan_document,
+    verification_text,
+    verify,
+)
+
+POLL_S = 0.5
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("partitions", help="partition reassignment")
+    sub = parser.add_subparsers(dest="partitions_command", required=True, metavar="COMMAND")
+    reassign = sub.add_parser("reassign", help="move partition replicas between storage nodes")
+    action = reassign.add_mutually_exclusive_group(required=True)
+    for flag, text in (
+        ("--generate", "propose a plan moving --topics onto --nodes"),
+        ("--execute", "start the moves of --plan"),
+        ("--verify", "say whether the moves of --plan completed"),
+        ("--cancel", "cancel the moves of --plan in progress"),
+        ("--list", "show the moves in progress"),
+    ):
+        action.add_argument(flag, action="store_true", help=text)
+    reassign.add_argument("--plan", type=Path, help="a plan in Kafka's JSON reassignment format")
+    reassign.add_argument("--topics", help="--generate: comma-separated topics")
+    reassign.add_argument("--nodes", help="--generate: comma-separated storage node ids")
+    reassign.add_argument("--wait", action="store_true", help="wait until the moves completed")
+    reassign.add_argument(
+        "--wait-timeout", type=float, default=600.0, help="seconds --wait waits at most"
+    )
+    reassign.add_argument("--json", action="store_true", help="print one JSON document")
+    reassign.set_defaults(func=run_reassign)
+    add_connection_args(reassign)
+
+
+def _name(tp: TopicPartition) -> str:
+    return f"{tp.topic}-{tp.partition}"
+
+
+def _load_plan(args: argparse.Namespace) -> Plan:
+    if args.plan is None:
+        raise CliError("--execute, --verify and --cancel need --plan FILE", EXIT_USAGE)
+    try:
+        return parse_plan(args.plan.read_text(encoding="utf-8"))
+    except PlanError as exc:
+        raise CliError(f"{args.plan}: {exc}") from None
+
+
+def _current(admin: AdminClient, topics: Sequence[str]) -> dict[TopicPartition, tuple[int, ...]]:
+    described = admin.describe_topics(sorted(set(topics)))
+    return {
+        TopicPartition(name, p.partition): p.replicas
+        for name, topic in described.items()
+        for p in topic.partitions
+    }
+
+
+def ongoing_document(moves: Mapping[TopicPartition, PartitionReassignment]) -> dict[str, Any]:
+    """What `--list --json` prints."""
+    return {
+        "partitions": [
+            {
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "replicas": list(m.replicas),
+                "adding_replicas": list(m.adding_replicas),
+                "removing_replicas": list(m.removing_replicas),
+                "target_replicas": list(m.target),
+                "isr": list(m.isr),
+                "leader": m.leader,
+            }
+            for tp, m in sorted(moves.items(), key=lambda i: (i[0].topic, i[0].partition))
+        ]
+    }
+
+
+def ongoing_text(document: Mapping[str, Any]) -> str:
+    """Kafka's `--list` lines, with the ISR so progress shows."""
+    rows = document["partitions"]
+    if not rows:
+        return "No partition reassignments found."
+    lines = ["Current partition reassignments:"]
+    for r in rows:
+        lines.append(
+            f"{r['topic']}-{r['partition']}: replicas: {_ids(r['replicas'])}. "
+            f"adding: {_ids(r['adding_replicas'])}. removing: {_ids(r['removing_replicas'])}. "
+            f"isr: {_ids(r['isr'])}. leader: {r['leader']}."
+        )
+    return "\n".join(lines)
+
+
+def _ids(ids: Sequence[int]) -> str:
+    return ",".join(str(i) for i in ids)
+
+
+def _refusals(outcomes: Mapping[TopicPartition, RiverlogError | None]) -> list[str]:
+    return [
+        f"{_name(tp)}: {e.code.name}: {e.message}"
+        for tp, e in sorted(outcomes.items(), key=lambda i: (i[0].topic, i[0].partition))
+        if e is not None
+    ]
+
+
+def _wait(admin: AdminClient, partitions: Sequence[TopicPartition] | None, timeout: float) -> None:
+    """Until none of `partitions` (None: any) is moving; progress on stderr."""
+    deadline = time.monotonic() + timeout
+    while True:
+        moves = admin.list_partition_reassignments(partitions)
+        if not moves:
+            return
+        if time.monotonic() >= deadline:
+            raise CliError(f"{len(moves)} reassignments still in progress after {timeout:g} s")
+        joined = sum(len([r for r in m.adding_replicas if r in m.isr]) for m in moves.values())
+        adding = sum(len(m.adding_replicas) for m in moves.values())
+        print(
+            f"waiting: {len(moves)} partitions moving, {joined}/{adding} new replicas in sync",
+            file=sys.stderr,
+        )
+        time.sleep(POLL_S)
+
+
+def run_reassign(args: argparse.Namespace) -> int:
+    with admin_client(args) as admin:
+        if args.generate:
+            return _generate(admin, args)
+        if args.list:
+            if args.wait:
+                _wait(admin, None, args.wait_timeout)
+            document = ongoing_document(admin.list_partition_reassignments())
+            emit(to_json(document) if args.json else ongoing_text(document))
+            return EXIT_OK
+        plan = _load_plan(args)
+        if args.verify:
+            return _verify(admin, plan, args)
+        if args.cancel:
+            outcomes = admin.alter_partition_reassignments(
+                dict.fromkeys(plan), raise_on_error=False
+            )
+            return _report(outcomes, "cancelled", args)
+        current = _current(admin, [tp.topic for tp in plan])
+        rollback = {tp: current[tp] for tp in plan if tp in current}
+        outcomes = admin.alter_partition_reassignments(dict(plan), raise_on_error=False)
+        if not args.json:
+            emit(
+                "Current partition replica assignment\n\n"
+                f"{to_json(plan_document(rollback))}\n\n"
+                "Save this to use as the --plan option during rollback"
+            )
+        status = _report(outcomes, "started", args, rollback)
+        if status == EXIT_OK and args.wait:
+            _wait(admin, list(plan), args.wait_timeout)
+            if not args.json:
+                emit("All reassignments completed.")
+        return status
+
+
+def _generate(admin: AdminClient, args: argparse.Namespace) -> int:
+    if not args.topics or not args.nodes:
+        raise CliError("--generate needs --topics and --nodes", EXIT_USAGE)
+    try:
+        nodes = parse_nodes(args.nodes)
+        current = _current(admin, [t for t in args.topics.split(",") if t])
+        proposed = generate(current, nodes)
+    except PlanError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+    if args.json:
+        emit(to_json({"current": plan_document(current), "proposed": plan_document(proposed)}))
+    else:
+        emit(
+            f"Current partition replica assignment\n{to_json(plan_document(current))}\n\n"
+            f"Proposed partition reassignment configuration\n{to_json(plan_document(proposed))}"
+        )
+    return EXIT_OK
+
+
+def _verify(admin: AdminClient, plan: Plan, args: argparse.Namespace) -> int:
+    current = _current(admin, [tp.topic for tp in plan])
+    moves = admin.list_partition_reassignments(list(plan))
+    rows = verify(plan, current, {tp: m.target for tp, m in moves.items()})
+    if args.json:
+        emit(
+            to_json(
+                {
+                    "partitions": [
+                        {
+                            "topic": v.tp.topic,
+                            "partition": v.tp.partition,
+                            "state": v.state,
+                            "replicas": list(v.replicas),
+                            "target_replicas": list(v.target),
+                        }
+                        for v in rows
+                    ]
+                }
+            )
+        )
+    else:
+        emit(verification_text(rows))
+    return EXIT_ERROR if any(v.state == "mismatch" for v in rows) else EXIT_OK
+
+
+def _report(
+    outcomes: Mapping[TopicPartition, RiverlogError | None],
+    verb: str,
+    args: argparse.Namespace,
+    rollback: Mapping[TopicPartition, Sequence[int]] | None = None,
+) -> int:
+    done = sorted(
+        (tp for tp, e in outcomes.items() if e is None), key=lambda t: (t.topic, t.partition)
+    )
+    refused = _refusals(outcomes)
+    if args.json:
+        document: dict[str, Any] = {
+            verb: [{"topic": tp.topic, "partition": tp.partition} for tp in done],
+            "errors": [
+                {
+                    "topic": tp.topic,
+                    "partition": tp.partition,
+                    "error": e.code.name,
+                    "message": e.message,
+                }
+                for tp, e in sorted(outcomes.items(), key=lambda i: (i[0].topic, i[0].partition))
+                if e is not None
+            ],
+        }
+        if rollback is not None:
+            document["rollback"] = plan_document(rollback)
+        emit(to_json(document))
+    elif done:
+        emit(
+            f"Successfully {verb} partition reassignments for {', '.join(_name(tp) for tp in done)}"
+        )
+    for line in refused:
+        print(f"riverlog: {line}", file=sys.stderr)
+    return EXIT_ERROR if refused else EXIT_OK

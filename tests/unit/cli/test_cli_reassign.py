@@ -1,0 +1,115 @@
+"""`riverlog partitions reassign`: Kafka's JSON plan format parsed and printed, plan generation,
+verification, and the text/JSON of --list; plus the argument parsing of the command."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from riverlog.cli.commands.partitions import ongoing_document, ongoing_text
+from riverlog.cli.commands.reassign_plan import (
+    PlanError,
+    generate,
+    parse_nodes,
+    parse_plan,
+    plan_document,
+    verification_text,
+    verify,
+)
+from riverlog.cli.main import build_parser
+from riverlog.client import PartitionReassignment, TopicPartition
+
+T0 = TopicPartition("t", 0)
+T1 = TopicPartition("t", 1)
+
+
+def test_plan_round_trip():
+    plan = {T1: (4, 2), T0: (2, 3, 4)}
+    document = plan_document(plan)
+    assert document["version"] == 1
+    assert [p["partition"] for p in document["partitions"]] == [0, 1]
+    assert document["partitions"][0] == {
+        "topic": "t",
+        "partition": 0,
+        "replicas": [2, 3, 4],
+        "log_dirs": ["any", "any", "any"],
+    }
+    assert parse_plan(json.dumps(document)) == plan
+
+
+def test_kafka_plan_without_log_dirs():
+    text = '{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,3,4]}]}'
+    assert parse_plan(text) == {T0: (2, 3, 4)}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not json",
+        "[]",
+        '{"version": 2, "partitions": []}',
+        '{"partitions": [{"partition": 0, "replicas": [1]}]}',
+        '{"partitions": [{"topic": "t", "partition": -1, "replicas": [1]}]}',
+        '{"partitions": [{"topic": "t", "partition": 0, "replicas": "1,2"}]}',
+        '{"partitions": [{"topic": "t", "partition": 0, "replicas": [1], "log_dirs": ["/d"]}]}',
+        '{"partitions": [{"topic": "t", "partition": 0, "replicas": [1]},'
+        ' {"topic": "t", "partition": 0, "replicas": [2]}]}',
+    ],
+)
+def test_bad_plans(text):
+    with pytest.raises(PlanError):
+        parse_plan(text)
+
+
+def test_parse_nodes():
+    assert parse_nodes("1,2,4") == (1, 2, 4)
+    for bad in ("", "1,x", "1,1"):
+        with pytest.raises(PlanError):
+            parse_nodes(bad)
+
+
+def test_generate_keeps_replication_factor_and_spreads():
+    current = {T0: (1, 2, 3), T1: (2, 3, 1), TopicPartition("u", 0): (1,)}
+    plan = generate(current, (1, 2, 4))
+    assert plan == {T0: (1, 2, 4), T1: (2, 4, 1), TopicPartition("u", 0): (1,)}
+    assert all(len(set(r)) == len(r) for r in plan.values())
+
+
+def test_generate_needs_enough_nodes():
+    with pytest.raises(PlanError):
+        generate({T0: (1, 2, 3)}, (1, 2))
+
+
+def test_verify_states():
+    plan = {T0: (2, 3, 4), T1: (1, 2), TopicPartition("t", 2): (3, 4)}
+    rows = verify(
+        plan, {T0: (2, 3, 4), T1: (1, 2, 3), TopicPartition("t", 2): (1, 2)}, {T1: (1, 2)}
+    )
+    assert [r.state for r in rows] == ["complete", "in_progress", "mismatch"]
+    text = verification_text(rows)
+    assert "Reassignment of partition t-0 is completed." in text
+    assert "Reassignment of partition t-1 is still in progress." in text
+    assert "t-2, but replica set is [1, 2] rather than [3, 4]" in text
+
+
+def test_list_output():
+    moves = {T0: PartitionReassignment((2, 3, 4, 1), (4,), (1,), (1, 2, 3), 1)}
+    document = ongoing_document(moves)
+    [row] = document["partitions"]
+    assert row["target_replicas"] == [2, 3, 4]
+    assert ongoing_text(document) == (
+        "Current partition reassignments:\n"
+        "t-0: replicas: 2,3,4,1. adding: 4. removing: 1. isr: 1,2,3. leader: 1."
+    )
+    assert ongoing_text(ongoing_document({})) == "No partition reassignments found."
+
+
+def test_parser_actions_are_exclusive():
+    parser = build_parser()
+    args = parser.parse_args(["partitions", "reassign", "--plan", "p.json", "--execute"])
+    assert args.execute and str(args.plan) == "p.json"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["partitions", "reassign", "--execute", "--cancel"])
+    with pytest.raises(SystemExit):
+        parser.parse_args(["partitions", "reassign"])
