@@ -6,7 +6,7 @@ error_code, as Kafka's do, so clients and the gateway retry or re-route on them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
@@ -16,7 +16,7 @@ from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.v1 import coordinator_pb2 as pb
 from riverlog.v1 import coordinator_pb2_grpc
 
-from ..coordinator import GroupCoordinator, GroupDescription
+from ..coordinator import GroupCoordinator
 from ..group.outcome import NOTHING, Outcome
 from ..ownership import Ownership
 from . import convert
@@ -171,45 +171,54 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
                 out.groups.add(group_id=group_id, protocol_type=protocol_type, group_state=state)
         return out
 
+    async def _each_group(
+        self,
+        groups: Sequence[str],
+        handler: Callable[[str], Handler],
+        out: pb.DescribeGroupsResponse | pb.DeleteGroupsResponse,
+    ) -> list[tuple[str, Any]]:
+        """`handler(group_id)` on each group's shard in turn: (group id, its reply, or the
+        RiverlogError that group got). A request for one group (the gateway's per-group form)
+        also carries that error response-wide in `out`, since the gateway retries on it."""
+        outcomes: list[tuple[str, Any]] = []
+        for group_id in groups:
+            try:
+                outcomes.append((group_id, await self._on_shard(group_id, handler(group_id))))
+            except RiverlogError as exc:
+                if len(groups) == 1:
+                    out.error_code, out.error_message = _code(exc), exc.message  # type: ignore[assignment]
+                outcomes.append((group_id, exc))
+        return outcomes
+
     async def DescribeGroups(
         self, request: pb.DescribeGroupsRequest, context: grpc.aio.ServicerContext
     ) -> pb.DescribeGroupsResponse:
-        out = pb.DescribeGroupsResponse()
-        for group_id in request.groups:
-
-            def describe(
-                c: GroupCoordinator, reply: Callable[[Any], None], g: str = group_id
-            ) -> Outcome:
-                reply(c.describe(g))
+        def describe(group_id: str) -> Handler:
+            def run(c: GroupCoordinator, reply: Callable[[Any], None]) -> Outcome:
+                reply(c.describe(group_id))
                 return NOTHING
 
-            try:
-                described: GroupDescription = await self._on_shard(group_id, describe)
-            except RiverlogError as exc:
-                if len(request.groups) == 1:  # the gateway's per-group form: it retries on this
-                    out.error_code, out.error_message = _code(exc), exc.message  # type: ignore[assignment]
-                out.groups.add(group_id=group_id, error_code=_code(exc), error_message=exc.message)
-                continue
-            out.groups.append(convert.described_to_proto(described))
+            return run
+
+        out = pb.DescribeGroupsResponse()
+        for group_id, described in await self._each_group(request.groups, describe, out):
+            if isinstance(described, RiverlogError):
+                out.groups.add(
+                    group_id=group_id, error_code=_code(described), error_message=described.message
+                )
+            else:
+                out.groups.append(convert.described_to_proto(described))
         return out
 
     async def DeleteGroups(
         self, request: pb.DeleteGroupsRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteGroupsResponse:
+        def delete(group_id: str) -> Handler:
+            return lambda c, reply: c.delete_group(group_id, reply)
+
         out = pb.DeleteGroupsResponse()
-        for group_id in request.groups:
-
-            def delete(
-                c: GroupCoordinator, reply: Callable[[Any], None], g: str = group_id
-            ) -> Outcome:
-                return c.delete_group(g, reply)
-
-            try:
-                code: ErrorCode = await self._on_shard(group_id, delete)
-            except RiverlogError as exc:
-                code = exc.code
-                if len(request.groups) == 1:  # the gateway's per-group form: it retries on this
-                    out.error_code, out.error_message = _code(exc), exc.message  # type: ignore[assignment]
+        for group_id, outcome in await self._each_group(request.groups, delete, out):
+            code: ErrorCode = outcome.code if isinstance(outcome, RiverlogError) else outcome
             out.results.add(
                 group_id=group_id,
                 error_code=int(code),
