@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from collections.abc import Sequence
 
 from riverlog.common.clock import SYSTEM_CLOCK
@@ -25,6 +24,7 @@ from riverlog.common.cluster import (
     MetadataClient,
     MetadataWatcher,
     NodeInfo,
+    allocate_incarnation,
 )
 from riverlog.common.errors import RiverlogError
 from riverlog.common.node import NodeOptions, parse_node_args, run_node
@@ -64,7 +64,7 @@ class CoordinatorProcess:
         self.watcher = MetadataWatcher(self.client, options.node_id)
         self.storage = StorageClient(lambda: self.watcher.image)
         self.watcher.add_listener(self.storage.channels.on_image)
-        self.incarnation = time.time_ns()
+        self.incarnation = 0  # from the metadata service at start (decision 0003)
         self.ownership = Ownership(
             options.node_id,
             options.config,
@@ -89,6 +89,8 @@ class CoordinatorProcess:
         startup_s = self.options.config.metadata_startup_timeout_ms / 1000
         await self.watcher.start(timeout_s=startup_s)
         await self.server.start()
+        self.incarnation = await allocate_incarnation(self.client, KIND, self.options.node_id)
+        self.ownership.incarnation = self.incarnation
         await self.ownership.attach()
         self.compaction.start()
         node = NodeInfo(

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from collections.abc import Sequence
 
 from riverlog.common.cluster import (
@@ -22,6 +21,7 @@ from riverlog.common.cluster import (
     MetadataClient,
     MetadataWatcher,
     NodeInfo,
+    allocate_incarnation,
 )
 from riverlog.common.cluster.quota_watcher import ClientQuotaWatcher
 from riverlog.common.errors import RiverlogError
@@ -113,7 +113,7 @@ class Gateway:
             interceptors=servicer.interceptors(),
         )
         self.membership: MembershipSession | None = None
-        self.incarnation = time.time_ns()
+        self.incarnation = 0  # from the metadata service at start (decision 0003)
 
     @property
     def address(self) -> str:
@@ -136,6 +136,7 @@ class Gateway:
             len(image.nodes),
         )
         await self.server.start()
+        self.incarnation = await allocate_incarnation(self.client, KIND, self.options.node_id)
         node = NodeInfo(
             kind=KIND,
             node_id=self.options.node_id,

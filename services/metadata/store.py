@@ -13,6 +13,8 @@ Keys, under a root prefix P (default `/riverlog/`, `metadata.etcd.prefix`):
     P coordinators/<p>            JSON {coordinator_id, epoch}: owner of __consumer_offsets-p
     P producer_ids/next_block     JSON {next_producer_id, node_id}: the first id not yet handed out
     P controller_state/storage_incarnations  JSON {node id: incarnation} the controller acted on
+    P node_incarnation            "<kind>/<id>" of the last AllocateIncarnation: each put's
+                                  revision is a new incarnation (decision 0003)
 
 Writes are transactions built from `Compare`s and `Op`s. A controller write also compares
 the controller key with the writer's own record (`fenced_txn`), so a deposed controller cannot
@@ -97,6 +99,7 @@ class Keys:
         self.coordinators = prefix + "coordinators/"
         self.producer_ids_next_block = prefix + "producer_ids/next_block"
         self.storage_incarnations = prefix + "controller_state/storage_incarnations"
+        self.node_incarnation = prefix + "node_incarnation"
 
     def instance(self, instance_id: int) -> str:
         return f"{self.instances}{instance_id}"

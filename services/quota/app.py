@@ -18,7 +18,12 @@ import time
 from collections.abc import Sequence
 
 from riverlog.common.clock import SystemClock
-from riverlog.common.cluster import MembershipSession, MetadataClient, NodeInfo
+from riverlog.common.cluster import (
+    MembershipSession,
+    MetadataClient,
+    NodeInfo,
+    allocate_incarnation,
+)
 from riverlog.common.cluster.quota_watcher import ClientQuotaWatcher
 from riverlog.common.errors import RiverlogError
 from riverlog.common.node import NodeOptions, parse_node_args, run_node
@@ -73,7 +78,7 @@ class QuotaProcess:
             node_id=node_id,
             host=self.options.advertised_host,
             port=self.server.port,
-            incarnation=time.time_ns(),
+            incarnation=await allocate_incarnation(self.client, KIND, node_id),
         )
         self.membership = MembershipSession(self.client, node)
         await self.membership.start()

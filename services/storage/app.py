@@ -26,10 +26,17 @@ import asyncio
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from riverlog.common.clock import SYSTEM_CLOCK, Clock
-from riverlog.common.cluster import MembershipSession, MetadataClient, MetadataWatcher, NodeInfo
+from riverlog.common.cluster import (
+    MembershipSession,
+    MetadataClient,
+    MetadataWatcher,
+    NodeInfo,
+    allocate_incarnation,
+)
 from riverlog.common.errors import RiverlogError
 from riverlog.common.node import serve_process, until_stopped_or_fenced
 from riverlog.common.rpc.server import RpcServer
@@ -42,7 +49,6 @@ from .fencing import SelfFence
 from .log import LogConfig, LogManager
 from .log.cleaner import CleanerConfig, LogCleaner
 from .log.dir_failure import LogDirFailureChannel
-from .log.incarnation import next_incarnation
 from .metrics import register_replication_metrics
 from .peers.controller import ControllerClient
 from .peers.leader import LeaderClient, leader_channels
@@ -77,12 +83,13 @@ class StorageNode:
         self.rpc: RpcServer | None = None
         self.zero_copy: ZeroCopyServer | None = None
         self.tasks = PeriodicTasks(clock)
-        self.incarnation = time.time_ns()
+        self.incarnation = 0  # from the metadata service at start (decision 0003)
         self.fence = SelfFence(lambda: self.watcher.image.version)
         self.alter_partition: AlterPartitionManager | None = None
         self.fetchers: ReplicaFetcherManager | None = None
         self.leader_channels = leader_channels()
         self.cleaner: LogCleaner | None = None
+        self.offline_replicas: Callable[[], frozenset[TopicPartition]] = frozenset
 
     @property
     def fenced(self) -> bool:
@@ -105,7 +112,7 @@ class StorageNode:
         config = self.config
         for directory in config.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
-        self.incarnation = next_incarnation(config.log_dirs, time.time_ns())
+        self.incarnation = await allocate_incarnation(self.metadata, "storage", config.node_id)
         started = time.monotonic()
         log_manager = LogManager(list(config.log_dirs), self.clock, self.base_log_config)
         self.log_manager = log_manager
@@ -129,7 +136,13 @@ class StorageNode:
         )
         self.replicas = replicas
         # A failed write takes its log dir offline; with every dir offline the node halts.
-        replicas.on_storage_error = LogDirFailureChannel(config.log_dirs).storage_error
+        # With some, the replicas on them go to the controller in the next (immediate)
+        # heartbeat, which moves their leaderships (decision 0021).
+        failures = LogDirFailureChannel(config.log_dirs)
+        failures.on_offline.append(log_manager.mark_offline)
+        failures.on_offline.append(self._report_offline)
+        replicas.on_storage_error = failures.storage_error
+        self.offline_replicas = lambda: log_manager.partitions_in(failures.offline)
         controller = ControllerClient(self.metadata, config.node_id, lambda: self.incarnation)
         alter = AlterPartitionManager(controller, replicas.partitions.get)
         self.alter_partition = alter
@@ -146,7 +159,9 @@ class StorageNode:
                 response_max_bytes=config.replica_fetch_response_max_bytes,
                 backoff_ms=config.replica_fetch_backoff_ms,
             ),
+            is_offline=lambda tp: failures.is_offline(log_manager.log_dir_of(tp)),
         )
+        failures.on_offline.append(lambda _dir: self.fetchers.update() if self.fetchers else None)
         replicas.on_partitions_changed.append(self.fetchers.update)
         register_replication_metrics(replicas)
         self.watcher.add_listener(replicas.on_image)
@@ -193,7 +208,10 @@ class StorageNode:
             incarnation=self.incarnation,
         )
         self.membership = MembershipSession(
-            self.metadata, node, on_registered=self.fence.on_registered
+            self.metadata,
+            node,
+            on_registered=self.fence.on_registered,
+            offline_replicas=self.offline_replicas,
         )
         await self.membership.start()
         self.fence.attach(self.membership)
@@ -203,6 +221,11 @@ class StorageNode:
             self.rpc.address,
             self.zero_copy.port,
         )
+
+    def _report_offline(self, _log_dir: Path) -> None:
+        """A log dir went offline: heartbeat now, carrying the replicas on it."""
+        if self.membership is not None:
+            self.membership.heartbeat_now()
 
     def _schedule(self, log_manager: LogManager) -> None:
         config = self.config

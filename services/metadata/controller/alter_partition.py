@@ -11,7 +11,8 @@ The order of the checks is Kafka's (`ReplicationControlManager.validateAlterPart
    change, say a controller election, got there first; the leader re-reads and retries);
 5. the new ISR is a non-empty subset of the replicas that includes the leader
    (INVALID_REQUEST);
-6. every member is a live registered storage node (INELIGIBLE_REPLICA).
+6. every member is a live registered storage node whose replica is not on a log dir it
+   reported offline (INELIGIBLE_REPLICA; decision 0021).
 
 A request that changes nothing is answered with the current state and no write.
 """
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from riverlog.common.cluster.image import PartitionInfo, TopicInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
 
-from .partition_change import PartitionChangeBuilder
+from .partition_change import OfflineReplicas, PartitionChangeBuilder, eligible_nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +62,11 @@ def check_alter_partition(
     sender: int,
     topics: Mapping[str, TopicInfo],
     live: Collection[int],
+    offline: OfflineReplicas | None = None,
 ) -> AlterPartitionOutcome:
     """Validate one item against the image; the outcome carries the change to write."""
     name = f"{item.topic}-{item.partition}"
+    live = eligible_nodes(live, offline or {}, item.topic, item.partition)
     topic = topics.get(item.topic)
     current = (
         next((p for p in topic.partitions if p.partition == item.partition), None)
@@ -113,7 +116,8 @@ def check_alter_partition(
         return _fail(
             item,
             ErrorCode.INELIGIBLE_REPLICA,
-            f"{name}: replicas {dead} of the new ISR are not live storage nodes",
+            f"{name}: replicas {dead} of the new ISR are not live storage nodes "
+            "(or their log dir is offline)",
             current,
         )
     try:

@@ -9,15 +9,25 @@ incarnation is the same node restarted (after kill -9, its old lease still runni
 replaces the old registration and revokes its lease; a lower one is refused with
 NODE_ID_IN_USE. A heartbeat on a lapsed or revoked lease answers UNKNOWN_NODE so the node
 registers again.
+
+Incarnations come from etcd, not from a clock (decision 0003): `allocate_incarnation` puts one
+key and hands out the revision of that put, which is above every revision before it, so a
+restarted process outranks its predecessor even after the wall clock stepped back.
+
+A storage node's heartbeat carries the replicas on its offline log dirs; they are added to its
+registration (decision 0021), where the controller reads them. They only grow: the node clears
+them by restarting, which registers anew.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, replace
 
 from riverlog.common.cluster.image import NodeInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.types import TopicPartition
 
 from ..config import MetadataConfig
 from ..records import node_decode, node_encode
@@ -105,7 +115,21 @@ class NodeRegistry:
             ErrorCode.NODE_ID_IN_USE,
         )
 
-    async def heartbeat(self, node_id: int, lease_id: int) -> int:
+    async def allocate_incarnation(self, kind: str, node_id: int) -> int:
+        """A new incarnation for (kind, node_id): the revision of a put, and above the live
+        registration's (one from before incarnations came from etcd may hold a clock value)."""
+        revision = await self.store.txn(
+            [], [Op(self.keys.node_incarnation, f"{kind}/{node_id}".encode())]
+        )
+        if revision is None:
+            raise RiverlogError("etcd refused an unconditional put", ErrorCode.UNKNOWN_SERVER_ERROR)
+        current = await self.store.get(self.keys.node(kind, node_id))
+        live = node_decode(current.value)[0].incarnation if current is not None else 0
+        return max(revision, live + 1)
+
+    async def heartbeat(
+        self, node_id: int, lease_id: int, offline_replicas: Collection[TopicPartition] = ()
+    ) -> int:
         """Refresh the node's lease; its TTL in ms. UNKNOWN_NODE when it no longer exists."""
         if lease_id <= 0:
             raise RiverlogError(f"node {node_id}: no lease {lease_id}", ErrorCode.UNKNOWN_NODE)
@@ -115,7 +139,30 @@ class NodeRegistry:
                 f"node {node_id}: lease {lease_id:x} has lapsed; register again",
                 ErrorCode.UNKNOWN_NODE,
             )
+        if offline_replicas:
+            await self._record_offline(node_id, lease_id, frozenset(offline_replicas))
         return self.config.session_timeout_ms
+
+    async def _record_offline(
+        self, node_id: int, lease_id: int, offline: frozenset[TopicPartition]
+    ) -> None:
+        """Add `offline` to storage node `node_id`'s registration of `lease_id` (a lost race
+        is left to the next heartbeat, which carries them again)."""
+        key = self.keys.node("storage", node_id)
+        current = await self.store.get(key)
+        if current is None:
+            return
+        node, lease = node_decode(current.value)
+        if lease != lease_id or offline <= node.offline_replicas:
+            return
+        merged = replace(node, offline_replicas=node.offline_replicas | offline)
+        put = Op(key, node_encode(merged, lease), lease)
+        if await self.store.txn([Compare(key, current.mod_revision)], [put]) is not None:
+            log.warning(
+                "storage node %d reports offline replicas: %s",
+                node_id,
+                ", ".join(str(tp) for tp in sorted(offline - node.offline_replicas)),
+            )
 
     async def unregister(self, node_id: int, lease_id: int) -> None:
         if lease_id <= 0:

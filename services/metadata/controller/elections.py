@@ -20,7 +20,7 @@ from riverlog.common.errors import ErrorCode
 from riverlog.common.topic_config import TOPIC_CONFIGS
 from riverlog.common.types import NO_LEADER
 
-from .partition_change import PartitionChangeBuilder
+from .partition_change import OfflineReplicas, PartitionChangeBuilder, eligible_nodes
 
 UNCLEAN_KEY = "unclean.leader.election.enable"
 
@@ -69,6 +69,7 @@ def reconcile(
     topics: Iterable[TopicInfo],
     live: Collection[int],
     restarted: Collection[int] = (),
+    offline: OfflineReplicas | None = None,
 ) -> list[PartitionUpdate]:
     """Bring every partition in line with the live storage nodes, in one batch:
 
@@ -80,15 +81,19 @@ def reconcile(
     - an offline partition whose ISR member is live again gets it as leader;
     - a `restarted` node (same id, new incarnation) lost what it had not flushed: it leaves
       the ISR and gives up leadership as if it had died, then may be elected again like a
-      returning node, always under a new leader epoch.
+      returning node, always under a new leader epoch;
+    - a replica in `offline` (on a log dir its node reported offline) is treated as dead for
+      its partition: it leaves the ISR, gives up leadership and is never elected.
     """
     live_set = frozenset(live)
     gone = frozenset(restarted)
+    offline = offline or {}
     updates: list[PartitionUpdate] = []
     for topic in topics:
         unclean = unclean_enabled(topic)
         for current in topic.partitions:
-            after = _reconcile_one(current, live_set, gone, unclean)
+            eligible = eligible_nodes(live_set, offline, topic.name, current.partition)
+            after = _reconcile_one(current, eligible, gone, unclean)
             if after is not None:
                 updates.append(PartitionUpdate(topic.name, current, after))
     return updates
@@ -157,10 +162,11 @@ def elect_preferred(
     topics: Mapping[str, TopicInfo],
     live: Collection[int],
     wanted: Sequence[tuple[str, int]] | None = None,
+    offline: OfflineReplicas | None = None,
 ) -> tuple[list[PartitionUpdate], list[ElectionResult]]:
-    """ElectLeaders PREFERRED: move leadership to the first replica where it is live and in
-    the ISR. ELECTION_NOT_NEEDED where it already leads, PREFERRED_LEADER_NOT_AVAILABLE where
-    it cannot."""
+    """ElectLeaders PREFERRED: move leadership to the first replica where it is live (and not
+    on an offline log dir) and in the ISR. ELECTION_NOT_NEEDED where it already leads,
+    PREFERRED_LEADER_NOT_AVAILABLE where it cannot."""
     chosen, results = _select(topics, wanted)
     updates: list[PartitionUpdate] = []
     for topic, current in chosen:
@@ -168,7 +174,8 @@ def elect_preferred(
         if current.leader == preferred:
             results.append(_result(topic.name, current, ErrorCode.ELECTION_NOT_NEEDED))
             continue
-        change = PartitionChangeBuilder(current, live).elect_preferred_leader().build()
+        eligible = eligible_nodes(live, offline or {}, topic.name, current.partition)
+        change = PartitionChangeBuilder(current, eligible).elect_preferred_leader().build()
         if change is None or change.partition.leader != preferred:
             why = f"Failed to elect leader for partition {topic.name}-{current.partition}: "
             why += f"preferred replica {preferred} is not live or not in the ISR."
@@ -185,14 +192,16 @@ def elect_unclean(
     topics: Mapping[str, TopicInfo],
     live: Collection[int],
     wanted: Sequence[tuple[str, int]] | None = None,
+    offline: OfflineReplicas | None = None,
 ) -> tuple[list[PartitionUpdate], list[ElectionResult]]:
     """ElectLeaders UNCLEAN: a partition with no live leader gets one from its ISR, else any
-    live replica (whatever the topic's setting: the operator asked). ELECTION_NOT_NEEDED where
-    a live leader exists, ELIGIBLE_LEADERS_NOT_AVAILABLE where no replica is live."""
+    live replica (whatever the topic's setting: the operator asked; never one on an offline
+    log dir). ELECTION_NOT_NEEDED where a live leader exists, ELIGIBLE_LEADERS_NOT_AVAILABLE
+    where no replica is live."""
     chosen, results = _select(topics, wanted)
     updates: list[PartitionUpdate] = []
-    live_set = frozenset(live)
     for topic, current in chosen:
+        live_set = eligible_nodes(live, offline or {}, topic.name, current.partition)
         if current.leader != NO_LEADER and current.leader in live_set:
             results.append(_result(topic.name, current, ErrorCode.ELECTION_NOT_NEEDED))
             continue

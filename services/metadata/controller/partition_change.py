@@ -10,16 +10,39 @@ Rules:
   last in-sync replicas can lead again when one of them comes back.
 - A new leader bumps the leader epoch; any change bumps the partition epoch.
 - An ISR change that is not a subset of the replicas is refused (INVALID_REQUEST).
+
+A replica on an offline log dir (decision 0021) counts as not live for its partition: callers
+pass `eligible_nodes(...)` as the live nodes, so it leaves the ISR and cannot lead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from riverlog.common.cluster.image import PartitionInfo
+from riverlog.common.cluster.image import NodeInfo, PartitionInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.types import NO_LEADER
+from riverlog.common.types import NO_LEADER, TopicPartition
+
+OfflineReplicas = Mapping[TopicPartition, frozenset[int]]
+"""Partition → the storage nodes whose replica of it is on an offline log dir."""
+
+
+def offline_by_partition(nodes: Iterable[NodeInfo]) -> dict[TopicPartition, frozenset[int]]:
+    """The offline replicas the live storage `nodes` reported, by partition."""
+    found: dict[TopicPartition, set[int]] = {}
+    for node in nodes:
+        for tp in node.offline_replicas:
+            found.setdefault(tp, set()).add(node.node_id)
+    return {tp: frozenset(ids) for tp, ids in found.items()}
+
+
+def eligible_nodes(
+    live: Collection[int], offline: OfflineReplicas, topic: str, partition: int
+) -> frozenset[int]:
+    """The live nodes whose replica of `topic`-`partition` is not on an offline log dir."""
+    gone = offline.get(TopicPartition(topic, partition))
+    return frozenset(live) - gone if gone else frozenset(live)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,8 @@ meanwhile, cannot land. A batch is cut into transactions of `PARTITIONS_PER_TXN`
 (etcd allows 128 operations per transaction by default; each partition costs one compare and
 one put).
 
-One task (`_reconcile_loop`) reacts to the storage nodes changing and to this instance
+One task (`_reconcile_loop`) reacts to the storage nodes changing (joining, leaving,
+restarting, reporting replicas on offline log dirs: decision 0021) and to this instance
 becoming the controller; partition writes of every kind take `_writes` in turn, so two
 decisions never race on one instance. Lifecycle: `start()` after the election started,
 `await stop()`. Metrics: OpenTelemetry counters `riverlog.controller.leader_elections` and
@@ -45,6 +46,7 @@ from .elections import (
     imbalanced,
     reconcile,
 )
+from .partition_change import OfflineReplicas, offline_by_partition
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +96,7 @@ class ReplicationController:
         self._writes = asyncio.Lock()
         self._wake = asyncio.Event()
         self._incarnations: dict[int, int] = {}
+        self._offline: OfflineReplicas = {}  # the offline replicas the last pass acted on
         self._persisted: dict[int, int] | None = None  # as in etcd; None: not read yet
         self._was_controller = False
         self._last_pass = 0.0
@@ -147,8 +150,14 @@ class ReplicationController:
         """Live storage node id → incarnation, from the image."""
         return {n.node_id: n.incarnation for n in self.image.cluster.nodes_of_kind("storage")}
 
+    def offline_replicas(self) -> OfflineReplicas:
+        """Replicas on log dirs their live storage node reported offline (decision 0021)."""
+        return offline_by_partition(self.image.cluster.nodes_of_kind("storage"))
+
     def _on_image(self) -> None:
-        if self.election.is_controller and self.live_storage() != self._incarnations:
+        if self.election.is_controller and (
+            self.live_storage() != self._incarnations or self.offline_replicas() != self._offline
+        ):
             self._wake.set()
 
     # --- writing ------------------------------------------------------------------------------
@@ -206,21 +215,26 @@ class ReplicationController:
                 for node, incarnation in live.items()
                 if self._incarnations.get(node, incarnation) != incarnation
             ]
-            updates = reconcile(self.image.cluster.topics.values(), live, restarted)
+            offline_replicas = self.offline_replicas()
+            updates = reconcile(
+                self.image.cluster.topics.values(), live, restarted, offline_replicas
+            )
             written = await self._write(updates) if updates else []
             if len(written) == len(updates):
                 self._incarnations = live
+                self._offline = offline_replicas
                 await self._persist_incarnations(live)
             else:
                 self._wake.set()  # some partitions changed meanwhile: decide again for them
             offline = sum(1 for u in written if u.offline)
             if written:
                 log.info(
-                    "reconciled %d partitions with live storage nodes %s (restarted %s); "
-                    "%d offline",
+                    "reconciled %d partitions with live storage nodes %s (restarted %s, "
+                    "offline replicas on %d partitions); %d offline",
                     len(written),
                     sorted(live),
                     restarted,
+                    len(offline_replicas),
                     offline,
                 )
             return written
@@ -299,10 +313,11 @@ class ReplicationController:
         async with self._writes:
             for attempt in range(_RETRIES):
                 live = self.live_storage()
+                offline = self.offline_replicas()
                 todo: list[tuple[int, PartitionUpdate]] = []
                 for i in pending:
                     outcome = check_alter_partition(
-                        items[i], node_id, self.image.cluster.topics, live
+                        items[i], node_id, self.image.cluster.topics, live, offline
                     )
                     outcomes[i] = outcome
                     if outcome.after is not None:
@@ -333,7 +348,9 @@ class ReplicationController:
         self._require_controller()
         async with self._writes:
             elect = elect_preferred if preferred else elect_unclean
-            updates, results = elect(self.image.cluster.topics, self.live_storage(), partitions)
+            updates, results = elect(
+                self.image.cluster.topics, self.live_storage(), partitions, self.offline_replicas()
+            )
             written = await self._write(updates) if updates else []
         landed = {(u.topic, u.after.partition) for u in written}
         out: list[ElectionResult] = []

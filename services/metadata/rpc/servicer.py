@@ -15,7 +15,12 @@ from typing import Any, TypeVar
 
 import grpc
 
-from riverlog.common.cluster.convert import delta_to_proto, node_from_proto
+from riverlog.common.cluster.convert import (
+    delta_to_proto,
+    kind_from_proto,
+    node_from_proto,
+    tps_from_proto,
+)
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.rpc.convert import error_code_to_proto
 from riverlog.v1 import admin_pb2, metadata_pb2, metadata_pb2_grpc
@@ -57,6 +62,21 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
 
     # --- membership ---------------------------------------------------------------------------
 
+    async def AllocateIncarnation(
+        self, request: metadata_pb2.AllocateIncarnationRequest, context: grpc.aio.ServicerContext
+    ) -> metadata_pb2.AllocateIncarnationResponse:
+        async def allocate() -> metadata_pb2.AllocateIncarnationResponse:
+            try:
+                kind = kind_from_proto(request.kind)
+            except ValueError as exc:
+                raise RiverlogError(str(exc), ErrorCode.INVALID_REQUEST) from None
+            incarnation = await self.registry.allocate_incarnation(kind, request.node_id)
+            return metadata_pb2.AllocateIncarnationResponse(incarnation=incarnation)
+
+        return await conv.answer_or_error(
+            metadata_pb2.AllocateIncarnationResponse, allocate(), raised=conv.UNREACHED
+        )
+
     async def RegisterNode(
         self, request: metadata_pb2.RegisterNodeRequest, context: grpc.aio.ServicerContext
     ) -> metadata_pb2.RegisterNodeResponse:
@@ -80,7 +100,8 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
         self, request: metadata_pb2.HeartbeatRequest, context: grpc.aio.ServicerContext
     ) -> metadata_pb2.HeartbeatResponse:
         async def heartbeat() -> metadata_pb2.HeartbeatResponse:
-            ttl = await self.registry.heartbeat(request.node_id, request.lease_id)
+            offline = tps_from_proto(request.offline_replicas)
+            ttl = await self.registry.heartbeat(request.node_id, request.lease_id, offline)
             return metadata_pb2.HeartbeatResponse(lease_ttl_ms=ttl)
 
         return await conv.answer_or_error(

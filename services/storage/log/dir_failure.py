@@ -7,10 +7,13 @@ partitions it cannot write, and its registration lapsing is what tells the contr
 its leaderships. An offline dir stays offline until the process restarts (and recovers the
 logs it finds there).
 
-With several log dirs and only some offline, the node keeps serving the others; the
-partitions on an offline dir fail their writes with KAFKA_STORAGE_ERROR. (Telling the
-controller so those leaderships move too needs the offline dirs in the node's heartbeat,
-which the metadata protocol does not carry yet.)
+With several log dirs and only some offline, the node keeps serving the others and tells the
+controller which replicas are on the offline ones (decision 0021): `on_offline` listeners run
+once per failed dir (the app sends a heartbeat at once and stops placing new logs there), and
+the node's heartbeats carry `offline_replicas` from then on, as a Kafka broker's carry its
+offline log dirs. The controller takes those replicas out of the ISR, elects other leaders
+for the partitions they led, and never elects them again until the node restarts; the
+partitions on healthy dirs stay where they are.
 
 Found by the log-dir-full scenario of tests/fault/test_network_faults.py (issue 12): with its
 log dir full, a leader kept its leaderships and answered every produce with
@@ -50,11 +53,13 @@ def halt_process(status: int = HALT_STATUS) -> None:
 
 class LogDirFailureChannel:
     """Which log dirs are offline. `storage_error(dir, exc)` is called wherever a write to a
-    partition's log failed; `halt` runs once every dir is offline."""
+    partition's log failed; `on_offline` listeners run when a dir goes offline; `halt` runs
+    once every dir is offline."""
 
     def __init__(self, log_dirs: Iterable[Path], halt: Callable[[], None] = halt_process) -> None:
         self.log_dirs = [Path(d) for d in log_dirs]
         self.offline: set[Path] = set()
+        self.on_offline: list[Callable[[Path], None]] = []
         self._halt = halt
 
     def is_offline(self, log_dir: Path | None) -> bool:
@@ -68,6 +73,9 @@ class LogDirFailureChannel:
         if log_dir not in self.offline:
             self.offline.add(log_dir)
             log.error("log dir %s is offline after an I/O error: %s", log_dir, exc)
+            if self.offline < set(self.log_dirs):
+                for listener in self.on_offline:
+                    listener(log_dir)
         if self.offline >= set(self.log_dirs):
             log.critical(
                 "shutting down: every log dir (%s) has failed",

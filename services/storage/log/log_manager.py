@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from riverlog.common.clock import Clock
@@ -64,6 +64,7 @@ class LogManager:
         self._topic_config = topic_config or (lambda _topic: default_config)
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
+        self.offline_dirs: set[Path] = set()  # failed dirs: no new log goes there
         self._closed = False
         for log_dir in self.log_dirs:
             self._load_dir(log_dir)
@@ -131,6 +132,14 @@ class LogManager:
     def log_dir_of(self, tp: TopicPartition) -> Path | None:
         return self._dir_of.get(tp)
 
+    def mark_offline(self, log_dir: Path) -> None:
+        """`log_dir` failed (log/dir_failure.py): place no new log there."""
+        self.offline_dirs.add(Path(log_dir))
+
+    def partitions_in(self, log_dirs: Collection[Path]) -> frozenset[TopicPartition]:
+        """The partitions whose log is in one of `log_dirs`."""
+        return frozenset(tp for tp, d in self._dir_of.items() if d in log_dirs)
+
     def partition_counts(self) -> dict[Path, int]:
         counts = dict.fromkeys(self.log_dirs, 0)
         for log_dir in self._dir_of.values():
@@ -141,7 +150,8 @@ class LogManager:
         """Kafka's placement: the log directory with the fewest partitions (the first listed
         on a tie)."""
         counts = self.partition_counts()
-        return min(self.log_dirs, key=lambda d: counts[d])
+        online = [d for d in self.log_dirs if d not in self.offline_dirs] or self.log_dirs
+        return min(online, key=lambda d: counts[d])
 
     def get_or_create(self, tp: TopicPartition, config: LogConfig | None = None) -> PartitionLog:
         """The log of `tp`, created empty in `next_log_dir()` when there is none. `config`

@@ -100,7 +100,8 @@ class LeaderFetcher:
 class ReplicaFetcherManager:
     """Starts, moves and stops the fetchers as the image changes (`update()`, called by the
     ReplicaManager after every image). Lifecycle: `update()` any time on the event loop,
-    `await close()` at shutdown."""
+    `await close()` at shutdown. A partition whose log dir is offline (`is_offline`) is not
+    fetched (Kafka's removeFetcherForPartitions): it could not append what it got."""
 
     def __init__(
         self,
@@ -108,9 +109,11 @@ class ReplicaFetcherManager:
         replicas: ReplicaManager,
         endpoint_factory: EndpointFactory,
         settings: FetcherSettings | None = None,
+        is_offline: Callable[[TopicPartition], bool] | None = None,
     ) -> None:
         self.node_id = node_id
         self._replicas = replicas
+        self._is_offline = is_offline or (lambda _tp: False)
         self._factory = endpoint_factory
         self.settings = settings or FetcherSettings()
         self.fetchers: dict[int, LeaderFetcher] = {}
@@ -124,7 +127,7 @@ class ReplicaFetcherManager:
             return
         wanted: dict[int, dict[TopicPartition, Partition]] = {}
         for partition in self._replicas.partitions.values():
-            if partition.role is Role.FOLLOWER:
+            if partition.role is Role.FOLLOWER and not self._is_offline(partition.tp):
                 wanted.setdefault(partition.leader_id, {})[partition.tp] = partition
         for leader_id, fetcher in list(self.fetchers.items()):
             node = self._replicas.image.storage_node(leader_id)

@@ -47,7 +47,8 @@ class LocalCluster:
     Lifecycle: `start(timeout)` → use → `stop()` (also as a context manager). One thread drives
     it. `LocalCluster.attach(data_dir)` rebuilds one started elsewhere from its state file, to
     inspect or stop it. `extra_config` maps a role ("metadata", "storage", "gateway") to
-    settings passed as `--config key=value`; `racks` are dealt to storage nodes in turn.
+    settings passed as `--config key=value`; `racks` are dealt to storage nodes in turn;
+    each storage node gets `log_dirs_per_node` log dirs (`log_dirs(node_id)`).
     `service_modules` (role → module run with `python -m`) and `env` (added to each service's
     environment) exist for the launcher's own tests. `placement` says where each process runs
     (default: all on 127.0.0.1; fault tests give each its own network namespace and address).
@@ -69,7 +70,10 @@ class LocalCluster:
         service_modules: Mapping[str, str] | None = None,
         env: Mapping[str, str] | None = None,
         placement: Placement | None = None,
+        log_dirs_per_node: int = 1,
     ) -> None:
+        if log_dirs_per_node < 1:
+            raise ValueError("a storage node needs at least one log dir")
         if min(storage_nodes, gateways, quota_nodes, coordinators) < 0 or metadata_nodes < 1:
             raise ValueError("need at least one metadata instance; counts cannot be negative")
         unknown = set(extra_config or {}) - set(SERVICE_ROLES)
@@ -85,6 +89,7 @@ class LocalCluster:
             etcd_url=etcd_url,
             extra_config={r: dict(c) for r, c in (extra_config or {}).items()},
             racks=list(racks) if racks else None,
+            log_dirs_per_node=log_dirs_per_node,
         )
         self.python = python or sys.executable
         self.service_modules = {r: f"riverlog.services.{r}" for r in SERVICE_ROLES}
@@ -111,6 +116,7 @@ class LocalCluster:
             racks=layout.racks,
             quota_nodes=layout.quota_nodes,
             coordinators=layout.coordinators,
+            log_dirs_per_node=layout.log_dirs_per_node,
         )
         cluster._etcd_url = etcd_url
         for proc in procs:
@@ -293,6 +299,12 @@ class LocalCluster:
         }[role]
         return [self.service_spec(role, node_id) for node_id in range(1, count + 1)]
 
+    def log_dirs(self, node_id: int) -> list[Path]:
+        """Storage node `node_id`'s log dirs: `data/storage-N`, then `data/storage-N-dir2`..."""
+        first = self.data_dir / "data" / f"storage-{node_id}"
+        extra = range(2, self.layout.log_dirs_per_node + 1)
+        return [first, *(first.with_name(f"{first.name}-dir{i}") for i in extra)]
+
     def service_spec(self, role: str, node_id: int) -> ProcessSpec:
         """The command line of one service process, as agreed with the service owners."""
         name = f"{role}-{node_id}"
@@ -306,9 +318,10 @@ class LocalCluster:
         else:
             args += ["--node-id", str(node_id), "--host", host, "--port", "0"]
             if role == "storage":
-                log_dir = self.data_dir / "data" / name
-                log_dir.mkdir(parents=True, exist_ok=True)
-                args += ["--zero-copy-port", "0", "--log-dirs", str(log_dir)]
+                log_dirs = self.log_dirs(node_id)
+                for log_dir in log_dirs:
+                    log_dir.mkdir(parents=True, exist_ok=True)
+                args += ["--zero-copy-port", "0", "--log-dirs", ",".join(map(str, log_dirs))]
             if not self.metadata_addresses:
                 raise ClusterError(f"cannot start {name}: no metadata instance is ready")
             args += ["--metadata", ",".join(self.metadata_addresses)]

@@ -38,6 +38,7 @@ class ClusterLayout:
     etcd_url: str | None = None  # an external etcd; None: the cluster starts its own
     extra_config: dict[str, dict[str, str]] = field(default_factory=dict)
     racks: list[str] | None = None
+    log_dirs_per_node: int = 1  # storage log.dirs (Kafka's JBOD): storage-N, storage-N-dir2...
 
 
 def state_path(data_dir: Path) -> Path:
@@ -101,6 +102,7 @@ def write_state(
         "coordinators": layout.coordinators,
         "extra_config": layout.extra_config,
         "racks": layout.racks,
+        "log_dirs_per_node": layout.log_dirs_per_node,
         "processes": [process_to_json(p) for p in procs],
     }
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
@@ -134,6 +136,7 @@ def read_state(data_dir: Path) -> tuple[ClusterLayout, str | None, list[ManagedP
                 for role, values in (document.get("extra_config") or {}).items()
             },
             racks=list(document["racks"]) if document.get("racks") else None,
+            log_dirs_per_node=int(document.get("log_dirs_per_node", 1)),
         )
         procs = [process_from_json(p) for p in document["processes"]]
     except (KeyError, TypeError, ValueError) as e:

@@ -67,7 +67,7 @@ class Error(_message.Message):
     def __init__(self, code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., message: _Optional[str] = ...) -> None: ...
 
 class Node(_message.Message):
-    __slots__ = ("node_id", "kind", "host", "port", "rack", "zero_copy_port", "incarnation")
+    __slots__ = ("node_id", "kind", "host", "port", "rack", "zero_copy_port", "incarnation", "offline_replicas")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
@@ -75,6 +75,7 @@ class Node(_message.Message):
     RACK_FIELD_NUMBER: _ClassVar[int]
     ZERO_COPY_PORT_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    OFFLINE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     kind: NodeKind
     host: str
@@ -82,7 +83,8 @@ class Node(_message.Message):
     rack: str
     zero_copy_port: int
     incarnation: int
-    def __init__(self, node_id: _Optional[int] = ..., kind: _Optional[_Union[NodeKind, str]] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., rack: _Optional[str] = ..., zero_copy_port: _Optional[int] = ..., incarnation: _Optional[int] = ...) -> None: ...
+    offline_replicas: _containers.RepeatedCompositeFieldContainer[TopicPartition]
+    def __init__(self, node_id: _Optional[int] = ..., kind: _Optional[_Union[NodeKind, str]] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., rack: _Optional[str] = ..., zero_copy_port: _Optional[int] = ..., incarnation: _Optional[int] = ..., offline_replicas: _Optional[_Iterable[_Union[TopicPartition, _Mapping]]] = ...) -> None: ...
 
 class ConfigEntry(_message.Message):
     __slots__ = ("name", "value", "is_default")

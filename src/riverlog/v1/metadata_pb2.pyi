@@ -31,13 +31,33 @@ class RegisterNodeResponse(_message.Message):
     heartbeat_interval_ms: int
     def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., lease_id: _Optional[int] = ..., lease_ttl_ms: _Optional[int] = ..., cluster_id: _Optional[str] = ..., heartbeat_interval_ms: _Optional[int] = ...) -> None: ...
 
+class AllocateIncarnationRequest(_message.Message):
+    __slots__ = ("kind", "node_id")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    kind: _common_pb2.NodeKind
+    node_id: int
+    def __init__(self, kind: _Optional[_Union[_common_pb2.NodeKind, str]] = ..., node_id: _Optional[int] = ...) -> None: ...
+
+class AllocateIncarnationResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "incarnation")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    incarnation: int
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., incarnation: _Optional[int] = ...) -> None: ...
+
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("node_id", "lease_id")
+    __slots__ = ("node_id", "lease_id", "offline_replicas")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFLINE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     lease_id: int
-    def __init__(self, node_id: _Optional[int] = ..., lease_id: _Optional[int] = ...) -> None: ...
+    offline_replicas: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicPartition]
+    def __init__(self, node_id: _Optional[int] = ..., lease_id: _Optional[int] = ..., offline_replicas: _Optional[_Iterable[_Union[_common_pb2.TopicPartition, _Mapping]]] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ("error_code", "error_message", "lease_ttl_ms")

@@ -35,6 +35,11 @@ class MetadataServiceStub:
         Args:
             channel: A grpc.Channel.
         """
+        self.AllocateIncarnation = channel.unary_unary(
+                '/riverlog.v1.MetadataService/AllocateIncarnation',
+                request_serializer=riverlog_dot_v1_dot_metadata__pb2.AllocateIncarnationRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_metadata__pb2.AllocateIncarnationResponse.FromString,
+                _registered_method=True)
         self.RegisterNode = channel.unary_unary(
                 '/riverlog.v1.MetadataService/RegisterNode',
                 request_serializer=riverlog_dot_v1_dot_metadata__pb2.RegisterNodeRequest.SerializeToString,
@@ -144,6 +149,14 @@ class MetadataServiceStub:
 
 class MetadataServiceServicer:
     """Missing associated documentation comment in .proto file."""
+
+    def AllocateIncarnation(self, request, context):
+        """A new incarnation for a node process about to register: an etcd revision, so it grows
+        across restarts whatever the wall clock does (decision 0003).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
 
     def RegisterNode(self, request, context):
         """Missing associated documentation comment in .proto file."""
@@ -281,6 +294,11 @@ class MetadataServiceServicer:
 
 def add_MetadataServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
+            'AllocateIncarnation': grpc.unary_unary_rpc_method_handler(
+                    servicer.AllocateIncarnation,
+                    request_deserializer=riverlog_dot_v1_dot_metadata__pb2.AllocateIncarnationRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_metadata__pb2.AllocateIncarnationResponse.SerializeToString,
+            ),
             'RegisterNode': grpc.unary_unary_rpc_method_handler(
                     servicer.RegisterNode,
                     request_deserializer=riverlog_dot_v1_dot_metadata__pb2.RegisterNodeRequest.FromString,
@@ -396,6 +414,33 @@ def add_MetadataServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class MetadataService:
     """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def AllocateIncarnation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.MetadataService/AllocateIncarnation',
+            riverlog_dot_v1_dot_metadata__pb2.AllocateIncarnationRequest.SerializeToString,
+            riverlog_dot_v1_dot_metadata__pb2.AllocateIncarnationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
 
     @staticmethod
     def RegisterNode(request,

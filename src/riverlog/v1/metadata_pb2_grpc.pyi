@@ -34,6 +34,10 @@ class MetadataServiceStub:
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> MetadataServiceAsyncStub: ...
+    AllocateIncarnation: _grpc.UnaryUnaryMultiCallable[_metadata_pb2.AllocateIncarnationRequest, _metadata_pb2.AllocateIncarnationResponse]
+    """A new incarnation for a node process about to register: an etcd revision, so it grows
+    across restarts whatever the wall clock does (decision 0003).
+    """
     RegisterNode: _grpc.UnaryUnaryMultiCallable[_metadata_pb2.RegisterNodeRequest, _metadata_pb2.RegisterNodeResponse]
     Heartbeat: _grpc.UnaryUnaryMultiCallable[_metadata_pb2.HeartbeatRequest, _metadata_pb2.HeartbeatResponse]
     UnregisterNode: _grpc.UnaryUnaryMultiCallable[_metadata_pb2.UnregisterNodeRequest, _metadata_pb2.UnregisterNodeResponse]
@@ -68,6 +72,10 @@ class MetadataServiceStub:
 @_typing.type_check_only
 class MetadataServiceAsyncStub(MetadataServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
+    AllocateIncarnation: _aio.UnaryUnaryMultiCallable[_metadata_pb2.AllocateIncarnationRequest, _metadata_pb2.AllocateIncarnationResponse]  # type: ignore[assignment]
+    """A new incarnation for a node process about to register: an etcd revision, so it grows
+    across restarts whatever the wall clock does (decision 0003).
+    """
     RegisterNode: _aio.UnaryUnaryMultiCallable[_metadata_pb2.RegisterNodeRequest, _metadata_pb2.RegisterNodeResponse]  # type: ignore[assignment]
     Heartbeat: _aio.UnaryUnaryMultiCallable[_metadata_pb2.HeartbeatRequest, _metadata_pb2.HeartbeatResponse]  # type: ignore[assignment]
     UnregisterNode: _aio.UnaryUnaryMultiCallable[_metadata_pb2.UnregisterNodeRequest, _metadata_pb2.UnregisterNodeResponse]  # type: ignore[assignment]
@@ -100,6 +108,16 @@ class MetadataServiceAsyncStub(MetadataServiceStub):
     WatchClientQuotas: _aio.UnaryStreamMultiCallable[_metadata_pb2.WatchClientQuotasRequest, _metadata_pb2.ClientQuotaImage]  # type: ignore[assignment]
 
 class MetadataServiceServicer(metaclass=_abc_1.ABCMeta):
+    @_abc_1.abstractmethod
+    def AllocateIncarnation(
+        self,
+        request: _metadata_pb2.AllocateIncarnationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_metadata_pb2.AllocateIncarnationResponse, _abc.Awaitable[_metadata_pb2.AllocateIncarnationResponse]]:
+        """A new incarnation for a node process about to register: an etcd revision, so it grows
+        across restarts whatever the wall clock does (decision 0003).
+        """
+
     @_abc_1.abstractmethod
     def RegisterNode(
         self,

@@ -10,6 +10,7 @@ from .image import (
     PartitionInfo,
     TopicInfo,
 )
+from .incarnation import allocate_incarnation
 from .membership import MembershipSession, Registration
 from .watcher import MetadataWatcher
 
@@ -24,5 +25,6 @@ __all__ = [
     "PartitionInfo",
     "Registration",
     "TopicInfo",
+    "allocate_incarnation",
     "parse_addresses",
 ]

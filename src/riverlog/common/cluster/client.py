@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any, Final
 
 import grpc
@@ -19,7 +19,7 @@ import grpc
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.rpc.channels import ChannelCache, Rpcs, pick
 from riverlog.common.rpc.status import from_rpc_error
-from riverlog.v1 import admin_pb2, metadata_pb2, metadata_pb2_grpc
+from riverlog.v1 import admin_pb2, common_pb2, metadata_pb2, metadata_pb2_grpc
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,7 @@ _FAILOVER_CODES: Final = frozenset(
 
 
 METADATA_RPCS: Final[Rpcs[metadata_pb2_grpc.MetadataServiceAsyncStub]] = {
+    "AllocateIncarnation": lambda s: s.AllocateIncarnation,
     "RegisterNode": lambda s: s.RegisterNode,
     "Heartbeat": lambda s: s.Heartbeat,
     "UnregisterNode": lambda s: s.UnregisterNode,
@@ -127,10 +128,24 @@ class MetadataClient:
         result: metadata_pb2.RegisterNodeResponse = await self.call("RegisterNode", request)
         return result
 
+    async def allocate_incarnation(
+        self, request: metadata_pb2.AllocateIncarnationRequest
+    ) -> metadata_pb2.AllocateIncarnationResponse:
+        result: metadata_pb2.AllocateIncarnationResponse = await self.call(
+            "AllocateIncarnation", request
+        )
+        return result
+
     async def heartbeat(
-        self, node_id: int, lease_id: int, timeout_s: float | None = None
+        self,
+        node_id: int,
+        lease_id: int,
+        timeout_s: float | None = None,
+        offline_replicas: Iterable[common_pb2.TopicPartition] = (),
     ) -> metadata_pb2.HeartbeatResponse:
-        request = metadata_pb2.HeartbeatRequest(node_id=node_id, lease_id=lease_id)
+        request = metadata_pb2.HeartbeatRequest(
+            node_id=node_id, lease_id=lease_id, offline_replicas=offline_replicas
+        )
         result: metadata_pb2.HeartbeatResponse = await self.call("Heartbeat", request, timeout_s)
         return result
 

@@ -11,6 +11,7 @@ from typing import Final
 
 from riverlog.common.errors import ErrorCode
 from riverlog.common.rpc.convert import error_code_to_proto
+from riverlog.common.types import TopicPartition
 from riverlog.v1 import common_pb2, coordinator_pb2, metadata_pb2
 
 from .image import (
@@ -57,6 +58,7 @@ def node_to_proto(node: NodeInfo) -> common_pb2.Node:
         rack=node.rack,
         zero_copy_port=node.zero_copy_port,
         incarnation=node.incarnation,
+        offline_replicas=tps_to_proto(node.offline_replicas),
     )
 
 
@@ -69,7 +71,16 @@ def node_from_proto(msg: common_pb2.Node) -> NodeInfo:
         rack=msg.rack,
         zero_copy_port=msg.zero_copy_port,
         incarnation=msg.incarnation,
+        offline_replicas=tps_from_proto(msg.offline_replicas),
     )
+
+
+def tps_to_proto(tps: Iterable[TopicPartition]) -> list[common_pb2.TopicPartition]:
+    return [common_pb2.TopicPartition(topic=tp.topic, partition=tp.partition) for tp in sorted(tps)]
+
+
+def tps_from_proto(msgs: Iterable[common_pb2.TopicPartition]) -> frozenset[TopicPartition]:
+    return frozenset(TopicPartition(m.topic, m.partition) for m in msgs)
 
 
 def partition_to_proto(p: PartitionInfo) -> common_pb2.PartitionState:

@@ -4,6 +4,10 @@ lease alive by heartbeat, register again when the lease lapsed, unregister on th
 The lease itself lives in etcd (the metadata service holds none of it in memory), so any
 metadata instance may answer a heartbeat. A node that stops heartbeating for longer than
 `broker.session.timeout.ms` disappears from the cluster image.
+
+A storage node's heartbeat (and any registration after the first) also carries the replicas on
+its offline log dirs, from `offline_replicas`; `heartbeat_now()` sends them without waiting
+for the next interval (decision 0021).
 """
 
 from __future__ import annotations
@@ -14,13 +18,14 @@ import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from riverlog.common.errors import ErrorCode, RiverlogError, error_for
+from riverlog.common.types import TopicPartition
 from riverlog.v1 import metadata_pb2
 
 from .client import MetadataClient
-from .convert import node_to_proto
+from .convert import node_to_proto, tps_to_proto
 from .image import NodeInfo
 
 log = logging.getLogger(__name__)
@@ -40,6 +45,11 @@ class Registration:
 
 
 RegisteredCallback = Callable[[Registration], Awaitable[None] | None]
+OfflineReplicas = Callable[[], frozenset[TopicPartition]]
+
+
+def _no_offline_replicas() -> frozenset[TopicPartition]:
+    return frozenset()
 
 
 class MembershipSession:
@@ -55,10 +65,13 @@ class MembershipSession:
         client: MetadataClient,
         node: NodeInfo,
         on_registered: RegisteredCallback | None = None,
+        offline_replicas: OfflineReplicas | None = None,
     ) -> None:
         self.client = client
         self.node = node
         self.on_registered = on_registered
+        self.offline_replicas = offline_replicas or _no_offline_replicas
+        self._beat_now = asyncio.Event()
         self.registration: Registration | None = None
         self.fenced = False
         # time.monotonic() when the lease was last known alive: the send time of the last
@@ -100,8 +113,13 @@ class MembershipSession:
                 log.info("unregister of %s failed: %s", self.node.key, exc)
         self.registration = None
 
+    def heartbeat_now(self) -> None:
+        """Send the next heartbeat at once (its offline replicas changed)."""
+        self._beat_now.set()
+
     async def _register_once(self) -> Registration:
-        request = metadata_pb2.RegisterNodeRequest(node=node_to_proto(self.node))
+        node = replace(self.node, offline_replicas=self.offline_replicas())
+        request = metadata_pb2.RegisterNodeRequest(node=node_to_proto(node))
         sent = time.monotonic()
         response = await self.client.register_node(request)
         if int(response.error_code) != ErrorCode.NONE:
@@ -139,7 +157,11 @@ class MembershipSession:
     async def _heartbeat_loop(self) -> None:
         while not self._stopping.is_set():
             assert self.registration is not None
-            await asyncio.sleep(self.registration.heartbeat_interval_ms / 1000)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self._beat_now.wait(), self.registration.heartbeat_interval_ms / 1000
+                )
+            self._beat_now.clear()
             sent = time.monotonic()
             # Each attempt well within the lease: an instance that hangs (paused, partitioned)
             # costs a third of it before the client moves on to the next one, not the lease.
@@ -150,7 +172,12 @@ class MembershipSession:
             whole_s = 2 * len(self.client.addresses) * attempt_s + 1.0
             try:
                 response = await asyncio.wait_for(
-                    self.client.heartbeat(self.node.node_id, self.registration.lease_id, attempt_s),
+                    self.client.heartbeat(
+                        self.node.node_id,
+                        self.registration.lease_id,
+                        attempt_s,
+                        tps_to_proto(self.offline_replicas()),
+                    ),
                     whole_s,
                 )
             except TimeoutError:

@@ -12,6 +12,7 @@ from riverlog.common.cluster.image import (
     PartitionInfo,
     TopicInfo,
 )
+from riverlog.common.types import TopicPartition
 from riverlog.v1 import common_pb2, metadata_pb2
 
 S1 = NodeInfo("storage", 1, "127.0.0.1", 9001, "r1", 9101, 11)
@@ -114,3 +115,10 @@ def test_round_trip_and_unknown_kinds():
     msg.nodes.add(node_id=9, kind=99)  # a kind from a newer server is skipped
     assert delta_from_proto(msg).nodes == (S1, G1)
     assert ClusterImage.empty().apply_delta(delta).to_snapshot().nodes == (G1, S1)
+
+
+def test_offline_replicas_of_a_storage_node_round_trip():
+    offline = frozenset({TopicPartition("t", 1), TopicPartition("a", 0)})
+    node = NodeInfo("storage", 4, "h", 1, offline_replicas=offline)
+    delta = ClusterDelta(8, 1, 2, "c", False, (node,), (), (), ())
+    assert delta_from_proto(delta_to_proto(delta)).nodes == (node,)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from riverlog.common.cluster.image import NodeInfo, PartitionInfo
+from riverlog.common.types import TopicPartition
 from riverlog.services.metadata.config import MetadataConfig
 from riverlog.services.metadata.records import (
     ControllerRecord,
@@ -92,6 +93,9 @@ def test_records_round_trip():
     p = PartitionInfo(4, 1, 2, (1, 2), (1,), 5)
     assert partition_decode(4, partition_encode(p)) == p
     n = NodeInfo("storage", 1, "h", 2, "r", 3, 4)
+    assert node_decode(node_encode(n, 99)) == (n, 99)
+    offline = frozenset({TopicPartition("t", 0), TopicPartition("u", 3)})
+    n = NodeInfo("storage", 1, "h", 2, "r", 3, 4, offline)
     assert node_decode(node_encode(n, 99)) == (n, 99)
 
 

@@ -44,3 +44,15 @@ def test_a_failed_dir_goes_offline_and_the_last_one_halts_the_node(tmp_path: Pat
     assert halts == []
     channel.storage_error(b, disk_error())
     assert channel.offline == {a, b} and halts == [1]
+
+
+def test_listeners_hear_of_each_failed_dir_once_and_not_of_the_last(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    heard: list[Path] = []
+    channel = LogDirFailureChannel([a, b], halt=lambda: None)
+    channel.on_offline.append(heard.append)
+    channel.storage_error(a, OSError(28, "No space left on device"))
+    channel.storage_error(a, disk_error())
+    assert heard == [a]  # the node then reports the replicas on `a` to the controller
+    channel.storage_error(b, disk_error())
+    assert heard == [a]  # the last dir halts the node instead

@@ -182,3 +182,15 @@ def test_topic_config_callback_on_load(dirs: list[Path], clock: ManualClock) -> 
     assert m2.get(tp("a")).config.retention_ms == LogConfig().retention_ms  # type: ignore[union-attr]
     assert m2.get(tp("b")).config.retention_ms == 123  # type: ignore[union-attr]
     m2.close()
+
+
+def test_no_new_partition_goes_to_an_offline_dir(dirs: list[Path], clock: ManualClock) -> None:
+    m = manager(dirs, clock)
+    for p in range(3):
+        m.get_or_create(tp("t", p))
+    m.mark_offline(dirs[0])
+    assert m.partitions_in({dirs[0]}) == {tp("t", 0)}
+    placed = [m.log_dir_of(m.get_or_create(tp("u", p)).tp) for p in range(4)]
+    assert dirs[0] not in placed
+    assert m.partitions_in({dirs[0]}) == {tp("t", 0)}
+    m.close()
