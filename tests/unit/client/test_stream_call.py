@@ -110,7 +110,7 @@ def test_a_broken_stream_fails_what_waits_and_the_next_request_reopens(echo) -> 
 
 
 def test_a_request_past_its_timeout_ends_the_stream(echo) -> None:
-    servicer, channel = echo
+    _, channel = echo
     stream = _stream(channel)
     try:
         lost = stream.submit(data_pb2.ProduceRequest(timeout_ms=-1), 0.0)
@@ -119,7 +119,8 @@ def test_a_request_past_its_timeout_ends_the_stream(echo) -> None:
             lost.result(10)
         assert timed_out.value.code == ErrorCode.REQUEST_TIMED_OUT
         assert not stream.expire()  # nothing else waits
+        # A new stream serves the next request (the server may not even have seen the first
+        # one: it was cancelled at once).
         assert stream.submit(data_pb2.ProduceRequest(timeout_ms=0), 30).result(10)
     finally:
         stream.close()
-    assert servicer.streams == 2
