@@ -137,7 +137,7 @@ class StorageNode:
         self.replicas = replicas
         # A failed write takes its log dir offline; with every dir offline the node halts.
         # With some, the replicas on them go to the controller in the next (immediate)
-        # heartbeat, which moves their leaderships (decision 0021).
+        # heartbeat, which moves their leaderships (decision 0022).
         failures = LogDirFailureChannel(config.log_dirs)
         failures.on_offline.append(log_manager.mark_offline)
         failures.on_offline.append(self._report_offline)

@@ -12,7 +12,7 @@ The order of the checks is Kafka's (`ReplicationControlManager.validateAlterPart
 5. the new ISR is a non-empty subset of the replicas that includes the leader
    (INVALID_REQUEST);
 6. every member is a live registered storage node whose replica is not on a log dir it
-   reported offline (INELIGIBLE_REPLICA; decision 0021).
+   reported offline (INELIGIBLE_REPLICA; decision 0022).
 
 A request that changes nothing is answered with the current state and no write.
 """

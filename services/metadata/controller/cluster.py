@@ -15,7 +15,7 @@ key and hands out the revision of that put, which is above every revision before
 restarted process outranks its predecessor even after the wall clock stepped back.
 
 A storage node's heartbeat carries the replicas on its offline log dirs; they are added to its
-registration (decision 0021), where the controller reads them. They only grow: the node clears
+registration (decision 0022), where the controller reads them. They only grow: the node clears
 them by restarting, which registers anew.
 """
 

@@ -11,7 +11,7 @@ Rules:
 - A new leader bumps the leader epoch; any change bumps the partition epoch.
 - An ISR change that is not a subset of the replicas is refused (INVALID_REQUEST).
 
-A replica on an offline log dir (decision 0021) counts as not live for its partition: callers
+A replica on an offline log dir (decision 0022) counts as not live for its partition: callers
 pass `eligible_nodes(...)` as the live nodes, so it leaves the ISR and cannot lead.
 """
 

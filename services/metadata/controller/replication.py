@@ -10,7 +10,7 @@ meanwhile, cannot land. A batch is cut into transactions of `PARTITIONS_PER_TXN`
 one put).
 
 One task (`_reconcile_loop`) reacts to the storage nodes changing (joining, leaving,
-restarting, reporting replicas on offline log dirs: decision 0021) and to this instance
+restarting, reporting replicas on offline log dirs: decision 0022) and to this instance
 becoming the controller; partition writes of every kind take `_writes` in turn, so two
 decisions never race on one instance. Lifecycle: `start()` after the election started,
 `await stop()`. Metrics: OpenTelemetry counters `riverlog.controller.leader_elections` and
@@ -151,7 +151,7 @@ class ReplicationController:
         return {n.node_id: n.incarnation for n in self.image.cluster.nodes_of_kind("storage")}
 
     def offline_replicas(self) -> OfflineReplicas:
-        """Replicas on log dirs their live storage node reported offline (decision 0021)."""
+        """Replicas on log dirs their live storage node reported offline (decision 0022)."""
         return offline_by_partition(self.image.cluster.nodes_of_kind("storage"))
 
     def _on_image(self) -> None:

@@ -8,7 +8,7 @@ its leaderships. An offline dir stays offline until the process restarts (and re
 logs it finds there).
 
 With several log dirs and only some offline, the node keeps serving the others and tells the
-controller which replicas are on the offline ones (decision 0021): `on_offline` listeners run
+controller which replicas are on the offline ones (decision 0022): `on_offline` listeners run
 once per failed dir (the app sends a heartbeat at once and stops placing new logs there), and
 the node's heartbeats carry `offline_replicas` from then on, as a Kafka broker's carry its
 offline log dirs. The controller takes those replicas out of the ISR, elects other leaders

@@ -1,4 +1,4 @@
-"""Incarnations from etcd (decision 0003) and replicas on offline log dirs (decision 0021), on
+"""Incarnations from etcd (decision 0003) and replicas on offline log dirs (decision 0022), on
 real metadata processes and a real etcd with stand-in storage nodes: allocated incarnations
 grow and outrank a live registration's (even a wall-clock one from before), and a node's
 heartbeat reporting a replica offline moves that partition's leadership and ISR seat, keeps

@@ -2,7 +2,7 @@
 permissions, so a full filesystem is how a test makes a dir fail for real), under a steady
 acks=all producer: the node takes that dir offline, reports the replicas on it in its
 heartbeat, and the controller moves the leaderships of those partitions and takes the replicas
-out of their ISR (decision 0021), while the partitions on the healthy dir stay led by the node
+out of their ISR (decision 0022), while the partitions on the healthy dir stay led by the node
 under the same leader epoch. Every acknowledged record is where its acknowledgement said.
 Kafka's log_dir_failure_test, with several log dirs per broker."""
 

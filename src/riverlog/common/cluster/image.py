@@ -36,7 +36,7 @@ class NodeInfo:
     incarnation: int = 0
     offline_replicas: frozenset[TopicPartition] = frozenset()
     """Storage: replicas on its offline log dirs, never to lead or be in sync again until the
-    node restarts (decision 0021)."""
+    node restarts (decision 0022)."""
 
     @property
     def address(self) -> str:

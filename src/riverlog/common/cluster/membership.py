@@ -7,7 +7,7 @@ metadata instance may answer a heartbeat. A node that stops heartbeating for lon
 
 A storage node's heartbeat (and any registration after the first) also carries the replicas on
 its offline log dirs, from `offline_replicas`; `heartbeat_now()` sends them without waiting
-for the next interval (decision 0021).
+for the next interval (decision 0022).
 """
 
 from __future__ import annotations

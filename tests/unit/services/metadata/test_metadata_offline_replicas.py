@@ -1,4 +1,4 @@
-"""Replicas on offline log dirs (decision 0021) as pure functions: the controller treats such a
+"""Replicas on offline log dirs (decision 0022) as pure functions: the controller treats such a
 replica as dead for its partition only, so it leaves the ISR and its leadership moves under a
 new leader epoch, it is never elected (reconcile, preferred, unclean) nor let back into the
 ISR by AlterPartition, and the node's other partitions stay as they are."""
