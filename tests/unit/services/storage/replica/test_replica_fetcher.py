@@ -395,3 +395,28 @@ async def test_a_stopped_fetcher_whose_cancel_was_swallowed_neither_spins_nor_li
     finally:
         await manager.close()
         follower.close()
+
+
+async def test_a_partition_on_an_offline_log_dir_is_not_fetched(tmp_path: Path) -> None:
+    """Its appends would fail (decision 0022): the manager leaves it out, at the next update."""
+    leader, follower = _node(tmp_path, A), _node(tmp_path, B)
+    offline: set[TopicPartition] = set()
+    manager = ReplicaFetcherManager(
+        follower.replicas.node_id,
+        follower.replicas,
+        lambda _node: LocalEndpoint(leader),
+        FetcherSettings(max_wait_ms=20, backoff_ms=10),
+        is_offline=offline.__contains__,
+    )
+    follower.replicas.on_partitions_changed.append(manager.update)
+    try:
+        leader.replicas.apply_image(_image(A, 0, 1))
+        follower.replicas.apply_image(_image(A, 0, 1))
+        assert set(manager.fetchers[A].states) == {T0}
+        offline.add(T0)
+        manager.update()  # what the storage node does when the dir goes offline
+        assert A not in manager.fetchers
+    finally:
+        await manager.close()
+        leader.close()
+        follower.close()
