@@ -28,10 +28,12 @@ from .controller.cluster import NodeRegistry
 from .controller.coordinators import CoordinatorAssigner
 from .controller.election import ControllerElection
 from .controller.producer_ids import ProducerIdManager
+from .controller.reassignments import ReassignmentController
 from .controller.replication import ReplicationController
 from .controller.topics import TopicController, new_topic_id
 from .image import MetadataImage
 from .peers.controller import ControllerPeer
+from .rpc.reassignments import ReassignmentsRpc
 from .rpc.servicer import MetadataServicer
 from .store import EtcdStore
 
@@ -74,6 +76,7 @@ class MetadataInstance:
         self.election: ControllerElection | None = None
         self.assigner: CoordinatorAssigner | None = None
         self.replication: ReplicationController | None = None
+        self.reassignments: ReassignmentController | None = None
 
     @property
     def address(self) -> str:
@@ -110,6 +113,7 @@ class MetadataInstance:
         self.peer = ControllerPeer(config.forward_timeout_ms / 1000)
         replication = ReplicationController(election, image, config)
         producer_ids = ProducerIdManager(election, image)
+        reassignments = ReassignmentController(replication, image)
         servicer = MetadataServicer(
             image, election, topics, registry, self.peer, replication, producer_ids
         )
@@ -119,6 +123,7 @@ class MetadataInstance:
             [(metadata_pb2_grpc.add_MetadataServiceServicer_to_server, servicer, SERVICE_NAME)],
         )
         servicer.client_quotas = self.client_quotas
+        servicer.reassignments = ReassignmentsRpc(reassignments)
         await self.server.start()
         self.election = election
         await election.start(self.advertised_host, self.server.port)
@@ -126,6 +131,8 @@ class MetadataInstance:
         self.assigner.start()
         self.replication = replication
         replication.start()
+        self.reassignments = reassignments
+        reassignments.start()
         log.info(
             "metadata instance %d serving on %s (cluster %s)",
             config.instance_id,
@@ -136,6 +143,8 @@ class MetadataInstance:
     async def stop(self) -> None:
         if self.assigner is not None:
             await self.assigner.stop()
+        if self.reassignments is not None:
+            await self.reassignments.stop()
         if self.replication is not None:
             await self.replication.stop()
         if self.election is not None:

@@ -35,6 +35,7 @@ from ..image import MetadataImage
 from ..peers.controller import ControllerPeer, was_forwarded
 from . import convert as conv
 from .client_quotas import ClientQuotasRpc
+from .reassignments import ReassignmentsRpc
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,8 @@ R = TypeVar("R")
 
 
 class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceServicer):
+    reassignments: ReassignmentsRpc  # set by the app, as client_quotas
+
     def __init__(
         self,
         image: MetadataImage,
@@ -241,7 +244,24 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
             )
         return await self._write("ElectLeaders", request, context, local)
 
+    async def AlterPartitionReassignments(
+        self,
+        request: admin_pb2.AlterPartitionReassignmentsRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> admin_pb2.AlterPartitionReassignmentsResponse:
+        async def local() -> admin_pb2.AlterPartitionReassignmentsResponse:
+            return await self.reassignments.alter(request)
+
+        return await self._write("AlterPartitionReassignments", request, context, local)
+
     # --- reads (any instance) -------------------------------------------------------------------
+
+    async def ListPartitionReassignments(
+        self,
+        request: admin_pb2.ListPartitionReassignmentsRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> admin_pb2.ListPartitionReassignmentsResponse:
+        return self.reassignments.list(request)
 
     async def DescribeConfigs(
         self, request: admin_pb2.DescribeConfigsRequest, context: grpc.aio.ServicerContext

@@ -115,6 +115,16 @@ class MetadataServiceStub:
                 request_serializer=riverlog_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
                 response_deserializer=riverlog_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
                 _registered_method=True)
+        self.AlterPartitionReassignments = channel.unary_unary(
+                '/riverlog.v1.MetadataService/AlterPartitionReassignments',
+                request_serializer=riverlog_dot_v1_dot_admin__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_admin__pb2.AlterPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.ListPartitionReassignments = channel.unary_unary(
+                '/riverlog.v1.MetadataService/ListPartitionReassignments',
+                request_serializer=riverlog_dot_v1_dot_admin__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_admin__pb2.ListPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
         self.AlterClientQuotas = channel.unary_unary(
                 '/riverlog.v1.MetadataService/AlterClientQuotas',
                 request_serializer=riverlog_dot_v1_dot_admin__pb2.AlterClientQuotasRequest.SerializeToString,
@@ -253,6 +263,20 @@ class MetadataServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterPartitionReassignments(self, request, context):
+        """Partition reassignment (Kafka's AlterPartitionReassignments, KIP-455): served by the
+        controller; the list is read from any instance's image.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPartitionReassignments(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def AlterClientQuotas(self, request, context):
         """Client quotas and users (issue 5). Writes are validated and stored in etcd by any instance;
         WatchClientQuotas streams the whole quota/user state, then again after every change.
@@ -373,6 +397,16 @@ def add_MetadataServiceServicer_to_server(servicer, server):
                     servicer.ElectLeaders,
                     request_deserializer=riverlog_dot_v1_dot_admin__pb2.ElectLeadersRequest.FromString,
                     response_serializer=riverlog_dot_v1_dot_admin__pb2.ElectLeadersResponse.SerializeToString,
+            ),
+            'AlterPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartitionReassignments,
+                    request_deserializer=riverlog_dot_v1_dot_admin__pb2.AlterPartitionReassignmentsRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_admin__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'ListPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPartitionReassignments,
+                    request_deserializer=riverlog_dot_v1_dot_admin__pb2.ListPartitionReassignmentsRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_admin__pb2.ListPartitionReassignmentsResponse.SerializeToString,
             ),
             'AlterClientQuotas': grpc.unary_unary_rpc_method_handler(
                     servicer.AlterClientQuotas,
@@ -837,6 +871,60 @@ class MetadataService:
             '/riverlog.v1.MetadataService/ElectLeaders',
             riverlog_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
             riverlog_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.MetadataService/AlterPartitionReassignments',
+            riverlog_dot_v1_dot_admin__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+            riverlog_dot_v1_dot_admin__pb2.AlterPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.MetadataService/ListPartitionReassignments',
+            riverlog_dot_v1_dot_admin__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+            riverlog_dot_v1_dot_admin__pb2.ListPartitionReassignmentsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -59,6 +59,11 @@ class MetadataServiceStub:
     """A block of producer ids for a storage node or coordinator (Kafka's AllocateProducerIds)."""
     ElectLeaders: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ElectLeadersRequest, _admin_pb2.ElectLeadersResponse]
     """Preferred or unclean leader election for some or all partitions (Kafka's ElectLeaders)."""
+    AlterPartitionReassignments: _grpc.UnaryUnaryMultiCallable[_admin_pb2.AlterPartitionReassignmentsRequest, _admin_pb2.AlterPartitionReassignmentsResponse]
+    """Partition reassignment (Kafka's AlterPartitionReassignments, KIP-455): served by the
+    controller; the list is read from any instance's image.
+    """
+    ListPartitionReassignments: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ListPartitionReassignmentsRequest, _admin_pb2.ListPartitionReassignmentsResponse]
     AlterClientQuotas: _grpc.UnaryUnaryMultiCallable[_admin_pb2.AlterClientQuotasRequest, _admin_pb2.AlterClientQuotasResponse]
     """Client quotas and users (issue 5). Writes are validated and stored in etcd by any instance;
     WatchClientQuotas streams the whole quota/user state, then again after every change.
@@ -97,6 +102,11 @@ class MetadataServiceAsyncStub(MetadataServiceStub):
     """A block of producer ids for a storage node or coordinator (Kafka's AllocateProducerIds)."""
     ElectLeaders: _aio.UnaryUnaryMultiCallable[_admin_pb2.ElectLeadersRequest, _admin_pb2.ElectLeadersResponse]  # type: ignore[assignment]
     """Preferred or unclean leader election for some or all partitions (Kafka's ElectLeaders)."""
+    AlterPartitionReassignments: _aio.UnaryUnaryMultiCallable[_admin_pb2.AlterPartitionReassignmentsRequest, _admin_pb2.AlterPartitionReassignmentsResponse]  # type: ignore[assignment]
+    """Partition reassignment (Kafka's AlterPartitionReassignments, KIP-455): served by the
+    controller; the list is read from any instance's image.
+    """
+    ListPartitionReassignments: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListPartitionReassignmentsRequest, _admin_pb2.ListPartitionReassignmentsResponse]  # type: ignore[assignment]
     AlterClientQuotas: _aio.UnaryUnaryMultiCallable[_admin_pb2.AlterClientQuotasRequest, _admin_pb2.AlterClientQuotasResponse]  # type: ignore[assignment]
     """Client quotas and users (issue 5). Writes are validated and stored in etcd by any instance;
     WatchClientQuotas streams the whole quota/user state, then again after every change.
@@ -228,6 +238,23 @@ class MetadataServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_admin_pb2.ElectLeadersResponse, _abc.Awaitable[_admin_pb2.ElectLeadersResponse]]:
         """Preferred or unclean leader election for some or all partitions (Kafka's ElectLeaders)."""
+
+    @_abc_1.abstractmethod
+    def AlterPartitionReassignments(
+        self,
+        request: _admin_pb2.AlterPartitionReassignmentsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.AlterPartitionReassignmentsResponse, _abc.Awaitable[_admin_pb2.AlterPartitionReassignmentsResponse]]:
+        """Partition reassignment (Kafka's AlterPartitionReassignments, KIP-455): served by the
+        controller; the list is read from any instance's image.
+        """
+
+    @_abc_1.abstractmethod
+    def ListPartitionReassignments(
+        self,
+        request: _admin_pb2.ListPartitionReassignmentsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.ListPartitionReassignmentsResponse, _abc.Awaitable[_admin_pb2.ListPartitionReassignmentsResponse]]: ...
 
     @_abc_1.abstractmethod
     def AlterClientQuotas(

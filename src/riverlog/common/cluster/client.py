@@ -46,6 +46,8 @@ METADATA_RPCS: Final[Rpcs[metadata_pb2_grpc.MetadataServiceAsyncStub]] = {
     "AlterPartition": lambda s: s.AlterPartition,
     "AllocateProducerIds": lambda s: s.AllocateProducerIds,
     "ElectLeaders": lambda s: s.ElectLeaders,
+    "AlterPartitionReassignments": lambda s: s.AlterPartitionReassignments,
+    "ListPartitionReassignments": lambda s: s.ListPartitionReassignments,
     "AlterClientQuotas": lambda s: s.AlterClientQuotas,
     "DescribeClientQuotas": lambda s: s.DescribeClientQuotas,
     "UpsertUser": lambda s: s.UpsertUser,

@@ -1,0 +1,72 @@
+"""`riverlog partitions reassign` as a user runs it (the real command in a subprocess): generate a
+plan, execute it and wait, verify, list, and the refusals (a dead node, a cancel with nothing
+moving) as one line on stderr with exit status 1."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from reassign_harness import ReassignHarness
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+
+def riverlog(harness: ReassignHarness, *args: str) -> subprocess.CompletedProcess[str]:
+    """`riverlog partitions reassign ARGS` against the harness's gateway."""
+    command = [sys.executable, "-m", "riverlog.cli.main", "partitions", "reassign", *args]
+    command += ["--bootstrap", harness.cluster.gateway_address]
+    return subprocess.run(command, capture_output=True, text=True, timeout=150, check=False)
+
+
+def test_generate_execute_verify_list(harness: ReassignHarness, tmp_path: Path) -> None:
+    topic = harness.create_topic("cli")
+    harness.place(topic, (1, 2, 3))
+    generated = riverlog(harness, "--generate", "--topics", topic, "--nodes", "2,3,4", "--json")
+    assert generated.returncode == 0, generated.stderr
+    proposed = json.loads(generated.stdout)["proposed"]
+    [entry] = proposed["partitions"]
+    assert (entry["topic"], entry["partition"], sorted(entry["replicas"])) == (topic, 0, [2, 3, 4])
+
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(proposed))
+    executed = riverlog(harness, "--plan", str(plan), "--execute", "--wait", "--json")
+    assert executed.returncode == 0, executed.stderr
+    document = json.loads(executed.stdout)
+    assert document["started"] == [{"topic": topic, "partition": 0}]
+    assert document["rollback"]["partitions"][0]["replicas"] == [1, 2, 3]
+    assert harness.state(topic).replicas == tuple(entry["replicas"])
+
+    verified = riverlog(harness, "--plan", str(plan), "--verify")
+    assert verified.returncode == 0, verified.stderr
+    assert f"Reassignment of partition {topic}-0 is completed." in verified.stdout
+
+    listed = riverlog(harness, "--list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert all(p["topic"] != topic for p in json.loads(listed.stdout)["partitions"])
+
+    cancelled = riverlog(harness, "--plan", str(plan), "--cancel")
+    assert cancelled.returncode == 1
+    assert "NO_REASSIGNMENT_IN_PROGRESS" in cancelled.stderr
+
+
+def test_refused_plan(harness: ReassignHarness, tmp_path: Path) -> None:
+    topic = harness.create_topic("cli-refused")
+    before = harness.state(topic)
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps(
+            {"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [1, 2, 99]}]}
+        )
+    )
+    refused = riverlog(harness, "--plan", str(plan), "--execute")
+    assert refused.returncode == 1
+    assert "INVALID_REPLICA_ASSIGNMENT" in refused.stderr and "99" in refused.stderr
+    assert harness.state(topic) == before
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    broken = riverlog(harness, "--plan", str(bad), "--execute")
+    assert broken.returncode == 1 and "not JSON" in broken.stderr

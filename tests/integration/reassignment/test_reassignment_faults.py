@@ -1,0 +1,119 @@
+"""A reassignment survives failures (KIP-455): the active controller SIGKILLed mid-move (the new
+controller reads the move from etcd and completes it), the joining replica SIGKILLed and
+restarted mid-move, and the leader SIGKILLed and restarted mid-move. A producer writes with
+acks=all throughout; every acknowledged record is read back once at its offset, the leaving node
+deletes its copy and the target replicas' logs end byte for byte equal.
+
+A move is held in progress by pausing a staying target replica (node 3) until it has left the
+ISR (lag) while it stays registered (session timeout): the new replica copies and joins, but
+the move cannot complete until node 3 is back in sync."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from reassign_harness import AckedProducer, ReassignHarness, wait_until
+
+from riverlog.client import TopicPartition
+
+pytestmark = [pytest.mark.integration, pytest.mark.fault, pytest.mark.timeout(400)]
+
+
+@contextmanager
+def held_move(harness: ReassignHarness, topic: str) -> Iterator[None]:
+    """{1,2,3} → {1,3,4} in progress with node 4 in the ISR while node 3 is paused; node 3
+    resumes at the end of the block."""
+    harness.place(topic, (1, 2, 3))
+    paused = harness.cluster.storage(3)
+    paused.pause()
+    try:
+        wait_until(lambda: 3 not in harness.state(topic).isr, what="node 3 leaving the ISR")
+        harness.reassign(topic, [1, 3, 4])
+        wait_until(lambda: 4 in harness.state(topic).isr, what="node 4 joining the ISR")
+        assert harness.moving(topic)
+        yield
+    finally:
+        paused.resume()
+
+
+def check_moved(harness: ReassignHarness, topic: str, producer: AckedProducer) -> None:
+    """After the producer stopped: on {1,3,4}, node 2's copy gone, every acknowledged record
+    once at its offset, equal logs."""
+    harness.wait_replicas(topic, (1, 3, 4))
+    wait_until(lambda: not harness.partition_dir(2, topic).exists(), what="node 2's copy gone")
+    end = max(producer.acked.values()) + 1
+    read = harness.read_all(topic, end)
+    offsets = [o for o, _ in read]
+    assert offsets == sorted(set(offsets)), "an offset read twice or out of order"
+    by_value: dict[bytes, list[int]] = {}
+    for offset, value in read:
+        by_value.setdefault(value, []).append(offset)
+    at = dict(read)
+    for value, offset in producer.acked.items():
+        assert by_value.get(value) == [offset], (
+            f"{value!r} acknowledged at {offset}, which holds {at.get(offset)!r}; "
+            f"read {len(read)} records up to {offsets[-1] if offsets else None}"
+        )
+    harness.wait_logs_equal(topic, (1, 3, 4))
+
+
+def test_new_controller_completes_the_move(harness: ReassignHarness) -> None:
+    topic = harness.create_topic("controller-killed")
+    with AckedProducer(harness.cluster.gateway_address, topic) as producer:
+        producer.wait_acked(100)
+        with held_move(harness, topic):
+            before = harness.cluster.describe_cluster()
+            harness.cluster.metadata(before.controller_id).kill(signal.SIGKILL)
+            wait_until(
+                lambda: (
+                    (d := harness.cluster.describe_cluster()).controller_epoch
+                    > before.controller_epoch
+                    and d.controller_id != before.controller_id
+                ),
+                what="a new controller",
+            )
+            assert harness.moving(topic)  # read back from etcd by the new controller
+        producer.wait_acked(len(producer.acked) + 100)
+        harness.wait_replicas(topic, (1, 3, 4))
+    assert producer.failed == 0
+    check_moved(harness, topic, producer)
+
+
+def test_joining_replica_killed_and_restarted(harness: ReassignHarness) -> None:
+    topic = harness.create_topic("joiner-killed")
+    with AckedProducer(harness.cluster.gateway_address, topic) as producer:
+        producer.wait_acked(100)
+        with held_move(harness, topic):
+            joiner = harness.cluster.storage(4)
+            joiner.kill(signal.SIGKILL)
+            joiner.restart(timeout=120)
+            assert TopicPartition(topic, 0) in harness.admin.list_partition_reassignments()
+        producer.wait_acked(len(producer.acked) + 100)
+        harness.wait_replicas(topic, (1, 3, 4))
+    assert producer.failed == 0
+    check_moved(harness, topic, producer)
+
+
+def test_leader_killed_and_restarted(harness: ReassignHarness) -> None:
+    topic = harness.create_topic("leader-killed")
+    with AckedProducer(harness.cluster.gateway_address, topic) as producer:
+        producer.wait_acked(100)
+        with held_move(harness, topic):
+            epoch = harness.state(topic).leader_epoch
+            leader = harness.cluster.storage(1)
+            leader.kill(signal.SIGKILL)
+            wait_until(
+                lambda: (
+                    (p := harness.state(topic)).leader not in (-1, 1) and p.leader_epoch > epoch
+                ),
+                what="a new leader",
+            )
+            assert harness.moving(topic)
+            leader.restart(timeout=120)
+        producer.wait_acked(len(producer.acked) + 100)
+        harness.wait_replicas(topic, (1, 3, 4))
+    assert producer.failed == 0
+    check_moved(harness, topic, producer)

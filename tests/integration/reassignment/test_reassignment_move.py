@@ -1,0 +1,127 @@
+"""Partition reassignment (KIP-455) with real processes: an RF 3 partition moved from {1,2,3} to
+{2,3,4} while a producer writes with acks=all (every acknowledged record read back once at its
+offset, node 1's copy deleted, the three replica logs byte for byte equal), a replication factor
+change through the same mechanism, a cancel that restores the original replicas and deletes the
+copy, and Kafka's validation errors that change nothing."""
+
+from __future__ import annotations
+
+import pytest
+from reassign_harness import AckedProducer, ReassignHarness, wait_until
+
+from riverlog.client import TopicPartition
+from riverlog.common.errors import ErrorCode, RiverlogError
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+
+def test_move_under_acks_all_load(harness: ReassignHarness) -> None:
+    topic = harness.create_topic("move")
+    leader_epoch = harness.place(topic, (1, 2, 3)).leader_epoch  # node 1 leads, and leaves
+    with AckedProducer(harness.cluster.gateway_address, topic) as producer:
+        producer.wait_acked(200)
+        harness.reassign(topic, [2, 3, 4])
+        harness.wait_replicas(topic, (2, 3, 4))
+        at_move = len(producer.acked)
+        producer.wait_acked(at_move + 200)
+    assert producer.failed == 0
+    after = harness.state(topic)
+    assert after.leader in (2, 3, 4)
+    assert after.leader_epoch == leader_epoch + 1  # node 1 led and left: one new epoch
+    wait_until(
+        lambda: not harness.partition_dir(1, topic).exists(), what="node 1 deleting its copy"
+    )
+    end = max(producer.acked.values()) + 1
+    read = harness.read_all(topic, end)
+    offsets = [o for o, _ in read]
+    assert offsets == sorted(set(offsets)), "an offset read twice or out of order"
+    by_value: dict[bytes, list[int]] = {}
+    for offset, value in read:
+        by_value.setdefault(value, []).append(offset)
+    for value, offset in producer.acked.items():
+        assert by_value.get(value) == [offset], f"{value!r} acknowledged at {offset}"
+    harness.wait_logs_equal(topic, (2, 3, 4))
+
+
+def test_replication_factor_change(harness: ReassignHarness) -> None:
+    topic = harness.create_topic("factor")
+    harness.reassign(topic, [1, 2, 3])
+    harness.wait_replicas(topic, (1, 2, 3))
+    harness.reassign(topic, [1, 2, 3, 4])
+    harness.wait_replicas(topic, (1, 2, 3, 4))
+    harness.reassign(topic, [4, 2])
+    harness.wait_replicas(topic, (4, 2))
+    for node in (1, 3):
+        wait_until(
+            lambda node=node: not harness.partition_dir(node, topic).exists(),
+            what=f"node {node} deleting its copy",
+        )
+
+
+def test_cancel_restores_original_replicas_and_deletes_the_copy(harness: ReassignHarness) -> None:
+    topic = harness.create_topic("cancel")
+    harness.place(topic, (1, 2, 3))
+    with AckedProducer(harness.cluster.gateway_address, topic) as producer:
+        producer.wait_acked(100)
+        # Node 3 paused: it leaves the ISR (lag) but stays registered (session timeout), so a
+        # move to {1,3,4} is valid, node 4 copies and joins, and the move cannot complete.
+        paused = harness.cluster.storage(3)
+        paused.pause()
+        try:
+            wait_until(lambda: 3 not in harness.state(topic).isr, what="node 3 leaving the ISR")
+            harness.reassign(topic, [1, 3, 4])
+            moves = harness.admin.list_partition_reassignments()
+            move = moves[TopicPartition(topic, 0)]
+            assert (move.adding_replicas, move.removing_replicas) == ((4,), (2,))
+            assert move.target == (1, 3, 4)
+            wait_until(lambda: 4 in harness.state(topic).isr, what="node 4 joining the ISR")
+            assert harness.moving(topic)
+            assert harness.log_bytes(4, topic)
+            harness.reassign(topic, None)
+            assert not harness.moving(topic)
+            assert set(harness.state(topic).replicas) == {1, 2, 3}
+            wait_until(
+                lambda: not harness.partition_dir(4, topic).exists(),
+                what="node 4 deleting its copy",
+            )
+        finally:
+            paused.resume()
+        producer.wait_acked(len(producer.acked) + 100)
+    assert producer.failed == 0
+    wait_until(lambda: set(harness.state(topic).isr) == {1, 2, 3}, what="node 3 back in sync")
+    with pytest.raises(RiverlogError) as err:
+        harness.reassign(topic, None)
+    assert err.value.code == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+
+
+@pytest.mark.parametrize(
+    ("target", "code"),
+    [
+        ([], ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+        ([2, 2, 3], ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+        ([2, 3, 99], ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+        ([4], ErrorCode.INVALID_REPLICATION_FACTOR),
+    ],
+)
+def test_invalid_targets_change_nothing(
+    harness: ReassignHarness, target: list[int], code: ErrorCode
+) -> None:
+    topic = harness.create_topic("invalid")
+    before = harness.state(topic)
+    with pytest.raises(RiverlogError) as err:
+        harness.reassign(topic, target)
+    assert err.value.code == code
+    assert harness.state(topic) == before
+    assert not harness.moving(topic)
+
+
+def test_unknown_partition(harness: ReassignHarness) -> None:
+    topic = harness.create_topic("unknown")
+    outcomes = harness.admin.alter_partition_reassignments(
+        {TopicPartition(topic, 5): [1, 2], TopicPartition("no-such-topic", 0): [1, 2]},
+        raise_on_error=False,
+    )
+    assert {tp: e.code if e else None for tp, e in outcomes.items()} == {
+        TopicPartition(topic, 5): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        TopicPartition("no-such-topic", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
