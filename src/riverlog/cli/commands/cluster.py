@@ -4,7 +4,8 @@ directory (default `$RIVERLOG_HOME` or `~/.riverlog`) by `riverlog.cluster.Local
 `up` returns once the gateway reports every storage node live and prints the bootstrap address
 on stdout (details on stderr), leaving the processes running in their own sessions. `status`
 reads the state file, checks every PID, and asks a gateway for the controller and the live
-nodes. `down` stops every recorded process by PID.
+nodes. `down` stops every recorded process by PID. `start | stop | restart | add | remove`
+change a running cluster one process at a time (`cluster_shape.py`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from riverlog.v1 import admin_pb2, common_pb2
 
 from ..connection import DEFAULT_CLIENT_ID, default_data_dir, parse_servers
 from ..console import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, describe, emit, table, to_json
+from . import cluster_shape
 
 ROLES = ("metadata", "storage", "gateway")
 NODE_KINDS = {
@@ -98,6 +100,7 @@ def register(subparsers: Any) -> None:
     down.add_argument("--data-dir", type=Path, help=data_dir_help)
     down.add_argument("--grace", type=float, default=10.0, help="seconds before SIGKILL")
     down.set_defaults(func=run_down)
+    cluster_shape.register(sub)
 
 
 def _data_dir(args: argparse.Namespace) -> Path:

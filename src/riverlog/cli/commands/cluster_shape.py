@@ -1,0 +1,172 @@
+"""`riverlog cluster start | stop | restart KIND N`, `cluster add KIND [--rack R]` and `cluster
+remove KIND N`: changing a running local cluster one process at a time (issue 13 item 3; the
+steps are `riverlog.cluster.shape`'s).
+
+`remove storage N` drains the node first, as one would before retiring a Kafka broker: every
+partition with a replica on N is reassigned (KIP-455, through the AdminClient) to other live
+storage nodes keeping its replication factor, the command waits until no partition names N,
+and only then stops the node. It is refused, with nothing moved, when the other live nodes
+cannot hold some partition's replication factor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from riverlog.client import AdminClient
+from riverlog.cluster import ClusterNotFoundError, LocalCluster
+from riverlog.cluster.errors import ClusterError
+from riverlog.cluster.local import SERVICE_ROLES
+from riverlog.cluster.shape import (
+    ADDABLE_ROLES,
+    add_process,
+    forget_process,
+    process_of,
+    remove_process,
+    restart_process,
+    start_process,
+    stop_process,
+)
+from riverlog.common.types import TopicPartition
+
+from ..connection import add_connection_args, admin_client, default_data_dir
+from ..console import EXIT_OK, CliError
+from .drain_plan import DrainError, drain_plan
+from .reassign_plan import Plan
+
+POLL_S = 0.5
+
+
+def register(sub: Any) -> None:
+    """Add the subcommands to `riverlog cluster`'s subparsers."""
+    data_dir_help = "the cluster's data directory (default: $RIVERLOG_HOME or ~/.riverlog)"
+    for name, text in (
+        ("start", "start a stopped or crashed process again (same id, data and ports)"),
+        ("stop", "stop one process by its PID (SIGTERM, SIGKILL after --grace)"),
+        ("restart", "stop then start one process"),
+    ):
+        parser = sub.add_parser(name, help=text)
+        parser.add_argument("kind", choices=SERVICE_ROLES)
+        parser.add_argument("node_id", type=int, metavar="N")
+        _common(parser, data_dir_help)
+        parser.set_defaults(func=run_lifecycle, action=name)
+
+    add = sub.add_parser("add", help="start a new process with the next node id")
+    add.add_argument("kind", choices=ADDABLE_ROLES)
+    add.add_argument("--rack", help="the new storage node's rack")
+    _common(add, data_dir_help)
+    add.set_defaults(func=run_add)
+
+    remove = sub.add_parser(
+        "remove", help="stop a process for good (a storage node is drained first)"
+    )
+    remove.add_argument("kind", choices=("storage", "coordinator", "gateway", "quota"))
+    remove.add_argument("node_id", type=int, metavar="N")
+    remove.add_argument(
+        "--drain-timeout", type=float, default=600.0, help="seconds the drain may take"
+    )
+    _common(remove, data_dir_help)
+    add_connection_args(remove)
+    remove.set_defaults(func=run_remove)
+
+
+def _common(parser: argparse.ArgumentParser, data_dir_help: str) -> None:
+    parser.add_argument("--data-dir", type=Path, help=data_dir_help)
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for ready")
+    parser.add_argument("--grace", type=float, default=10.0, help="seconds before SIGKILL")
+
+
+def _attach(args: argparse.Namespace) -> LocalCluster:
+    data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
+    try:
+        return LocalCluster.attach(data_dir)
+    except ClusterNotFoundError:
+        raise CliError(f"no local cluster in {data_dir} (start one: riverlog cluster up)") from None
+
+
+def run_lifecycle(args: argparse.Namespace) -> int:
+    cluster = _attach(args)
+    name = f"{args.kind}-{args.node_id}"
+    try:
+        if args.action == "stop":
+            stopped = stop_process(cluster, args.kind, args.node_id, args.grace)
+            print(f"{name} {'stopped' if stopped else 'was not running'}", file=sys.stderr)
+            return EXIT_OK
+        if args.action == "start":
+            proc = start_process(cluster, args.kind, args.node_id, args.timeout)
+        else:
+            proc = restart_process(cluster, args.kind, args.node_id, args.timeout, args.grace)
+    except (ClusterError, KeyError) as e:
+        raise CliError(str(e)) from None
+    print(f"{name} running (pid {proc.pid}) at {proc.address}", file=sys.stderr)
+    return EXIT_OK
+
+
+def run_add(args: argparse.Namespace) -> int:
+    cluster = _attach(args)
+    try:
+        proc = add_process(cluster, args.kind, args.rack, args.timeout)
+    except ClusterError as e:
+        raise CliError(str(e)) from None
+    print(f"{proc.name} running (pid {proc.pid}) at {proc.address}", file=sys.stderr)
+    if args.kind == "storage":
+        print(
+            f"node {proc.node_id} holds no partition yet; move some to it with: riverlog "
+            f"partitions reassign --generate --topics T --nodes ...,{proc.node_id}",
+            file=sys.stderr,
+        )
+    return EXIT_OK
+
+
+def run_remove(args: argparse.Namespace) -> int:
+    cluster = _attach(args)
+    try:
+        if args.kind != "storage":
+            remove_process(cluster, args.kind, args.node_id, args.grace)
+        else:
+            proc = process_of(cluster, "storage", args.node_id)
+            if args.bootstrap is None:
+                args.bootstrap = cluster.bootstrap_servers or None
+            with admin_client(args) as admin:
+                moved = drain(admin, args.node_id, args.drain_timeout)
+            print(f"moved {moved} partitions off storage node {args.node_id}", file=sys.stderr)
+            forget_process(cluster, proc, args.grace)
+    except (ClusterError, DrainError) as e:
+        raise CliError(str(e)) from None
+    print(f"{args.kind}-{args.node_id} stopped and removed from the cluster", file=sys.stderr)
+    return EXIT_OK
+
+
+def drain(admin: AdminClient, node_id: int, timeout: float) -> int:
+    """Reassign every replica on storage node `node_id` to other live storage nodes and wait
+    until no partition names it; returns how many partitions moved. DrainError (nothing
+    moved) when the others cannot hold a partition's replication factor."""
+    live = {n.node_id for n in admin.describe_cluster().nodes if n.kind == "storage"}
+    plan = drain_plan(_assignment(admin), node_id, live)
+    if plan:
+        admin.alter_partition_reassignments(dict(plan))
+    deadline = time.monotonic() + timeout
+    while True:
+        left = [tp for tp, replicas in _assignment(admin).items() if node_id in replicas]
+        if not left:
+            return len(plan)
+        if time.monotonic() >= deadline:
+            raise ClusterError(
+                f"storage node {node_id} still holds {len(left)} partitions after {timeout:g} s "
+                "(riverlog partitions reassign --list shows the moves)"
+            )
+        print(f"draining node {node_id}: {len(left)} partitions left", file=sys.stderr)
+        time.sleep(POLL_S)
+
+
+def _assignment(admin: AdminClient) -> Plan:
+    described = admin.describe_topics(include_internal=True)
+    return {
+        TopicPartition(name, p.partition): tuple(p.replicas)
+        for name, topic in described.items()
+        for p in topic.partitions
+    }

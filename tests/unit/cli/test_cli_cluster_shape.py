@@ -1,0 +1,96 @@
+"""`riverlog cluster remove storage N`'s drain plan (pure), the launcher's pure helpers for
+adding a process, and the argument parsing of `cluster start|stop|restart|add|remove`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from riverlog.cli.commands.drain_plan import DrainError, drain_plan
+from riverlog.cli.main import build_parser
+from riverlog.client import TopicPartition
+from riverlog.cluster.process import ProcessSpec
+from riverlog.cluster.shape import next_node_id, with_metadata, without_option
+
+pytestmark = pytest.mark.timeout(10)
+
+
+def tp(partition: int, topic: str = "t") -> TopicPartition:
+    return TopicPartition(topic, partition)
+
+
+def test_drain_keeps_the_replication_factor_and_avoids_the_leaving_node():
+    current = {tp(0): (1, 2, 3), tp(1): (2, 3, 4), tp(2): (3, 1, 4)}
+    plan = drain_plan(current, leaving=1, live=[1, 2, 3, 4, 5])
+    assert set(plan) == {tp(0), tp(2)}  # t-1 has no replica on node 1
+    for partition, target in plan.items():
+        assert len(target) == len(current[partition])
+        assert 1 not in target and len(set(target)) == len(target)
+
+
+def test_drain_appends_so_the_next_replica_becomes_preferred_leader():
+    assert drain_plan({tp(0): (1, 2, 3)}, leaving=1, live=[1, 2, 3, 4]) == {tp(0): (2, 3, 4)}
+
+
+def test_drain_spreads_over_the_least_loaded_nodes():
+    current = {tp(p): (1,) for p in range(4)} | {tp(9, "other"): (2,)}
+    plan = drain_plan(current, leaving=1, live=[1, 2, 3, 4])
+    placed = sorted(target[0] for target in plan.values())
+    assert placed == [2, 3, 3, 4]  # node 2 already had one replica
+
+
+def test_drain_refused_when_the_rest_cannot_hold_the_replication_factor():
+    current = {tp(0): (1, 2, 3), tp(1): (2, 3)}
+    with pytest.raises(DrainError, match="t-0"):
+        drain_plan(current, leaving=1, live=[1, 2, 3])
+
+
+def test_drain_ignores_dead_nodes_and_is_empty_for_an_empty_node():
+    with pytest.raises(DrainError):
+        drain_plan({tp(0): (1, 2)}, leaving=1, live=[1, 2])  # 3 is not live
+    assert drain_plan({tp(0): (2, 3)}, leaving=1, live=[1, 2, 3]) == {}
+
+
+def test_next_node_id_skips_ids_with_stale_data():
+    assert next_node_id([1, 2, 3]) == 4
+    assert next_node_id([]) == 1
+    assert next_node_id([1, 3], lambda n: n in (4, 5)) == 6
+
+
+def test_with_metadata_and_without_option():
+    args = ("py", "--metadata", "a:1", "--rack", "r1")
+    spec = ProcessSpec("storage-1", "storage", 1, args, log_path=Path("storage-1.log"))
+    assert with_metadata(spec, ["b:2", "c:3"]).args == (
+        "py",
+        "--metadata",
+        "b:2,c:3",
+        "--rack",
+        "r1",
+    )
+    assert without_option(spec.args, "--rack") == ("py", "--metadata", "a:1")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["cluster", "stop", "storage", "2"],
+        ["cluster", "start", "metadata", "1", "--timeout", "30"],
+        ["cluster", "restart", "gateway", "1", "--grace", "1"],
+        ["cluster", "add", "storage", "--rack", "r2"],
+        ["cluster", "add", "coordinator"],
+        ["cluster", "remove", "storage", "3", "--drain-timeout", "60"],
+        ["cluster", "remove", "quota", "1"],
+    ],
+)
+def test_shape_commands_parse(argv: list[str]):
+    args = build_parser().parse_args(argv)
+    assert callable(args.func)
+
+
+@pytest.mark.parametrize(
+    "argv", [["cluster", "add", "metadata"], ["cluster", "remove", "metadata", "1"]]
+)
+def test_metadata_instances_are_not_added_or_removed(argv: list[str]):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(argv)
