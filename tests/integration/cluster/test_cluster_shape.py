@@ -1,0 +1,146 @@
+"""`riverlog cluster stop|start|add|remove` on a running cluster of real processes (issue 13
+item 3), run as the CLI runs them: attached to the cluster through its state file. A stopped
+storage node rejoins and acks=all writes that need it succeed; a node added later takes a
+partition reassigned to it and is drained again by `remove`; a drain that would break a
+replication factor is refused; a coordinator removed hands its offsets to the other."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+import pytest
+
+from riverlog.client import AdminClient, Producer, TopicPartition
+from riverlog.cluster import LocalCluster
+from riverlog.common.errors import RiverlogError
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+T = TypeVar("T")
+
+
+def wait_until(predicate: Callable[[], T], timeout_s: float = 60.0, what: str = "") -> T:
+    """Poll `predicate` (errors count as not yet) until truthy, or fail after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            last = predicate()
+            if last:
+                return last
+        except (RiverlogError, OSError) as exc:
+            last = exc
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+@pytest.fixture(scope="module")
+def shaped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    cluster = LocalCluster(
+        tmp_path_factory.mktemp("shape") / "c",
+        storage_nodes=2,
+        metadata_nodes=1,
+        gateways=1,
+        coordinators=2,
+    )
+    try:
+        cluster.start(timeout=120)
+        yield cluster
+    finally:
+        # First from the state file, which knows what the CLI started; then this handle, which
+        # would otherwise rewrite the state with its own, older PIDs.
+        LocalCluster.attach(cluster.data_dir).stop()
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def admin(shaped: LocalCluster) -> Iterator[AdminClient]:
+    with AdminClient(bootstrap_servers=shaped.gateway_address) as client:
+        yield client
+
+
+def cli(cluster: LocalCluster, *argv: str) -> subprocess.CompletedProcess[str]:
+    """`riverlog cluster ...` in its own process, as a user runs it (the processes it starts
+    outlive it)."""
+    command = [sys.executable, "-m", "riverlog.cli.main", "cluster", *argv]
+    command += ["--data-dir", str(cluster.data_dir)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=150, check=False)
+
+
+def ok(done: subprocess.CompletedProcess[str]) -> None:
+    assert done.returncode == 0, done.stderr
+
+
+def storage_ids(admin: AdminClient) -> set[int]:
+    return {n.node_id for n in admin.describe_cluster().nodes if n.kind == "storage"}
+
+
+def replicas(admin: AdminClient, topic: str) -> tuple[int, ...]:
+    return admin.describe_topics([topic])[topic].partitions[0].replicas
+
+
+def test_stopped_storage_node_rejoins_and_acks_all_needs_it(
+    shaped: LocalCluster, admin: AdminClient
+) -> None:
+    shaped.create_topic("rejoin", 1, 2, {"min.insync.replicas": "2"})
+    log_dirs = LocalCluster.attach(shaped.data_dir).storage(2).spec.args
+    ok(cli(shaped, "stop", "storage", "2", "--grace", "10"))
+    wait_until(lambda: 2 not in storage_ids(admin), what="storage 2 unregistered")
+    ok(cli(shaped, "start", "storage", "2"))
+    restarted = LocalCluster.attach(shaped.data_dir).storage(2)
+    assert restarted.alive and restarted.spec.args == log_dirs  # same id, same log dirs
+    assert 2 in storage_ids(admin)
+    with Producer(bootstrap_servers=shaped.gateway_address, acks="all") as producer:
+        # min.insync.replicas=2 on 2 replicas: acknowledged only once node 2 is back in the ISR
+        assert producer.send("rejoin", b"after", partition=0).result(90).offset >= 0
+
+
+def test_added_storage_node_takes_a_partition_and_is_drained_on_remove(
+    shaped: LocalCluster, admin: AdminClient
+) -> None:
+    ok(cli(shaped, "add", "storage", "--rack", "r9"))
+    added = LocalCluster.attach(shaped.data_dir).by_role("storage")[-1]
+    node = added.node_id or 0
+    assert node == 3 and added.alive
+    assert {n.node_id: n.rack for n in admin.describe_cluster().nodes if n.kind == "storage"}[
+        node
+    ] == "r9"
+    shaped.create_topic("moved", 1, 1)
+    admin.alter_partition_reassignments({TopicPartition("moved", 0): [node]})
+    wait_until(lambda: replicas(admin, "moved") == (node,), what="moved-0 on the new node")
+
+    ok(cli(shaped, "remove", "storage", str(node), "--drain-timeout", "90"))
+    assert node not in replicas(admin, "moved")
+    assert f"storage-{node}" not in LocalCluster.attach(shaped.data_dir).processes
+    wait_until(lambda: node not in storage_ids(admin), what="drained node unregistered")
+    with Producer(bootstrap_servers=shaped.gateway_address, acks="all") as producer:
+        assert producer.send("moved", b"after drain", partition=0).result(60).offset >= 0
+
+
+def test_drain_refused_when_the_rest_cannot_hold_the_replication_factor(
+    shaped: LocalCluster, admin: AdminClient
+) -> None:
+    live = sorted(storage_ids(admin))
+    shaped.create_topic("full", 1, len(live))
+    refused = cli(shaped, "remove", "storage", str(live[0]))
+    assert refused.returncode == 1 and "cannot drain" in refused.stderr, refused.stderr
+    assert LocalCluster.attach(shaped.data_dir).storage(live[0]).alive
+    assert not admin.list_partition_reassignments()
+
+
+def test_removed_coordinator_hands_committed_offsets_to_the_other(
+    shaped: LocalCluster, admin: AdminClient
+) -> None:
+    shaped.create_topic("offsets-kept", 1, 1)
+    tp = TopicPartition("offsets-kept", 0)
+    groups = {f"shape-group-{i}": 100 + i for i in range(8)}  # spread over both coordinators
+    for group, offset in groups.items():
+        admin.alter_group_offsets(group, {tp: offset})
+    ok(cli(shaped, "remove", "coordinator", "1", "--grace", "15"))
+    assert [p.node_id for p in LocalCluster.attach(shaped.data_dir).by_role("coordinator")] == [2]
+    for group, offset in groups.items():
+        read = wait_until(lambda g=group: admin.list_group_offsets(g), what=f"{group}'s offsets")
+        assert read[tp].offset == offset
