@@ -24,6 +24,8 @@ from riverlog.common.clock import SYSTEM_CLOCK, Clock
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.partitioner import partition_for_key
 from riverlog.common.records import BatchBuilder, CompressionType, Record
+from riverlog.common.records.builder import encode_headers, finish_batch
+from riverlog.common.records.encode_columns import encode_records
 from riverlog.common.records.header import InvalidBatchError
 from riverlog.common.records.reader import iter_batches_records, next_fetch_offset
 from riverlog.common.types import IsolationLevel, TopicPartition
@@ -236,8 +238,28 @@ def _encode_all(
     return [_encode(records, codec, now_ms) for _, records in groups]
 
 
+_RECORD_OVERHEAD: Final = 24  # a record's bytes beyond key and value, at most, without headers
+
+
 def _encode(records: Sequence[Record], codec: CompressionType, now_ms: int) -> bytes:
-    """The records as back-to-back batches of about BATCH_SIZE bytes each."""
+    """The records as back-to-back batches of about BATCH_SIZE bytes each: one batch encoded
+    from columns (C-level loops, `encode_records`) when they fit in one, as they almost always
+    do; otherwise record by record with `BatchBuilder`."""
+    timestamps = [r.timestamp or now_ms for r in records]
+    keys = [r.key for r in records]
+    values = [r.value for r in records]
+    headers = [encode_headers(r.headers) if r.headers else None for r in records]
+    size = sum(len(v) for v in values if v) + sum(len(k) for k in keys if k)
+    size += sum(len(h) for h in headers if h) + _RECORD_OVERHEAD * len(records)
+    if size <= BATCH_SIZE:
+        try:
+            encoded = encode_records(timestamps, keys, values, headers)
+        except ValueError:  # a timestamp one batch cannot hold: the general path splits
+            pass
+        else:
+            return finish_batch(
+                encoded, len(records), timestamps[0], max(timestamps), compression=codec
+            )
     out: list[bytes] = []
     builder = BatchBuilder(codec, batch_size=BATCH_SIZE)
     for record in records:
