@@ -5,9 +5,9 @@ every step works on a `LocalCluster.attach`ed handle and rewrites the state file
 
 Stopping is by the PID in the state (SIGTERM, SIGKILL after the grace period), never by name.
 A process comes back with its node id, its log dirs and the ports it had, so the addresses its
-peers hold stay valid; only its `--metadata` list is refreshed, as metadata instances may have
-moved since it was first started. Draining a storage node before it is removed needs the
-AdminClient and lives in the CLI (`cli/commands/cluster_drain.py`).
+peers hold stay valid; only its `--metadata` list is refreshed to the metadata instances running
+now, as they may have changed since it was first started. Draining a storage node before it is
+removed needs the AdminClient and lives in the CLI (`cli/commands/cluster_shape.py`).
 """
 
 from __future__ import annotations
@@ -63,7 +63,9 @@ def start_process(
     proc = process_of(cluster, role, node_id)
     if proc.alive:
         raise ClusterError(f"{proc.name} is already running (pid {proc.pid})")
-    proc.spec = with_metadata(proc.spec, live_metadata(cluster))
+    running = [p.address for p in cluster.by_role("metadata") if p.alive and p.address]
+    if running:  # none (e.g. the only metadata instance restarting): the recorded list stands
+        proc.spec = with_metadata(proc.spec, running)
     proc.restart(timeout)
     _wait_joined(cluster, proc, timeout)
     return proc

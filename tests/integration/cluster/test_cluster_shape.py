@@ -6,6 +6,7 @@ replication factor is refused; a coordinator removed hands its offsets to the ot
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -45,6 +46,7 @@ def shaped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         metadata_nodes=1,
         gateways=1,
         coordinators=2,
+        quota_nodes=1,
     )
     try:
         cluster.start(timeout=120)
@@ -144,3 +146,47 @@ def test_removed_coordinator_hands_committed_offsets_to_the_other(
     for group, offset in groups.items():
         read = wait_until(lambda g=group: admin.list_group_offsets(g), what=f"{group}'s offsets")
         assert read[tp].offset == offset
+
+
+def test_crashed_storage_node_comes_back_with_its_id_and_log_dirs(
+    shaped: LocalCluster, admin: AdminClient
+) -> None:
+    shaped.create_topic("crash", 1, 2)
+    with Producer(bootstrap_servers=shaped.gateway_address, acks="all") as producer:
+        producer.send("crash", b"before", partition=0).result(60)
+    before = LocalCluster.attach(shaped.data_dir).storage(1)
+    before.kill(signal.SIGKILL)
+    ok(cli(shaped, "restart", "storage", "1"))
+    after = LocalCluster.attach(shaped.data_dir).storage(1)
+    assert after.pid != before.pid and after.spec.args == before.spec.args
+    assert 1 in storage_ids(admin)
+    wait_until(
+        lambda: set(admin.describe_topics(["crash"])["crash"].partitions[0].isr) == {1, 2},
+        what="node 1 back in crash-0's ISR",
+    )
+
+
+def test_every_other_kind_is_added_restarted_and_removed(
+    shaped: LocalCluster, admin: AdminClient
+) -> None:
+    for kind in ("gateway", "quota", "coordinator"):
+        ok(cli(shaped, "add", kind))
+    state = LocalCluster.attach(shaped.data_dir)
+    added = {kind: state.by_role(kind)[-1] for kind in ("gateway", "quota", "coordinator")}
+    assert all(p.alive and (p.node_id or 0) >= 2 for p in added.values())
+    for kind in ("metadata", "gateway", "quota"):
+        ok(cli(shaped, "restart", kind, "1"))
+    kinds = {(n.kind, n.node_id) for n in admin.describe_cluster().nodes}
+    assert {(k, p.node_id) for k, p in added.items()} <= kinds
+    for kind, proc in added.items():
+        ok(cli(shaped, "remove", kind, str(proc.node_id)))
+        assert not proc.alive
+    wait_until(
+        lambda: (
+            not {(n.kind, n.node_id) for n in admin.describe_cluster().nodes}
+            & {(k, p.node_id) for k, p in added.items()}
+        ),
+        what="removed instances unregistered",
+    )
+    last = cli(shaped, "remove", "quota", "1")
+    assert last.returncode == 1 and "last running quota" in last.stderr, last.stderr

@@ -40,6 +40,14 @@ def test_drain_spreads_over_the_least_loaded_nodes():
     assert placed == [2, 3, 3, 4]  # node 2 already had one replica
 
 
+def test_drain_prefers_a_rack_the_partition_does_not_use():
+    racks = {1: "a", 2: "b", 3: "b", 4: "a", 5: "c"}
+    current = {tp(0): (1, 3), tp(1): (4, 3)}
+    plan = drain_plan(current, leaving=1, live=racks, racks=racks)
+    assert plan == {tp(0): (3, 5)}  # node 2 has the lowest id and load, but 3 uses rack b
+    assert drain_plan({tp(0): (1, 3)}, leaving=1, live=[1, 2, 3]) == {tp(0): (3, 2)}
+
+
 def test_drain_refused_when_the_rest_cannot_hold_the_replication_factor():
     current = {tp(0): (1, 2, 3), tp(1): (2, 3)}
     with pytest.raises(DrainError, match="t-0"):

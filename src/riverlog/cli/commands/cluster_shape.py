@@ -145,8 +145,8 @@ def drain(admin: AdminClient, node_id: int, timeout: float) -> int:
     """Reassign every replica on storage node `node_id` to other live storage nodes and wait
     until no partition names it; returns how many partitions moved. DrainError (nothing
     moved) when the others cannot hold a partition's replication factor."""
-    live = {n.node_id for n in admin.describe_cluster().nodes if n.kind == "storage"}
-    plan = drain_plan(_assignment(admin), node_id, live)
+    live = {n.node_id: n.rack for n in admin.describe_cluster().nodes if n.kind == "storage"}
+    plan = drain_plan(_assignment(admin), node_id, live, racks=live)
     if plan:
         admin.alter_partition_reassignments(dict(plan))
     deadline = time.monotonic() + timeout

@@ -4,7 +4,9 @@ as a pure function of the current assignment, so the plan is unit-tested without
 Every partition with a replica on the leaving node keeps its replication factor: the leaving
 replica is dropped and a live node not yet holding the partition is appended, the one with the
 fewest replicas so far (ties: the lowest id), counting the plan's own moves as it goes, so a
-drain spreads the node's replicas instead of piling them on one neighbour. Appending (rather
+drain spreads the node's replicas instead of piling them on one neighbour. With `racks`, a
+node on a rack the partition's other replicas do not use comes first (Kafka's rack-aware
+placement: no two replicas on one rack when racks allow). Appending (rather
 than replacing in place) makes the next replica, already in sync, the preferred leader when
 the leaving node was it. When the other live nodes are fewer than a partition's replication
 factor the whole drain is refused, before anything moves.
@@ -25,10 +27,15 @@ class DrainError(ValueError):
 
 
 def drain_plan(
-    current: Mapping[TopicPartition, Sequence[int]], leaving: int, live: Collection[int]
+    current: Mapping[TopicPartition, Sequence[int]],
+    leaving: int,
+    live: Collection[int],
+    racks: Mapping[int, str] | None = None,
 ) -> Plan:
     """The target replicas of every partition of `current` that has a replica on `leaving`,
-    using only `live` nodes other than it; DrainError naming the partitions that cannot move."""
+    using only `live` nodes other than it; DrainError naming the partitions that cannot move.
+    `racks`: node → rack ("" or absent: none)."""
+    rack_of = dict(racks or {})
     targets = sorted(set(live) - {leaving})
     load = Counter(dict.fromkeys(targets, 0))
     for replicas in current.values():
@@ -44,7 +51,8 @@ def drain_plan(
         if not free:
             short.append(f"{tp.topic}-{tp.partition} (replicas {list(replicas)})")
             continue
-        chosen = min(free, key=lambda n: (load[n], n))
+        used = {rack_of.get(r) for r in kept} - {None, ""}
+        chosen = min(free, key=lambda n: (rack_of.get(n) in used, load[n], n))
         load[chosen] += 1
         plan[tp] = (*kept, chosen)
     if short:
