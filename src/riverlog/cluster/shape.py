@@ -13,7 +13,10 @@ removed needs the AdminClient and lives in the CLI (`cli/commands/cluster_shape.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+import fcntl
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 from .errors import ClusterError
 from .local import SERVICE_ROLES, LocalCluster
@@ -30,6 +33,21 @@ LAYOUT_COUNTS = {
     "quota": "quota_nodes",
     "coordinator": "coordinators",
 }
+
+
+@contextmanager
+def shape_lock(data_dir: Path) -> Iterator[None]:
+    """Hold the cluster's shape lock (`run/shape.lock`, flock): two commands changing one cluster
+    at once would pick the same new id or overwrite each other's state file. Released when the
+    holder exits, however it exits."""
+    path = data_dir / "run" / "shape.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def process_of(cluster: LocalCluster, role: str, node_id: int) -> ManagedProcess:

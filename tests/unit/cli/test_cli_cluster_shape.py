@@ -3,6 +3,7 @@ adding a process, and the argument parsing of `cluster start|stop|restart|add|re
 
 from __future__ import annotations
 
+import fcntl
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from riverlog.cli.commands.drain_plan import DrainError, drain_plan
 from riverlog.cli.main import build_parser
 from riverlog.client import TopicPartition
 from riverlog.cluster.process import ProcessSpec
-from riverlog.cluster.shape import next_node_id, with_metadata, without_option
+from riverlog.cluster.shape import next_node_id, shape_lock, with_metadata, without_option
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -77,6 +78,21 @@ def test_with_metadata_and_without_option():
         "r1",
     )
     assert without_option(spec.args, "--rack") == ("py", "--metadata", "a:1")
+
+
+def test_shape_lock_excludes_a_second_holder_until_released(tmp_path: Path):
+    def try_lock() -> bool:
+        with open(tmp_path / "run" / "shape.lock", "a+b") as other:
+            try:
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            fcntl.flock(other, fcntl.LOCK_UN)
+            return True
+
+    with shape_lock(tmp_path):
+        assert not try_lock()
+    assert try_lock()
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from riverlog.cluster.shape import (
     process_of,
     remove_process,
     restart_process,
+    shape_lock,
     start_process,
     stop_process,
 )
@@ -80,17 +83,29 @@ def _common(parser: argparse.ArgumentParser, data_dir_help: str) -> None:
     parser.add_argument("--grace", type=float, default=10.0, help="seconds before SIGKILL")
 
 
-def _attach(args: argparse.Namespace) -> LocalCluster:
+@contextmanager
+def _attached(args: argparse.Namespace) -> Iterator[LocalCluster]:
+    """The cluster from its state file, read and changed under its shape lock."""
     data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
-    try:
-        return LocalCluster.attach(data_dir)
-    except ClusterNotFoundError:
-        raise CliError(f"no local cluster in {data_dir} (start one: riverlog cluster up)") from None
+    if not data_dir.is_dir():
+        raise CliError(f"no local cluster in {data_dir} (start one: riverlog cluster up)")
+    with shape_lock(data_dir.resolve()):
+        try:
+            cluster = LocalCluster.attach(data_dir)
+        except ClusterNotFoundError:
+            raise CliError(
+                f"no local cluster in {data_dir} (start one: riverlog cluster up)"
+            ) from None
+        yield cluster
 
 
 def run_lifecycle(args: argparse.Namespace) -> int:
-    cluster = _attach(args)
     name = f"{args.kind}-{args.node_id}"
+    with _attached(args) as cluster:
+        return _lifecycle(cluster, args, name)
+
+
+def _lifecycle(cluster: LocalCluster, args: argparse.Namespace, name: str) -> int:
     try:
         if args.action == "stop":
             stopped = stop_process(cluster, args.kind, args.node_id, args.grace)
@@ -107,9 +122,9 @@ def run_lifecycle(args: argparse.Namespace) -> int:
 
 
 def run_add(args: argparse.Namespace) -> int:
-    cluster = _attach(args)
     try:
-        proc = add_process(cluster, args.kind, args.rack, args.timeout)
+        with _attached(args) as cluster:
+            proc = add_process(cluster, args.kind, args.rack, args.timeout)
     except ClusterError as e:
         raise CliError(str(e)) from None
     print(f"{proc.name} running (pid {proc.pid}) at {proc.address}", file=sys.stderr)
@@ -123,7 +138,13 @@ def run_add(args: argparse.Namespace) -> int:
 
 
 def run_remove(args: argparse.Namespace) -> int:
-    cluster = _attach(args)
+    with _attached(args) as cluster:
+        _remove(cluster, args)
+    print(f"{args.kind}-{args.node_id} stopped and removed from the cluster", file=sys.stderr)
+    return EXIT_OK
+
+
+def _remove(cluster: LocalCluster, args: argparse.Namespace) -> None:
     try:
         if args.kind != "storage":
             remove_process(cluster, args.kind, args.node_id, args.grace)
@@ -137,8 +158,6 @@ def run_remove(args: argparse.Namespace) -> int:
             forget_process(cluster, proc, args.grace)
     except (ClusterError, DrainError) as e:
         raise CliError(str(e)) from None
-    print(f"{args.kind}-{args.node_id} stopped and removed from the cluster", file=sys.stderr)
-    return EXIT_OK
 
 
 def drain(admin: AdminClient, node_id: int, timeout: float) -> int:
