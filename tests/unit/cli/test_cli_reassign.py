@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from riverlog.cli.commands.partitions import ongoing_document, ongoing_text
+from riverlog.cli.commands.partitions import ongoing_document, ongoing_text, progress_line
 from riverlog.cli.commands.reassign_plan import (
     PlanError,
     generate,
@@ -113,3 +113,13 @@ def test_parser_actions_are_exclusive():
         parser.parse_args(["partitions", "reassign", "--execute", "--cancel"])
     with pytest.raises(SystemExit):
         parser.parse_args(["partitions", "reassign"])
+
+
+def test_progress_line():
+    moves = {
+        T0: PartitionReassignment((2, 3, 4, 1), (4,), (1,), (1, 2, 3, 4), 1),
+        T1: PartitionReassignment((5, 6, 1), (5, 6), (1,), (1,), 1),
+    }
+    assert progress_line(moves, width=6) == (
+        "[##----] 1/3 new replicas in sync, 2 partitions moving"
+    )

@@ -137,21 +137,35 @@ def _refusals(outcomes: Mapping[TopicPartition, RiverlogError | None]) -> list[s
     ]
 
 
+def progress_line(moves: Mapping[TopicPartition, PartitionReassignment], width: int = 20) -> str:
+    """A progress bar of the moves: the adding replicas already in the ISR of all adding."""
+    adding = sum(len(m.adding_replicas) for m in moves.values())
+    joined = sum(len([r for r in m.adding_replicas if r in m.isr]) for m in moves.values())
+    filled = width * joined // adding if adding else width
+    bar = "#" * filled + "-" * (width - filled)
+    return f"[{bar}] {joined}/{adding} new replicas in sync, {len(moves)} partitions moving"
+
+
 def _wait(admin: AdminClient, partitions: Sequence[TopicPartition] | None, timeout: float) -> None:
-    """Until none of `partitions` (None: any) is moving; progress on stderr."""
+    """Until none of `partitions` (None: any) is moving; a progress bar on stderr (redrawn on a
+    terminal, a line per change otherwise)."""
     deadline = time.monotonic() + timeout
+    tty = sys.stderr.isatty()
+    shown = ""
     while True:
         moves = admin.list_partition_reassignments(partitions)
         if not moves:
+            if tty and shown:
+                print(file=sys.stderr)
             return
         if time.monotonic() >= deadline:
             raise CliError(f"{len(moves)} reassignments still in progress after {timeout:g} s")
-        joined = sum(len([r for r in m.adding_replicas if r in m.isr]) for m in moves.values())
-        adding = sum(len(m.adding_replicas) for m in moves.values())
-        print(
-            f"waiting: {len(moves)} partitions moving, {joined}/{adding} new replicas in sync",
-            file=sys.stderr,
-        )
+        line = progress_line(moves)
+        if tty:
+            print(f"\r{line}", end="", file=sys.stderr, flush=True)
+        elif line != shown:
+            print(line, file=sys.stderr)
+        shown = line
         time.sleep(POLL_S)
 
 
