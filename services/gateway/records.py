@@ -23,11 +23,11 @@ from typing import Final
 from riverlog.common.clock import SYSTEM_CLOCK, Clock
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.partitioner import partition_for_key
-from riverlog.common.records import BatchBuilder, CompressionType, Record
+from riverlog.common.records import BatchBuilder, CompressionType, Record, record_loop
 from riverlog.common.records.builder import encode_headers, finish_batch
 from riverlog.common.records.encode_columns import encode_records
 from riverlog.common.records.header import InvalidBatchError
-from riverlog.common.records.reader import iter_batches_records, next_fetch_offset
+from riverlog.common.records.reader import iter_batches_records, next_fetch_offset, records_wire
 from riverlog.common.types import IsolationLevel, TopicPartition
 
 from .context import RequestContext
@@ -66,6 +66,9 @@ class FetchedRecords:
     high_watermark: int = -1
     log_start_offset: int = -1
     next_offset: int = -1
+    records_wire: bytes | bytearray = b""
+    """The records already encoded as FetchRecordsResponse's repeated `records` field (from
+    C, `records_wire`), instead of `records`, where the C extension is built."""
 
 
 class PlainRecords:
@@ -208,6 +211,17 @@ class PlainRecords:
                 log_start_offset=result.log_start_offset,
                 next_offset=offset,
             )
+        if record_loop.compiled():
+            wire, next_offset, error = _encode_wire(result.records, offset, max_records)
+            return FetchedRecords(
+                int(error.code) if error else ErrorCode.NONE,
+                error.message if error else "",
+                (),
+                result.high_watermark,
+                result.log_start_offset,
+                next_offset,
+                wire,
+            )
         if len(result.records) >= THREAD_THRESHOLD:
             decoded = await asyncio.to_thread(_decode, result.records, offset, max_records)
         else:
@@ -270,6 +284,26 @@ def _encode(records: Sequence[Record], codec: CompressionType, now_ms: int) -> b
             builder.append(timestamp, record.key, record.value, record.headers)
     out.append(builder.build())
     return out[0] if len(out) == 1 else b"".join(out)
+
+
+def _encode_wire(
+    data: bytes, offset: int, max_records: int
+) -> tuple[bytearray, int, RiverlogError | None]:
+    """`_decode`'s answer with the records encoded for the wire in C (`records_wire`): no
+    Python object per record, about a tenth of `_decode` plus the protobuf messages' cost."""
+    try:
+        wire, count, last = records_wire(data, offset, max_records)
+    except InvalidBatchError as exc:
+        wire, count, last = exc.partial  # type: ignore[attr-defined]
+        error = RiverlogError(f"a fetched batch is corrupt: {exc}", ErrorCode.CORRUPT_MESSAGE)
+        return wire, last + 1 if count else offset, error
+    if max_records and count >= max_records:
+        return wire, last + 1, None
+    end = last + 1 if count else offset
+    try:
+        return wire, max(end, next_fetch_offset(data, offset)), None
+    except InvalidBatchError:  # a torn tail after whole batches: fetch again from `end`
+        return wire, end, None
 
 
 def _decode(

@@ -230,7 +230,7 @@ def produce_records_to_proto(results: Sequence[RecordResult]) -> gateway_pb2.Pro
 
 
 def fetch_records_to_proto(result: FetchedRecords) -> gateway_pb2.FetchRecordsResponse:
-    return gateway_pb2.FetchRecordsResponse(
+    response = gateway_pb2.FetchRecordsResponse(
         error_code=result.error_code,  # type: ignore[arg-type]
         error_message=result.error_message,
         records=[record_to_proto(r) for r in result.records],
@@ -238,6 +238,9 @@ def fetch_records_to_proto(result: FetchedRecords) -> gateway_pb2.FetchRecordsRe
         log_start_offset=result.log_start_offset,
         next_offset=result.next_offset,
     )
+    if result.records_wire:  # the records, encoded in C: parsed by protobuf's C code
+        response.MergeFromString(bytes(result.records_wire))
+    return response
 
 
 # --- metadata -----------------------------------------------------------------------------------

@@ -15,11 +15,20 @@
  *       (a tuple subclass of 8 fields, built like tuple.__new__ builds one) to `out`;
  *       fixed_ts replaces every timestamp unless it is None (log append time).
  *
+ *   wire_into(buf, start, end, count, base_offset, base_ts, min_offset, ts_type, fixed_ts,
+ *             limit, out) -> (added, last_offset)
+ *       appends, for each record at or after min_offset (at most `limit` of them, 0: all), the
+ *       record as a protobuf `riverlog.v1.Record` in field 3 of FetchRecordsResponse
+ *       (tag, length, body) to the bytearray `out`: what the gateway's FetchRecords answers,
+ *       without a Python object per record field. last_offset is the last added record's
+ *       offset (-1 if none).
+ *
  * `buf` is bytes; the records are buf[start:end] (no copy of an uncompressed batch's body).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef struct {
     const unsigned char *p;
@@ -405,9 +414,184 @@ static PyObject *rows_into(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(added);
 }
 
+/* --- protobuf wire encoding of riverlog.v1.Record (wire_into) ----------------------------- */
+
+typedef struct {
+    unsigned char *p;
+    size_t len, cap;
+} Buf;
+
+static int buf_reserve(Buf *b, size_t more) {
+    if (b->len + more <= b->cap) {
+        return 0;
+    }
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + more) {
+        cap *= 2;
+    }
+    unsigned char *p = PyMem_Realloc(b->p, cap);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static int put_varint(Buf *b, uint64_t v) {
+    if (buf_reserve(b, 10) < 0) {
+        return -1;
+    }
+    while (v >= 0x80) {
+        b->p[b->len++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    b->p[b->len++] = (unsigned char)v;
+    return 0;
+}
+
+static int put_bytes(Buf *b, unsigned char tag, const char *data, Py_ssize_t n) {
+    if (n <= 0) {
+        return 0; /* proto3: an empty string or bytes field is not written */
+    }
+    if (put_varint(b, tag) < 0 || put_varint(b, (uint64_t)n) < 0 || buf_reserve(b, n) < 0) {
+        return -1;
+    }
+    memcpy(b->p + b->len, data, (size_t)n);
+    b->len += (size_t)n;
+    return 0;
+}
+
+static int put_int(Buf *b, unsigned char tag, PyObject *value) {
+    long long v = PyLong_AsLongLong(value);
+    if (v == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (v == 0) {
+        return 0;
+    }
+    if (put_varint(b, tag) < 0) {
+        return -1;
+    }
+    return put_varint(b, (uint64_t)v); /* negative int64: ten bytes, as protobuf writes it */
+}
+
+/* Record { key=1, has_key=2, value=3, has_value=4, headers=5 {key=1, value=2},
+ *          timestamp_ms=6, offset=7, timestamp_type=8 } */
+static int put_record(Buf *body, Buf *scratch, Fields *f, PyObject *timestamp, long ts_type) {
+    body->len = 0;
+    if (f->key != Py_None) {
+        if (put_bytes(body, 0x0A, PyBytes_AS_STRING(f->key), PyBytes_GET_SIZE(f->key)) < 0 ||
+            put_varint(body, 0x10) < 0 || put_varint(body, 1) < 0) {
+            return -1;
+        }
+    }
+    if (f->value != Py_None) {
+        if (put_bytes(body, 0x1A, PyBytes_AS_STRING(f->value), PyBytes_GET_SIZE(f->value)) < 0 ||
+            put_varint(body, 0x20) < 0 || put_varint(body, 1) < 0) {
+            return -1;
+        }
+    }
+    Py_ssize_t n = PyList_GET_SIZE(f->headers);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyList_GET_ITEM(f->headers, i);
+        Py_ssize_t klen;
+        const char *k = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(pair, 0), &klen);
+        if (k == NULL) {
+            return -1;
+        }
+        PyObject *v = PyTuple_GET_ITEM(pair, 1);
+        scratch->len = 0;
+        if (put_bytes(scratch, 0x0A, k, klen) < 0) {
+            return -1;
+        }
+        if (v != Py_None &&
+            put_bytes(scratch, 0x12, PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v)) < 0) {
+            return -1;
+        }
+        if (put_varint(body, 0x2A) < 0 || put_varint(body, scratch->len) < 0 ||
+            buf_reserve(body, scratch->len) < 0) {
+            return -1;
+        }
+        memcpy(body->p + body->len, scratch->p, scratch->len);
+        body->len += scratch->len;
+    }
+    if (put_int(body, 0x30, timestamp) < 0 || put_int(body, 0x38, f->offset) < 0) {
+        return -1;
+    }
+    if (ts_type != 0 && (put_varint(body, 0x40) < 0 || put_varint(body, (uint64_t)ts_type) < 0)) {
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *wire_into(PyObject *self, PyObject *args) {
+    PyObject *buf, *fixed_ts, *out;
+    Py_ssize_t start, end, count, limit;
+    long long base_offset, base_ts, min_offset;
+    long ts_type;
+    if (!PyArg_ParseTuple(args, "SnnnLLLlOnO!", &buf, &start, &end, &count, &base_offset,
+                          &base_ts, &min_offset, &ts_type, &fixed_ts, &limit, &PyByteArray_Type,
+                          &out)) {
+        return NULL;
+    }
+    Cursor c;
+    if (check_cursor(buf, start, end, &c) < 0) {
+        return NULL;
+    }
+    Buf body = {0}, scratch = {0}, all = {0};
+    Py_ssize_t added = 0;
+    long long last = -1;
+    PyObject *result = NULL;
+    for (Py_ssize_t i = 0; i < count && (limit <= 0 || added < limit); i++) {
+        Fields f = {0};
+        int keep = 0;
+        if (read_record(&c, base_offset, base_ts, min_offset, &f, &keep) < 0) {
+            fields_clear(&f);
+            goto done;
+        }
+        if (keep) {
+            PyObject *timestamp = fixed_ts != Py_None ? fixed_ts : f.timestamp;
+            if (put_record(&body, &scratch, &f, timestamp, ts_type) < 0 ||
+                put_varint(&all, 0x1A) < 0 || put_varint(&all, body.len) < 0 ||
+                buf_reserve(&all, body.len) < 0) {
+                fields_clear(&f);
+                goto done;
+            }
+            memcpy(all.p + all.len, body.p, body.len);
+            all.len += body.len;
+            last = PyLong_AsLongLong(f.offset);
+            if (last == -1 && PyErr_Occurred()) {
+                fields_clear(&f);
+                goto done;
+            }
+            added++;
+        }
+        fields_clear(&f);
+    }
+    if ((limit <= 0 || added < limit) && check_end(&c) < 0) {
+        goto done;
+    }
+    Py_ssize_t before = PyByteArray_GET_SIZE(out);
+    if (PyByteArray_Resize(out, before + (Py_ssize_t)all.len) < 0) {
+        goto done;
+    }
+    if (all.len) {
+        memcpy(PyByteArray_AS_STRING(out) + before, all.p, all.len);
+    }
+    result = Py_BuildValue("nL", added, last);
+done:
+    PyMem_Free(body.p);
+    PyMem_Free(scratch.p);
+    PyMem_Free(all.p);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"decode_into", decode_into, METH_VARARGS, "Parse one batch's records into five lists."},
     {"rows_into", rows_into, METH_VARARGS, "Parse one batch's records into row tuples."},
+    {"wire_into", wire_into, METH_VARARGS, "One batch's records as protobuf Records."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -33,3 +33,17 @@ def rows_into(
     out: list[Any],
     /,
 ) -> int: ...
+def wire_into(
+    buf: bytes,
+    start: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    base_ts: int,
+    min_offset: int,
+    ts_type: int,
+    fixed_ts: int | None,
+    limit: int,
+    out: bytearray,
+    /,
+) -> tuple[int, int]: ...

@@ -241,6 +241,47 @@ def decode_rows(
     return rows
 
 
+def records_wire(
+    data: Buffer, min_offset: int, max_records: int = 0, *, validate_crc: bool = True
+) -> tuple[bytearray, int, int]:
+    """The records at or after `min_offset` (at most `max_records`, 0: all) encoded as the
+    repeated `records` field of the gateway's FetchRecordsResponse, built in C from the batch
+    bytes (no Python object per record field; `record_loop.wire_into`); with how many and the
+    last one's offset (-1: none). Control batches are skipped; an incomplete trailing batch is
+    ignored. Raises InvalidBatchError on a corrupt batch, with `partial` set to what came
+    before it. C only: callers check `record_loop.compiled()`."""
+    buf = _as_bytes(data)
+    out = bytearray()
+    total, last, pos = 0, -1, 0
+    try:
+        while (found := _check_header(buf, pos)) is not None:
+            header, size = found
+            attributes = header.attributes
+            if header.base_offset + header.last_offset_delta >= min_offset and not (
+                attributes & CONTROL_MASK
+            ):
+                if validate_crc:
+                    validate_batch(buf, pos)
+                recs, start, end = _records_of(buf, pos, size, header)
+                log_append = attributes & TIMESTAMP_TYPE_MASK
+                added, batch_last = record_loop.wire_into(
+                    recs, start, end, header.records_count, header.base_offset,
+                    header.base_timestamp, min_offset,
+                    LOG_APPEND_TIME if log_append else CREATE_TIME,
+                    header.max_timestamp if log_append else None,
+                    max_records - total if max_records else 0, out,
+                )  # fmt: skip
+                if added:
+                    total, last = total + added, batch_last
+                if max_records and total >= max_records:
+                    break
+            pos += size
+    except InvalidBatchError as exc:
+        exc.partial = (out, total, last)  # type: ignore[attr-defined]
+        raise
+    return out, total, last
+
+
 def iter_record_timestamps(
     batch: Buffer, pos: int = 0, *, validate_crc: bool = True
 ) -> Iterator[tuple[int, int]]:

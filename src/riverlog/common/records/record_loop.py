@@ -225,3 +225,29 @@ def rows_into(
         )  # fmt: skip
     except ValueError as e:
         raise InvalidBatchError(str(e)) from None
+
+
+def wire_into(
+    buf: bytes,
+    start: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    base_ts: int,
+    min_offset: int,
+    ts_type: int,
+    fixed_ts: int | None,
+    limit: int,
+    out: bytearray,
+) -> tuple[int, int]:
+    """Append each record at or above `min_offset` (at most `limit`, 0: all) to `out` as a
+    protobuf `riverlog.v1.Record` in field 3 (FetchRecordsResponse.records); returns how many
+    and the last one's offset (-1: none). C only (callers check `compiled()`)."""
+    try:
+        added, last = _speedups.wire_into(
+            buf, start, end, count, base_offset, base_ts, min_offset, ts_type, fixed_ts,
+            limit, out,
+        )  # fmt: skip
+    except ValueError as e:
+        raise InvalidBatchError(str(e)) from None
+    return int(added), int(last)

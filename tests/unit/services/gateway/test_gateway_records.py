@@ -2,17 +2,26 @@
 encoding into batches the shared reader decodes back, per-record results in request order,
 and FetchRecords decoding (skip below the offset, max_records, next_offset)."""
 
+from collections.abc import Iterator
+
 import pytest
 from gateway_fakes import Harness, make_image
 
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.partitioner import partition_for_key
-from riverlog.common.records import BatchBuilder, CompressionType, Record, iter_batches_records
+from riverlog.common.records import (
+    BatchBuilder,
+    CompressionType,
+    Record,
+    iter_batches_records,
+    record_loop,
+)
 from riverlog.common.types import TopicPartition
 from riverlog.services.gateway.config import GatewayConfig
 from riverlog.services.gateway.fetch import FetchPartResult
 from riverlog.services.gateway.produce import ProduceOptions, ProducePartResult
-from riverlog.services.gateway.records import PlainRecords
+from riverlog.services.gateway.records import FetchedRecords, PlainRecords
+from riverlog.v1 import gateway_pb2
 
 
 def rec(key: bytes | None, value: bytes | None = b"v", ts: int = 0, headers=()) -> Record:
@@ -137,6 +146,34 @@ async def test_bad_requests(
     assert harness.storage.calls == []
 
 
+@pytest.fixture(params=["c", "python"], autouse=True)
+def record_loop_in_use(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test twice: FetchRecords encodes records for the wire in C where the extension is
+    built, and decodes them in Python where it is not."""
+    saved = (record_loop._speedups, record_loop.decode_into)
+    if request.param == "c" and not record_loop.compiled():
+        pytest.skip("the _speedups C extension is not built here")
+    if request.param == "python":
+        record_loop._speedups = None
+        record_loop.decode_into = record_loop.decode_into_py
+    try:
+        yield request.param
+    finally:
+        record_loop._speedups, record_loop.decode_into = saved
+
+
+def records_of(result: FetchedRecords) -> list[Record]:
+    """The fetched records, whichever form the gateway gave them in (decoded, or encoded for
+    the wire by the C extension)."""
+    if not result.records_wire:
+        return list(result.records)
+    wire = gateway_pb2.FetchRecordsResponse.FromString(bytes(result.records_wire))
+    return [
+        Record(r.offset, r.timestamp_ms, r.key if r.has_key else None, r.value, [])
+        for r in wire.records
+    ]
+
+
 def fetched(*batches: tuple[int, list[bytes]]) -> bytes:
     out = b""
     for base, values in batches:
@@ -164,7 +201,7 @@ async def test_fetch_records_decodes_and_skips_below_offset(harness: Harness, pl
         isolation_level=0,
     )
     assert result.error_code == 0
-    assert [(r.offset, r.value) for r in result.records] == [
+    assert [(r.offset, r.value) for r in records_of(result)] == [
         (11, b"b"),
         (12, b"c"),
         (13, b"d"),
@@ -183,7 +220,7 @@ async def test_fetch_records_decodes_and_skips_below_offset(harness: Harness, pl
         max_wait_ms=0,
         isolation_level=0,
     )
-    assert [r.offset for r in limited.records] == [11, 12]
+    assert [r.offset for r in records_of(limited)] == [11, 12]
     assert limited.next_offset == 13
 
 
@@ -216,7 +253,7 @@ async def test_fetch_records_errors(harness: Harness, plain) -> None:
         isolation_level=0,
     )
     assert result.error_code == ErrorCode.CORRUPT_MESSAGE
-    assert [r.value for r in result.records] == [b"a"]
+    assert [r.value for r in records_of(result)] == [b"a"]
     assert result.next_offset == 1
 
 
