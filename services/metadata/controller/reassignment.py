@@ -172,16 +172,13 @@ def complete(current: PartitionInfo, live: Collection[int]) -> PartitionInfo | N
 
 def cancel(current: PartitionInfo, live: Collection[int]) -> PartitionInfo:
     """Revert to the original replicas; NO_REASSIGNMENT_IN_PROGRESS when idle."""
-    name = f"partition {current.partition}"
     if not is_reassigning(current):
-        raise RiverlogError(
-            f"{name}: no reassignment in progress", ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
-        )
+        raise RiverlogError("no reassignment in progress", ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
     original = replicas_of(current).original
     isr = [r for r in current.isr if r in original]
     if not isr:
         raise RiverlogError(
-            f"{name}: no replica of the original set {list(original)} is in sync; cancelling "
+            f"no replica of the original set {list(original)} is in sync; cancelling "
             "would lose the partition's data",
             ErrorCode.INVALID_REPLICA_ASSIGNMENT,
         )

@@ -17,8 +17,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from riverlog.common.cluster.image import PartitionInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
@@ -132,33 +134,53 @@ class ReassignmentController:
             after = steps.start(current, item.target, live)
         return PartitionUpdate(item.topic, current, after) if after is not None else None
 
+    def _decide_all(
+        self,
+        items: Sequence[ReassignmentItem],
+        pending: Sequence[int],
+        results: dict[int, ReassignmentResult],
+        todo: dict[tuple[str, int], int],
+    ) -> list[PartitionUpdate]:
+        """The changes of the `pending` items; each one's result in `results` (success until
+        written), the index of each change to write in `todo`."""
+        updates: list[PartitionUpdate] = []
+        for i in pending:
+            item = items[i]
+            results[i] = ReassignmentResult(item.topic, item.partition)
+            try:
+                update = self._decide(item)
+            except RiverlogError as exc:
+                name = f"{item.topic}-{item.partition}"
+                why = exc.message if exc.message.startswith(name) else f"{name}: {exc.message}"
+                results[i] = ReassignmentResult(item.topic, item.partition, exc.code, why)
+                continue
+            if update is not None:
+                todo[(item.topic, item.partition)] = i
+                updates.append(update)
+        return updates
+
     async def alter(self, items: Sequence[ReassignmentItem]) -> list[ReassignmentResult]:
         """Start, replace or cancel each item's reassignment; one result per item, in order.
-        A bad item changes nothing and does not stop the others."""
+        A bad item changes nothing and does not stop the others; a partition named twice is
+        refused (INVALID_REQUEST) both times."""
         results: dict[int, ReassignmentResult] = {}
-        pending = list(range(len(items)))
+        names = Counter((item.topic, item.partition) for item in items)
+        pending: list[int] = []
+        for i, item in enumerate(items):
+            if names[(item.topic, item.partition)] > 1:
+                results[i] = ReassignmentResult(
+                    item.topic,
+                    item.partition,
+                    ErrorCode.INVALID_REQUEST,
+                    f"{item.topic}-{item.partition} appears more than once in the request",
+                )
+            else:
+                pending.append(i)
         for attempt in range(_RETRIES):
+            if not pending:
+                break
             todo: dict[tuple[str, int], int] = {}
-
-            def decide(
-                pending: list[int] = pending, todo: dict[tuple[str, int], int] = todo
-            ) -> list[PartitionUpdate]:
-                updates: list[PartitionUpdate] = []
-                for i in pending:
-                    item = items[i]
-                    results[i] = ReassignmentResult(item.topic, item.partition)
-                    try:
-                        update = self._decide(item)
-                    except RiverlogError as exc:
-                        results[i] = ReassignmentResult(
-                            item.topic, item.partition, exc.code, str(exc)
-                        )
-                        continue
-                    if update is not None:
-                        todo[(item.topic, item.partition)] = i
-                        updates.append(update)
-                return updates
-
+            decide = partial(self._decide_all, items, pending, results, todo)
             written = await self._decide_and_write(decide)
             for u in written:
                 todo.pop((u.topic, u.after.partition), None)
@@ -172,9 +194,8 @@ class ReassignmentController:
                     u.after.leader,
                 )
             pending = sorted(todo.values())
-            if not pending:
-                break
-            await asyncio.sleep(0.05 * (attempt + 1))  # raced with another change: decide again
+            if pending:
+                await asyncio.sleep(0.05 * (attempt + 1))  # raced with another change: decide again
         for i in pending:
             results[i] = ReassignmentResult(
                 items[i].topic,

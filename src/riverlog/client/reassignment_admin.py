@@ -67,7 +67,7 @@ class ReassignmentAdminMixin:
             if r.error_code == ErrorCode.NONE:
                 out[tp] = None
                 continue
-            out[tp] = error_for(r.error_code, f"{tp.topic}-{tp.partition}: {r.error_message}")
+            out[tp] = error_for(r.error_code, r.error_message)  # it names the partition
         if raise_on_error:
             failed = next((e for e in out.values() if e is not None), None)
             if failed is not None:
