@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import ClusterError
-from .local import SERVICE_ROLES, LocalCluster
-from .process import ManagedProcess, ProcessSpec
+from .local import SERVICE_ROLES, START_ORDER, LocalCluster
+from .process import ManagedProcess, ProcessSpec, pinned_ports
 
 ADDABLE_ROLES = ("storage", "coordinator", "gateway", "quota")
 # A storage node leaves through its own drain; metadata instances form the etcd-backed quorum
@@ -156,6 +157,35 @@ def forget_process(cluster: LocalCluster, proc: ManagedProcess, grace: float) ->
     del cluster.processes[proc.name]
     _count_layout(cluster, proc.role)
     return proc
+
+
+def resume(cluster: LocalCluster, timeout: float = 120.0) -> list[ManagedProcess]:
+    """Start every recorded process that is not running, tier by tier in `up`'s order, each
+    with its id, data and ports: the shape the cluster had when it stopped, with the nodes added
+    since `up` and without the removed ones (`up` alone starts the counts it is given, ids from
+    1). Returns the processes started; on failure stops those again (the ones that were
+    running are left alone) and raises."""
+    deadline = time.monotonic() + timeout
+    started: list[ManagedProcess] = []
+    try:
+        for role in START_ORDER:
+            tier = [p for p in cluster.by_role(role) if not p.alive]
+            running = [p.address for p in cluster.by_role("metadata") if p.alive and p.address]
+            for proc in tier:
+                if running:
+                    proc.spec = with_metadata(proc.spec, running)
+                proc.spawn(pinned_ports(proc.spec.args, proc.info) if proc.info else None)
+                started.append(proc)
+            for proc in tier:
+                proc.wait_ready(max(0.1, deadline - time.monotonic()))
+        cluster.wait_ready(max(1.0, deadline - time.monotonic()))
+    except BaseException:
+        for proc in reversed(started):
+            proc.stop(5.0)
+        cluster.save_state()
+        raise
+    cluster.save_state()
+    return started
 
 
 def next_node_id(taken: Iterable[int], unusable: Callable[[int], bool] | None = None) -> int:

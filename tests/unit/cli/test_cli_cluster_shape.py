@@ -105,6 +105,7 @@ def test_shape_lock_excludes_a_second_holder_until_released(tmp_path: Path):
         ["cluster", "add", "coordinator"],
         ["cluster", "remove", "storage", "3", "--drain-timeout", "60"],
         ["cluster", "remove", "quota", "1"],
+        ["cluster", "up", "--resume"],
     ],
 )
 def test_shape_commands_parse(argv: list[str]):
@@ -113,8 +114,13 @@ def test_shape_commands_parse(argv: list[str]):
 
 
 @pytest.mark.parametrize(
-    "argv", [["cluster", "add", "metadata"], ["cluster", "remove", "metadata", "1"]]
+    "argv",
+    [
+        ["cluster", "add", "metadata"],
+        ["cluster", "remove", "metadata", "1"],
+        ["cluster", "up", "--resume", "--clean"],
+    ],
 )
-def test_metadata_instances_are_not_added_or_removed(argv: list[str]):
+def test_refused_forms(argv: list[str]):
     with pytest.raises(SystemExit):
         build_parser().parse_args(argv)

@@ -85,7 +85,16 @@ def register(subparsers: Any) -> None:
         help="a setting for every process of a role, e.g. storage:log.segment.bytes=1048576",
     )
     up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for ready")
-    up.add_argument("--clean", action="store_true", help="delete the previous cluster's data")
+    start_mode = up.add_mutually_exclusive_group()
+    start_mode.add_argument(
+        "--clean", action="store_true", help="delete the previous cluster's data"
+    )
+    start_mode.add_argument(
+        "--resume",
+        action="store_true",
+        help="start the processes the state file records (ids, ports, data): the shape the "
+        "cluster had, with nodes added or removed since up; counts and --config are ignored",
+    )
     up.set_defaults(func=run_up)
 
     status = sub.add_parser("status", help="every process, the controller and live nodes")
@@ -109,6 +118,8 @@ def _data_dir(args: argparse.Namespace) -> Path:
 
 def run_up(args: argparse.Namespace) -> int:
     data_dir = _data_dir(args)
+    if args.resume:
+        return cluster_shape.run_resume(args)
     if args.metadata_nodes < 1:
         raise CliError("--metadata-nodes must be at least 1", EXIT_USAGE)
     if args.etcd and not args.etcd.startswith(("http://", "https://")):

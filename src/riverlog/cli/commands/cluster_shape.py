@@ -30,6 +30,7 @@ from riverlog.cluster.shape import (
     process_of,
     remove_process,
     restart_process,
+    resume,
     shape_lock,
     start_process,
     stop_process,
@@ -37,7 +38,7 @@ from riverlog.cluster.shape import (
 from riverlog.common.types import TopicPartition
 
 from ..connection import add_connection_args, admin_client, default_data_dir
-from ..console import EXIT_OK, CliError
+from ..console import EXIT_OK, CliError, emit
 from .drain_plan import DrainError, drain_plan
 from .reassign_plan import Plan
 
@@ -134,6 +135,19 @@ def run_add(args: argparse.Namespace) -> int:
             f"partitions reassign --generate --topics T --nodes ...,{proc.node_id}",
             file=sys.stderr,
         )
+    return EXIT_OK
+
+
+def run_resume(args: argparse.Namespace) -> int:
+    """`riverlog cluster up --resume`."""
+    try:
+        with _attached(args) as cluster:
+            started = resume(cluster, args.timeout)
+    except ClusterError as e:
+        raise CliError(str(e)) from None
+    names = ", ".join(p.name for p in started) or "nothing: every process was running"
+    print(f"started {names}", file=sys.stderr)
+    emit(cluster.bootstrap_servers or "(no gateway)")
     return EXIT_OK
 
 
