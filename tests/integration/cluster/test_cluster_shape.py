@@ -17,7 +17,9 @@ import pytest
 
 from riverlog.client import AdminClient, Producer, TopicPartition
 from riverlog.cluster import LocalCluster
-from riverlog.common.errors import RiverlogError
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.rpc.channel import sync_channel
+from riverlog.v1 import coordinator_pb2, gateway_pb2_grpc
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 T = TypeVar("T")
@@ -133,16 +135,29 @@ def test_drain_refused_when_the_rest_cannot_hold_the_replication_factor(
     assert not admin.list_partition_reassignments()
 
 
+def coordinators_of(cluster: LocalCluster, groups: list[str]) -> dict[str, int]:
+    """Each group's coordinator instance, from the gateway's FindCoordinator."""
+    stub = gateway_pb2_grpc.GatewayStub(sync_channel(cluster.gateway_address))  # type: ignore[no-untyped-call]
+    found = stub.FindCoordinator(coordinator_pb2.FindCoordinatorRequest(keys=groups), timeout=10)
+    return {c.key: c.node_id for c in found.coordinators if c.error_code == ErrorCode.NONE}
+
+
 def test_removed_coordinator_hands_committed_offsets_to_the_other(
     shaped: LocalCluster, admin: AdminClient
 ) -> None:
     shaped.create_topic("offsets-kept", 1, 1)
     tp = TopicPartition("offsets-kept", 0)
-    groups = {f"shape-group-{i}": 100 + i for i in range(8)}  # spread over both coordinators
+    groups = {f"shape-group-{i}": 100 + i for i in range(8)}
     for group, offset in groups.items():
         admin.alter_group_offsets(group, {tp: offset})
+    owners = coordinators_of(shaped, list(groups))
+    assert set(owners.values()) == {1, 2}  # groups on both, so some move
     ok(cli(shaped, "remove", "coordinator", "1", "--grace", "15"))
     assert [p.node_id for p in LocalCluster.attach(shaped.data_dir).by_role("coordinator")] == [2]
+    wait_until(
+        lambda: coordinators_of(shaped, list(groups)) == dict.fromkeys(groups, 2),
+        what="every group on coordinator 2",
+    )
     for group, offset in groups.items():
         read = wait_until(lambda g=group: admin.list_group_offsets(g), what=f"{group}'s offsets")
         assert read[tp].offset == offset
