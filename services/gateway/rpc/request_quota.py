@@ -15,7 +15,7 @@ throttled fetch answer emptied (`GatewayQuotas` itself works on numbers).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Coroutine
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import grpc
@@ -23,6 +23,7 @@ import grpc
 from riverlog.v1 import data_pb2, gateway_pb2
 
 from ..context import RequestContext
+from ..produce import ProducePart
 from .request_context import RequestContexts
 
 if TYPE_CHECKING:
@@ -38,9 +39,10 @@ OWN_QUOTA_CHECKS: Final = ("Produce", "Fetch", "ProduceRecords", "FetchRecords")
 Behavior = Callable[[Any, grpc.aio.ServicerContext], Coroutine[Any, Any, Any]]
 
 
-def produce_size(request: data_pb2.ProduceRequest) -> int:
-    """The batch bytes of a produce request (what producer_byte_rate measures)."""
-    return sum(len(p.records) for p in request.partitions)
+def produce_size(parts: Sequence[ProducePart]) -> int:
+    """The batch bytes of a produce request (what producer_byte_rate measures), counted on
+    the converted parts: reading a bytes field of the protobuf message would copy it."""
+    return sum(len(p.records) for p in parts)
 
 
 def empty(response: data_pb2.FetchResponse) -> None:
@@ -60,11 +62,16 @@ async def before_fetch(
 
 
 def after_fetch(
-    quotas: GatewayQuotas, ctx: RequestContext, response: data_pb2.FetchResponse, handler_ns: int
+    quotas: GatewayQuotas,
+    ctx: RequestContext,
+    response: data_pb2.FetchResponse,
+    handler_ns: int,
+    size: int,
 ) -> int:
-    """Record a handled fetch; when it crosses the bound, empty `response` (its bytes are
-    taken back). Returns the throttle time."""
-    size = sum(len(p.records) for p in response.partitions)
+    """Record a handled fetch of `size` record bytes; when it crosses the bound, empty
+    `response` (its bytes are taken back). Returns the throttle time. The caller counts the
+    bytes before they go into `response`: reading a bytes field of a protobuf message copies
+    it (a whole fetched MiB per partition, only to take its length)."""
     throttle, emptied = quotas.fetched_records(ctx, size, handler_ns)
     if emptied:
         empty(response)

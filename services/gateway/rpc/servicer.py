@@ -127,9 +127,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         throttle time to answer with."""
         quotas = self.f.quotas
         throttle = 0
-        if quotas is not None:
-            throttle = await quotas.before_produce(ctx, produce_size(request))
         options, parts = convert.produce_from_proto(request)
+        if quotas is not None:
+            throttle = await quotas.before_produce(ctx, produce_size(parts))
         results = await produce(ctx, options, parts)
         if quotas is not None:
             throttle = quotas.after_request(ctx, throttle, ctx.work.elapsed_ns())
@@ -172,7 +172,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         results = await fetch(ctx, options, parts)
         response = convert.fetch_to_proto(results, request.correlation_id)
         if quotas is not None:
-            response.throttle_time_ms = after_fetch(quotas, ctx, response, ctx.work.elapsed_ns())
+            size = sum(len(r.records) for r in results)
+            elapsed = ctx.work.elapsed_ns()
+            response.throttle_time_ms = after_fetch(quotas, ctx, response, elapsed, size)
         return response
 
     async def InitProducerId(

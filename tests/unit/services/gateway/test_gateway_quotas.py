@@ -22,8 +22,10 @@ from riverlog.common.quota import (
     WindowConfig,
 )
 from riverlog.common.quota.credentials import CredentialChecker, hash_password
+from riverlog.common.types import TopicPartition
 from riverlog.services.gateway.auth import Authenticator, credentials_of
 from riverlog.services.gateway.context import Deadline, RequestContext
+from riverlog.services.gateway.produce import ProducePart
 from riverlog.services.gateway.quotas import GatewayQuotas
 from riverlog.services.gateway.rpc.request_quota import after_fetch, before_fetch, produce_size
 from riverlog.v1 import data_pb2
@@ -139,14 +141,14 @@ def test_a_fetch_over_the_quota_is_emptied_and_its_bytes_taken_back() -> None:
     response = data_pb2.FetchResponse(
         partitions=[data_pb2.FetchPartitionResponse(topic="t", records=b"r" * 9000)]
     )
-    assert after_fetch(q, ctx(), response, 1000) == 0
+    assert after_fetch(q, ctx(), response, 1000, 9000) == 0
     assert response.partitions[0].records == b"r" * 9000
     second = data_pb2.FetchResponse(
         partitions=[
             data_pb2.FetchPartitionResponse(topic="t", high_watermark=5, records=b"r" * 9000)
         ]
     )
-    throttle = after_fetch(q, ctx(), second, 1000)
+    throttle = after_fetch(q, ctx(), second, 1000, 9000)
     assert throttle > 0
     assert second.partitions[0].records == b"" and second.partitions[0].high_watermark == 5
     # the emptied answer's bytes were taken back: only the first 9000 B count
@@ -156,9 +158,11 @@ def test_a_fetch_over_the_quota_is_emptied_and_its_bytes_taken_back() -> None:
 
 
 def test_produce_size_counts_batch_bytes() -> None:
-    request = produce(10)
-    request.partitions.add(topic="t", partition=1, records=b"y" * 5)
-    assert produce_size(request) == 15
+    parts = [
+        ProducePart(TopicPartition("t", 0), b"x" * 10),
+        ProducePart(TopicPartition("t", 1), b"y" * 5),
+    ]
+    assert produce_size(parts) == 15
 
 
 def test_a_config_change_applies_at_once() -> None:
@@ -183,7 +187,7 @@ def test_a_fetch_that_only_spends_the_allowance_is_delivered_and_delays_the_next
     )
     # 5000 B over the padded 10 s window is within 1000 B/s: delivered, though far more than
     # this interval's share; the client waits for the next answer
-    assert after_fetch(q, ctx(), response, 1000) == 100
+    assert after_fetch(q, ctx(), response, 1000, 5000) == 100
     assert response.partitions[0].records == b"r" * 5000
     assert asyncio.run(before_fetch(q, ctx(), data_pb2.FetchRequest())) == 100
 
