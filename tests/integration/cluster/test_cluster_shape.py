@@ -15,7 +15,14 @@ from typing import TypeVar
 
 import pytest
 
-from riverlog.client import AdminClient, Producer, TopicPartition
+from riverlog.client import (
+    AdminClient,
+    CommitFailedError,
+    Consumer,
+    Producer,
+    RebalanceInProgressError,
+    TopicPartition,
+)
 from riverlog.cluster import LocalCluster
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.rpc.channel import sync_channel
@@ -161,6 +168,62 @@ def test_removed_coordinator_hands_committed_offsets_to_the_other(
     for group, offset in groups.items():
         read = wait_until(lambda g=group: admin.list_group_offsets(g), what=f"{group}'s offsets")
         assert read[tp].offset == offset
+
+
+def test_group_consuming_while_its_coordinator_is_removed_reads_nothing_behind_a_commit(
+    shaped: LocalCluster, admin: AdminClient
+) -> None:
+    ok(cli(shaped, "add", "coordinator"))  # two running, whatever the tests before removed
+    shaped.create_topic("live-group", 1, 1)
+    tp = TopicPartition("live-group", 0)
+    with Producer(bootstrap_servers=shaped.gateway_address, acks="all") as producer:
+        producer.send_many("live-group", [b"%d" % i for i in range(300)], partition=0)
+        producer.flush()
+    consumer = Consumer(
+        {
+            "bootstrap.servers": shaped.gateway_address,
+            "group.id": "live-group-g",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "max.poll.records": 10,
+            "session.timeout.ms": 10_000,
+            "heartbeat.interval.ms": 300,
+        }
+    )
+    committed, seen = 0, []
+    remover: subprocess.Popen[str] | None = None
+    owner = 0
+    deadline = time.monotonic() + 120
+    try:
+        consumer.subscribe(["live-group"])
+        while committed < 300 or (remover is not None and remover.poll() is None):
+            assert time.monotonic() < deadline, f"committed {committed} of 300"
+            for records in consumer.poll(timeout_ms=100).values():
+                for record in records:
+                    assert record.offset >= committed, "read again behind a commit"
+                    seen.append(record.offset)
+            if tp not in consumer.assignment():
+                continue
+            position = consumer.position(tp)
+            try:
+                consumer.commit_sync({tp: position})
+            except (RebalanceInProgressError, CommitFailedError):
+                continue  # the group is moving: the next poll rejoins, then commit again
+            assert position >= committed, "commit went backwards"
+            committed = position
+            if remover is None and len(seen) >= 100:
+                owner = coordinators_of(shaped, ["live-group-g"])["live-group-g"]
+                command = [sys.executable, "-m", "riverlog.cli.main", "cluster", "remove"]
+                command += ["coordinator", str(owner), "--data-dir", str(shaped.data_dir)]
+                remover = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    finally:
+        consumer.close()
+        if remover is not None:
+            _, err = remover.communicate(timeout=60)
+            assert remover.returncode == 0, err
+    assert remover is not None and set(seen) == set(range(300))
+    assert coordinators_of(shaped, ["live-group-g"])["live-group-g"] != owner
+    assert admin.list_group_offsets("live-group-g")[tp].offset == 300
 
 
 def test_crashed_storage_node_comes_back_with_its_id_and_log_dirs(
