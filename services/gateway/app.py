@@ -43,6 +43,7 @@ from .peers.quota import QuotaReporter
 from .peers.storage import StoragePeers
 from .produce import Producer
 from .producer_ids import ProducerIdAllocator
+from .reassignment_progress import ReassignmentProgress
 from .records import PlainRecords
 from .routing.metadata_cache import MetadataCache
 from .routing.router import Router
@@ -103,6 +104,7 @@ class Gateway:
             quotas=self.enforcement.quotas,
             auth=self.enforcement.auth,
             groups=GroupRouter(self.cache, self.coordinators, config),
+            progress=ReassignmentProgress(self.cache, self.storage),
         )
         servicer = GatewayServicer(families)
         self.server = RpcServer(

@@ -33,7 +33,7 @@ from riverlog.common.rpc.convert import (
 from riverlog.common.rpc.status import from_rpc_error
 from riverlog.common.types import Acks, IsolationLevel, TopicPartition
 from riverlog.common.zerocopy import MAX_REQUEST_FRAME
-from riverlog.v1 import data_pb2, storage_pb2_grpc
+from riverlog.v1 import data_pb2, storage_pb2, storage_pb2_grpc
 
 from ..context import Deadline, current_request
 from ..fetch import FetchOptions, FetchPart, FetchPartResult
@@ -44,6 +44,7 @@ from ..offsets import (
     ListOffsetsPartResult,
 )
 from ..produce import ProduceOptions, ProducePart, ProducePartResult
+from ..reassignment_progress import ReplicaLog
 from ..routing.router import Routed
 from .zero_copy import ZeroCopyPool
 
@@ -54,6 +55,7 @@ STORAGE_RPCS: Final[Rpcs[storage_pb2_grpc.StorageServiceAsyncStub]] = {
     "Fetch": lambda s: s.Fetch,
     "ListOffsets": lambda s: s.ListOffsets,
     "DeleteRecords": lambda s: s.DeleteRecords,
+    "DescribeLogDirs": lambda s: s.DescribeLogDirs,
 }
 """The calls the gateway's families make on a leader."""
 
@@ -235,6 +237,18 @@ class StoragePeers:
             _delete_records_result_from_proto,
             DeleteRecordsPartResult.failed,
         )
+
+    async def replica_logs(
+        self, node: NodeInfo, deadline: Deadline
+    ) -> dict[TopicPartition, ReplicaLog]:
+        """(log end offset, size in bytes) of every replica on `node` (reassignment progress)."""
+        request = storage_pb2.DescribeLogDirsRequest()
+        response = await self._call(node, "DescribeLogDirs", request, deadline)
+        return {
+            TopicPartition(p.topic, p.partition): (p.log_end_offset, p.size_bytes)
+            for log_dir in response.log_dirs
+            for p in log_dir.partitions
+        }
 
 
 def _remaining(deadline: Deadline) -> float:

@@ -34,6 +34,7 @@ from ..peers.metadata import MetadataPeer
 from ..produce import ProduceOptions, ProducePart, ProducePartResult, Producer
 from ..producer_ids import ProducerIdAllocator
 from ..quotas import GatewayQuotas
+from ..reassignment_progress import ReassignmentProgress
 from ..records import PlainRecords
 from ..streams import Pipeline
 from . import convert
@@ -69,6 +70,7 @@ class Families:
     quotas: GatewayQuotas | None = None
     auth: Authenticator | None = None
     groups: GroupRouter | None = None
+    progress: ReassignmentProgress | None = None
 
 
 class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
@@ -351,6 +353,16 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         response: admin_pb2.ListPartitionReassignmentsResponse = await self.admin.forward(
             "ListPartitionReassignments", request, context
         )
+        if self.f.progress is not None and response.partitions:
+            moves = {
+                TopicPartition(p.topic, p.partition): tuple(p.replicas) for p in response.partitions
+            }
+            logs = await self.f.progress.replica_logs(
+                moves, self.contexts.of_call("ListPartitionReassignments", context).deadline
+            )
+            for p in response.partitions:
+                for node, (leo, size) in sorted(logs[TopicPartition(p.topic, p.partition)].items()):
+                    p.replica_progress.add(node_id=node, log_end_offset=leo, size_bytes=size)
         return response
 
     async def AlterClientQuotas(

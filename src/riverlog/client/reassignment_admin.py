@@ -11,7 +11,7 @@ as RiverlogError, raised for the first by default or returned per partition.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from riverlog.common.errors import ErrorCode, RiverlogError, error_for
@@ -29,10 +29,26 @@ class PartitionReassignment:
     removing_replicas: tuple[int, ...]
     isr: tuple[int, ...] = ()
     leader: int = -1
+    replica_logs: Mapping[int, tuple[int, int]] = field(default_factory=dict)
+    """Replica node → (log end offset, size in bytes), where its storage node answered."""
 
     @property
     def target(self) -> tuple[int, ...]:
         return tuple(r for r in self.replicas if r not in self.removing_replicas)
+
+    @property
+    def bytes_copied(self) -> int:
+        """Bytes the adding replicas hold so far."""
+        return sum(self.replica_logs[r][1] for r in self.adding_replicas if r in self.replica_logs)
+
+    @property
+    def bytes_remaining(self) -> int | None:
+        """Bytes the adding replicas lack next to the leader's log; None when unknown."""
+        leader = self.replica_logs.get(self.leader)
+        if leader is None:
+            return None
+        held = [self.replica_logs.get(r, (0, 0))[1] for r in self.adding_replicas]
+        return sum(max(0, leader[1] - size) for size in held)
 
 
 class ReassignmentAdminMixin:
@@ -94,6 +110,7 @@ class ReassignmentAdminMixin:
                 tuple(p.removing_replicas),
                 tuple(p.isr),
                 p.leader,
+                {r.node_id: (r.log_end_offset, r.size_bytes) for r in p.replica_progress},
             )
             for p in response.partitions
         }

@@ -331,7 +331,7 @@ class ListPartitionReassignmentsRequest(_message.Message):
     def __init__(self, partitions: _Optional[_Iterable[_Union[_common_pb2.TopicPartition, _Mapping]]] = ...) -> None: ...
 
 class OngoingPartitionReassignment(_message.Message):
-    __slots__ = ("topic", "partition", "replicas", "adding_replicas", "removing_replicas", "isr", "leader")
+    __slots__ = ("topic", "partition", "replicas", "adding_replicas", "removing_replicas", "isr", "leader", "replica_progress")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
@@ -339,6 +339,7 @@ class OngoingPartitionReassignment(_message.Message):
     REMOVING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     ISR_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_PROGRESS_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     replicas: _containers.RepeatedScalarFieldContainer[int]
@@ -346,7 +347,18 @@ class OngoingPartitionReassignment(_message.Message):
     removing_replicas: _containers.RepeatedScalarFieldContainer[int]
     isr: _containers.RepeatedScalarFieldContainer[int]
     leader: int
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., leader: _Optional[int] = ...) -> None: ...
+    replica_progress: _containers.RepeatedCompositeFieldContainer[ReplicaProgress]
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., leader: _Optional[int] = ..., replica_progress: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ...) -> None: ...
+
+class ReplicaProgress(_message.Message):
+    __slots__ = ("node_id", "log_end_offset", "size_bytes")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    log_end_offset: int
+    size_bytes: int
+    def __init__(self, node_id: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., size_bytes: _Optional[int] = ...) -> None: ...
 
 class ListPartitionReassignmentsResponse(_message.Message):
     __slots__ = ("error_code", "error_message", "partitions", "throttle_time_ms")

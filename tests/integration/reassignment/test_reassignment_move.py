@@ -70,13 +70,16 @@ def test_cancel_restores_original_replicas_and_deletes_the_copy(harness: Reassig
         try:
             wait_until(lambda: 3 not in harness.state(topic).isr, what="node 3 leaving the ISR")
             harness.reassign(topic, [1, 3, 4])
-            moves = harness.admin.list_partition_reassignments()
-            move = moves[TopicPartition(topic, 0)]
+            tp = TopicPartition(topic, 0)
+            move = harness.admin.list_partition_reassignments()[tp]
             assert (move.adding_replicas, move.removing_replicas) == ((4,), (2,))
             assert move.target == (1, 3, 4)
             wait_until(lambda: 4 in harness.state(topic).isr, what="node 4 joining the ISR")
             assert harness.moving(topic)
             assert harness.log_bytes(4, topic)
+            [progress] = harness.admin.list_partition_reassignments([tp]).values()
+            assert progress.bytes_copied > 0 and progress.bytes_remaining is not None
+            assert {1, 2, 4} <= set(progress.replica_logs)  # node 3 is paused: not answering
             harness.reassign(topic, None)
             assert not harness.moving(topic)
             assert set(harness.state(topic).replicas) == {1, 2, 3}

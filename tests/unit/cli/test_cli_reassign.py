@@ -94,14 +94,19 @@ def test_verify_states():
 
 
 def test_list_output():
-    moves = {T0: PartitionReassignment((2, 3, 4, 1), (4,), (1,), (1, 2, 3), 1)}
+    logs = {1: (50, 5000), 4: (20, 1800)}
+    moves = {T0: PartitionReassignment((2, 3, 4, 1), (4,), (1,), (1, 2, 3), 1, logs)}
     document = ongoing_document(moves)
     [row] = document["partitions"]
     assert row["target_replicas"] == [2, 3, 4]
+    assert (row["bytes_copied"], row["bytes_remaining"]) == (1800, 3200)
     assert ongoing_text(document) == (
         "Current partition reassignments:\n"
-        "t-0: replicas: 2,3,4,1. adding: 4. removing: 1. isr: 1,2,3. leader: 1."
+        "t-0: replicas: 2,3,4,1. adding: 4. removing: 1. isr: 1,2,3. leader: 1. "
+        "copied: 1800 B. remaining: 3200 B."
     )
+    unknown = PartitionReassignment((2, 3, 4, 1), (4,), (1,), (1, 2, 3), 1, {4: (1, 9)})
+    assert (unknown.bytes_copied, unknown.bytes_remaining) == (9, None)
     assert ongoing_text(ongoing_document({})) == "No partition reassignments found."
 
 

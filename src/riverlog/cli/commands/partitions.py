@@ -8,8 +8,9 @@
 - `--plan FILE --verify` says of each planned partition whether its move completed;
 - `--plan FILE --cancel` cancels the plan's moves in progress (the original replicas stay, the
   copies made so far are deleted);
-- `--list` shows every move in progress with its adding and removing replicas; `--wait` follows
-  them until none is left.
+- `--list` shows every move in progress with its adding and removing replicas, ISR, and the
+  bytes the adding replicas copied and still lack next to the leader; `--wait` follows them
+  until none is left.
 
 `--json` prints one document instead of text. The exit status is 1 when any partition was
 refused (the reason on stderr) or a verified partition is not where the plan puts it.
@@ -104,6 +105,9 @@ def ongoing_document(moves: Mapping[TopicPartition, PartitionReassignment]) -> d
                 "target_replicas": list(m.target),
                 "isr": list(m.isr),
                 "leader": m.leader,
+                "bytes_copied": m.bytes_copied,
+                "bytes_remaining": m.bytes_remaining,
+                "replica_log_end_offsets": {str(n): leo for n, (leo, _) in m.replica_logs.items()},
             }
             for tp, m in sorted(moves.items(), key=lambda i: (i[0].topic, i[0].partition))
         ]
@@ -111,7 +115,7 @@ def ongoing_document(moves: Mapping[TopicPartition, PartitionReassignment]) -> d
 
 
 def ongoing_text(document: Mapping[str, Any]) -> str:
-    """Kafka's `--list` lines, with the ISR so progress shows."""
+    """Kafka's `--list` lines, with the ISR and the bytes copied and remaining."""
     rows = document["partitions"]
     if not rows:
         return "No partition reassignments found."
@@ -120,9 +124,14 @@ def ongoing_text(document: Mapping[str, Any]) -> str:
         lines.append(
             f"{r['topic']}-{r['partition']}: replicas: {_ids(r['replicas'])}. "
             f"adding: {_ids(r['adding_replicas'])}. removing: {_ids(r['removing_replicas'])}. "
-            f"isr: {_ids(r['isr'])}. leader: {r['leader']}."
+            f"isr: {_ids(r['isr'])}. leader: {r['leader']}. "
+            f"copied: {r['bytes_copied']} B. remaining: {_bytes(r['bytes_remaining'])}."
         )
     return "\n".join(lines)
+
+
+def _bytes(count: int | None) -> str:
+    return "unknown" if count is None else f"{count} B"
 
 
 def _ids(ids: Sequence[int]) -> str:
