@@ -9,6 +9,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
@@ -123,12 +124,48 @@ def test_added_storage_node_takes_a_partition_and_is_drained_on_remove(
     admin.alter_partition_reassignments({TopicPartition("moved", 0): [node]})
     wait_until(lambda: replicas(admin, "moved") == (node,), what="moved-0 on the new node")
 
-    ok(cli(shaped, "remove", "storage", str(node), "--drain-timeout", "90"))
-    assert node not in replicas(admin, "moved")
+    acked: dict[int, bytes] = {}
+    stop = threading.Event()
+
+    def produce() -> None:  # acks=all throughout the drain, one record at a time
+        with Producer(bootstrap_servers=shaped.gateway_address, acks="all") as producer:
+            sent = 0
+            while not stop.is_set():
+                value = b"drain-%06d" % sent
+                acked[producer.send("moved", value, partition=0).result(60).offset] = value
+                sent += 1
+
+    writer = threading.Thread(target=produce, daemon=True)
+    writer.start()
+    try:
+        wait_until(lambda: len(acked) >= 20, what="records acknowledged before the drain")
+        ok(cli(shaped, "remove", "storage", str(node), "--drain-timeout", "90"))
+        written = len(acked)
+        wait_until(lambda: len(acked) >= written + 20, what="records acknowledged after it")
+    finally:
+        stop.set()
+        writer.join(90)
+    assert not writer.is_alive() and node not in replicas(admin, "moved")
     assert f"storage-{node}" not in LocalCluster.attach(shaped.data_dir).processes
     wait_until(lambda: node not in storage_ids(admin), what="drained node unregistered")
-    with Producer(bootstrap_servers=shaped.gateway_address, acks="all") as producer:
-        assert producer.send("moved", b"after drain", partition=0).result(60).offset >= 0
+    assert read_all(shaped, TopicPartition("moved", 0), max(acked) + 1) == acked
+
+
+def read_all(cluster: LocalCluster, tp: TopicPartition, end: int) -> dict[int, bytes]:
+    """Every record of `tp` below offset `end`, by offset."""
+    consumer = Consumer({"bootstrap.servers": cluster.gateway_address})
+    out: dict[int, bytes] = {}
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        deadline = time.monotonic() + 60
+        while len(out) < end:
+            assert time.monotonic() < deadline, f"read {len(out)} of {end}"
+            for records in consumer.poll(timeout_ms=200).values():
+                out.update((r.offset, r.value) for r in records if r.offset < end)
+    finally:
+        consumer.close()
+    return out
 
 
 def test_drain_refused_when_the_rest_cannot_hold_the_replication_factor(
