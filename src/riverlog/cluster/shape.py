@@ -24,8 +24,8 @@ from .local import SERVICE_ROLES, START_ORDER, LocalCluster
 from .process import ManagedProcess, ProcessSpec, pinned_ports
 
 ADDABLE_ROLES = ("storage", "coordinator", "gateway", "quota")
-# A storage node leaves through its own drain; metadata instances form the etcd-backed quorum
-# of the controller election, which this launcher does not resize.
+# A storage node leaves through its own drain (the CLI's); metadata instances are the controller
+# candidates every other process was given in --metadata, a set this launcher does not resize.
 REMOVABLE_ROLES = ("coordinator", "gateway", "quota")
 LAYOUT_COUNTS = {
     "storage": "storage_nodes",
