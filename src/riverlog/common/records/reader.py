@@ -218,8 +218,29 @@ def decode_rows(
                 ),
             )
         )
-    buf = _as_bytes(data)
     rows: list[_Row] = []
+    for batch in _data_batches(_as_bytes(data), min_offset, validate_crc):
+        record_loop.rows_into(
+            batch.records, batch.start, batch.end, batch.header.records_count,
+            batch.header.base_offset, batch.header.base_timestamp, min_offset, row_type, topic,
+            partition, batch.timestamp_type, batch.fixed_timestamp, rows,
+        )  # fmt: skip
+    return rows
+
+
+@dataclass(frozen=True, slots=True)
+class _DataBatch:
+    header: BatchHeader
+    records: bytes  # the batch's records are records[start:end] (decompressed if need be)
+    start: int
+    end: int
+    timestamp_type: int
+    fixed_timestamp: int | None  # every record's timestamp under LogAppendTime
+
+
+def _data_batches(buf: bytes, min_offset: int, validate_crc: bool) -> Iterator[_DataBatch]:
+    """The data (not control) batches of `buf` that reach `min_offset`, checked and ready
+    for a record loop; an incomplete trailing batch ends the iteration."""
     pos = 0
     while (found := _check_header(buf, pos)) is not None:
         header, size = found
@@ -231,14 +252,15 @@ def decode_rows(
                 validate_batch(buf, pos)
             recs, start, end = _records_of(buf, pos, size, header)
             log_append = attributes & TIMESTAMP_TYPE_MASK
-            record_loop.rows_into(
-                recs, start, end, header.records_count, header.base_offset,
-                header.base_timestamp, min_offset, row_type, topic, partition,
+            yield _DataBatch(
+                header,
+                recs,
+                start,
+                end,
                 LOG_APPEND_TIME if log_append else CREATE_TIME,
-                header.max_timestamp if log_append else None, rows,
-            )  # fmt: skip
+                header.max_timestamp if log_append else None,
+            )
         pos += size
-    return rows
 
 
 def records_wire(
@@ -250,32 +272,20 @@ def records_wire(
     last one's offset (-1: none). Control batches are skipped; an incomplete trailing batch is
     ignored. Raises InvalidBatchError on a corrupt batch, with `partial` set to what came
     before it. C only: callers check `record_loop.compiled()`."""
-    buf = _as_bytes(data)
     out = bytearray()
-    total, last, pos = 0, -1, 0
+    total, last = 0, -1
     try:
-        while (found := _check_header(buf, pos)) is not None:
-            header, size = found
-            attributes = header.attributes
-            if header.base_offset + header.last_offset_delta >= min_offset and not (
-                attributes & CONTROL_MASK
-            ):
-                if validate_crc:
-                    validate_batch(buf, pos)
-                recs, start, end = _records_of(buf, pos, size, header)
-                log_append = attributes & TIMESTAMP_TYPE_MASK
-                added, batch_last = record_loop.wire_into(
-                    recs, start, end, header.records_count, header.base_offset,
-                    header.base_timestamp, min_offset,
-                    LOG_APPEND_TIME if log_append else CREATE_TIME,
-                    header.max_timestamp if log_append else None,
-                    max_records - total if max_records else 0, out,
-                )  # fmt: skip
-                if added:
-                    total, last = total + added, batch_last
-                if max_records and total >= max_records:
-                    break
-            pos += size
+        for batch in _data_batches(_as_bytes(data), min_offset, validate_crc):
+            added, batch_last = record_loop.wire_into(
+                batch.records, batch.start, batch.end, batch.header.records_count,
+                batch.header.base_offset, batch.header.base_timestamp, min_offset,
+                batch.timestamp_type, batch.fixed_timestamp,
+                max_records - total if max_records else 0, out,
+            )  # fmt: skip
+            if added:
+                total, last = total + added, batch_last
+            if max_records and total >= max_records:
+                break
     except InvalidBatchError as exc:
         exc.partial = (out, total, last)  # type: ignore[attr-defined]
         raise

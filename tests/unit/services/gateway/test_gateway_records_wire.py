@@ -6,53 +6,29 @@ holes between batches), cut at any offset, capped at any count, torn or damaged.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from riverlog.common.records import LOG_APPEND_TIME, BatchBuilder, CompressionType, record_loop
-from riverlog.common.records.header import set_base_offset
+from riverlog.common.records import BatchBuilder, record_loop
 from riverlog.services.gateway.records import _decode, _encode_wire
 from riverlog.services.gateway.rpc.convert import record_to_proto
 from riverlog.v1 import gateway_pb2
 
 pytestmark = pytest.mark.skipif(not record_loop.compiled(), reason="the C extension is not built")
 
-TS = 1_700_000_000_000
+# The random batches of the record-loop tests (keys and values null, empty or not, headers, log
+# append time, every codec, control batches, holes between batches).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "common" / "records"))
+import test_records_rows as kit  # noqa: E402
 
-blobs = st.none() | st.binary(max_size=300)
-headers = st.lists(st.tuples(st.text(max_size=5), st.none() | st.binary(max_size=8)), max_size=3)
-records = st.lists(
-    st.tuples(st.integers(-100_000, 100_000), blobs, blobs, headers), min_size=1, max_size=40
-)
-batches = st.lists(
-    st.tuples(
-        records,
-        st.sampled_from(list(CompressionType)),
-        st.booleans(),  # log append time
-        st.booleans(),  # control batch
-    ),
-    min_size=1,
-    max_size=4,
-)
-
-
-def build(spec: list[Any]) -> bytes:
-    out = bytearray()
-    base = 5
-    for recs, codec, log_append, control in spec:
-        builder = BatchBuilder(
-            codec, timestamp_type=LOG_APPEND_TIME if log_append else 0, is_control=control
-        )
-        for delta, key, value, hdrs in recs:
-            builder.append(TS + delta, key, value, hdrs)
-        batch = bytearray(builder.build())
-        set_base_offset(batch, 0, base)
-        out += batch
-        base += len(recs) + 3  # holes between batches, as compaction leaves
-    return bytes(out)
+TS = kit.TS
+batches = kit.batches
+build = kit.build
 
 
 def both(data: bytes, offset: int, max_records: int) -> tuple[Any, Any]:
