@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from riverlog.client.errors import ClientClosedError, ClientTimeoutError, RecordTooLargeError
-from riverlog.client.producer.accumulator import RecordAccumulator
+from riverlog.client.producer.accumulator import RECORD_MEMORY, RecordAccumulator
 from riverlog.common.records.reader import iter_batches_records
 
 VALUE = b"v" * 100
@@ -185,9 +185,10 @@ def test_sticky_only_uses_available_partitions() -> None:
 
 
 def test_buffer_full_blocks_then_times_out() -> None:
-    acc, wakeups = make(buffer_memory=2048, batch_size=1024, max_block_ms=50)
+    full = 1024 + 8 * RECORD_MEMORY  # a batch's reservation and its records' Python cost
+    acc, wakeups = make(buffer_memory=2 * full, batch_size=1024, max_block_ms=50)
     fill(acc, 8, partition=0)
-    fill(acc, 8, partition=1)  # both 1024-byte reservations taken
+    fill(acc, 8, partition=1)  # both batches' reservations taken
     assert acc.available_memory == 0
     before = len(wakeups)
     with pytest.raises(ClientTimeoutError, match=r"buffer\.memory within max\.block\.ms \(50 ms\)"):
@@ -198,8 +199,10 @@ def test_buffer_full_blocks_then_times_out() -> None:
 
 def test_freeing_memory_unblocks_a_waiting_append() -> None:
     clock = Clock()
-    acc, _ = make(clock, buffer_memory=1024, batch_size=1024, max_block_ms=30_000)
+    full = 1024 + 8 * RECORD_MEMORY
+    acc, _ = make(clock, buffer_memory=full, batch_size=1024, max_block_ms=30_000)
     fill(acc, 8)
+    assert acc.available_memory == 0
     done = threading.Event()
     errors: list[BaseException] = []
 
@@ -219,7 +222,7 @@ def test_freeing_memory_unblocks_a_waiting_append() -> None:
     assert done.wait(10)
     thread.join(10)
     assert errors == []
-    assert acc.available_memory == 0
+    assert acc.available_memory == full - (1024 + RECORD_MEMORY)  # the new batch, one record
 
 
 def test_record_larger_than_buffer_memory_is_refused() -> None:

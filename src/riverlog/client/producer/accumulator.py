@@ -26,13 +26,20 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from itertools import accumulate, repeat
 from operator import add
-from typing import Any
+from typing import Any, Final
 
 from riverlog.common.records.compression import CompressionType
 
 from ..errors import ClientClosedError, ClientTimeoutError, RecordTooLargeError
 from .batch import RECORD_OVERHEAD, ProducerBatch
 from .future import BatchResult, RecordFuture, RecordFutures
+
+RECORD_MEMORY: Final = 144
+"""What a queued record costs in memory beyond its key and value bytes, counted against
+buffer.memory from append to outcome: its tuple in the batch (72 B and an 8-byte list slot),
+its timestamp (a 32-byte int) and the header of its value's bytes object (33 B). Without it, a
+buffer of 100-byte records held about twice buffer.memory, and the producer passed 100 MiB
+RSS with buffer.memory at 32 MiB (bench/producer_memory_bench.py)."""
 
 OnDone = Callable[[RecordFuture], None]
 
@@ -132,11 +139,13 @@ class RecordAccumulator:
                     size += len(key)
                 if headers:
                     size += len(headers)
-                if size <= batch.limit:
+                if size <= batch.limit and self._available >= RECORD_MEMORY:
                     batch.records.append((timestamp, key, value, headers))
                     batch.estimate = size
                     index = batch.count
                     batch.count = index + 1
+                    self._available -= RECORD_MEMORY
+                    batch.reserved += RECORD_MEMORY
                     future: RecordFuture = RecordFuture((batch.result, index))
                     if on_done is not None or trace_context is not None:
                         self._extras(batch, future, on_done, trace_context)
@@ -172,13 +181,23 @@ class RecordAccumulator:
                 if headers:
                     size += len(headers)
                 if size <= batch.limit:
-                    batch.records.append((timestamp, key, value, headers))
-                    batch.estimate = size
-                    index = batch.count
-                    batch.count = index + 1
-                    future: RecordFuture = RecordFuture((batch.result, index))
-                    if on_done is not None or trace_context is not None:
-                        self._extras(batch, future, on_done, trace_context)
+                    if self._available >= RECORD_MEMORY:
+                        batch.records.append((timestamp, key, value, headers))
+                        batch.estimate = size
+                        index = batch.count
+                        batch.count = index + 1
+                        self._available -= RECORD_MEMORY
+                        batch.reserved += RECORD_MEMORY
+                        future: RecordFuture = RecordFuture((batch.result, index))
+                        if on_done is not None or trace_context is not None:
+                            self._extras(batch, future, on_done, trace_context)
+                        return future
+                    # buffer.memory is short: the slow path waits for it (same partition)
+                    future, batch = self._append_slow(
+                        topic, batch.partition, (timestamp, key, value, headers), on_done,
+                        trace_context,
+                    )  # fmt: skip
+                    self._sticky[topic] = batch
                     return future
                 batch.closed = True  # full: ready now
                 self._wakeup()
@@ -226,8 +245,12 @@ class RecordAccumulator:
                     end = n
                 if batch is not None and not batch.closed:
                     fit = bisect_right(cum, cum[i] + batch.limit - batch.estimate, i + 1, end + 1)
+                    # and no more than buffer.memory has room for (RECORD_MEMORY each)
+                    fit = min(fit, i + 1 + max(self._available, 0) // RECORD_MEMORY)
                     if fit > i + 1:
                         fit -= 1  # records i..fit-1 fit
+                        self._available -= (fit - i) * RECORD_MEMORY
+                        batch.reserved += (fit - i) * RECORD_MEMORY
                         first = batch.count
                         batch.records.extend(zip(stamps, keys[i:fit], values[i:fit], repeat(None)))
                         batch.estimate += cum[fit] - cum[i]
@@ -289,24 +312,30 @@ class RecordAccumulator:
         future and its batch."""
         if self._closed:
             raise ClientClosedError("producer", "cannot send after close()")
+        _, key, value, headers = record
+        estimate = 64 + (len(key) if key else 0) + (len(value) if value else 0)
+        estimate += len(headers) if headers else 0
+        size = max(self._batch_size, estimate)
+        if size + RECORD_MEMORY > self._total_memory:
+            raise RecordTooLargeError(
+                f"a record of about {estimate} bytes is larger than buffer.memory "
+                f"({self._total_memory})"
+            )
+        self._allocate(RECORD_MEMORY)  # may wait, letting other threads append meanwhile
         opens = self._open.setdefault(topic, [])
         if len(opens) <= partition:
             opens.extend([None] * (partition + 1 - len(opens)))
         batch = opens[partition]
         if batch is not None and not batch.closed:
             if batch.append(record):
+                batch.reserved += RECORD_MEMORY
                 return self._future(batch, on_done, trace_context), batch
             batch.closed = True  # full: ready now
-        _, key, value, headers = record
-        estimate = 64 + (len(key) if key else 0) + (len(value) if value else 0)
-        estimate += len(headers) if headers else 0
-        size = max(self._batch_size, estimate)
-        if size > self._total_memory:
-            raise RecordTooLargeError(
-                f"a record of about {estimate} bytes is larger than buffer.memory "
-                f"({self._total_memory})"
-            )
-        self._allocate(size)  # may wait, letting other threads append meanwhile
+        try:
+            self._allocate(size)  # may wait, letting other threads append meanwhile
+        except BaseException:
+            self._free(RECORD_MEMORY)
+            raise
         batch = opens[partition]
         if batch is not None and not batch.closed:
             batch.closed = True  # opened by another thread while we waited: close it, ours next
@@ -317,7 +346,7 @@ class RecordAccumulator:
             batch_size=self._batch_size,
             compression=self._compression,
         )
-        batch.reserved = size
+        batch.reserved = size + RECORD_MEMORY
         batch.append(record)
         dq = self._deque(topic, partition)
         dq.append(batch)
