@@ -184,6 +184,12 @@ class Partition:
     def is_leader(self) -> bool:
         return self.role is Role.LEADER
 
+    def stop(self) -> None:
+        """No longer a replica here (its topic deleted, or reassigned away): offline, so a
+        request waiting on it (an acks=all produce in the purgatory) hears at once that
+        leadership moved instead of waiting out its timeout."""
+        self.role = Role.OFFLINE
+
     @property
     def isr(self) -> tuple[int, ...]:
         """The committed ISR (kept by `replication`)."""

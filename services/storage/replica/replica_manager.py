@@ -181,6 +181,7 @@ class ReplicaManager:
         """Stop hosting `tp` and delete its log: its topic is gone, or a reassignment moved it
         off this node (Kafka's StopReplica with delete, as KRaft brokers do on a delta)."""
         stopped = self._partitions.pop(tp)
+        stopped.stop()
         self._retired_shrinks += stopped.replication.isr_shrinks
         self._retired_expands += stopped.replication.isr_expands
         log.info("%s: no longer a replica here (topic deleted or reassigned); deleting the log", tp)

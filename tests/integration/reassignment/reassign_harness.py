@@ -161,6 +161,7 @@ class AckedProducer:
         self.topic = topic
         self.acked: dict[bytes, int] = {}
         self.failed = 0
+        self.errors: list[str] = []  # the first failures, for the assertion message
         self._stop = threading.Event()
         self._producer = Producer(
             bootstrap_servers=bootstrap, acks="all", linger_ms=5, delivery_timeout_ms=60_000
@@ -187,8 +188,9 @@ class AckedProducer:
             for value, future in futures:
                 try:
                     self.acked[value] = future.result(60).offset
-                except Exception:
+                except Exception as exc:
                     self.failed += 1
+                    self.errors.append(f"{value!r}: {type(exc).__name__}: {exc}")
             time.sleep(0.02)
 
     def wait_acked(self, count: int, timeout_s: float = 60.0) -> None:

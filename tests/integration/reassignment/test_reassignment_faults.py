@@ -78,7 +78,7 @@ def test_new_controller_completes_the_move(harness: ReassignHarness) -> None:
             assert harness.moving(topic)  # read back from etcd by the new controller
         producer.wait_acked(len(producer.acked) + 100)
         harness.wait_replicas(topic, (1, 3, 4))
-    assert producer.failed == 0
+    assert producer.failed == 0, producer.errors[:3]
     check_moved(harness, topic, producer)
 
 
@@ -93,7 +93,7 @@ def test_joining_replica_killed_and_restarted(harness: ReassignHarness) -> None:
             assert TopicPartition(topic, 0) in harness.admin.list_partition_reassignments()
         producer.wait_acked(len(producer.acked) + 100)
         harness.wait_replicas(topic, (1, 3, 4))
-    assert producer.failed == 0
+    assert producer.failed == 0, producer.errors[:3]
     check_moved(harness, topic, producer)
 
 
@@ -115,5 +115,5 @@ def test_leader_killed_and_restarted(harness: ReassignHarness) -> None:
             leader.restart(timeout=120)
         producer.wait_acked(len(producer.acked) + 100)
         harness.wait_replicas(topic, (1, 3, 4))
-    assert producer.failed == 0
+    assert producer.failed == 0, producer.errors[:3]
     check_moved(harness, topic, producer)

@@ -1,6 +1,7 @@
 """Produce on the leader: offsets assigned, the high watermark moved, and every kind of bad
 input answered with its own code on its own partition, with nothing appended."""
 
+import asyncio
 import struct
 from pathlib import Path
 
@@ -152,5 +153,33 @@ async def test_acks_all_times_out_when_the_isr_does_not_catch_up(tmp_path: Path)
         partition = node.replicas.partitions[T0]
         partition.replication.update_follower_fetch_state(OTHER, 1)
         assert partition.high_watermark == 1
+    finally:
+        node.close()
+
+
+async def test_acks_all_waiting_when_the_replica_is_reassigned_away(tmp_path: Path) -> None:
+    # The leader is moved off this node while an acks=all produce waits for the ISR: the
+    # producer hears at once that leadership moved (and retries at the new leader), instead of
+    # waiting out its timeout on a partition this node no longer hosts.
+    node = make_node(tmp_path / "moved")  # not the fixture node's dir: this one deletes
+    try:
+        node.replicas.apply_image(
+            image(topic("t", leaders=[NODE], epoch=2, replicas=[[NODE, OTHER]]), version=2)
+        )
+        waiting = asyncio.create_task(
+            node.produce.produce(
+                produce_params((T0, make_batch()), acks=Acks.ALL, timeout_ms=60_000)
+            )
+        )
+        for _ in range(100):  # until it is appended and waits in the purgatory
+            await asyncio.sleep(0)
+            if T0 in node.replicas.partitions and leo(node, T0) == 1:
+                break
+        node.replicas.apply_image(
+            image(topic("t", leaders=[OTHER], epoch=3, replicas=[[OTHER]]), version=3)
+        )
+        async with asyncio.timeout(10):
+            results = await waiting
+        assert results[0].error == ErrorCode.NOT_LEADER_OR_FOLLOWER
     finally:
         node.close()
