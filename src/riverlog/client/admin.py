@@ -51,6 +51,8 @@ class PartitionInfo:
     leader_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    adding_replicas: tuple[int, ...] = ()  # a reassignment in progress (KIP-455)
+    removing_replicas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +97,15 @@ def _kind(kind: int) -> str:
 
 def _topic(meta: common_pb2.TopicMetadata) -> TopicDescription:
     partitions = tuple(
-        PartitionInfo(p.partition, p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr))
+        PartitionInfo(
+            p.partition,
+            p.leader,
+            p.leader_epoch,
+            tuple(p.replicas),
+            tuple(p.isr),
+            tuple(p.adding_replicas),
+            tuple(p.removing_replicas),
+        )
         for p in sorted(meta.partitions, key=lambda p: p.partition)
     )
     configs = {c.name: c.value for c in meta.configs}

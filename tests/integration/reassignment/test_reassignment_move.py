@@ -24,7 +24,7 @@ def test_move_under_acks_all_load(harness: ReassignHarness) -> None:
         harness.wait_replicas(topic, (2, 3, 4))
         at_move = len(producer.acked)
         producer.wait_acked(at_move + 200)
-    assert producer.failed == 0
+    assert producer.failed == 0, producer.errors[:3]
     after = harness.state(topic)
     assert after.leader in (2, 3, 4)
     assert after.leader_epoch == leader_epoch + 1  # node 1 led and left: one new epoch
@@ -74,6 +74,8 @@ def test_cancel_restores_original_replicas_and_deletes_the_copy(harness: Reassig
             move = harness.admin.list_partition_reassignments()[tp]
             assert (move.adding_replicas, move.removing_replicas) == ((4,), (2,))
             assert move.target == (1, 3, 4)
+            described = harness.state(topic)  # DescribeTopics shows the move too (KIP-455)
+            assert (described.adding_replicas, described.removing_replicas) == ((4,), (2,))
             wait_until(lambda: 4 in harness.state(topic).isr, what="node 4 joining the ISR")
             assert harness.moving(topic)
             assert harness.log_bytes(4, topic)
@@ -90,7 +92,7 @@ def test_cancel_restores_original_replicas_and_deletes_the_copy(harness: Reassig
         finally:
             paused.resume()
         producer.wait_acked(len(producer.acked) + 100)
-    assert producer.failed == 0
+    assert producer.failed == 0, producer.errors[:3]
     wait_until(lambda: set(harness.state(topic).isr) == {1, 2, 3}, what="node 3 back in sync")
     with pytest.raises(RiverlogError) as err:
         harness.reassign(topic, None)

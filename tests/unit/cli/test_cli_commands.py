@@ -266,7 +266,7 @@ def test_topic_json_and_kafka_text() -> None:
     assert document["configs"] == {"retention.ms": "1000"}
     assert document["partitions"][1] == {
         "partition": 1, "leader": -1, "leader_epoch": 0, "replicas": [2, 3, 1], "isr": [],
-        "under_replicated": True, "offline": True,
+        "adding_replicas": [], "removing_replicas": [], "under_replicated": True, "offline": True,
     }  # fmt: skip
     lines = topic_text(document).splitlines()
     assert lines[0] == (

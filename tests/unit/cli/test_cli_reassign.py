@@ -1,5 +1,6 @@
 """`riverlog partitions reassign`: Kafka's JSON plan format parsed and printed, plan generation,
-verification, and the text/JSON of --list; plus the argument parsing of the command."""
+verification, the text/JSON of --list, the argument parsing of the command; and a move in
+progress as `topics describe` shows it (Kafka's Adding/Removing Replicas) and on the wire."""
 
 from __future__ import annotations
 
@@ -17,8 +18,12 @@ from riverlog.cli.commands.reassign_plan import (
     verification_text,
     verify,
 )
+from riverlog.cli.commands.topics import topic_json, topic_text
 from riverlog.cli.main import build_parser
-from riverlog.client import PartitionReassignment, TopicPartition
+from riverlog.client import PartitionReassignment, TopicDescription, TopicPartition
+from riverlog.client.admin import PartitionInfo as AdminPartitionInfo
+from riverlog.common.cluster.convert import partition_from_proto, partition_to_proto
+from riverlog.common.cluster.image import PartitionInfo
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)
@@ -128,3 +133,18 @@ def test_progress_line():
     assert progress_line(moves, width=6) == (
         "[##----] 1/3 new replicas in sync, 2 partitions moving"
     )
+
+
+def test_topic_describe_shows_a_move_in_progress():
+    moving = AdminPartitionInfo(0, 1, 3, (2, 3, 4, 1), (1, 2, 3), (4,), (1,))
+    idle = AdminPartitionInfo(1, 2, 0, (2, 3), (2, 3))
+    topic = TopicDescription("t", "id", False, (moving, idle), {})
+    lines = topic_text(topic_json(topic)).splitlines()
+    assert "Adding Replicas: 4" in lines[1] and "Removing Replicas: 1" in lines[1]
+    assert "Adding" not in lines[2]
+    assert topic_json(topic)["partitions"][0]["adding_replicas"] == [4]
+
+
+def test_partition_state_wire_round_trip_keeps_the_move():
+    moving = PartitionInfo(0, 1, 3, (2, 3, 4, 1), (1, 2, 3), 7, (4,), (1,))
+    assert partition_from_proto(partition_to_proto(moving)) == moving

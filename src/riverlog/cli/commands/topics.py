@@ -149,6 +149,8 @@ def topic_json(
                 "leader_epoch": p.leader_epoch,
                 "replicas": list(p.replicas),
                 "isr": list(p.isr),
+                "adding_replicas": list(p.adding_replicas),
+                "removing_replicas": list(p.removing_replicas),
                 "under_replicated": len(p.isr) < len(p.replicas),
                 "offline": p.leader < 0,
             }
@@ -192,6 +194,12 @@ def topic_text(document: dict[str, Any], header: bool = True) -> str:
             "Replicas": p["replicas"],
             "Isr": p["isr"],
         }
+        for key, name in (
+            ("adding_replicas", "Adding Replicas"),
+            ("removing_replicas", "Removing Replicas"),
+        ):
+            if p.get(key):
+                row[name] = p[key]
         flags = [
             name
             for name, on in (("Offline", p["offline"]), ("UnderReplicated", p["under_replicated"]))

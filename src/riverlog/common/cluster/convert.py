@@ -91,6 +91,8 @@ def partition_to_proto(p: PartitionInfo) -> common_pb2.PartitionState:
         replicas=list(p.replicas),
         isr=list(p.isr),
         partition_epoch=p.partition_epoch,
+        adding_replicas=list(p.adding_replicas),
+        removing_replicas=list(p.removing_replicas),
     )
 
 
@@ -102,6 +104,8 @@ def partition_from_proto(msg: common_pb2.PartitionState) -> PartitionInfo:
         replicas=tuple(msg.replicas),
         isr=tuple(msg.isr),
         partition_epoch=msg.partition_epoch,
+        adding_replicas=tuple(msg.adding_replicas),
+        removing_replicas=tuple(msg.removing_replicas),
     )
 
 
