@@ -101,6 +101,7 @@ class ReassignmentController:
                 ops.append(Op(key, partition_encode(u.after)))
             if await self.replication.election.write(compares, ops) is not None:
                 written.extend(chunk)
+        self.replication.count_written(written)  # leader elections and ISR changes
         return written
 
     async def _decide_and_write(

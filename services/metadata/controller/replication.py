@@ -182,6 +182,10 @@ class ReplicationController:
         self._count(written)
         return written
 
+    def count_written(self, written: Sequence[PartitionUpdate]) -> None:
+        """Count partition changes written elsewhere (reassignments) in the same metrics."""
+        self._count(written)
+
     def _count(self, written: Sequence[PartitionUpdate]) -> None:
         elected = sum(1 for u in written if u.elected)
         isr = sum(1 for u in written if u.after.isr != u.before.isr)
