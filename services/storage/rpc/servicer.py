@@ -15,6 +15,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
+from riverlog.common.errors import ErrorCode
 from riverlog.v1 import data_pb2, storage_pb2, storage_pb2_grpc
 
 from ..replica.fetch import FetchHandler, close_results
@@ -77,7 +78,12 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
         self, pending: PendingProduce, correlation_id: int
     ) -> data_pb2.ProduceResponse:
         if pending.acks is Acks.NONE:
-            return data_pb2.ProduceResponse(correlation_id=correlation_id)
+            if all(r.error == ErrorCode.NONE for r in pending.results):
+                return data_pb2.ProduceResponse(correlation_id=correlation_id)
+            # A refused acks=0 append is reported to the gateway (not to the client, as Kafka
+            # reports nothing): a gateway that routed by a stale image retries at the leader
+            # instead of losing the records (a new topic whose leader had not yet taken over).
+            return produce_response_to_proto(pending.results, correlation_id)
         results = await self._produce.complete(pending)
         return produce_response_to_proto(results, correlation_id)
 

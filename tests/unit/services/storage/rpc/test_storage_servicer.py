@@ -59,6 +59,16 @@ async def test_acks_zero_answers_without_results(stub, node: Node) -> None:
     assert node.replicas.partitions[TopicPartition(T, 0)].log_end_offset == 2
 
 
+async def test_a_refused_acks_zero_append_is_reported_to_the_gateway(stub) -> None:
+    """So a gateway that routed by a stale image retries at the leader instead of losing the
+    records (the client, as Kafka's, still hears nothing)."""
+    reply = await stub.Produce(
+        produce_request(("nope", 0, make_batch(1)), acks=common_pb2.ACKS_NONE, correlation_id=4)
+    )
+    assert reply.correlation_id == 4
+    assert [p.error_code for p in reply.partitions] == [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+
+
 async def test_unknown_acks_value(stub) -> None:
     reply = await stub.Produce(produce_request((T, 0, make_batch()), acks=17))
     assert reply.partitions[0].error_code == ErrorCode.INVALID_REQUIRED_ACKS
