@@ -27,6 +27,12 @@ def held_move(harness: ReassignHarness, topic: str) -> Iterator[None]:
     """{1,2,3} → {1,3,4} in progress with node 4 in the ISR while node 3 is paused; node 3
     resumes at the end of the block."""
     harness.place(topic, (1, 2, 3))
+    # A node the previous test paused or killed may still be registering again: a move to a
+    # node that is not registered is refused (INVALID_REPLICA_ASSIGNMENT).
+    wait_until(
+        lambda: {1, 2, 3, 4} <= live_storage_nodes(harness) and 3 in harness.state(topic).isr,
+        what="every storage node registered, node 3 in sync",
+    )
     paused = harness.cluster.storage(3)
     paused.pause()
     try:
@@ -37,6 +43,10 @@ def held_move(harness: ReassignHarness, topic: str) -> Iterator[None]:
         yield
     finally:
         paused.resume()
+
+
+def live_storage_nodes(harness: ReassignHarness) -> set[int]:
+    return {n.node_id for n in harness.admin.describe_cluster().nodes if n.kind == "storage"}
 
 
 def check_moved(harness: ReassignHarness, topic: str, producer: AckedProducer) -> None:
