@@ -32,7 +32,6 @@ from riverlog.common.rpc.convert import (
 )
 from riverlog.common.rpc.status import from_rpc_error
 from riverlog.common.types import Acks, IsolationLevel, TopicPartition
-from riverlog.common.zerocopy import MAX_REQUEST_FRAME
 from riverlog.v1 import data_pb2, storage_pb2, storage_pb2_grpc
 
 from ..context import Deadline, current_request
@@ -154,14 +153,20 @@ class StoragePeers:
         # appended, in the order they were sent, as on gRPC's one HTTP/2 connection), or gRPC
         # where the lane cannot serve (decision 0018).
         fast = self._fast(node)
-        if fast is not None and request.ByteSize() <= MAX_REQUEST_FRAME:
+        response = None
+        if fast is not None:
 
             async def on_lane(timeout: float) -> data_pb2.ProduceResponse:
                 assert fast is not None
                 return await (await fast.lane(node)).produce(request, timeout)
 
-            response = await self._fast_call(node, on_lane, deadline)
-        else:
+            try:
+                response = await self._fast_call(node, on_lane, deadline)
+            except RiverlogError as exc:
+                if exc.code != ErrorCode.MESSAGE_TOO_LARGE:
+                    raise
+                # over the lane's 16 MiB frame (refused before anything was sent): gRPC
+        if response is None:
             response = await self._call(node, "Produce", request, deadline)
         if options.acks == Acks.NONE and not response.partitions:
             # acks=0: the leader took the request and, as Kafka, acknowledges nothing.

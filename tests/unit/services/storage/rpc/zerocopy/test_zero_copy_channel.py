@@ -291,3 +291,20 @@ async def test_a_lane_delivers_answers_as_they_complete_and_fails_the_waiting_on
     finally:
         await lane.close()
         await srv.stop()
+
+
+async def test_a_lane_refuses_a_request_over_its_frame_before_sending_it(
+    node: Node, produce_server: ZeroCopyServer
+) -> None:
+    """The gateway then sends that request by gRPC; the lane serves on."""
+    lane = AsyncProduceLane("127.0.0.1", produce_server.port)
+    try:
+        huge = produce_request(("t", 0, b"x" * (17 << 20)))
+        with pytest.raises(RiverlogError) as refused:
+            await lane.produce(huge, 5.0)
+        assert refused.value.code == ErrorCode.MESSAGE_TOO_LARGE
+        reply = await lane.produce(produce_request(("t", 0, make_batch(1))), 5.0)
+    finally:
+        await lane.close()
+    assert reply.partitions[0].error_code == ErrorCode.NONE
+    assert node.replicas.partitions[T0].log_end_offset == 1  # the refused one wrote nothing
