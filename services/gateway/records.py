@@ -263,8 +263,8 @@ def _encode(records: Sequence[Record], codec: CompressionType, now_ms: int) -> b
     keys = [r.key for r in records]
     values = [r.value for r in records]
     headers = [encode_headers(r.headers) if r.headers else None for r in records]
-    size = sum(len(v) for v in values if v) + sum(len(k) for k in keys if k)
-    size += sum(len(h) for h in headers if h) + _RECORD_OVERHEAD * len(records)
+    size = sum(map(len, filter(None, values))) + sum(map(len, filter(None, keys)))
+    size += sum(map(len, filter(None, headers))) + _RECORD_OVERHEAD * len(records)
     if size <= BATCH_SIZE:
         try:
             encoded = encode_records(timestamps, keys, values, headers)
