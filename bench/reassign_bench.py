@@ -1,0 +1,180 @@
+"""Moving a large partition to a new node, against a real local cluster. Prints figures; not a
+test.
+
+Starts a cluster with the launcher (etcd, one metadata instance, four storage nodes, one
+gateway, all on this machine), creates a topic of one partition with replication factor 3
+(min.insync.replicas 2) and fills it with `--size-mb` MiB (default 1024) of 16 KiB records.
+A second topic of three partitions (RF 3) carries a probe producer: 200 records/s of 100 bytes
+with acks=all, whose acknowledgement latency is sampled the whole time.
+
+Then, for each throttle in `--throttles` (MB/s; 0 means none; default "0,20"), the big
+partition is reassigned so that one replica leaves and the node that has no copy joins
+(KIP-455: the joining replica copies the whole log by follower fetch, joins the ISR, and the
+leaving one is removed). Printed per move: seconds from the request to the end of the move,
+MB/s copied, and the probe's p50/p99 acknowledgement latency in the 10 s before the move and
+during it.
+
+    .venv/bin/python bench/reassign_bench.py [--size-mb 1024] [--throttles 0,20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+
+from produce_consume_bench import percentile
+
+from riverlog.client import AdminClient, NewTopic, Producer, TopicPartition
+from riverlog.cluster import LocalCluster
+
+RECORD = 16 * 1024
+PROBE_RATE = 200
+WAIT_S = 1_800.0
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.2) -> None:
+    """Poll `predicate` until true; raise after `timeout` seconds (a bench must not hang)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not reached in {timeout:g} s")
+        time.sleep(interval)
+
+
+class Probe:
+    """A producer sending PROBE_RATE records/s with acks=all; keeps (send time, latency)."""
+
+    def __init__(self, address: str, topic: str) -> None:
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._producer = Producer(
+            bootstrap_servers=address, acks="all", linger_ms=0, client_id="probe"
+        )
+        self._topic = topic
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        interval = 1.0 / PROBE_RATE
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            sent = time.monotonic()
+
+            def done(_meta: object, err: BaseException | None, sent: float = sent) -> None:
+                if err is None:
+                    self.samples.append((sent, time.monotonic() - sent))
+
+            self._producer.send(self._topic, b"p" * 100, callback=done)
+            next_at += interval
+            self._stop.wait(max(0.0, next_at - time.monotonic()))
+
+    def between(self, start: float, end: float) -> list[float]:
+        return sorted(lat * 1000 for sent, lat in list(self.samples) if start <= sent < end)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self._producer.close()
+
+
+def fill(address: str, topic: str, size_mb: int) -> float:
+    """Write `size_mb` MiB into partition 0 of `topic`; returns the seconds it took."""
+    value = b"x" * RECORD
+    count = size_mb * 1024 * 1024 // RECORD
+    start = time.perf_counter()
+    with Producer(
+        bootstrap_servers=address, acks="1", linger_ms=5, batch_size=1024 * 1024
+    ) as producer:
+        for _ in range(0, count, 64):
+            producer.send_many(topic, [value] * 64, partition=0)
+        producer.flush()
+    return time.perf_counter() - start
+
+
+def in_sync(admin: AdminClient, topic: str) -> bool:
+    part = admin.describe_topics([topic])[topic].partitions[0]
+    return len(part.isr) == len(part.replicas)
+
+
+def move(admin: AdminClient, tp: TopicPartition, nodes: list[int], throttle_mb: float) -> float:
+    """Reassign `tp` off one replica onto the node without a copy; returns the seconds taken."""
+    part = admin.describe_topics([tp.topic])[tp.topic].partitions[tp.partition]
+    joining = next(n for n in nodes if n not in part.replicas)
+    target = [*part.replicas[1:], joining]
+    set_throttle(admin, tp, part.replicas, joining, throttle_mb)
+    start = time.monotonic()
+    admin.alter_partition_reassignments({tp: target})
+    wait_until(lambda: not admin.list_partition_reassignments([tp]), WAIT_S, 0.1)
+    took = time.monotonic() - start
+    set_throttle(admin, tp, part.replicas, joining, 0)
+    after = admin.describe_topics([tp.topic])[tp.topic].partitions[tp.partition]
+    if list(after.replicas) != target:
+        raise SystemExit(f"the move did not complete: replicas {after.replicas}, not {target}")
+    print(f"  {tp.topic}-{tp.partition}: {list(part.replicas)} -> {target} (node {joining} joins)")
+    return took
+
+
+def set_throttle(
+    admin: AdminClient, tp: TopicPartition, replicas: tuple[int, ...], joining: int, mb: float
+) -> None:
+    """Kafka's throttle for one move: not available on this build."""
+    if mb:
+        raise SystemExit("this build has no replication throttle")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mb", type=int, default=1024)
+    parser.add_argument("--throttles", default="0,20", help="MB/s per move; 0 = none")
+    args = parser.parse_args()
+    throttles = [float(t) for t in args.throttles.split(",")]
+    with tempfile.TemporaryDirectory(prefix="riverlog-reassign-bench-") as root:
+        cluster = LocalCluster(
+            root,
+            storage_nodes=4,
+            metadata_nodes=1,
+            gateways=1,
+            extra_config={"metadata": {"broker.heartbeat.interval.ms": "500"}},
+        )
+        cluster.start(timeout=180)
+        try:
+            run(cluster, args.size_mb, throttles)
+        finally:
+            cluster.stop()
+
+
+def run(cluster: LocalCluster, size_mb: int, throttles: list[float]) -> None:
+    address = cluster.gateway_address
+    admin = AdminClient(bootstrap_servers=address)
+    configs = {"min.insync.replicas": "2", "segment.bytes": str(128 * 1024 * 1024)}
+    admin.create_topics([NewTopic("big", 1, 3, configs), NewTopic("probe", 3, 3, configs)])
+    wait_until(lambda: in_sync(admin, "big") and in_sync(admin, "probe"), 60)
+    took = fill(address, "big", size_mb)
+    print(f"filled {size_mb} MiB in {took:.1f} s ({size_mb / took:.0f} MiB/s, acks=1)")
+    wait_until(lambda: in_sync(admin, "big"), WAIT_S)
+    nodes = [1, 2, 3, 4]
+    probe = Probe(address, "probe")
+    try:
+        for mb in throttles:
+            time.sleep(10)  # the probe's "before" window
+            start = time.monotonic()
+            took = move(admin, TopicPartition("big", 0), nodes, mb)
+            before = probe.between(start - 10, start)
+            during = probe.between(start, start + took)
+            label = f"{mb:g} MB/s" if mb else "off"
+            print(
+                f"throttle {label}: {took:.1f} s, {size_mb * 1.048576 / took:.1f} MB/s copied; "
+                f"probe acks=all p50/p99 before {percentile(before, 0.5):.2f}/"
+                f"{percentile(before, 0.99):.2f} ms, during {percentile(during, 0.5):.2f}/"
+                f"{percentile(during, 0.99):.2f} ms ({len(during)} samples)"
+            )
+    finally:
+        probe.close()
+        admin.close()
+
+
+if __name__ == "__main__":
+    main()
