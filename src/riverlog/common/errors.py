@@ -62,6 +62,12 @@ class ErrorCode(enum.IntEnum):
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
     DUPLICATE_SEQUENCE_NUMBER = 46
     INVALID_PRODUCER_EPOCH = 47
+    INVALID_TXN_STATE = 48
+    INVALID_PRODUCER_ID_MAPPING = 49
+    INVALID_TRANSACTION_TIMEOUT = 50
+    CONCURRENT_TRANSACTIONS = 51
+    TRANSACTION_COORDINATOR_FENCED = 52
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
     KAFKA_STORAGE_ERROR = 56
     LOG_DIR_NOT_FOUND = 57
     SASL_AUTHENTICATION_FAILED = 58
@@ -86,7 +92,9 @@ class ErrorCode(enum.IntEnum):
     INVALID_UPDATE_VERSION = 95
     UNKNOWN_TOPIC_ID = 100
     INCONSISTENT_CLUSTER_ID = 104
+    TRANSACTIONAL_ID_NOT_FOUND = 105
     INELIGIBLE_REPLICA = 107
+    TRANSACTION_ABORTABLE = 120
     UNKNOWN_NODE = 1000
     NODE_ID_IN_USE = 1001
     INVALID_OFFSET = 1002
@@ -381,6 +389,42 @@ ERRORS: Final[dict[ErrorCode, ErrorSpec]] = {
         False,
         "Producer attempted to produce with an old epoch.",
     ),
+    ErrorCode.INVALID_TXN_STATE: _spec(
+        "FAILED_PRECONDITION",
+        False,
+        False,
+        "The producer attempted a transactional operation in an invalid state.",
+    ),
+    ErrorCode.INVALID_PRODUCER_ID_MAPPING: _spec(
+        "FAILED_PRECONDITION",
+        False,
+        False,
+        "The producer attempted to use a producer id which is not currently assigned to its transactional id.",
+    ),
+    ErrorCode.INVALID_TRANSACTION_TIMEOUT: _spec(
+        "INVALID_ARGUMENT",
+        False,
+        False,
+        "The transaction timeout is larger than the maximum value allowed by the broker (as configured by transaction.max.timeout.ms).",
+    ),
+    ErrorCode.CONCURRENT_TRANSACTIONS: _spec(
+        "UNAVAILABLE",
+        True,
+        False,
+        "The producer attempted to update a transaction while another concurrent operation on the same transaction was ongoing.",
+    ),
+    ErrorCode.TRANSACTION_COORDINATOR_FENCED: _spec(
+        "FAILED_PRECONDITION",
+        False,
+        False,
+        "Indicates that the transaction coordinator sending a WriteTxnMarker is no longer the current coordinator for a given producer.",
+    ),
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: _spec(
+        "PERMISSION_DENIED",
+        False,
+        False,
+        "Transactional Id authorization failed.",
+    ),
     ErrorCode.KAFKA_STORAGE_ERROR: _spec(
         "UNAVAILABLE",
         True,
@@ -530,6 +574,18 @@ ERRORS: Final[dict[ErrorCode, ErrorSpec]] = {
         False,
         True,
         "The new ISR contains at least one ineligible replica.",
+    ),
+    ErrorCode.TRANSACTIONAL_ID_NOT_FOUND: _spec(
+        "NOT_FOUND",
+        False,
+        False,
+        "The transactionalId could not be found.",
+    ),
+    ErrorCode.TRANSACTION_ABORTABLE: _spec(
+        "ABORTED",
+        False,
+        False,
+        "The server encountered an error with the transaction. The client can abort the transaction to continue using this transactional ID.",
     ),
     ErrorCode.UNKNOWN_NODE: _spec(
         "NOT_FOUND",
