@@ -93,7 +93,9 @@ class GroupValue:
     """Set when the coordinator computed the assignment: the partition counts it used."""
 
 
-def _dumps(obj: dict[str, Any]) -> bytes:
+def canonical_json(obj: dict[str, Any]) -> bytes:
+    """One encoding per value (sorted names, no spaces): compaction keeps the latest record of a
+    key by its bytes."""
     return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
 
 
@@ -104,7 +106,7 @@ def _b64(data: bytes) -> str:
 def offset_record(
     group_id: str, tp: TopicPartition, value: OffsetValue | None
 ) -> CoordinatorRecord:
-    key = _dumps({"v": OFFSET_KEY_VERSION, "g": group_id, "t": tp.topic, "p": tp.partition})
+    key = canonical_json({"v": OFFSET_KEY_VERSION, "g": group_id, "t": tp.topic, "p": tp.partition})
     if value is None:
         return CoordinatorRecord(key, None)
     body = {
@@ -113,11 +115,11 @@ def offset_record(
         "m": value.metadata,
         "ts": value.commit_timestamp_ms,
     }
-    return CoordinatorRecord(key, _dumps(body))
+    return CoordinatorRecord(key, canonical_json(body))
 
 
 def group_record(group_id: str, value: GroupValue | None) -> CoordinatorRecord:
-    key = _dumps({"v": GROUP_KEY_VERSION, "g": group_id})
+    key = canonical_json({"v": GROUP_KEY_VERSION, "g": group_id})
     if value is None:
         return CoordinatorRecord(key, None)
     members = [
@@ -142,14 +144,14 @@ def group_record(group_id: str, value: GroupValue | None) -> CoordinatorRecord:
         "members": members,
         "sa": None if value.server_assigned_counts is None else dict(value.server_assigned_counts),
     }
-    return CoordinatorRecord(key, _dumps(body))
+    return CoordinatorRecord(key, canonical_json(body))
 
 
 def owner_marker(coordinator_id: int, epoch: int) -> CoordinatorRecord:
     """The first record a new owner writes with its epoch: from then on the storage node
     refuses the previous owner's writes, and everything before it is what the owner loads."""
     return CoordinatorRecord(
-        _dumps({"v": OWNER_KEY_VERSION, "c": coordinator_id, "e": epoch}), None
+        canonical_json({"v": OWNER_KEY_VERSION, "c": coordinator_id, "e": epoch}), None
     )
 
 
