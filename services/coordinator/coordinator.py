@@ -141,6 +141,9 @@ class GroupCoordinator:
         group.leader_id = value.leader_id
         groups[group_id] = group
 
+    def drain_outbox(self) -> list[Outcome]:
+        return self.groups.outbox.drain()
+
     def loaded(self) -> None:
         """Loading is over: members of loaded groups get a session to prove they are alive,
         and the retention sweep starts."""

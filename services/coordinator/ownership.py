@@ -25,6 +25,7 @@ from riverlog.common.cluster.image import OFFSETS_TOPIC, ClusterImage, ImageFeed
 from riverlog.common.errors import ErrorCode, RiverlogError
 
 from .config import CoordinatorConfig
+from .coordinator import GroupCoordinator
 from .offsets_log import OffsetsLog
 from .shard import Shard
 
@@ -76,13 +77,16 @@ class Ownership:
         self.clock = clock
         self.watcher = watcher
         self.storage = storage
-        self.shards: dict[int, Shard] = {}
+        self.shards: dict[int, Shard[GroupCoordinator]] = {}
         self.stopping = False
         self._attached = False
 
     def partition_count(self, topic: str) -> int:
         info = self.watcher.image.topics.get(topic)
         return len(info.partitions) if info is not None else 0
+
+    def _new_group_coordinator(self) -> GroupCoordinator:
+        return GroupCoordinator(self.config, self.clock, self.partition_count)
 
     async def attach(self) -> None:
         if self.stopping:
@@ -131,12 +135,13 @@ class Ownership:
         for partition, epoch in change.start.items():
             log.info("__consumer_offsets-%d assigned here (epoch %d)", partition, epoch)
             shard = Shard(
+                OFFSETS_TOPIC,
                 partition,
                 epoch,
                 self.config,
                 self.clock,
                 self.storage,
-                self.partition_count,
+                self._new_group_coordinator,
                 owner_id=self.node_id,
             )
             self.shards[partition] = shard
@@ -146,7 +151,7 @@ class Ownership:
                 shard.notify(lambda coord: coord.groups.on_partition_counts())
         await _stop_all(stopped)
 
-    def shard_for(self, group_id: str) -> Shard:
+    def shard_for(self, group_id: str) -> Shard[GroupCoordinator]:
         if not group_id:
             raise RiverlogError("the group id is empty", ErrorCode.INVALID_GROUP_ID)
         count = self.watcher.image.offsets_partitions()
@@ -167,11 +172,11 @@ class Ownership:
             )
         return shard
 
-    def ready_shards(self) -> list[Shard]:
+    def ready_shards(self) -> list[Shard[GroupCoordinator]]:
         return [s for _, s in sorted(self.shards.items()) if s.ready and not s.fenced]
 
 
-async def _stop_all(shards: Iterable[Shard]) -> None:
+async def _stop_all(shards: Iterable[Shard[GroupCoordinator]]) -> None:
     await asyncio.gather(*(shard.stop() for shard in shards))
 
 

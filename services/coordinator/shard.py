@@ -1,9 +1,11 @@
-"""One owned `__consumer_offsets` partition at run time: one asyncio task that loads the
-partition, then drains a queue of requests, writes what each produces, and runs the timers.
+"""One owned coordinator partition at run time (`__consumer_offsets` for groups,
+`__transaction_state` for transactions): one asyncio task that loads the partition, then drains
+a queue of requests, writes what each produces, and runs the timers.
 
-Everything about the partition's groups happens on that task, so the domain needs no locks
-(STYLE: one task per shard). A request is a function of the `GroupCoordinator` and a reply
-callable; its `Outcome` records go to the partition leader with acks=all before its
+Everything about the partition's state happens on that task, so the domain needs no locks
+(STYLE: one task per shard). A request is a function of the shard's state (a
+`GroupCoordinator` or a `TransactionCoordinator`: anything with the `ShardState` methods) and a
+reply callable; its `Outcome` records go to the partition leader with acks=all before its
 continuation runs, and only then are they replayed into the state. Requests that arrive while
 the partition loads are refused with COORDINATOR_LOAD_IN_PROGRESS; those parked when the shard
 stops (the partition moved away) get NOT_COORDINATOR.
@@ -14,22 +16,38 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from riverlog.common.clock import Clock
 from riverlog.common.errors import ErrorCode, RiverlogError
 
 from .config import CoordinatorConfig
-from .coordinator import GroupCoordinator
-from .group.assignment import PartitionCounts
 from .group.outcome import Outcome
+from .group.timer import Timer
 from .offsets_log import OffsetsLog
 from .records import CoordinatorRecord, owner_marker
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-Handler = Callable[[GroupCoordinator, Callable[[Any], None]], Outcome]
+
+class ShardState(Protocol):
+    """What a shard runs: the state of one partition, rebuilt by `replay()` of every record."""
+
+    @property
+    def timer(self) -> Timer: ...
+
+    def replay(self, key: bytes | None, value: bytes | None) -> None:
+        """Apply one written record (loading, and after each acks=all write)."""
+
+    def loaded(self) -> None:
+        """The partition is replayed up to the owner marker: start serving (timers)."""
+
+    def drain_outbox(self) -> list[Outcome]:
+        """Outcomes produced outside a request (timers), to write after each step."""
+
+
+St = TypeVar("St", bound=ShardState)
+Handler = Callable[[St, Callable[[Any], None]], Outcome]
 
 _RETRY_S = 0.2
 _LOAD_RETRY_MAX_S = 2.0
@@ -64,36 +82,41 @@ def write_error(code: ErrorCode) -> ErrorCode:
     return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
-class Shard:
+class Shard(Generic[St]):
     """Lifecycle: `start()`, then `submit()` from any task of the loop, `await stop()` when
-    the partition moves away (or a write shows this owner is fenced: `fenced` turns True)."""
+    the partition moves away (or a write shows this owner is fenced: `fenced` turns True).
+    `new_state` builds an empty state; loading replays the partition into a fresh one."""
 
     def __init__(
         self,
+        topic: str,
         partition: int,
         epoch: int,
         config: CoordinatorConfig,
         clock: Clock,
         storage: OffsetsLog,
-        counts: PartitionCounts,
+        new_state: Callable[[], St],
         owner_id: int = -1,
     ) -> None:
+        self.topic = topic
+        self.name = f"{topic}-{partition}"
         self.partition = partition
         self.owner_id = owner_id
         self.epoch = epoch
         self.config = config
         self.clock = clock
         self.storage = storage
-        self.coord = GroupCoordinator(config, clock, counts)
+        self._new_state = new_state
+        self.coord: St = new_state()
         self.ready = False
         self.fenced = False
         self._sequence = 0
-        self._queue: asyncio.Queue[tuple[Handler, Callable[[Any], None]]] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[Handler[St], Callable[[Any], None]]] = asyncio.Queue()
         self._waiting: set[asyncio.Future[Any]] = set()
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name=f"shard-{self.partition}")
+        self._task = asyncio.create_task(self._run(), name=f"shard-{self.name}")
 
     async def stop(self) -> None:
         """Cancel the task (a load in progress too) and wait for it to end. The wait is
@@ -106,29 +129,21 @@ class Shard:
                 task.cancel()
                 await asyncio.wait([task])
                 if not task.cancelled() and task.exception() is not None:
-                    log.error(
-                        "__consumer_offsets-%d: shard task failed",
-                        self.partition,
-                        exc_info=task.exception(),
-                    )
+                    log.error("%s: shard task failed", self.name, exc_info=task.exception())
         finally:
             error = RiverlogError(
-                f"__consumer_offsets-{self.partition} moved to another coordinator",
-                ErrorCode.NOT_COORDINATOR,
+                f"{self.name} moved to another coordinator", ErrorCode.NOT_COORDINATOR
             )
             for future in self._waiting:
                 if not future.done():
                     future.set_exception(error)
             self._waiting.clear()
 
-    async def submit(self, handler: Handler) -> Any:
+    async def submit(self, handler: Handler[St]) -> Any:
         """Run `handler` on the shard's task; its reply. Raises COORDINATOR_LOAD_IN_PROGRESS
         while loading, NOT_COORDINATOR when the shard stops first."""
         if not self.ready:
-            raise RiverlogError(
-                f"__consumer_offsets-{self.partition} is loading",
-                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-            )
+            raise RiverlogError(f"{self.name} is loading", ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting.add(future)
 
@@ -146,7 +161,7 @@ class Shard:
         finally:
             self._waiting.discard(future)
 
-    def notify(self, handler: Callable[[GroupCoordinator], None]) -> None:
+    def notify(self, handler: Callable[[St], None]) -> None:
         """Run `handler` on the shard's task with no reply (metadata changes)."""
         if self.ready:
             self._queue.put_nowait((lambda coord, _: _call(handler, coord), lambda _: None))
@@ -157,7 +172,7 @@ class Shard:
         await self._load()
         self.coord.loaded()
         self.ready = True
-        log.info("__consumer_offsets-%d loaded (epoch %d)", self.partition, self.epoch)
+        log.info("%s loaded (epoch %d)", self.name, self.epoch)
         while True:
             item = await self._next()
             if item is not None:
@@ -165,15 +180,15 @@ class Shard:
                 try:
                     outcome = handler(self.coord, reply)
                 except Exception:
-                    log.exception("__consumer_offsets-%d: handler failed", self.partition)
+                    log.exception("%s: handler failed", self.name)
                     reply(RiverlogError(code=ErrorCode.UNKNOWN_SERVER_ERROR))
                     outcome = Outcome()
                 await self._write(outcome)
             self.coord.timer.expire()
-            for queued in self.coord.groups.outbox.drain():
+            for queued in self.coord.drain_outbox():
                 await self._write(queued)
 
-    async def _next(self) -> tuple[Handler, Callable[[Any], None]] | None:
+    async def _next(self) -> tuple[Handler[St], Callable[[Any], None]] | None:
         deadline = self.coord.timer.next_deadline_ms()
         if deadline is None:
             return await self._queue.get()
@@ -190,7 +205,7 @@ class Shard:
         backoff = _RETRY_S
         fenced = False
         while True:
-            fresh = GroupCoordinator(self.config, self.clock, self.coord.groups.counts)
+            fresh = self._new_state()
             try:
                 if not fenced:
                     marker = owner_marker(self.owner_id, self.epoch)
@@ -201,7 +216,7 @@ class Shard:
                 self.coord = fresh
                 return
             except RiverlogError as exc:
-                log.info("__consumer_offsets-%d: cannot load yet (%s)", self.partition, exc)
+                log.info("%s: cannot load yet (%s)", self.name, exc)
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, _LOAD_RETRY_MAX_S)
 
@@ -235,19 +250,19 @@ class Shard:
                 code = exc.code
             if code in _FENCED:
                 log.error(
-                    "__consumer_offsets-%d: epoch %d is fenced (%s); a newer owner exists",
-                    self.partition,
+                    "%s: epoch %d is fenced (%s); a newer owner exists",
+                    self.name,
                     self.epoch,
                     code.name,
                 )
                 self.fenced = True
                 return write_error(code)
             if code not in _RETRIABLE_WRITE or loop.time() + _RETRY_S >= deadline:
-                log.warning("__consumer_offsets-%d: write failed: %s", self.partition, code.name)
+                log.warning("%s: write failed: %s", self.name, code.name)
                 return write_error(code)
             await asyncio.sleep(_RETRY_S)
 
 
-def _call(handler: Callable[[GroupCoordinator], None], coord: GroupCoordinator) -> Outcome:
+def _call(handler: Callable[[St], None], coord: St) -> Outcome:
     handler(coord)
     return Outcome()

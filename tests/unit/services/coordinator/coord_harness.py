@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from riverlog.common.assignors import Subscription, encode_subscription
-from riverlog.common.clock import ManualClock
+from riverlog.common.clock import SYSTEM_CLOCK, ManualClock
 from riverlog.common.errors import ErrorCode
 from riverlog.services.coordinator.config import CoordinatorConfig
 from riverlog.services.coordinator.coordinator import GroupCoordinator
@@ -30,6 +30,14 @@ CONFIG = CoordinatorConfig(
     offsets_retention_minutes=1,
     offsets_retention_check_interval_ms=1_000,
 )
+
+
+OFFSETS = "__consumer_offsets"
+
+
+def new_groups() -> GroupCoordinator:
+    """An empty group coordinator of the default config, for a shard (`new_state`)."""
+    return GroupCoordinator(CoordinatorConfig(), SYSTEM_CLOCK, lambda t: 1)
 
 
 def consumer_protocol(topics: list[str], name: str = "range") -> tuple[Protocol, ...]:

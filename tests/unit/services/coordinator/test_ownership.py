@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import MappingProxyType
 
 import pytest
+from coord_harness import OFFSETS, new_groups
 
 from riverlog.common.clock import SYSTEM_CLOCK
 from riverlog.common.cluster import ClusterImage
@@ -96,7 +97,7 @@ def image(owners: dict[int, tuple[int, int]]) -> ClusterImage:
 
 
 def ownership(storage: BlockingStorage, watcher: FakeWatcher) -> Ownership:
-    return Ownership(NODE, CoordinatorConfig(), SYSTEM_CLOCK, watcher, storage)  # type: ignore[arg-type]
+    return Ownership(NODE, CoordinatorConfig(), SYSTEM_CLOCK, watcher, storage)
 
 
 async def _until(predicate: Callable[[], bool]) -> None:
@@ -127,7 +128,7 @@ async def test_a_stopping_instance_takes_no_partition_and_stops_its_loads() -> N
 
 async def test_shard_stop_does_not_swallow_the_cancellation_of_its_caller() -> None:
     storage = BlockingStorage()
-    shard = Shard(0, 1, CoordinatorConfig(), SYSTEM_CLOCK, storage, lambda t: 1)  # type: ignore[arg-type]
+    shard = Shard(OFFSETS, 0, 1, CoordinatorConfig(), SYSTEM_CLOCK, storage, new_groups)
     shard.start()
     await _until(lambda: storage.calls == 1)
     stopper = asyncio.create_task(shard.stop())

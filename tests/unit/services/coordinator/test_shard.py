@@ -9,6 +9,7 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 
 import pytest
+from coord_harness import OFFSETS, new_groups
 
 from riverlog.common.clock import SYSTEM_CLOCK
 from riverlog.common.errors import ErrorCode, RiverlogError
@@ -79,21 +80,21 @@ async def _until_ready(shard: Shard) -> None:
 async def test_loads_then_serves_and_writes_with_its_epoch() -> None:
     previous = [offset_record("g", TP, OffsetValue(17, -1, "", 0))]
     storage = FakeStorage(previous)
-    shard = Shard(3, 7, CoordinatorConfig(), SYSTEM_CLOCK, storage, lambda t: 1)  # type: ignore[arg-type]
+    shard = Shard(OFFSETS, 3, 7, CoordinatorConfig(), SYSTEM_CLOCK, storage, new_groups)
     shard.start()
     try:
         with pytest.raises(RiverlogError) as loading:
-            await shard.submit(fetch("g"))  # type: ignore[arg-type]
+            await shard.submit(fetch("g"))
         assert loading.value.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         storage.loading.set()
         await _until_ready(shard)
-        assert await shard.submit(fetch("g")) == 17  # type: ignore[arg-type]
-        assert await shard.submit(commit("g", 20)) == [(TP, ErrorCode.NONE)]  # type: ignore[arg-type]
-        assert await shard.submit(commit("h", 1)) == [(TP, ErrorCode.NONE)]  # type: ignore[arg-type]
+        assert await shard.submit(fetch("g")) == 17
+        assert await shard.submit(commit("g", 20)) == [(TP, ErrorCode.NONE)]
+        assert await shard.submit(commit("h", 1)) == [(TP, ErrorCode.NONE)]
         # the owner marker (the fence) first, then each write: epoch 7, sequences from 0
         assert storage.appends == [(3, 7, 0), (3, 7, 1), (3, 7, 2)]
         assert storage.log[1].key == b'{"c":-1,"e":7,"v":3}'
-        assert await shard.submit(fetch("g")) == 20  # type: ignore[arg-type]
+        assert await shard.submit(fetch("g")) == 20
     finally:
         await shard.stop()
 
@@ -101,15 +102,15 @@ async def test_loads_then_serves_and_writes_with_its_epoch() -> None:
 async def test_a_write_refused_for_an_older_epoch_fences_the_shard() -> None:
     storage = FakeStorage([])
     storage.loading.set()
-    shard = Shard(0, 1, CoordinatorConfig(), SYSTEM_CLOCK, storage, lambda t: 1)  # type: ignore[arg-type]
+    shard = Shard(OFFSETS, 0, 1, CoordinatorConfig(), SYSTEM_CLOCK, storage, new_groups)
     shard.start()
     try:
         await _until_ready(shard)
         storage.refuse = ErrorCode.INVALID_PRODUCER_EPOCH
-        assert await shard.submit(commit("g", 5)) == [(TP, ErrorCode.NOT_COORDINATOR)]  # type: ignore[arg-type]
+        assert await shard.submit(commit("g", 5)) == [(TP, ErrorCode.NOT_COORDINATOR)]
         assert shard.fenced
         storage.refuse = None
-        assert await shard.submit(fetch("g")) == -1  # type: ignore[arg-type]  # never replayed
+        assert await shard.submit(fetch("g")) == -1  # never replayed
     finally:
         await shard.stop()
 
@@ -120,7 +121,15 @@ async def test_parked_requests_learn_not_coordinator_when_the_shard_stops() -> N
     storage = FakeStorage([])
     storage.loading.set()
     config = CoordinatorConfig(group_min_session_timeout_ms=10)
-    shard = Shard(0, 1, config, SYSTEM_CLOCK, storage, lambda t: 1)  # type: ignore[arg-type]
+    shard = Shard(
+        OFFSETS,
+        0,
+        1,
+        config,
+        SYSTEM_CLOCK,
+        storage,
+        lambda: GroupCoordinator(config, SYSTEM_CLOCK, lambda t: 1),
+    )
     shard.start()
     await _until_ready(shard)
     protocols = (Protocol("range", b""),)
@@ -164,7 +173,7 @@ async def test_a_compacted_log_with_gaps_and_tombstones_loads_the_live_state() -
     loaded: list[dict[str, dict[TopicPartition, int]]] = []
     for storage in (whole, compacted):
         storage.loading.set()
-        shard = Shard(0, 2, CoordinatorConfig(), SYSTEM_CLOCK, storage, lambda t: 1)  # type: ignore[arg-type]
+        shard = Shard(OFFSETS, 0, 2, CoordinatorConfig(), SYSTEM_CLOCK, storage, new_groups)
         shard.start()
         try:
             await _until_ready(shard)
