@@ -46,6 +46,18 @@ class CoordinatorConfig:
     metadata_startup_timeout_ms: int = 60_000
     """How long start-up waits for the first metadata snapshot."""
 
+    transaction_max_timeout_ms: int = 900_000
+    """Largest transaction.timeout.ms a producer may ask for (INVALID_TRANSACTION_TIMEOUT)."""
+
+    transactional_id_expiration_ms: int = 604_800_000
+    """How long a transactional.id with no transaction open is kept (then it is removed)."""
+
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    """How often open transactions past their timeout are looked for (and aborted)."""
+
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
+    """How often idle transactional.ids past transactional.id.expiration.ms are removed."""
+
     @classmethod
     def from_overrides(cls, overrides: Mapping[str, str]) -> CoordinatorConfig:
         return cls(

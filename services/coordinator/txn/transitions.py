@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from riverlog.common.errors import ErrorCode
 from riverlog.common.types import TopicPartition
 
-from .metadata import MAX_PRODUCER_EPOCH, NO_PRODUCER_ID, TransactionMetadata
+from .metadata import MAX_PRODUCER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TransactionMetadata
 from .state import COMPLETE, PREPARING, TransactionState
 
 State = TransactionState
@@ -212,12 +212,14 @@ def expire_id(
 
 
 def _fence(current: TransactionMetadata, now_ms: int) -> TransactionMetadata:
+    """Bump the epoch of an open transaction the client did not end. The previous epoch is
+    not kept: a late EndTxn with it is not a retry of anything, and is PRODUCER_FENCED."""
     epoch = min(current.producer_epoch + 1, MAX_PRODUCER_EPOCH)
     return current.moved_to(
         State.PREPARE_EPOCH_FENCE,
         now_ms,
         producer_epoch=epoch,
-        last_producer_epoch=current.producer_epoch,
+        last_producer_epoch=NO_PRODUCER_EPOCH,
     )
 
 
