@@ -24,6 +24,13 @@ _KEYS: Final[dict[str, tuple[str, int, int]]] = {
     "leader.imbalance.per.broker.percentage": ("leader_imbalance_per_broker_percentage", 0, 100),
     "offsets.topic.num.partitions": ("offsets_topic_num_partitions", 1, 1_000),
     "offsets.topic.replication.factor": ("offsets_topic_replication_factor", 1, 1_000),
+    "transaction.state.log.num.partitions": ("transaction_state_log_num_partitions", 1, 1_000),
+    "transaction.state.log.replication.factor": (
+        "transaction_state_log_replication_factor",
+        1,
+        1_000,
+    ),
+    "transaction.state.log.min.isr": ("transaction_state_log_min_isr", 1, 1_000),
 }
 _STRING_KEYS: Final[dict[str, str]] = {"metadata.etcd.prefix": "etcd_prefix"}
 _BOOL_KEYS: Final[dict[str, str]] = {"auto.leader.rebalance.enable": "auto_leader_rebalance"}
@@ -64,6 +71,12 @@ class MetadataConfig:
     # storage nodes); decision 0008.
     offsets_topic_num_partitions: int = 50
     offsets_topic_replication_factor: int = 3
+    # transaction.state.log.*: __transaction_state, created beside __consumer_offsets. Its
+    # partition q is owned by the coordinator of __consumer_offsets partition q mod the offsets
+    # partition count, under that partition's epoch (decision 0028).
+    transaction_state_log_num_partitions: int = 50
+    transaction_state_log_replication_factor: int = 3
+    transaction_state_log_min_isr: int = 2
 
     @property
     def address(self) -> str:

@@ -38,6 +38,30 @@ class NewTopic:
     configs: tuple[tuple[str, str], ...] = ()
 
 
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+
+
+def with_internal_defaults(topic: NewTopic, config: MetadataConfig, storage_nodes: int) -> NewTopic:
+    """`__transaction_state` asked for with defaults (-1) gets Kafka's
+    transaction.state.log.* settings, the factor capped at the live storage nodes: compacted,
+    min.insync.replicas transaction.state.log.min.isr (capped at the factor). The gateway asks
+    for it on the first FindCoordinator of a transactional id, as Kafka's brokers create it."""
+    if topic.name != TRANSACTION_STATE_TOPIC:
+        return topic
+    rf = topic.replication_factor
+    if rf == -1:
+        rf = max(1, min(config.transaction_state_log_replication_factor, storage_nodes))
+    partitions = topic.num_partitions
+    if partitions == -1:
+        partitions = config.transaction_state_log_num_partitions
+    defaults = {
+        "cleanup.policy": "compact",
+        "min.insync.replicas": str(min(config.transaction_state_log_min_isr, rf)),
+        "retention.ms": "-1",
+    }
+    return NewTopic(topic.name, partitions, rf, tuple({**defaults, **dict(topic.configs)}.items()))
+
+
 @dataclass(frozen=True, slots=True)
 class TopicResult:
     name: str
@@ -136,6 +160,7 @@ class TopicController:
 
     async def _create(self, topic: NewTopic, validate_only: bool, created: list[str]) -> str:
         v.validate_topic_name(topic.name)
+        topic = with_internal_defaults(topic, self.config, len(self._storage_nodes()))
         if topic.name in self.image.cluster.topics:
             raise RiverlogError(
                 f"Topic '{topic.name}' already exists.", ErrorCode.TOPIC_ALREADY_EXISTS

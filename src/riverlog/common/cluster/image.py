@@ -71,6 +71,7 @@ class TopicInfo:
 
 
 OFFSETS_TOPIC: Final = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC: Final = "__transaction_state"
 
 
 def group_partition(group_id: str, num_partitions: int) -> int:
@@ -174,6 +175,29 @@ class ClusterImage:
         """The partition count of `__consumer_offsets`; 0 before the controller created it."""
         topic = self.topics.get(OFFSETS_TOPIC)
         return len(topic.partitions) if topic is not None else 0
+
+    def transaction_partitions(self) -> int:
+        """The partition count of `__transaction_state`; 0 before the controller created it."""
+        topic = self.topics.get(TRANSACTION_STATE_TOPIC)
+        return len(topic.partitions) if topic is not None else 0
+
+    def transaction_owner(self, partition: int) -> CoordinatorAssignment | None:
+        """The owner of a `__transaction_state` partition: the owner of `__consumer_offsets`
+        partition `partition` mod its count, with that partition's epoch (decision 0028)."""
+        count = self.offsets_partitions()
+        return self.coordinators.get(partition % count) if count else None
+
+    def transaction_coordinator_for(self, transactional_id: str) -> tuple[int, NodeInfo | None]:
+        """The transactional id's `__transaction_state` partition (Kafka's `partitionFor`, as
+        for groups) and its live coordinator; partition -1 before the topic exists."""
+        count = self.transaction_partitions()
+        if count == 0:
+            return -1, None
+        partition = group_partition(transactional_id, count)
+        owner = self.transaction_owner(partition)
+        if owner is None or owner.coordinator_id < 0:
+            return partition, None
+        return partition, self.nodes.get(("coordinator", owner.coordinator_id))
 
     def coordinator_for(self, group_id: str) -> tuple[int, NodeInfo | None]:
         """The group's `__consumer_offsets` partition and its live coordinator (None when

@@ -64,3 +64,43 @@ def test_coordinator_for_a_group() -> None:
     )
     assert image.coordinator_for(other)[1] is None
     assert ClusterImage.empty().coordinator_for("g") == (-1, None)
+
+
+def test_a_transactional_id_goes_to_the_owner_of_the_offsets_partition_it_maps_onto() -> None:
+    """__transaction_state partition q is owned with __consumer_offsets partition q mod 3."""
+    txn = TopicInfo(
+        "__transaction_state",
+        "id2",
+        tuple(PartitionInfo(p, 1, 0, (1,), (1,)) for p in range(7)),
+        internal=True,
+    )
+    other = NodeInfo("coordinator", 6, "127.0.0.1", 7006)
+    without = ClusterImage.empty().apply_delta(
+        ClusterDelta(
+            version=1, controller_id=0, controller_epoch=1, snapshot=True, topics=(OFFSETS,)
+        )
+    )
+    assert without.transaction_coordinator_for("t") == (-1, None)
+    image = ClusterImage.empty().apply_delta(
+        ClusterDelta(
+            version=1,
+            controller_id=0,
+            controller_epoch=1,
+            snapshot=True,
+            nodes=(COORD, other),
+            topics=(OFFSETS, txn),
+            coordinators=(
+                CoordinatorAssignment(0, 5, 4),
+                CoordinatorAssignment(1, 6, 2),
+                CoordinatorAssignment(2, -1, 3),
+            ),
+        )
+    )
+    owners: dict[int, NodeInfo | None] = {}
+    for tid in (f"t{i}" for i in range(40)):
+        partition, node = image.transaction_coordinator_for(tid)
+        assert partition == group_partition(tid, 7)
+        owner = image.transaction_owner(partition)
+        assert owner is not None and owner.partition == partition % 3
+        owners[partition % 3] = node
+    assert owners == {0: COORD, 1: other, 2: None}  # partition 2 has no live owner

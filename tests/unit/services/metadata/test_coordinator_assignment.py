@@ -4,10 +4,12 @@ can, every move bumps the partition's coordinator epoch (the zombie fence)."""
 from collections import Counter
 
 from riverlog.common.cluster.image import CoordinatorAssignment as CA
+from riverlog.services.metadata.config import MetadataConfig
 from riverlog.services.metadata.controller.coordinators import (
     offsets_topic_configs,
     plan_assignment,
 )
+from riverlog.services.metadata.controller.topics import NewTopic, with_internal_defaults
 
 
 def apply(current: dict[int, CA], changes: list[CA]) -> dict[int, CA]:
@@ -61,3 +63,18 @@ def test_a_restarted_owner_keeps_its_partitions_under_a_new_epoch() -> None:
     assert all(c.coordinator_id == 1 and c.incarnation == 101 for c in changes)
     assert all(c.epoch == state[c.partition].epoch + 1 for c in changes)
     assert plan_assignment(4, apply(state, changes), {1: 101, 2: 200}) == []
+
+
+def test_the_transaction_state_topic_gets_kafkas_settings_capped_at_the_nodes() -> None:
+    config = MetadataConfig(instance_id=1)
+    full = with_internal_defaults(NewTopic("__transaction_state"), config, 5)
+    assert (full.num_partitions, full.replication_factor) == (50, 3)
+    assert dict(full.configs) == {
+        "cleanup.policy": "compact",
+        "min.insync.replicas": "2",
+        "retention.ms": "-1",
+    }
+    small = with_internal_defaults(NewTopic("__transaction_state"), config, 1)
+    assert small.replication_factor == 1 and dict(small.configs)["min.insync.replicas"] == "1"
+    user = NewTopic("orders", 3, 2)
+    assert with_internal_defaults(user, config, 5) is user
