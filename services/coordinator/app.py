@@ -32,8 +32,9 @@ from riverlog.common.rpc.server import RpcServer
 from riverlog.common.service import setup_logging
 
 from .config import CoordinatorConfig
+from .coordinator import GroupCoordinator
 from .offsets.compaction import OffsetsTopicCompaction
-from .ownership import Ownership
+from .ownership import Ownership, groups_kind
 from .peers.metadata import TopicConfigs
 from .peers.storage import StorageClient
 from .rpc.servicer import SERVICE_NAME, CoordinatorServicer, add_to_server
@@ -71,6 +72,7 @@ class CoordinatorProcess:
             SYSTEM_CLOCK,
             self.watcher,
             self.storage,
+            groups_kind(self._new_groups, GroupCoordinator.on_partition_counts),
             incarnation=self.incarnation,
         )
         self.compaction = OffsetsTopicCompaction(self.watcher, TopicConfigs(self.client).set)
@@ -80,6 +82,13 @@ class CoordinatorProcess:
             [(add_to_server, CoordinatorServicer(self.ownership), SERVICE_NAME)],
         )
         self.membership: MembershipSession | None = None
+
+    def _new_groups(self, _notify: object) -> GroupCoordinator:
+        return GroupCoordinator(self.options.config, SYSTEM_CLOCK, self._partition_count)
+
+    def _partition_count(self, topic: str) -> int:
+        info = self.watcher.image.topics.get(topic)
+        return len(info.partitions) if info is not None else 0
 
     @property
     def address(self) -> str:

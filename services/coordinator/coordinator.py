@@ -144,6 +144,10 @@ class GroupCoordinator:
     def drain_outbox(self) -> list[Outcome]:
         return self.groups.outbox.drain()
 
+    def on_partition_counts(self) -> None:
+        """A topic's partition count changed: groups subscribed to it rebalance."""
+        self.groups.on_partition_counts()
+
     def loaded(self) -> None:
         """Loading is over: members of loaded groups get a session to prove they are alive,
         and the retention sweep starts."""

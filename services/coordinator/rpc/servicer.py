@@ -36,7 +36,7 @@ def _code(exc: RiverlogError) -> int:
 class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
     """Adapts the RPCs to the shards. Stateless apart from the ownership it routes with."""
 
-    def __init__(self, ownership: Ownership) -> None:
+    def __init__(self, ownership: Ownership[GroupCoordinator]) -> None:
         self.ownership = ownership
 
     async def _on_shard(self, group_id: str, handler: Handler) -> Any:

@@ -15,10 +15,21 @@ from coord_harness import OFFSETS, new_groups
 
 from riverlog.common.clock import SYSTEM_CLOCK
 from riverlog.common.cluster import ClusterImage
-from riverlog.common.cluster.image import CoordinatorAssignment
+from riverlog.common.cluster.image import (
+    CoordinatorAssignment,
+    PartitionInfo,
+    TopicInfo,
+)
 from riverlog.common.records import Record
 from riverlog.services.coordinator.config import CoordinatorConfig
-from riverlog.services.coordinator.ownership import Ownership, OwnershipChange, plan_ownership
+from riverlog.services.coordinator.coordinator import GroupCoordinator
+from riverlog.services.coordinator.ownership import (
+    Ownership,
+    OwnershipChange,
+    groups_kind,
+    plan_ownership,
+    transactions_kind,
+)
 from riverlog.services.coordinator.records import CoordinatorRecord
 from riverlog.services.coordinator.shard import Shard
 
@@ -96,8 +107,9 @@ def image(owners: dict[int, tuple[int, int]]) -> ClusterImage:
     return ClusterImage(version=1, coordinators=MappingProxyType(assignments))
 
 
-def ownership(storage: BlockingStorage, watcher: FakeWatcher) -> Ownership:
-    return Ownership(NODE, CoordinatorConfig(), SYSTEM_CLOCK, watcher, storage)
+def ownership(storage: BlockingStorage, watcher: FakeWatcher) -> Ownership[GroupCoordinator]:
+    kind = groups_kind(lambda _notify: new_groups())
+    return Ownership(NODE, CoordinatorConfig(), SYSTEM_CLOCK, watcher, storage, kind)
 
 
 async def _until(predicate: Callable[[], bool]) -> None:
@@ -152,3 +164,26 @@ async def test_a_watcher_cancelled_while_stopping_a_moved_shard_ends() -> None:
     with pytest.raises(asyncio.CancelledError):
         await follower
     assert owned.shards == {}
+
+
+def test_transaction_partitions_go_with_the_offsets_partition_they_map_onto() -> None:
+    def topic(name: str, count: int) -> TopicInfo:
+        return TopicInfo(
+            name, name, tuple(PartitionInfo(p, 1, 0, (1,), (1,)) for p in range(count))
+        )
+
+    owners = {0: CoordinatorAssignment(0, NODE, 4), 1: CoordinatorAssignment(1, NODE + 1, 2)}
+    owners[2] = CoordinatorAssignment(2, NODE, 9)
+    snapshot = ClusterImage(
+        version=1,
+        topics=MappingProxyType(
+            {
+                "__consumer_offsets": topic("__consumer_offsets", 3),
+                "__transaction_state": topic("__transaction_state", 7),
+            }
+        ),
+        coordinators=MappingProxyType(owners),
+    )
+    kind = transactions_kind(lambda _notify: new_groups())
+    txn = Ownership(NODE, CoordinatorConfig(), SYSTEM_CLOCK, FakeWatcher(), BlockingStorage(), kind)
+    assert txn.assigned(snapshot) == {0: 4, 3: 4, 6: 4, 2: 9, 5: 9}
