@@ -23,9 +23,12 @@ from riverlog.common.cluster import (
     NodeInfo,
     allocate_incarnation,
 )
+from riverlog.common.cluster.image import TRANSACTION_STATE_TOPIC
+from riverlog.common.cluster.producer_ids import block_source
 from riverlog.common.cluster.quota_watcher import ClientQuotaWatcher
 from riverlog.common.errors import RiverlogError
 from riverlog.common.node import NodeOptions, parse_node_args, run_node
+from riverlog.common.producer_ids import ProducerIdAllocator
 from riverlog.common.rpc.server import RpcServer
 from riverlog.common.service import setup_logging
 
@@ -38,11 +41,9 @@ from .groups import GroupRouter
 from .offsets import Offsets
 from .peers.coordinator import CoordinatorPeers
 from .peers.metadata import MetadataPeer
-from .peers.producer_ids import block_source
 from .peers.quota import QuotaReporter
 from .peers.storage import StoragePeers
 from .produce import Producer
-from .producer_ids import ProducerIdAllocator
 from .reassignment_progress import ReassignmentProgress
 from .records import PlainRecords
 from .routing.metadata_cache import MetadataCache
@@ -92,6 +93,7 @@ class Gateway:
                 view, lambda: self.watcher.image, clock, interval_ms
             ),
         )
+        metadata = MetadataPeer(self.client, config)
         families = Families(
             config=config,
             producer=producer,
@@ -99,11 +101,16 @@ class Gateway:
             offsets=Offsets(router, self.storage, config),
             records=PlainRecords(self.cache, producer, fetcher),
             admin=Admin(self.cache, config),
-            metadata=MetadataPeer(self.client, config),
+            metadata=metadata,
             producer_ids=self.producer_ids,
             quotas=self.enforcement.quotas,
             auth=self.enforcement.auth,
-            groups=GroupRouter(self.cache, self.coordinators, config),
+            groups=GroupRouter(
+                self.cache,
+                self.coordinators,
+                config,
+                lambda: metadata.create_internal_topic(TRANSACTION_STATE_TOPIC),
+            ),
             progress=ReassignmentProgress(self.cache, self.storage),
         )
         servicer = GatewayServicer(families)

@@ -15,11 +15,13 @@ from riverlog.common.cluster.convert import find_coordinator_to_proto
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.v1 import coordinator_pb2 as pb
 from riverlog.v1 import coordinator_pb2_grpc
+from riverlog.v1 import transactions_pb2 as txn_pb
 
 from ..coordinator import GroupCoordinator
 from ..group.outcome import NOTHING, Outcome
 from ..ownership import Ownership
 from . import convert
+from .transactions import TransactionRpc
 
 SERVICE_NAME = "riverlog.v1.Coordinator"
 Handler = Callable[[GroupCoordinator, Callable[[Any], None]], Outcome]
@@ -36,8 +38,19 @@ def _code(exc: RiverlogError) -> int:
 class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
     """Adapts the RPCs to the shards. Stateless apart from the ownership it routes with."""
 
-    def __init__(self, ownership: Ownership[GroupCoordinator]) -> None:
+    def __init__(
+        self, ownership: Ownership[GroupCoordinator], transactions: TransactionRpc | None = None
+    ) -> None:
         self.ownership = ownership
+        self._transactions = transactions
+
+    @property
+    def transactions(self) -> TransactionRpc:
+        if self._transactions is None:
+            raise RiverlogError(
+                "this coordinator serves no transactions", ErrorCode.COORDINATOR_NOT_AVAILABLE
+            )
+        return self._transactions
 
     async def _on_shard(self, group_id: str, handler: Handler) -> Any:
         """The shard's reply; raises RiverlogError for routing and load errors."""
@@ -46,7 +59,38 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
     async def FindCoordinator(
         self, request: pb.FindCoordinatorRequest, context: grpc.aio.ServicerContext
     ) -> pb.FindCoordinatorResponse:
-        return find_coordinator_to_proto(self.ownership.watcher.image, request.keys)
+        transactions = request.key_type == pb.COORDINATOR_KEY_TYPE_TRANSACTION
+        return find_coordinator_to_proto(self.ownership.watcher.image, request.keys, transactions)
+
+    async def InitProducerId(
+        self, request: txn_pb.InitProducerIdRequest, context: grpc.aio.ServicerContext
+    ) -> txn_pb.InitProducerIdResponse:
+        return await self.transactions.init_producer_id(request)
+
+    async def AddPartitionsToTxn(
+        self, request: txn_pb.AddPartitionsToTxnRequest, context: grpc.aio.ServicerContext
+    ) -> txn_pb.AddPartitionsToTxnResponse:
+        return await self.transactions.add_partitions(request)
+
+    async def AddOffsetsToTxn(
+        self, request: txn_pb.AddOffsetsToTxnRequest, context: grpc.aio.ServicerContext
+    ) -> txn_pb.AddOffsetsToTxnResponse:
+        return await self.transactions.add_offsets(request)
+
+    async def EndTxn(
+        self, request: txn_pb.EndTxnRequest, context: grpc.aio.ServicerContext
+    ) -> txn_pb.EndTxnResponse:
+        return await self.transactions.end_txn(request)
+
+    async def DescribeTransactions(
+        self, request: txn_pb.DescribeTransactionsRequest, context: grpc.aio.ServicerContext
+    ) -> txn_pb.DescribeTransactionsResponse:
+        return await self.transactions.describe(request)
+
+    async def ListTransactions(
+        self, request: txn_pb.ListTransactionsRequest, context: grpc.aio.ServicerContext
+    ) -> txn_pb.ListTransactionsResponse:
+        return await self.transactions.list(request)
 
     async def JoinGroup(
         self, request: pb.JoinGroupRequest, context: grpc.aio.ServicerContext

@@ -124,15 +124,19 @@ class TransactionCoordinator:
         if not transactional_id:
             reply(RiverlogError("the transactional id is empty", ErrorCode.INVALID_REQUEST))
             return Outcome()
-        decision = tx.init_producer_id(
-            self.transactions.get(transactional_id),
-            transactional_id,
-            timeout_ms,
-            self.config.transaction_max_timeout_ms,
-            self.clock.time_ms(),
-            self.fresh_producer_id,
-            expected,
-        )
+        try:
+            decision = tx.init_producer_id(
+                self.transactions.get(transactional_id),
+                transactional_id,
+                timeout_ms,
+                self.config.transaction_max_timeout_ms,
+                self.clock.time_ms(),
+                self.fresh_producer_id,
+                expected,
+            )
+        except RiverlogError as exc:  # no producer id to hand out yet (retriable)
+            reply(exc)
+            return Outcome()
         return self._apply(decision, reply)
 
     def add_partitions(
@@ -160,14 +164,18 @@ class TransactionCoordinator:
         commit: bool,
         reply: Reply,
     ) -> Outcome:
-        decision = tx.end_transaction(
-            self.transactions.get(transactional_id),
-            producer_id,
-            producer_epoch,
-            commit,
-            self.clock.time_ms(),
-            self.fresh_producer_id,
-        )
+        try:
+            decision = tx.end_transaction(
+                self.transactions.get(transactional_id),
+                producer_id,
+                producer_epoch,
+                commit,
+                self.clock.time_ms(),
+                self.fresh_producer_id,
+            )
+        except RiverlogError as exc:  # the epoch rolls over and no id is at hand (retriable)
+            reply(exc)
+            return Outcome()
         return self._apply(decision, reply)
 
     def describe(self, transactional_id: str) -> TransactionMetadata | None:

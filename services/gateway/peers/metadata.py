@@ -15,6 +15,7 @@ import logging
 from typing import Any, Final, Protocol
 
 from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.v1 import admin_pb2
 
 from ..config import GatewayConfig
 from ..context import Deadline
@@ -81,3 +82,15 @@ class MetadataPeer:
                 log.info("%s: no metadata instance reachable (%s); trying again", method, exc)
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, self.config.retry_backoff_max_s)
+
+    async def create_internal_topic(self, name: str) -> None:
+        """CreateTopics of an internal topic with the metadata service's settings for it
+        (every value -1); an existing topic is no error."""
+        request = admin_pb2.CreateTopicsRequest(
+            topics=[admin_pb2.CreatableTopic(name=name, num_partitions=-1, replication_factor=-1)]
+        )
+        deadline = Deadline.after(self.config.request_timeout_s)
+        response = await self.call("CreateTopics", request, deadline)
+        for result in response.topics:
+            if result.error_code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+                raise RiverlogError(result.error_message or None, ErrorCode(result.error_code))

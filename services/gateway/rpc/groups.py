@@ -33,7 +33,11 @@ def host_of(peer: str) -> str:
 
 
 def find(router: GroupRouter, request: pb.FindCoordinatorRequest) -> pb.FindCoordinatorResponse:
-    return find_coordinator_to_proto(router.cache.image, request.keys)
+    transactional = request.key_type == pb.COORDINATOR_KEY_TYPE_TRANSACTION
+    image = router.cache.image
+    if transactional and image.transaction_partitions() == 0:
+        router.call_soon_create_transaction_topic()
+    return find_coordinator_to_proto(image, request.keys, transactional)
 
 
 async def list_groups(

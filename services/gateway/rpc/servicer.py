@@ -19,9 +19,17 @@ from dataclasses import dataclass
 import grpc
 
 from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.producer_ids import ProducerIdAllocator
 from riverlog.common.rpc.convert import acks_from_proto, isolation_level_from_proto
 from riverlog.common.types import Acks, TopicPartition
-from riverlog.v1 import admin_pb2, coordinator_pb2, data_pb2, gateway_pb2, gateway_pb2_grpc
+from riverlog.v1 import (
+    admin_pb2,
+    coordinator_pb2,
+    data_pb2,
+    gateway_pb2,
+    gateway_pb2_grpc,
+    transactions_pb2,
+)
 
 from ..admin import Admin
 from ..auth import Authenticator
@@ -32,7 +40,6 @@ from ..groups import GroupRouter
 from ..offsets import Offsets
 from ..peers.metadata import MetadataPeer
 from ..produce import ProduceOptions, ProducePart, ProducePartResult, Producer
-from ..producer_ids import ProducerIdAllocator
 from ..quotas import GatewayQuotas
 from ..reassignment_progress import ReassignmentProgress
 from ..records import PlainRecords
@@ -42,6 +49,7 @@ from .admin import AdminForwarder
 from .groups import GroupForwarder
 from .request_context import RequestContexts
 from .request_quota import RequestQuotaInterceptor, after_fetch, before_fetch, produce_size
+from .transactions import TransactionForwarder
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +90,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         self.contexts = RequestContexts(families.config, families.auth)
         self.admin = AdminForwarder(families.admin, families.metadata, self.contexts)
         self.groups = GroupForwarder(families.groups, families.config, self.contexts)
+        self.transactions = TransactionForwarder(families.groups, self.contexts)
 
     def interceptors(self) -> list[grpc.aio.ServerInterceptor]:
         """The server interceptors this servicer's calls need: the request quota."""
@@ -180,8 +189,13 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         return response
 
     async def InitProducerId(
-        self, request: gateway_pb2.InitProducerIdRequest, context: grpc.aio.ServicerContext
-    ) -> gateway_pb2.InitProducerIdResponse:
+        self, request: transactions_pb2.InitProducerIdRequest, context: grpc.aio.ServicerContext
+    ) -> transactions_pb2.InitProducerIdResponse:
+        if request.transactional_id:  # its transaction coordinator answers
+            answer: transactions_pb2.InitProducerIdResponse = await self.transactions.route(
+                "InitProducerId", request, transactions_pb2.InitProducerIdResponse, context
+            )
+            return answer
         self._context("InitProducerId", context)
         if self.f.producer_ids is None:
             raise RiverlogError("this gateway hands out no producer ids", ErrorCode.INVALID_REQUEST)
@@ -190,7 +204,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         result = await self.f.producer_ids.init_producer_id(
             request.transactional_id, producer_id, epoch
         )
-        return gateway_pb2.InitProducerIdResponse(
+        return transactions_pb2.InitProducerIdResponse(
             producer_id=result.producer_id, producer_epoch=result.producer_epoch
         )
 
@@ -404,6 +418,44 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             "ListUsers", request, context
         )
         return response
+
+    # --- transactions: delegated to the transaction forwarder ----------------------------------
+
+    async def AddPartitionsToTxn(
+        self, request: transactions_pb2.AddPartitionsToTxnRequest, context: grpc.aio.ServicerContext
+    ) -> transactions_pb2.AddPartitionsToTxnResponse:
+        response: transactions_pb2.AddPartitionsToTxnResponse = await self.transactions.route(
+            "AddPartitionsToTxn", request, transactions_pb2.AddPartitionsToTxnResponse, context
+        )
+        return response
+
+    async def AddOffsetsToTxn(
+        self, request: transactions_pb2.AddOffsetsToTxnRequest, context: grpc.aio.ServicerContext
+    ) -> transactions_pb2.AddOffsetsToTxnResponse:
+        response: transactions_pb2.AddOffsetsToTxnResponse = await self.transactions.route(
+            "AddOffsetsToTxn", request, transactions_pb2.AddOffsetsToTxnResponse, context
+        )
+        return response
+
+    async def EndTxn(
+        self, request: transactions_pb2.EndTxnRequest, context: grpc.aio.ServicerContext
+    ) -> transactions_pb2.EndTxnResponse:
+        response: transactions_pb2.EndTxnResponse = await self.transactions.route(
+            "EndTxn", request, transactions_pb2.EndTxnResponse, context
+        )
+        return response
+
+    async def DescribeTransactions(
+        self,
+        request: transactions_pb2.DescribeTransactionsRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> transactions_pb2.DescribeTransactionsResponse:
+        return await self.transactions.DescribeTransactions(request, context)
+
+    async def ListTransactions(
+        self, request: transactions_pb2.ListTransactionsRequest, context: grpc.aio.ServicerContext
+    ) -> transactions_pb2.ListTransactionsResponse:
+        return await self.transactions.ListTransactions(request, context)
 
     # --- consumer groups: delegated to the group forwarder --------------------------------------
 

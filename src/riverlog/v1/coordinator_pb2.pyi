@@ -1,4 +1,5 @@
 from riverlog.v1 import errors_pb2 as _errors_pb2
+from riverlog.v1 import transactions_pb2 as _transactions_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -11,7 +12,9 @@ DESCRIPTOR: _descriptor.FileDescriptor
 class CoordinatorKeyType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     COORDINATOR_KEY_TYPE_GROUP: _ClassVar[CoordinatorKeyType]
+    COORDINATOR_KEY_TYPE_TRANSACTION: _ClassVar[CoordinatorKeyType]
 COORDINATOR_KEY_TYPE_GROUP: CoordinatorKeyType
+COORDINATOR_KEY_TYPE_TRANSACTION: CoordinatorKeyType
 
 class FindCoordinatorRequest(_message.Message):
     __slots__ = ("key_type", "keys")

@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from riverlog.v1 import coordinator_pb2 as riverlog_dot_v1_dot_coordinator__pb2
+from riverlog.v1 import transactions_pb2 as riverlog_dot_v1_dot_transactions__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -84,6 +85,36 @@ class CoordinatorStub:
                 request_serializer=riverlog_dot_v1_dot_coordinator__pb2.DeleteGroupsRequest.SerializeToString,
                 response_deserializer=riverlog_dot_v1_dot_coordinator__pb2.DeleteGroupsResponse.FromString,
                 _registered_method=True)
+        self.InitProducerId = channel.unary_unary(
+                '/riverlog.v1.Coordinator/InitProducerId',
+                request_serializer=riverlog_dot_v1_dot_transactions__pb2.InitProducerIdRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_transactions__pb2.InitProducerIdResponse.FromString,
+                _registered_method=True)
+        self.AddPartitionsToTxn = channel.unary_unary(
+                '/riverlog.v1.Coordinator/AddPartitionsToTxn',
+                request_serializer=riverlog_dot_v1_dot_transactions__pb2.AddPartitionsToTxnRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_transactions__pb2.AddPartitionsToTxnResponse.FromString,
+                _registered_method=True)
+        self.AddOffsetsToTxn = channel.unary_unary(
+                '/riverlog.v1.Coordinator/AddOffsetsToTxn',
+                request_serializer=riverlog_dot_v1_dot_transactions__pb2.AddOffsetsToTxnRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_transactions__pb2.AddOffsetsToTxnResponse.FromString,
+                _registered_method=True)
+        self.EndTxn = channel.unary_unary(
+                '/riverlog.v1.Coordinator/EndTxn',
+                request_serializer=riverlog_dot_v1_dot_transactions__pb2.EndTxnRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_transactions__pb2.EndTxnResponse.FromString,
+                _registered_method=True)
+        self.DescribeTransactions = channel.unary_unary(
+                '/riverlog.v1.Coordinator/DescribeTransactions',
+                request_serializer=riverlog_dot_v1_dot_transactions__pb2.DescribeTransactionsRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_transactions__pb2.DescribeTransactionsResponse.FromString,
+                _registered_method=True)
+        self.ListTransactions = channel.unary_unary(
+                '/riverlog.v1.Coordinator/ListTransactions',
+                request_serializer=riverlog_dot_v1_dot_transactions__pb2.ListTransactionsRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_transactions__pb2.ListTransactionsResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorServicer:
@@ -149,6 +180,45 @@ class CoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def InitProducerId(self, request, context):
+        """The transaction coordinator: __transaction_state partition
+        abs(javaHashCode(transactional_id)) % transaction.state.log.num.partitions, owned with
+        __consumer_offsets partition (that partition mod offsets.topic.num.partitions).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddPartitionsToTxn(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddOffsetsToTxn(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EndTxn(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeTransactions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTransactions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -201,6 +271,36 @@ def add_CoordinatorServicer_to_server(servicer, server):
                     servicer.DeleteGroups,
                     request_deserializer=riverlog_dot_v1_dot_coordinator__pb2.DeleteGroupsRequest.FromString,
                     response_serializer=riverlog_dot_v1_dot_coordinator__pb2.DeleteGroupsResponse.SerializeToString,
+            ),
+            'InitProducerId': grpc.unary_unary_rpc_method_handler(
+                    servicer.InitProducerId,
+                    request_deserializer=riverlog_dot_v1_dot_transactions__pb2.InitProducerIdRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_transactions__pb2.InitProducerIdResponse.SerializeToString,
+            ),
+            'AddPartitionsToTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddPartitionsToTxn,
+                    request_deserializer=riverlog_dot_v1_dot_transactions__pb2.AddPartitionsToTxnRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_transactions__pb2.AddPartitionsToTxnResponse.SerializeToString,
+            ),
+            'AddOffsetsToTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddOffsetsToTxn,
+                    request_deserializer=riverlog_dot_v1_dot_transactions__pb2.AddOffsetsToTxnRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_transactions__pb2.AddOffsetsToTxnResponse.SerializeToString,
+            ),
+            'EndTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndTxn,
+                    request_deserializer=riverlog_dot_v1_dot_transactions__pb2.EndTxnRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_transactions__pb2.EndTxnResponse.SerializeToString,
+            ),
+            'DescribeTransactions': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeTransactions,
+                    request_deserializer=riverlog_dot_v1_dot_transactions__pb2.DescribeTransactionsRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_transactions__pb2.DescribeTransactionsResponse.SerializeToString,
+            ),
+            'ListTransactions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTransactions,
+                    request_deserializer=riverlog_dot_v1_dot_transactions__pb2.ListTransactionsRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_transactions__pb2.ListTransactionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -473,6 +573,168 @@ class Coordinator:
             '/riverlog.v1.Coordinator/DeleteGroups',
             riverlog_dot_v1_dot_coordinator__pb2.DeleteGroupsRequest.SerializeToString,
             riverlog_dot_v1_dot_coordinator__pb2.DeleteGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def InitProducerId(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Coordinator/InitProducerId',
+            riverlog_dot_v1_dot_transactions__pb2.InitProducerIdRequest.SerializeToString,
+            riverlog_dot_v1_dot_transactions__pb2.InitProducerIdResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddPartitionsToTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Coordinator/AddPartitionsToTxn',
+            riverlog_dot_v1_dot_transactions__pb2.AddPartitionsToTxnRequest.SerializeToString,
+            riverlog_dot_v1_dot_transactions__pb2.AddPartitionsToTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddOffsetsToTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Coordinator/AddOffsetsToTxn',
+            riverlog_dot_v1_dot_transactions__pb2.AddOffsetsToTxnRequest.SerializeToString,
+            riverlog_dot_v1_dot_transactions__pb2.AddOffsetsToTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EndTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Coordinator/EndTxn',
+            riverlog_dot_v1_dot_transactions__pb2.EndTxnRequest.SerializeToString,
+            riverlog_dot_v1_dot_transactions__pb2.EndTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeTransactions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Coordinator/DescribeTransactions',
+            riverlog_dot_v1_dot_transactions__pb2.DescribeTransactionsRequest.SerializeToString,
+            riverlog_dot_v1_dot_transactions__pb2.DescribeTransactionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTransactions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Coordinator/ListTransactions',
+            riverlog_dot_v1_dot_transactions__pb2.ListTransactionsRequest.SerializeToString,
+            riverlog_dot_v1_dot_transactions__pb2.ListTransactionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -16,6 +16,7 @@ throttle_time_ms; per-item results carry their own error_code where Kafka has th
 from collections import abc as _abc
 from grpc import aio as _aio
 from riverlog.v1 import coordinator_pb2 as _coordinator_pb2
+from riverlog.v1 import transactions_pb2 as _transactions_pb2
 import abc as _abc_1
 import grpc as _grpc
 import sys
@@ -51,6 +52,16 @@ class CoordinatorStub:
     ListGroups: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.ListGroupsRequest, _coordinator_pb2.ListGroupsResponse]
     DescribeGroups: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.DescribeGroupsRequest, _coordinator_pb2.DescribeGroupsResponse]
     DeleteGroups: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.DeleteGroupsRequest, _coordinator_pb2.DeleteGroupsResponse]
+    InitProducerId: _grpc.UnaryUnaryMultiCallable[_transactions_pb2.InitProducerIdRequest, _transactions_pb2.InitProducerIdResponse]
+    """The transaction coordinator: __transaction_state partition
+    abs(javaHashCode(transactional_id)) % transaction.state.log.num.partitions, owned with
+    __consumer_offsets partition (that partition mod offsets.topic.num.partitions).
+    """
+    AddPartitionsToTxn: _grpc.UnaryUnaryMultiCallable[_transactions_pb2.AddPartitionsToTxnRequest, _transactions_pb2.AddPartitionsToTxnResponse]
+    AddOffsetsToTxn: _grpc.UnaryUnaryMultiCallable[_transactions_pb2.AddOffsetsToTxnRequest, _transactions_pb2.AddOffsetsToTxnResponse]
+    EndTxn: _grpc.UnaryUnaryMultiCallable[_transactions_pb2.EndTxnRequest, _transactions_pb2.EndTxnResponse]
+    DescribeTransactions: _grpc.UnaryUnaryMultiCallable[_transactions_pb2.DescribeTransactionsRequest, _transactions_pb2.DescribeTransactionsResponse]
+    ListTransactions: _grpc.UnaryUnaryMultiCallable[_transactions_pb2.ListTransactionsRequest, _transactions_pb2.ListTransactionsResponse]
 
 @_typing.type_check_only
 class CoordinatorAsyncStub(CoordinatorStub):
@@ -65,6 +76,16 @@ class CoordinatorAsyncStub(CoordinatorStub):
     ListGroups: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.ListGroupsRequest, _coordinator_pb2.ListGroupsResponse]  # type: ignore[assignment]
     DescribeGroups: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.DescribeGroupsRequest, _coordinator_pb2.DescribeGroupsResponse]  # type: ignore[assignment]
     DeleteGroups: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.DeleteGroupsRequest, _coordinator_pb2.DeleteGroupsResponse]  # type: ignore[assignment]
+    InitProducerId: _aio.UnaryUnaryMultiCallable[_transactions_pb2.InitProducerIdRequest, _transactions_pb2.InitProducerIdResponse]  # type: ignore[assignment]
+    """The transaction coordinator: __transaction_state partition
+    abs(javaHashCode(transactional_id)) % transaction.state.log.num.partitions, owned with
+    __consumer_offsets partition (that partition mod offsets.topic.num.partitions).
+    """
+    AddPartitionsToTxn: _aio.UnaryUnaryMultiCallable[_transactions_pb2.AddPartitionsToTxnRequest, _transactions_pb2.AddPartitionsToTxnResponse]  # type: ignore[assignment]
+    AddOffsetsToTxn: _aio.UnaryUnaryMultiCallable[_transactions_pb2.AddOffsetsToTxnRequest, _transactions_pb2.AddOffsetsToTxnResponse]  # type: ignore[assignment]
+    EndTxn: _aio.UnaryUnaryMultiCallable[_transactions_pb2.EndTxnRequest, _transactions_pb2.EndTxnResponse]  # type: ignore[assignment]
+    DescribeTransactions: _aio.UnaryUnaryMultiCallable[_transactions_pb2.DescribeTransactionsRequest, _transactions_pb2.DescribeTransactionsResponse]  # type: ignore[assignment]
+    ListTransactions: _aio.UnaryUnaryMultiCallable[_transactions_pb2.ListTransactionsRequest, _transactions_pb2.ListTransactionsResponse]  # type: ignore[assignment]
 
 class CoordinatorServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -136,5 +157,51 @@ class CoordinatorServicer(metaclass=_abc_1.ABCMeta):
         request: _coordinator_pb2.DeleteGroupsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_coordinator_pb2.DeleteGroupsResponse, _abc.Awaitable[_coordinator_pb2.DeleteGroupsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def InitProducerId(
+        self,
+        request: _transactions_pb2.InitProducerIdRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_transactions_pb2.InitProducerIdResponse, _abc.Awaitable[_transactions_pb2.InitProducerIdResponse]]:
+        """The transaction coordinator: __transaction_state partition
+        abs(javaHashCode(transactional_id)) % transaction.state.log.num.partitions, owned with
+        __consumer_offsets partition (that partition mod offsets.topic.num.partitions).
+        """
+
+    @_abc_1.abstractmethod
+    def AddPartitionsToTxn(
+        self,
+        request: _transactions_pb2.AddPartitionsToTxnRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_transactions_pb2.AddPartitionsToTxnResponse, _abc.Awaitable[_transactions_pb2.AddPartitionsToTxnResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def AddOffsetsToTxn(
+        self,
+        request: _transactions_pb2.AddOffsetsToTxnRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_transactions_pb2.AddOffsetsToTxnResponse, _abc.Awaitable[_transactions_pb2.AddOffsetsToTxnResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def EndTxn(
+        self,
+        request: _transactions_pb2.EndTxnRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_transactions_pb2.EndTxnResponse, _abc.Awaitable[_transactions_pb2.EndTxnResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def DescribeTransactions(
+        self,
+        request: _transactions_pb2.DescribeTransactionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_transactions_pb2.DescribeTransactionsResponse, _abc.Awaitable[_transactions_pb2.DescribeTransactionsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ListTransactions(
+        self,
+        request: _transactions_pb2.ListTransactionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_transactions_pb2.ListTransactionsResponse, _abc.Awaitable[_transactions_pb2.ListTransactionsResponse]]: ...
 
 def add_CoordinatorServicer_to_server(servicer: CoordinatorServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

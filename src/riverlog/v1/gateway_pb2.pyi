@@ -3,6 +3,7 @@ from riverlog.v1 import common_pb2 as _common_pb2
 from riverlog.v1 import coordinator_pb2 as _coordinator_pb2
 from riverlog.v1 import data_pb2 as _data_pb2
 from riverlog.v1 import errors_pb2 as _errors_pb2
+from riverlog.v1 import transactions_pb2 as _transactions_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -108,29 +109,3 @@ class GetMetadataResponse(_message.Message):
     metadata_version: int
     throttle_time_ms: int
     def __init__(self, cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[_common_pb2.TopicMetadata, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[_admin_pb2.TopicResult, _Mapping]]] = ..., metadata_version: _Optional[int] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
-
-class InitProducerIdRequest(_message.Message):
-    __slots__ = ("transactional_id", "transaction_timeout_ms", "producer_id", "producer_epoch")
-    TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
-    TRANSACTION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
-    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
-    PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
-    transactional_id: str
-    transaction_timeout_ms: int
-    producer_id: int
-    producer_epoch: int
-    def __init__(self, transactional_id: _Optional[str] = ..., transaction_timeout_ms: _Optional[int] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ...) -> None: ...
-
-class InitProducerIdResponse(_message.Message):
-    __slots__ = ("error_code", "error_message", "producer_id", "producer_epoch", "throttle_time_ms")
-    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
-    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
-    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
-    PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
-    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
-    error_code: _errors_pb2.ErrorCode
-    error_message: str
-    producer_id: int
-    producer_epoch: int
-    throttle_time_ms: int
-    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...

@@ -7,6 +7,7 @@ from riverlog.v1 import admin_pb2 as riverlog_dot_v1_dot_admin__pb2
 from riverlog.v1 import coordinator_pb2 as riverlog_dot_v1_dot_coordinator__pb2
 from riverlog.v1 import data_pb2 as riverlog_dot_v1_dot_data__pb2
 from riverlog.v1 import gateway_pb2 as riverlog_dot_v1_dot_gateway__pb2
+from riverlog.v1 import transactions_pb2 as riverlog_dot_v1_dot_transactions__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -214,8 +215,33 @@ class GatewayStub:
                 _registered_method=True)
         self.InitProducerId = channel.unary_unary(
                 '/riverlog.v1.Gateway/InitProducerId',
-                request_serializer=riverlog_dot_v1_dot_gateway__pb2.InitProducerIdRequest.SerializeToString,
-                response_deserializer=riverlog_dot_v1_dot_gateway__pb2.InitProducerIdResponse.FromString,
+                request_serializer=riverlog_dot_v1_dot_transactions__pb2.InitProducerIdRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_transactions__pb2.InitProducerIdResponse.FromString,
+                _registered_method=True)
+        self.AddPartitionsToTxn = channel.unary_unary(
+                '/riverlog.v1.Gateway/AddPartitionsToTxn',
+                request_serializer=riverlog_dot_v1_dot_transactions__pb2.AddPartitionsToTxnRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_transactions__pb2.AddPartitionsToTxnResponse.FromString,
+                _registered_method=True)
+        self.AddOffsetsToTxn = channel.unary_unary(
+                '/riverlog.v1.Gateway/AddOffsetsToTxn',
+                request_serializer=riverlog_dot_v1_dot_transactions__pb2.AddOffsetsToTxnRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_transactions__pb2.AddOffsetsToTxnResponse.FromString,
+                _registered_method=True)
+        self.EndTxn = channel.unary_unary(
+                '/riverlog.v1.Gateway/EndTxn',
+                request_serializer=riverlog_dot_v1_dot_transactions__pb2.EndTxnRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_transactions__pb2.EndTxnResponse.FromString,
+                _registered_method=True)
+        self.DescribeTransactions = channel.unary_unary(
+                '/riverlog.v1.Gateway/DescribeTransactions',
+                request_serializer=riverlog_dot_v1_dot_transactions__pb2.DescribeTransactionsRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_transactions__pb2.DescribeTransactionsResponse.FromString,
+                _registered_method=True)
+        self.ListTransactions = channel.unary_unary(
+                '/riverlog.v1.Gateway/ListTransactions',
+                request_serializer=riverlog_dot_v1_dot_transactions__pb2.ListTransactionsRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_transactions__pb2.ListTransactionsResponse.FromString,
                 _registered_method=True)
 
 
@@ -439,9 +465,41 @@ class GatewayServicer:
         raise NotImplementedError('Method not implemented!')
 
     def InitProducerId(self, request, context):
-        """An idempotent producer's id and epoch (Kafka's InitProducerId), handed out by the gateway
-        from blocks of ids the metadata service allocates.
+        """A producer's id and epoch (Kafka's InitProducerId): for an idempotent producer handed out
+        by the gateway from blocks of ids the metadata service allocates; with a transactional_id
+        from the transaction coordinator of that id.
         """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddPartitionsToTxn(self, request, context):
+        """Transactions (transactions.proto says how to use them), routed by transactional_id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddOffsetsToTxn(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EndTxn(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeTransactions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTransactions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -626,8 +684,33 @@ def add_GatewayServicer_to_server(servicer, server):
             ),
             'InitProducerId': grpc.unary_unary_rpc_method_handler(
                     servicer.InitProducerId,
-                    request_deserializer=riverlog_dot_v1_dot_gateway__pb2.InitProducerIdRequest.FromString,
-                    response_serializer=riverlog_dot_v1_dot_gateway__pb2.InitProducerIdResponse.SerializeToString,
+                    request_deserializer=riverlog_dot_v1_dot_transactions__pb2.InitProducerIdRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_transactions__pb2.InitProducerIdResponse.SerializeToString,
+            ),
+            'AddPartitionsToTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddPartitionsToTxn,
+                    request_deserializer=riverlog_dot_v1_dot_transactions__pb2.AddPartitionsToTxnRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_transactions__pb2.AddPartitionsToTxnResponse.SerializeToString,
+            ),
+            'AddOffsetsToTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddOffsetsToTxn,
+                    request_deserializer=riverlog_dot_v1_dot_transactions__pb2.AddOffsetsToTxnRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_transactions__pb2.AddOffsetsToTxnResponse.SerializeToString,
+            ),
+            'EndTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndTxn,
+                    request_deserializer=riverlog_dot_v1_dot_transactions__pb2.EndTxnRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_transactions__pb2.EndTxnResponse.SerializeToString,
+            ),
+            'DescribeTransactions': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeTransactions,
+                    request_deserializer=riverlog_dot_v1_dot_transactions__pb2.DescribeTransactionsRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_transactions__pb2.DescribeTransactionsResponse.SerializeToString,
+            ),
+            'ListTransactions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTransactions,
+                    request_deserializer=riverlog_dot_v1_dot_transactions__pb2.ListTransactionsRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_transactions__pb2.ListTransactionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1600,8 +1683,143 @@ class Gateway:
             request,
             target,
             '/riverlog.v1.Gateway/InitProducerId',
-            riverlog_dot_v1_dot_gateway__pb2.InitProducerIdRequest.SerializeToString,
-            riverlog_dot_v1_dot_gateway__pb2.InitProducerIdResponse.FromString,
+            riverlog_dot_v1_dot_transactions__pb2.InitProducerIdRequest.SerializeToString,
+            riverlog_dot_v1_dot_transactions__pb2.InitProducerIdResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddPartitionsToTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/AddPartitionsToTxn',
+            riverlog_dot_v1_dot_transactions__pb2.AddPartitionsToTxnRequest.SerializeToString,
+            riverlog_dot_v1_dot_transactions__pb2.AddPartitionsToTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddOffsetsToTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/AddOffsetsToTxn',
+            riverlog_dot_v1_dot_transactions__pb2.AddOffsetsToTxnRequest.SerializeToString,
+            riverlog_dot_v1_dot_transactions__pb2.AddOffsetsToTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EndTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/EndTxn',
+            riverlog_dot_v1_dot_transactions__pb2.EndTxnRequest.SerializeToString,
+            riverlog_dot_v1_dot_transactions__pb2.EndTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeTransactions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/DescribeTransactions',
+            riverlog_dot_v1_dot_transactions__pb2.DescribeTransactionsRequest.SerializeToString,
+            riverlog_dot_v1_dot_transactions__pb2.DescribeTransactionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTransactions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/ListTransactions',
+            riverlog_dot_v1_dot_transactions__pb2.ListTransactionsRequest.SerializeToString,
+            riverlog_dot_v1_dot_transactions__pb2.ListTransactionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

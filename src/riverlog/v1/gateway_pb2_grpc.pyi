@@ -16,6 +16,7 @@ from riverlog.v1 import admin_pb2 as _admin_pb2
 from riverlog.v1 import coordinator_pb2 as _coordinator_pb2
 from riverlog.v1 import data_pb2 as _data_pb2
 from riverlog.v1 import gateway_pb2 as _gateway_pb2
+from riverlog.v1 import transactions_pb2 as _transactions_pb2
 import abc as _abc_1
 import grpc as _grpc
 import sys
@@ -83,10 +84,17 @@ class GatewayStub:
     ListGroups: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.ListGroupsRequest, _coordinator_pb2.ListGroupsResponse]
     DescribeGroups: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.DescribeGroupsRequest, _coordinator_pb2.DescribeGroupsResponse]
     DeleteGroups: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.DeleteGroupsRequest, _coordinator_pb2.DeleteGroupsResponse]
-    InitProducerId: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.InitProducerIdRequest, _gateway_pb2.InitProducerIdResponse]
-    """An idempotent producer's id and epoch (Kafka's InitProducerId), handed out by the gateway
-    from blocks of ids the metadata service allocates.
+    InitProducerId: _grpc.UnaryUnaryMultiCallable[_transactions_pb2.InitProducerIdRequest, _transactions_pb2.InitProducerIdResponse]
+    """A producer's id and epoch (Kafka's InitProducerId): for an idempotent producer handed out
+    by the gateway from blocks of ids the metadata service allocates; with a transactional_id
+    from the transaction coordinator of that id.
     """
+    AddPartitionsToTxn: _grpc.UnaryUnaryMultiCallable[_transactions_pb2.AddPartitionsToTxnRequest, _transactions_pb2.AddPartitionsToTxnResponse]
+    """Transactions (transactions.proto says how to use them), routed by transactional_id."""
+    AddOffsetsToTxn: _grpc.UnaryUnaryMultiCallable[_transactions_pb2.AddOffsetsToTxnRequest, _transactions_pb2.AddOffsetsToTxnResponse]
+    EndTxn: _grpc.UnaryUnaryMultiCallable[_transactions_pb2.EndTxnRequest, _transactions_pb2.EndTxnResponse]
+    DescribeTransactions: _grpc.UnaryUnaryMultiCallable[_transactions_pb2.DescribeTransactionsRequest, _transactions_pb2.DescribeTransactionsResponse]
+    ListTransactions: _grpc.UnaryUnaryMultiCallable[_transactions_pb2.ListTransactionsRequest, _transactions_pb2.ListTransactionsResponse]
 
 @_typing.type_check_only
 class GatewayAsyncStub(GatewayStub):
@@ -133,10 +141,17 @@ class GatewayAsyncStub(GatewayStub):
     ListGroups: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.ListGroupsRequest, _coordinator_pb2.ListGroupsResponse]  # type: ignore[assignment]
     DescribeGroups: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.DescribeGroupsRequest, _coordinator_pb2.DescribeGroupsResponse]  # type: ignore[assignment]
     DeleteGroups: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.DeleteGroupsRequest, _coordinator_pb2.DeleteGroupsResponse]  # type: ignore[assignment]
-    InitProducerId: _aio.UnaryUnaryMultiCallable[_gateway_pb2.InitProducerIdRequest, _gateway_pb2.InitProducerIdResponse]  # type: ignore[assignment]
-    """An idempotent producer's id and epoch (Kafka's InitProducerId), handed out by the gateway
-    from blocks of ids the metadata service allocates.
+    InitProducerId: _aio.UnaryUnaryMultiCallable[_transactions_pb2.InitProducerIdRequest, _transactions_pb2.InitProducerIdResponse]  # type: ignore[assignment]
+    """A producer's id and epoch (Kafka's InitProducerId): for an idempotent producer handed out
+    by the gateway from blocks of ids the metadata service allocates; with a transactional_id
+    from the transaction coordinator of that id.
     """
+    AddPartitionsToTxn: _aio.UnaryUnaryMultiCallable[_transactions_pb2.AddPartitionsToTxnRequest, _transactions_pb2.AddPartitionsToTxnResponse]  # type: ignore[assignment]
+    """Transactions (transactions.proto says how to use them), routed by transactional_id."""
+    AddOffsetsToTxn: _aio.UnaryUnaryMultiCallable[_transactions_pb2.AddOffsetsToTxnRequest, _transactions_pb2.AddOffsetsToTxnResponse]  # type: ignore[assignment]
+    EndTxn: _aio.UnaryUnaryMultiCallable[_transactions_pb2.EndTxnRequest, _transactions_pb2.EndTxnResponse]  # type: ignore[assignment]
+    DescribeTransactions: _aio.UnaryUnaryMultiCallable[_transactions_pb2.DescribeTransactionsRequest, _transactions_pb2.DescribeTransactionsResponse]  # type: ignore[assignment]
+    ListTransactions: _aio.UnaryUnaryMultiCallable[_transactions_pb2.ListTransactionsRequest, _transactions_pb2.ListTransactionsResponse]  # type: ignore[assignment]
 
 class GatewayServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -394,11 +409,48 @@ class GatewayServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
     def InitProducerId(
         self,
-        request: _gateway_pb2.InitProducerIdRequest,
+        request: _transactions_pb2.InitProducerIdRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_gateway_pb2.InitProducerIdResponse, _abc.Awaitable[_gateway_pb2.InitProducerIdResponse]]:
-        """An idempotent producer's id and epoch (Kafka's InitProducerId), handed out by the gateway
-        from blocks of ids the metadata service allocates.
+    ) -> _typing.Union[_transactions_pb2.InitProducerIdResponse, _abc.Awaitable[_transactions_pb2.InitProducerIdResponse]]:
+        """A producer's id and epoch (Kafka's InitProducerId): for an idempotent producer handed out
+        by the gateway from blocks of ids the metadata service allocates; with a transactional_id
+        from the transaction coordinator of that id.
         """
+
+    @_abc_1.abstractmethod
+    def AddPartitionsToTxn(
+        self,
+        request: _transactions_pb2.AddPartitionsToTxnRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_transactions_pb2.AddPartitionsToTxnResponse, _abc.Awaitable[_transactions_pb2.AddPartitionsToTxnResponse]]:
+        """Transactions (transactions.proto says how to use them), routed by transactional_id."""
+
+    @_abc_1.abstractmethod
+    def AddOffsetsToTxn(
+        self,
+        request: _transactions_pb2.AddOffsetsToTxnRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_transactions_pb2.AddOffsetsToTxnResponse, _abc.Awaitable[_transactions_pb2.AddOffsetsToTxnResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def EndTxn(
+        self,
+        request: _transactions_pb2.EndTxnRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_transactions_pb2.EndTxnResponse, _abc.Awaitable[_transactions_pb2.EndTxnResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def DescribeTransactions(
+        self,
+        request: _transactions_pb2.DescribeTransactionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_transactions_pb2.DescribeTransactionsResponse, _abc.Awaitable[_transactions_pb2.DescribeTransactionsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ListTransactions(
+        self,
+        request: _transactions_pb2.ListTransactionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_transactions_pb2.ListTransactionsResponse, _abc.Awaitable[_transactions_pb2.ListTransactionsResponse]]: ...
 
 def add_GatewayServicer_to_server(servicer: GatewayServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -8,7 +8,7 @@ import grpc
 
 from riverlog.common.records import BatchBuilder, CompressionType
 from riverlog.common.rpc.channel import CLIENT_ID_KEY, sync_channel
-from riverlog.v1 import common_pb2, data_pb2, gateway_pb2, gateway_pb2_grpc
+from riverlog.v1 import common_pb2, data_pb2, gateway_pb2_grpc, transactions_pb2
 
 METADATA = ((CLIENT_ID_KEY, "idempotence-integration-test"),)
 TIMEOUT_S = 30.0
@@ -24,9 +24,9 @@ class Client:
     def close(self) -> None:
         self.channel.close()
 
-    def init_producer_id(self, **fields: int) -> gateway_pb2.InitProducerIdResponse:
-        request = gateway_pb2.InitProducerIdRequest(**fields)
-        response: gateway_pb2.InitProducerIdResponse = self.stub.InitProducerId(
+    def init_producer_id(self, **fields: int) -> transactions_pb2.InitProducerIdResponse:
+        request = transactions_pb2.InitProducerIdRequest(**fields)
+        response: transactions_pb2.InitProducerIdResponse = self.stub.InitProducerId(
             request, timeout=TIMEOUT_S, metadata=METADATA
         )
         return response

@@ -21,7 +21,14 @@ from riverlog.common.errors import ErrorCode
 from riverlog.common.records.header import iter_batches, set_base_offset
 from riverlog.common.records.reader import iter_record_timestamps
 from riverlog.common.rpc.channel import CLIENT_ID_KEY
-from riverlog.v1 import admin_pb2, common_pb2, data_pb2, gateway_pb2, gateway_pb2_grpc
+from riverlog.v1 import (
+    admin_pb2,
+    common_pb2,
+    data_pb2,
+    gateway_pb2,
+    gateway_pb2_grpc,
+    transactions_pb2,
+)
 
 
 @dataclass
@@ -239,7 +246,7 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
             self.init_producer_id_calls += 1
             producer_id = self.next_producer_id
             self.next_producer_id += 1
-        return gateway_pb2.InitProducerIdResponse(producer_id=producer_id, producer_epoch=0)
+        return transactions_pb2.InitProducerIdResponse(producer_id=producer_id, producer_epoch=0)
 
     def Fetch(self, request, context):
         self._client(context)

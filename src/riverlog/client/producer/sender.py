@@ -28,7 +28,7 @@ import grpc
 from riverlog.common.errors import ErrorCode, RiverlogError, error_for
 from riverlog.common.rpc.convert import acks_to_proto
 from riverlog.common.types import Acks
-from riverlog.v1 import common_pb2, data_pb2, gateway_pb2
+from riverlog.v1 import common_pb2, data_pb2, transactions_pb2
 
 from .._connection import GatewayConnection, rpc_error
 from .._metadata import MetadataCache
@@ -173,7 +173,7 @@ class Sender(threading.Thread):
         try:
             response = self._conn.call(
                 lambda stub: stub.InitProducerId,
-                gateway_pb2.InitProducerIdRequest(),
+                transactions_pb2.InitProducerIdRequest(),
                 self._timeout_s,
             )
         except Exception as e:

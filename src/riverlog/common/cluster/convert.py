@@ -16,6 +16,7 @@ from riverlog.v1 import common_pb2, coordinator_pb2, metadata_pb2
 
 from .image import (
     OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
     ClusterDelta,
     ClusterImage,
     CoordinatorAssignment,
@@ -194,17 +195,20 @@ def apply_update(image: ClusterImage, update: metadata_pb2.MetadataUpdate) -> Cl
 
 
 def find_coordinator_to_proto(
-    image: ClusterImage, keys: Iterable[str]
+    image: ClusterImage, keys: Iterable[str], transactions: bool = False
 ) -> coordinator_pb2.FindCoordinatorResponse:
-    """Each group's coordinator as the image names it (the gateway and every coordinator
-    answer FindCoordinator alike); COORDINATOR_NOT_AVAILABLE where there is none live."""
+    """Each group's (or, with `transactions`, each transactional id's) coordinator as the image
+    names it (the gateway and every coordinator answer FindCoordinator alike);
+    COORDINATOR_NOT_AVAILABLE where there is none live."""
     out = coordinator_pb2.FindCoordinatorResponse()
+    topic = TRANSACTION_STATE_TOPIC if transactions else OFFSETS_TOPIC
+    locate = image.transaction_coordinator_for if transactions else image.coordinator_for
     for key in keys:
-        partition, node = image.coordinator_for(key)
+        partition, node = locate(key)
         found = out.coordinators.add(key=key, partition=partition, node_id=-1)
         if node is None:
             found.error_code = error_code_to_proto(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-            found.error_message = f"no live coordinator for {OFFSETS_TOPIC}-{partition}"
+            found.error_message = f"no live coordinator for {topic}-{partition}"
         else:
             found.node_id, found.host, found.port = node.node_id, node.host, node.port
     return out

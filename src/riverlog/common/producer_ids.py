@@ -1,5 +1,6 @@
-"""Producer ids for idempotent producers (Kafka's InitProducerId for producers without a
-transactional id), handed out by the gateway from blocks the metadata service allocates.
+"""Producer ids handed out from blocks the metadata service allocates: by the gateways to
+idempotent producers (Kafka's InitProducerId without a transactional id), and by the
+transaction coordinators to transactional ones.
 
 Kafka's brokers hand out ids from blocks of 1000 that the controller allocates
 (`RPCProducerIdManager` / `ProducerIdControlManager`); Riverlog's gateways play the broker's
@@ -11,7 +12,7 @@ before a restart are lost, as in Kafka.
 
 An idempotent producer's epoch is its own: a request naming its id and epoch gets the epoch
 bumped (KIP-360's local bump, answered here so every client does it the same way), or a new id
-when the epoch is at its maximum. Transactional ids are refused: transactions are not supported.
+when the epoch is at its maximum. A transactional id is refused here: its coordinator answers.
 """
 
 from __future__ import annotations
@@ -79,6 +80,27 @@ class ProducerIdAllocator:
                 self._start_prefetch()
             return producer_id
 
+    def take_now(self) -> int:
+        """An id without waiting, for code that cannot await (the transaction coordinator's
+        pure builders). Raises COORDINATOR_LOAD_IN_PROGRESS (retriable) when the block is used
+        up, and starts fetching the next; `next_id()` at start-up fills the first block. Not to be
+        mixed with concurrent `next_id()` calls (one user per allocator)."""
+        if self._block is None or self._next >= self._block.end:
+            if self._pending is not None:
+                self._block, self._pending = self._pending, None
+                self._prefetch = None
+                self._next = self._block.start
+            else:
+                self._start_prefetch()
+                raise RiverlogError(
+                    "no producer id block yet; retry", ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+                )
+        producer_id = self._next
+        self._next += 1
+        if producer_id + 1 - self._block.start >= self._block.length * PREFETCH_FRACTION:
+            self._start_prefetch()
+        return producer_id
+
     async def init_producer_id(
         self, transactional_id: str, producer_id: int, producer_epoch: int
     ) -> ProducerIdAndEpoch:
@@ -86,8 +108,8 @@ class ProducerIdAllocator:
         `producer_id` and `producer_epoch` >= 0) the same id at the next epoch."""
         if transactional_id:
             raise RiverlogError(
-                f"transactional id {transactional_id!r}: transactions are not supported",
-                ErrorCode.INVALID_REQUEST,
+                f"transactional id {transactional_id!r} goes to its transaction coordinator",
+                ErrorCode.NOT_COORDINATOR,
             )
         if (producer_id >= 0) != (producer_epoch >= 0):
             raise RiverlogError(

@@ -1,7 +1,8 @@
-"""The metadata service's AllocateProducerIds, as the gateway's source of producer-id blocks.
+"""The metadata service's AllocateProducerIds, as a source of producer-id blocks for the
+gateways (idempotent producers) and the transaction coordinators (transactional ones).
 
-A gateway asks as the registered node it is (node id and incarnation), so the controller can
-refuse a zombie. A gateway that has just started may ask before its registration is visible to
+A node asks as the registered node it is (node id and incarnation), so the controller can
+refuse a zombie. A node that has just started may ask before its registration is visible to
 the controller, and a controller may be changing hands: such refusals are tried again, with a
 growing pause, for up to `patience_s`.
 """
@@ -12,15 +13,21 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final, Protocol
 
 from riverlog.common.errors import ErrorCode, RiverlogError, error_for
 from riverlog.v1 import metadata_pb2
 
 from ..producer_ids import BlockSource, ProducerIdBlock
-from .metadata import MetadataCaller
 
 log = logging.getLogger(__name__)
+
+
+class MetadataCaller(Protocol):
+    """What this needs of `MetadataClient` (tests pass a fake)."""
+
+    async def call(self, method: str, request: Any, timeout_s: float | None = None) -> Any: ...
+
 
 _AGAIN: Final = frozenset({ErrorCode.STALE_BROKER_EPOCH, ErrorCode.UNKNOWN_NODE})
 
@@ -32,7 +39,7 @@ def block_source(
     timeout_s: float = 10.0,
     patience_s: float = 15.0,
 ) -> BlockSource:
-    """A BlockSource calling AllocateProducerIds as gateway `node_id`."""
+    """A BlockSource calling AllocateProducerIds as node `node_id`."""
 
     async def allocate() -> ProducerIdBlock:
         deadline = time.monotonic() + patience_s

@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
+from riverlog.common.cluster.producer_ids import block_source
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.services.gateway.peers.producer_ids import block_source
-from riverlog.services.gateway.producer_ids import (
+from riverlog.common.producer_ids import (
     MAX_PRODUCER_EPOCH,
     ProducerIdAllocator,
     ProducerIdBlock,
@@ -90,12 +90,30 @@ async def test_init_producer_id_new_and_bumped() -> None:
     await allocator.close()
 
 
-@pytest.mark.parametrize(("txn", "pid", "epoch"), [("txn-1", -1, -1), ("", 5, -1), ("", -1, 3)])
-async def test_init_producer_id_refusals(txn: str, pid: int, epoch: int) -> None:
+@pytest.mark.parametrize(
+    ("txn", "pid", "epoch", "code"),
+    [
+        ("txn-1", -1, -1, ErrorCode.NOT_COORDINATOR),  # its transaction coordinator answers
+        ("", 5, -1, ErrorCode.INVALID_REQUEST),
+        ("", -1, 3, ErrorCode.INVALID_REQUEST),
+    ],
+)
+async def test_init_producer_id_refusals(txn: str, pid: int, epoch: int, code: ErrorCode) -> None:
     allocator = ProducerIdAllocator(FakeBlocks())
     with pytest.raises(RiverlogError) as err:
         await allocator.init_producer_id(txn, pid, epoch)
-    assert err.value.code == ErrorCode.INVALID_REQUEST
+    assert err.value.code == code
+    await allocator.close()
+
+
+async def test_take_now_hands_out_ids_without_waiting_once_a_block_is_there() -> None:
+    allocator = ProducerIdAllocator(FakeBlocks())
+    with pytest.raises(RiverlogError) as err:
+        allocator.take_now()  # no block yet: retriable, and the fetch starts
+    assert err.value.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    first = await allocator.next_id()
+    taken = [allocator.take_now() for _ in range(5)]
+    assert taken == list(range(first + 1, first + 6))
     await allocator.close()
 
 
