@@ -26,11 +26,24 @@ from .commands import (
     produce,
     quotas,
     topics,
+    transactions,
     users,
 )
 from .console import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, PROG, report_error
 
-COMMANDS = (cluster, topics, partitions, leaders, groups, quotas, users, produce, consume, dump_log)
+COMMANDS = (
+    cluster,
+    topics,
+    partitions,
+    leaders,
+    groups,
+    transactions,
+    quotas,
+    users,
+    produce,
+    consume,
+    dump_log,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -28,6 +28,7 @@ from .errors import ClientClosedError
 from .group_admin import GroupAdminMixin
 from .quota_admin import QuotaAdminMixin
 from .reassignment_admin import ReassignmentAdminMixin
+from .transaction_admin import TransactionAdminMixin
 
 _ids = itertools.count(1)
 Outcomes = dict[str, RiverlogError | None]
@@ -112,7 +113,9 @@ def _topic(meta: common_pb2.TopicMetadata) -> TopicDescription:
     return TopicDescription(meta.name, meta.topic_id, meta.internal, partitions, configs)
 
 
-class AdminClient(GroupAdminMixin, QuotaAdminMixin, ReassignmentAdminMixin, Closing):
+class AdminClient(
+    GroupAdminMixin, QuotaAdminMixin, ReassignmentAdminMixin, TransactionAdminMixin, Closing
+):
     """Administers topics, consumer groups (`group_admin.py`), client quotas and users
     (`quota_admin.py`). Thread-safe (any thread may call any method).
 

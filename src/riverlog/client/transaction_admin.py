@@ -1,0 +1,83 @@
+"""Transactions for `AdminClient` (Kafka's Admin listTransactions and describeTransactions,
+KIP-664), over the gateway's transaction RPCs. `TransactionAdminMixin` needs only the admin
+client's `_call`. Thread-safe, as the admin client."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from riverlog.common.errors import ErrorCode, RiverlogError, error_for
+from riverlog.common.types import TopicPartition
+from riverlog.v1 import transactions_pb2
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionListing:
+    transactional_id: str
+    producer_id: int
+    state: str  # Kafka's names: Empty, Ongoing, PrepareCommit, ...
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionDescription:
+    transactional_id: str
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_time_ms: int  # -1 when no transaction is open
+    partitions: tuple[TopicPartition, ...]
+
+
+class TransactionAdminMixin:
+    """Mixed into AdminClient, which provides `_call`."""
+
+    _call: Callable[[Callable[[Any], Any], Any], Any]
+
+    def list_transactions(
+        self, states: Iterable[str] = (), producer_ids: Iterable[int] = ()
+    ) -> list[TransactionListing]:
+        """The transactional ids the coordinators know, optionally only in `states` or of
+        `producer_ids`."""
+        request = transactions_pb2.ListTransactionsRequest(
+            state_filters=list(states), producer_id_filters=list(producer_ids)
+        )
+        response = self._call(lambda s: s.ListTransactions, request)
+        if response.error_code != ErrorCode.NONE:
+            raise error_for(response.error_code, response.error_message)
+        return sorted(
+            (
+                TransactionListing(t.transactional_id, t.producer_id, t.transaction_state)
+                for t in response.transactions
+            ),
+            key=lambda t: t.transactional_id,
+        )
+
+    def describe_transactions(
+        self, transactional_ids: Iterable[str]
+    ) -> dict[str, TransactionDescription | RiverlogError]:
+        """Each id's transaction, or its error (TRANSACTIONAL_ID_NOT_FOUND for an unknown id)."""
+        request = transactions_pb2.DescribeTransactionsRequest(
+            transactional_ids=list(transactional_ids)
+        )
+        response = self._call(lambda s: s.DescribeTransactions, request)
+        out: dict[str, TransactionDescription | RiverlogError] = {}
+        for t in response.transactions:
+            if t.error_code != ErrorCode.NONE:
+                out[t.transactional_id] = error_for(t.error_code, t.error_message)
+                continue
+            partitions = tuple(
+                TopicPartition(topic.name, p) for topic in t.topics for p in topic.partitions
+            )
+            out[t.transactional_id] = TransactionDescription(
+                t.transactional_id,
+                t.transaction_state,
+                t.producer_id,
+                t.producer_epoch,
+                t.transaction_timeout_ms,
+                t.transaction_start_time_ms,
+                partitions,
+            )
+        return out
