@@ -3,11 +3,15 @@
     python -m riverlog.services.quota --node-id N --host 127.0.0.1 --port P \\
         --metadata A1[,A2,...] [--ready-file F] [--config quota.window.num=11 ...]
 
-Start-up order: follow the quota configs (WatchClientQuotas; the ledger needs bounds to judge),
-bind and serve QuotaService, register as a `quota` node (gateways find the instances, and shard
-entities among them, through the cluster image), then write the ready file. Shutdown runs it
-backwards. Windows are in memory only: a restarted instance starts them empty, like a restarted
-Kafka broker, and the gateways' local views enforce meanwhile.
+Start-up order: follow the quota configs (WatchClientQuotas; the ledger needs bounds to judge)
+and the cluster image (the other quota instances), bind and serve QuotaService, register as a
+`quota` node (gateways find the instances, and shard entities among them, through the cluster
+image), start handing windows over, then write the ready file. Windows are in memory: when the
+set of instances changes each one sends the windows it no longer owns to their owner
+(`peers/handover.py`), and a clean stop (SIGTERM, `riverlog cluster remove quota N`) hands all
+of them over before unregistering, and once more after the server stopped for the reports that
+came in meanwhile. A crashed instance's windows are lost, like a restarted Kafka broker's, and
+the gateways' local views enforce meanwhile.
 """
 
 from __future__ import annotations
@@ -19,8 +23,10 @@ from collections.abc import Sequence
 
 from riverlog.common.clock import SystemClock
 from riverlog.common.cluster import (
+    ClusterImage,
     MembershipSession,
     MetadataClient,
+    MetadataWatcher,
     NodeInfo,
     allocate_incarnation,
 )
@@ -33,6 +39,7 @@ from riverlog.common.service import setup_logging
 
 from .config import QuotaConfig
 from .ledger import QuotaLedger
+from .peers.handover import WindowHandoff
 from .rpc.servicer import SERVICE_NAME, QuotaServicer, add_to_server
 
 log = logging.getLogger("riverlog.services.quota")
@@ -55,10 +62,12 @@ class QuotaProcess:
         self.watcher = ClientQuotaWatcher(self.client, options.node_id)
         ledger = self.ledger
         self.watcher.add_listener(lambda resolver, _users: ledger.update_resolver(resolver))
+        self.cluster = MetadataWatcher(self.client, options.node_id)
+        self.handoff = WindowHandoff(options.node_id, self.ledger, lambda: self.cluster.image)
+        self.cluster.add_listener(self._on_cluster_change)
+        servicer = QuotaServicer(self.ledger, clock, self.handoff.peer_leaving)
         self.server = RpcServer(
-            options.host,
-            options.port,
-            [(add_to_server, QuotaServicer(self.ledger, clock), SERVICE_NAME)],
+            options.host, options.port, [(add_to_server, servicer, SERVICE_NAME)]
         )
         self.membership: MembershipSession | None = None
         self._expire_s = config.quota_expire_interval_ms / 1000
@@ -72,6 +81,7 @@ class QuotaProcess:
         node_id = self.options.node_id
         if not await self.watcher.start(timeout_s=30.0):
             log.warning("no quota configs from the metadata service yet; serving without bounds")
+        await self.cluster.start(timeout_s=30.0)
         await self.server.start()
         node = NodeInfo(
             kind=KIND,
@@ -82,6 +92,7 @@ class QuotaProcess:
         )
         self.membership = MembershipSession(self.client, node)
         await self.membership.start()
+        self.handoff.start()
         log.info("quota instance %d serving on %s", node_id, self.address)
         self._next_expiry = time.monotonic() + self._expire_s
 
@@ -95,13 +106,34 @@ class QuotaProcess:
             self.ledger.expire_inactive()
             self._next_expiry = time.monotonic() + self._expire_s
 
+    def _on_cluster_change(self, old: ClusterImage, new: ClusterImage) -> None:
+        if old.nodes_of_kind(KIND) != new.nodes_of_kind(KIND):
+            self.handoff.poke()
+
     async def stop(self) -> None:
+        await self.handoff.stop()
+        handing_over = self.membership is not None and not self.fenced
+        if handing_over:  # a fenced incarnation's windows belong to its successor's era
+            await self._leave("before unregistering")
         if self.membership is not None:
             with contextlib.suppress(RiverlogError):
                 await self.membership.stop()
         await self.server.stop(1.0)
+        if handing_over:
+            await self._leave("after the server stopped")
+        await self.handoff.close()
+        await self.cluster.stop()
         await self.watcher.stop()
         await self.client.close()
+
+    async def _leave(self, when: str) -> None:
+        try:
+            sent = await self.handoff.leave()
+        except Exception:
+            log.exception("quota window handover %s failed", when)
+            return
+        if sent:
+            log.info("handed %d quota windows over %s", sent, when)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

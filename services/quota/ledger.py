@@ -23,6 +23,7 @@ from __future__ import annotations
 from riverlog.common.clock import Clock
 from riverlog.common.quota.entity import MetricEntity, QuotaType
 from riverlog.common.quota.exchange import Allowance, Key, QuotaAnswer, UsageReport, managers_for
+from riverlog.common.quota.handover import EntityWindow, moves
 from riverlog.common.quota.manager import INACTIVE_EXPIRATION_MS, QuotaManager, ThrottleState
 from riverlog.common.quota.resolver import QuotaResolver
 from riverlog.common.quota.window import WindowConfig
@@ -127,6 +128,36 @@ class QuotaLedger:
     ) -> float:
         """The entity's cluster-wide rate (for describe and metrics)."""
         return self._managers[quota_type].measure(entity, self._now(now_ms))
+
+    def keys(self) -> list[Key]:
+        """Every (kind, entity) with a window here."""
+        return [(t, e) for t, m in self._managers.items() for e in m.entities()]
+
+    def hand_out(
+        self, node_id: int, owners: list[int], now_ms: int | None = None
+    ) -> dict[int, list[EntityWindow]]:
+        """Take out the windows this instance (`node_id`) holds but does not own among
+        `owners`, by new owner; an empty `owners` hands nothing. The caller sends them, and
+        `absorb`s back what it could not deliver."""
+        now = self._now(now_ms)
+        out: dict[int, list[EntityWindow]] = {}
+        for owner, keys in moves(self.keys(), node_id, owners).items():
+            for quota_type, entity in keys:
+                samples, throttle = self._managers[quota_type].take_window(entity, now)
+                out.setdefault(owner, []).append(
+                    EntityWindow(quota_type, entity, samples, throttle)
+                )
+                self._carriers.pop((quota_type, entity), None)
+        return out
+
+    def absorb(self, windows: list[EntityWindow], now_ms: int | None = None) -> None:
+        """Merge windows handed over by their previous owner (or given back after a failed
+        send): usage adds up, never lowers; holds keep the later end."""
+        now = self._now(now_ms)
+        for window in windows:
+            self._managers[window.quota_type].absorb_window(
+                window.entity, window.samples, window.throttle_ms, now
+            )
 
     def expire_inactive(
         self, now_ms: int | None = None, inactive_ms: int = INACTIVE_EXPIRATION_MS

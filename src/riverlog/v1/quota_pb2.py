@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from riverlog.v1 import errors_pb2 as riverlog_dot_v1_dot_errors__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17riverlog/v1/quota.proto\x12\x0briverlog.v1\x1a\x18riverlog/v1/errors.proto\"U\n\x11QuotaMetricEntity\x12\x11\n\x04user\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x16\n\tclient_id\x18\x02 \x01(\tH\x01\x88\x01\x01\x42\x07\n\x05_userB\x0c\n\n_client_id\"d\n\x0fQuotaUsageDelta\x12\x12\n\nquota_type\x18\x01 \x01(\t\x12.\n\x06\x65ntity\x18\x02 \x01(\x0b\x32\x1e.riverlog.v1.QuotaMetricEntity\x12\r\n\x05value\x18\x03 \x01(\x01\"x\n\x12ReportUsageRequest\x12\x12\n\ngateway_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x03\x12,\n\x06\x64\x65ltas\x18\x03 \x03(\x0b\x32\x1c.riverlog.v1.QuotaUsageDelta\x12\x13\n\x0binterval_ms\x18\x04 \x01(\x05\"e\n\tQuotaHold\x12\x12\n\nquota_type\x18\x01 \x01(\t\x12.\n\x06\x65ntity\x18\x02 \x01(\x0b\x32\x1e.riverlog.v1.QuotaMetricEntity\x12\x14\n\x0cremaining_ms\x18\x03 \x01(\x05\"c\n\x0eQuotaAllowance\x12\x12\n\nquota_type\x18\x01 \x01(\t\x12.\n\x06\x65ntity\x18\x02 \x01(\x0b\x32\x1e.riverlog.v1.QuotaMetricEntity\x12\r\n\x05value\x18\x03 \x01(\x01\"\xb0\x01\n\x13ReportUsageResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12%\n\x05holds\x18\x03 \x03(\x0b\x32\x16.riverlog.v1.QuotaHold\x12/\n\nallowances\x18\x04 \x03(\x0b\x32\x1b.riverlog.v1.QuotaAllowance2`\n\x0cQuotaService\x12P\n\x0bReportUsage\x12\x1f.riverlog.v1.ReportUsageRequest\x1a .riverlog.v1.ReportUsageResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17riverlog/v1/quota.proto\x12\x0briverlog.v1\x1a\x18riverlog/v1/errors.proto\"U\n\x11QuotaMetricEntity\x12\x11\n\x04user\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x16\n\tclient_id\x18\x02 \x01(\tH\x01\x88\x01\x01\x42\x07\n\x05_userB\x0c\n\n_client_id\"d\n\x0fQuotaUsageDelta\x12\x12\n\nquota_type\x18\x01 \x01(\t\x12.\n\x06\x65ntity\x18\x02 \x01(\x0b\x32\x1e.riverlog.v1.QuotaMetricEntity\x12\r\n\x05value\x18\x03 \x01(\x01\"x\n\x12ReportUsageRequest\x12\x12\n\ngateway_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x03\x12,\n\x06\x64\x65ltas\x18\x03 \x03(\x0b\x32\x1c.riverlog.v1.QuotaUsageDelta\x12\x13\n\x0binterval_ms\x18\x04 \x01(\x05\"e\n\tQuotaHold\x12\x12\n\nquota_type\x18\x01 \x01(\t\x12.\n\x06\x65ntity\x18\x02 \x01(\x0b\x32\x1e.riverlog.v1.QuotaMetricEntity\x12\x14\n\x0cremaining_ms\x18\x03 \x01(\x05\"c\n\x0eQuotaAllowance\x12\x12\n\nquota_type\x18\x01 \x01(\t\x12.\n\x06\x65ntity\x18\x02 \x01(\x0b\x32\x1e.riverlog.v1.QuotaMetricEntity\x12\r\n\x05value\x18\x03 \x01(\x01\"\xb0\x01\n\x13ReportUsageResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12%\n\x05holds\x18\x03 \x03(\x0b\x32\x16.riverlog.v1.QuotaHold\x12/\n\nallowances\x18\x04 \x03(\x0b\x32\x1b.riverlog.v1.QuotaAllowance\"h\n\x11QuotaWindowSample\x12\x14\n\x0cstart_age_ms\x18\x01 \x01(\x03\x12\x19\n\x11last_event_age_ms\x18\x02 \x01(\x03\x12\r\n\x05value\x18\x03 \x01(\x01\x12\x13\n\x0b\x65vent_count\x18\x04 \x01(\x05\"\xa7\x01\n\x11QuotaEntityWindow\x12\x12\n\nquota_type\x18\x01 \x01(\t\x12.\n\x06\x65ntity\x18\x02 \x01(\x0b\x32\x1e.riverlog.v1.QuotaMetricEntity\x12/\n\x07samples\x18\x03 \x03(\x0b\x32\x1e.riverlog.v1.QuotaWindowSample\x12\x1d\n\x15throttle_remaining_ms\x18\x04 \x01(\x05\"p\n\x16HandOverWindowsRequest\x12\x14\n\x0c\x66rom_node_id\x18\x01 \x01(\x05\x12\x0f\n\x07leaving\x18\x02 \x01(\x08\x12/\n\x07windows\x18\x03 \x03(\x0b\x32\x1e.riverlog.v1.QuotaEntityWindow\"\\\n\x17HandOverWindowsResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t2\xbe\x01\n\x0cQuotaService\x12P\n\x0bReportUsage\x12\x1f.riverlog.v1.ReportUsageRequest\x1a .riverlog.v1.ReportUsageResponse\x12\\\n\x0fHandOverWindows\x12#.riverlog.v1.HandOverWindowsRequest\x1a$.riverlog.v1.HandOverWindowsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -44,6 +44,14 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_QUOTAALLOWANCE']._serialized_end=579
   _globals['_REPORTUSAGERESPONSE']._serialized_start=582
   _globals['_REPORTUSAGERESPONSE']._serialized_end=758
-  _globals['_QUOTASERVICE']._serialized_start=760
-  _globals['_QUOTASERVICE']._serialized_end=856
+  _globals['_QUOTAWINDOWSAMPLE']._serialized_start=760
+  _globals['_QUOTAWINDOWSAMPLE']._serialized_end=864
+  _globals['_QUOTAENTITYWINDOW']._serialized_start=867
+  _globals['_QUOTAENTITYWINDOW']._serialized_end=1034
+  _globals['_HANDOVERWINDOWSREQUEST']._serialized_start=1036
+  _globals['_HANDOVERWINDOWSREQUEST']._serialized_end=1148
+  _globals['_HANDOVERWINDOWSRESPONSE']._serialized_start=1150
+  _globals['_HANDOVERWINDOWSRESPONSE']._serialized_end=1242
+  _globals['_QUOTASERVICE']._serialized_start=1245
+  _globals['_QUOTASERVICE']._serialized_end=1435
 # @@protoc_insertion_point(module_scope)

@@ -68,3 +68,45 @@ class ReportUsageResponse(_message.Message):
     holds: _containers.RepeatedCompositeFieldContainer[QuotaHold]
     allowances: _containers.RepeatedCompositeFieldContainer[QuotaAllowance]
     def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., holds: _Optional[_Iterable[_Union[QuotaHold, _Mapping]]] = ..., allowances: _Optional[_Iterable[_Union[QuotaAllowance, _Mapping]]] = ...) -> None: ...
+
+class QuotaWindowSample(_message.Message):
+    __slots__ = ("start_age_ms", "last_event_age_ms", "value", "event_count")
+    START_AGE_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_EVENT_AGE_MS_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    EVENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    start_age_ms: int
+    last_event_age_ms: int
+    value: float
+    event_count: int
+    def __init__(self, start_age_ms: _Optional[int] = ..., last_event_age_ms: _Optional[int] = ..., value: _Optional[float] = ..., event_count: _Optional[int] = ...) -> None: ...
+
+class QuotaEntityWindow(_message.Message):
+    __slots__ = ("quota_type", "entity", "samples", "throttle_remaining_ms")
+    QUOTA_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_REMAINING_MS_FIELD_NUMBER: _ClassVar[int]
+    quota_type: str
+    entity: QuotaMetricEntity
+    samples: _containers.RepeatedCompositeFieldContainer[QuotaWindowSample]
+    throttle_remaining_ms: int
+    def __init__(self, quota_type: _Optional[str] = ..., entity: _Optional[_Union[QuotaMetricEntity, _Mapping]] = ..., samples: _Optional[_Iterable[_Union[QuotaWindowSample, _Mapping]]] = ..., throttle_remaining_ms: _Optional[int] = ...) -> None: ...
+
+class HandOverWindowsRequest(_message.Message):
+    __slots__ = ("from_node_id", "leaving", "windows")
+    FROM_NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    LEAVING_FIELD_NUMBER: _ClassVar[int]
+    WINDOWS_FIELD_NUMBER: _ClassVar[int]
+    from_node_id: int
+    leaving: bool
+    windows: _containers.RepeatedCompositeFieldContainer[QuotaEntityWindow]
+    def __init__(self, from_node_id: _Optional[int] = ..., leaving: _Optional[bool] = ..., windows: _Optional[_Iterable[_Union[QuotaEntityWindow, _Mapping]]] = ...) -> None: ...
+
+class HandOverWindowsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...

@@ -39,6 +39,11 @@ class QuotaServiceStub:
                 request_serializer=riverlog_dot_v1_dot_quota__pb2.ReportUsageRequest.SerializeToString,
                 response_deserializer=riverlog_dot_v1_dot_quota__pb2.ReportUsageResponse.FromString,
                 _registered_method=True)
+        self.HandOverWindows = channel.unary_unary(
+                '/riverlog.v1.QuotaService/HandOverWindows',
+                request_serializer=riverlog_dot_v1_dot_quota__pb2.HandOverWindowsRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_quota__pb2.HandOverWindowsResponse.FromString,
+                _registered_method=True)
 
 
 class QuotaServiceServicer:
@@ -50,6 +55,15 @@ class QuotaServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def HandOverWindows(self, request, context):
+        """Quota instance to quota instance: the windows of entities the sender held and the
+        receiver owns now (the live quota set changed, or the sender is leaving). The receiver
+        adds the usage to its own and keeps the later hold.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QuotaServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -57,6 +71,11 @@ def add_QuotaServiceServicer_to_server(servicer, server):
                     servicer.ReportUsage,
                     request_deserializer=riverlog_dot_v1_dot_quota__pb2.ReportUsageRequest.FromString,
                     response_serializer=riverlog_dot_v1_dot_quota__pb2.ReportUsageResponse.SerializeToString,
+            ),
+            'HandOverWindows': grpc.unary_unary_rpc_method_handler(
+                    servicer.HandOverWindows,
+                    request_deserializer=riverlog_dot_v1_dot_quota__pb2.HandOverWindowsRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_quota__pb2.HandOverWindowsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -86,6 +105,33 @@ class QuotaService:
             '/riverlog.v1.QuotaService/ReportUsage',
             riverlog_dot_v1_dot_quota__pb2.ReportUsageRequest.SerializeToString,
             riverlog_dot_v1_dot_quota__pb2.ReportUsageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def HandOverWindows(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.QuotaService/HandOverWindows',
+            riverlog_dot_v1_dot_quota__pb2.HandOverWindowsRequest.SerializeToString,
+            riverlog_dot_v1_dot_quota__pb2.HandOverWindowsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -37,11 +37,21 @@ class QuotaServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> QuotaServiceAsyncStub: ...
     ReportUsage: _grpc.UnaryUnaryMultiCallable[_quota_pb2.ReportUsageRequest, _quota_pb2.ReportUsageResponse]
+    HandOverWindows: _grpc.UnaryUnaryMultiCallable[_quota_pb2.HandOverWindowsRequest, _quota_pb2.HandOverWindowsResponse]
+    """Quota instance to quota instance: the windows of entities the sender held and the
+    receiver owns now (the live quota set changed, or the sender is leaving). The receiver
+    adds the usage to its own and keeps the later hold.
+    """
 
 @_typing.type_check_only
 class QuotaServiceAsyncStub(QuotaServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     ReportUsage: _aio.UnaryUnaryMultiCallable[_quota_pb2.ReportUsageRequest, _quota_pb2.ReportUsageResponse]  # type: ignore[assignment]
+    HandOverWindows: _aio.UnaryUnaryMultiCallable[_quota_pb2.HandOverWindowsRequest, _quota_pb2.HandOverWindowsResponse]  # type: ignore[assignment]
+    """Quota instance to quota instance: the windows of entities the sender held and the
+    receiver owns now (the live quota set changed, or the sender is leaving). The receiver
+    adds the usage to its own and keeps the later hold.
+    """
 
 class QuotaServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -50,5 +60,16 @@ class QuotaServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _quota_pb2.ReportUsageRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_quota_pb2.ReportUsageResponse, _abc.Awaitable[_quota_pb2.ReportUsageResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def HandOverWindows(
+        self,
+        request: _quota_pb2.HandOverWindowsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_quota_pb2.HandOverWindowsResponse, _abc.Awaitable[_quota_pb2.HandOverWindowsResponse]]:
+        """Quota instance to quota instance: the windows of entities the sender held and the
+        receiver owns now (the live quota set changed, or the sender is leaving). The receiver
+        adds the usage to its own and keeps the later hold.
+        """
 
 def add_QuotaServiceServicer_to_server(servicer: QuotaServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -17,8 +17,10 @@ from riverlog.v1 import admin_pb2, metadata_pb2, quota_pb2
 from .credentials import StoredCredential
 from .entity import DEFAULT, MetricEntity, QuotaEntity, QuotaType
 from .exchange import Allowance, QuotaAnswer, UsageDelta, UsageReport
+from .handover import EntityWindow, WindowHandover
 from .manager import ThrottleState
 from .resolver import QuotaResolver
+from .window import SampleState
 
 USER = "user"
 CLIENT_ID = "client-id"
@@ -143,6 +145,59 @@ def answer_from_proto(msg: quota_pb2.ReportUsageResponse, now_ms: int) -> QuotaA
         if a.quota_type in known
     )
     return QuotaAnswer(holds, allowances)
+
+
+def handover_to_proto(handover: WindowHandover) -> quota_pb2.HandOverWindowsRequest:
+    return quota_pb2.HandOverWindowsRequest(
+        from_node_id=handover.from_node_id,
+        leaving=handover.leaving,
+        windows=[
+            quota_pb2.QuotaEntityWindow(
+                quota_type=w.quota_type.key,
+                entity=metric_entity_to_proto(w.entity),
+                samples=[
+                    quota_pb2.QuotaWindowSample(
+                        start_age_ms=s.start_age_ms,
+                        last_event_age_ms=s.last_event_age_ms,
+                        value=s.value,
+                        event_count=s.event_count,
+                    )
+                    for s in w.samples
+                ],
+                throttle_remaining_ms=w.throttle_ms,
+            )
+            for w in handover.windows
+        ],
+    )
+
+
+def handover_from_proto(msg: quota_pb2.HandOverWindowsRequest) -> WindowHandover:
+    """RiverlogError(INVALID_REQUEST) for an unknown quota kind, an empty entity or a sample
+    from the future."""
+    try:
+        windows = tuple(
+            EntityWindow(
+                QuotaType(w.quota_type),
+                metric_entity_from_proto(w.entity),
+                tuple(
+                    SampleState(s.start_age_ms, s.last_event_age_ms, s.value, s.event_count)
+                    for s in w.samples
+                ),
+                max(w.throttle_remaining_ms, 0),
+            )
+            for w in msg.windows
+        )
+    except ValueError as exc:
+        raise RiverlogError(f"bad window handover: {exc}", ErrorCode.INVALID_REQUEST) from None
+    for window in windows:
+        for sample in window.samples:
+            if sample.start_age_ms < sample.last_event_age_ms or sample.last_event_age_ms < 0:
+                raise RiverlogError(
+                    f"bad window handover: sample of {window.entity} ends before it starts"
+                    " or in the future",
+                    ErrorCode.INVALID_REQUEST,
+                )
+    return WindowHandover(msg.from_node_id, windows, msg.leaving)
 
 
 def credential_to_proto(credential: StoredCredential) -> metadata_pb2.StoredUser:

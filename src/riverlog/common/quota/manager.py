@@ -27,7 +27,7 @@ from riverlog.common.clock import Clock
 
 from .entity import MetricEntity, QuotaType
 from .resolver import QuotaResolver
-from .window import SampledRate, WindowConfig
+from .window import SampledRate, SampleState, WindowConfig
 
 NANOS_TO_PERCENTAGE_PER_SECOND: Final = 100.0 / 1_000_000_000
 """Kafka's `ClientRequestQuotaManager.NANOS_TO_PERCENTAGE_PER_SECOND`."""
@@ -228,6 +228,33 @@ class QuotaManager:
         if bound is None:
             return math.inf
         return bound * self._window.min_window_ms / 1000.0
+
+    def take_window(
+        self, entity: MetricEntity, now_ms: int | None = None
+    ) -> tuple[tuple[SampleState, ...], int]:
+        """Remove the entity's window and return its samples with the hold's remaining time,
+        for the instance that owns it next. The hold itself stays here until it ends, so the
+        gateways keep hearing it from this instance until they hear it from the new owner
+        (holds from two sources only ever extend each other)."""
+        now = self._now(now_ms)
+        rate = self._rates.pop(entity, None)
+        samples = () if rate is None else rate.export(now)
+        return samples, self.remaining_throttle_ms(entity, now)
+
+    def absorb_window(
+        self,
+        entity: MetricEntity,
+        samples: tuple[SampleState, ...],
+        throttle_ms: int,
+        now_ms: int | None = None,
+    ) -> None:
+        """Merge a window handed over by the entity's previous owner: usage adds to what is
+        here (never lowers it), the hold is the later of both, then the entity is judged."""
+        now = self._now(now_ms)
+        if samples:
+            self._rate(entity).absorb(samples, now)
+        self.throttle(entity, throttle_ms, now)
+        self.throttle(entity, self.check_throttle_time_ms(entity, now), now)
 
     def entities(self) -> Iterator[MetricEntity]:
         return iter(self._rates)

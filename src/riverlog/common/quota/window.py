@@ -64,6 +64,17 @@ class WindowConfig:
         return (self.samples - 1) * self.sample_ms
 
 
+@dataclass(frozen=True, slots=True)
+class SampleState:
+    """One sample as it crosses processes (a quota instance handing its windows over): times
+    as ages before the sender's now, since monotonic clocks are per process."""
+
+    start_age_ms: int
+    last_event_age_ms: int
+    value: float
+    event_count: int
+
+
 class _Sample:
     """One sample: the sum of values recorded from `start_ms` for one sample length."""
 
@@ -74,6 +85,21 @@ class _Sample:
         self.last_event_ms = now_ms
         self.value = 0.0
         self.event_count = 0
+
+    @classmethod
+    def at(cls, start_ms: int, last_event_ms: int, value: float, event_count: int) -> _Sample:
+        sample = cls(start_ms)
+        sample.last_event_ms = last_event_ms
+        sample.value = value
+        sample.event_count = event_count
+        return sample
+
+    def fold(self, other: _Sample) -> None:
+        """Take `other`'s usage into this sample (the earlier start stays)."""
+        self.start_ms = min(self.start_ms, other.start_ms)
+        self.last_event_ms = max(self.last_event_ms, other.last_event_ms)
+        self.value += other.value
+        self.event_count += other.event_count
 
     def reset(self, now_ms: int) -> None:
         self.start_ms = now_ms
@@ -207,6 +233,48 @@ class SampledRate:
                 window = min(window, max(config.min_window_ms, 1))
             lowest = min(lowest, bound * window / 1000.0 - sum(s.value for s in kept))
         return lowest
+
+    def export(self, now_ms: int) -> tuple[SampleState, ...]:
+        """The samples still in the window, oldest first, as ages before `now_ms`."""
+        self.purge_obsolete(now_ms)
+        kept = sorted((s for s in self._samples if s.event_count), key=lambda s: s.start_ms)
+        return tuple(
+            SampleState(now_ms - s.start_ms, now_ms - s.last_event_ms, s.value, s.event_count)
+            for s in kept
+        )
+
+    def absorb(self, samples: tuple[SampleState, ...], now_ms: int) -> None:
+        """Add another window's samples to this one (a quota instance taking over an entity):
+        usage is summed, never lowered, since the two windows counted disjoint reports. A
+        sample starting within a sample length of a kept one joins it; when more than the
+        ring holds remain, the oldest are folded into the next so no usage is dropped."""
+        self.purge_obsolete(now_ms)
+        incoming = [
+            _Sample.at(
+                now_ms - s.start_age_ms, now_ms - s.last_event_age_ms, s.value, s.event_count
+            )
+            for s in samples
+            if s.event_count
+        ]
+        if not incoming:
+            return
+        merged: list[_Sample] = []
+        for sample in sorted(
+            [*(s for s in self._samples if s.event_count), *incoming], key=lambda s: s.start_ms
+        ):
+            last = merged[-1] if merged else None
+            if last is not None and sample.start_ms - last.start_ms < self._config.sample_ms:
+                last.fold(sample)
+            else:
+                merged.append(sample)
+        slots = self._config.samples + 1
+        while len(merged) > slots:
+            merged[1].fold(merged.pop(0))
+        self._samples = merged
+        self._current = len(merged) - 1
+        newest = max(s.last_event_ms for s in merged)
+        if self._last_record_ms is None or newest > self._last_record_ms:
+            self._last_record_ms = newest
 
     def _window_for(self, elapsed: int) -> int:
         """Kafka's padding: never less than num - 1 whole samples; with quota.window.num = 1

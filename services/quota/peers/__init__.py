@@ -1,0 +1,1 @@
+"""The quota service's clients of other processes: its peer quota instances (window handover)."""
