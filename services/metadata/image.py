@@ -157,6 +157,7 @@ class MetadataImage:
             nodes=MappingProxyType(nodes),
             topics=MappingProxyType(topics),
             coordinators=MappingProxyType(dict(self._coordinators)),
+            metadata_addresses=self._instance_addresses(),
         )
         self._publish(self.cluster.to_snapshot())
 
@@ -236,6 +237,7 @@ class MetadataImage:
             upserts.append(info)
         old_nodes = self.cluster.nodes
         old_coordinators = self.cluster.coordinators
+        addresses = self._instance_addresses()
         delta = ClusterDelta(
             version=revision,
             controller_id=self.controller.instance_id if self.controller else -1,
@@ -248,9 +250,14 @@ class MetadataImage:
             coordinators=tuple(
                 c for p, c in sorted(self._coordinators.items()) if old_coordinators.get(p) != c
             ),
+            metadata_addresses=addresses if addresses != self.cluster.metadata_addresses else (),
         )
         self.cluster = self.cluster.apply_delta(delta)
         self._publish(delta)
+
+    def _instance_addresses(self) -> tuple[str, ...]:
+        """The live metadata instances' addresses, by instance id."""
+        return tuple(f"{r.host}:{r.port}" for _, r in sorted(self.instances.items()))
 
     def _publish(self, delta: ClusterDelta) -> None:
         for sub in list(self._subscribers):

@@ -23,10 +23,12 @@ from .errors import ClusterError
 from .local import SERVICE_ROLES, START_ORDER, LocalCluster
 from .process import ManagedProcess, ProcessSpec, pinned_ports
 
-ADDABLE_ROLES = ("storage", "coordinator", "gateway", "quota")
-# A storage node leaves through its own drain (the CLI's); metadata instances are the controller
-# candidates every other process was given in --metadata, a set this launcher does not resize.
-REMOVABLE_ROLES = ("coordinator", "gateway", "quota")
+ADDABLE_ROLES = ("storage", "coordinator", "gateway", "quota", "metadata")
+# A storage node leaves through its own drain (the CLI's). Metadata instances share etcd: one
+# added campaigns for the controller with the others, one removed revokes its etcd lease so a
+# standby takes over at once, and every process follows the live set through its Watch stream
+# (decision 0026), so neither needs a restart elsewhere.
+REMOVABLE_ROLES = ("coordinator", "gateway", "quota", "metadata")
 LAYOUT_COUNTS = {
     "storage": "storage_nodes",
     "metadata": "metadata_nodes",
@@ -134,10 +136,12 @@ def add_process(
 def remove_process(
     cluster: LocalCluster, role: str, node_id: int, grace: float = 10.0
 ) -> ManagedProcess:
-    """Stop a coordinator, gateway or quota instance and drop it from the state. A clean stop
-    unregisters it, so the controller hands its `__consumer_offsets` partitions to the other
-    coordinators and the gateways reshard quota entities over the other quota instances. The
-    last instance of a kind is refused: the cluster would lose that service."""
+    """Stop a coordinator, gateway, quota or metadata instance and drop it from the state. A
+    clean stop unregisters it, so the controller hands its `__consumer_offsets` partitions to
+    the other coordinators, the gateways reshard quota entities over the other quota instances
+    (which the leaving one hands its windows to), and a leaving controller's lease is revoked
+    so another metadata instance is elected. The last instance of a kind is refused: the
+    cluster would lose that service."""
     if role not in REMOVABLE_ROLES:
         hint = " (storage nodes drain first: riverlog cluster remove storage N)"
         raise ClusterError(f"cannot remove a {role} here{hint if role == 'storage' else ''}")

@@ -328,3 +328,31 @@ def test_down_then_up_resume_brings_back_the_shape_reached(
     with Producer(bootstrap_servers=shaped.gateway_address, acks="all") as producer:
         # the new node's log dir came back with it: the next record follows the first
         assert producer.send("resumed", b"after", partition=0).result(90).offset == 1
+
+
+def test_metadata_instance_added_then_the_controller_removed_and_nothing_restarts(
+    shaped: LocalCluster, admin: AdminClient
+) -> None:
+    before = {p.name: p.pid for p in LocalCluster.attach(shaped.data_dir).processes.values()}
+    old = admin.describe_cluster().controller_id
+    ok(cli(shaped, "add", "metadata"))
+    new = LocalCluster.attach(shaped.data_dir).by_role("metadata")[-1].node_id or 0
+    assert new != old
+    wait_until(
+        lambda: {i[0] for i in admin.describe_cluster().metadata_instances} == {old, new},
+        what="both metadata instances live",
+    )
+    ok(cli(shaped, "remove", "metadata", str(old)))
+    # every process was given only the old instance in --metadata; they learned the new one
+    # from their Watch stream, and its election made it the controller
+    wait_until(lambda: admin.describe_cluster().controller_id == new, what="new controller")
+    shaped.create_topic("after-metadata-move", 1, 1)
+    with Producer(bootstrap_servers=shaped.gateway_address, acks="all") as producer:
+        assert producer.send("after-metadata-move", b"v", partition=0).result(60).offset == 0
+    after = LocalCluster.attach(shaped.data_dir)
+    assert [p.node_id for p in after.by_role("metadata")] == [new]
+    assert all(
+        after.processes[name].pid == pid for name, pid in before.items() if name in after.processes
+    ), "a process was restarted"
+    last = cli(shaped, "remove", "metadata", str(new))
+    assert last.returncode == 1 and "last running metadata" in last.stderr, last.stderr

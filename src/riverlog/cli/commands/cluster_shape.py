@@ -25,6 +25,7 @@ from riverlog.cluster.errors import ClusterError
 from riverlog.cluster.local import SERVICE_ROLES
 from riverlog.cluster.shape import (
     ADDABLE_ROLES,
+    REMOVABLE_ROLES,
     add_process,
     forget_process,
     process_of,
@@ -68,7 +69,7 @@ def register(sub: Any) -> None:
     remove = sub.add_parser(
         "remove", help="stop a process for good (a storage node is drained first)"
     )
-    remove.add_argument("kind", choices=("storage", "coordinator", "gateway", "quota"))
+    remove.add_argument("kind", choices=("storage", *REMOVABLE_ROLES))
     remove.add_argument("node_id", type=int, metavar="N")
     remove.add_argument(
         "--drain-timeout", type=float, default=600.0, help="seconds the drain may take"

@@ -70,7 +70,9 @@ def parse_addresses(text: str | Sequence[str]) -> list[str]:
 class MetadataClient:
     """Calls to the metadata service. Create and use on one event loop; `close()` at the end.
 
-    The client sticks to the last instance that answered and moves on when it fails.
+    The client sticks to the last instance that answered and moves on when it fails. Its
+    list starts as the `--metadata` addresses and follows the live instances when a
+    `MetadataWatcher` on it sees them change.
     """
 
     def __init__(self, addresses: Sequence[str], timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
@@ -87,6 +89,19 @@ class MetadataClient:
 
     def stub_for(self, address: str) -> metadata_pb2_grpc.MetadataServiceAsyncStub:
         return self._channels.stub_at(address)
+
+    def use_addresses(self, addresses: Sequence[str]) -> None:
+        """Fail over across `addresses` from now on: the live metadata instances as the
+        cluster image names them, so an instance added later is used and a removed one is not
+        tried (decision 0026). The current instance stays current if it is still listed; an
+        empty list changes nothing (there is always one to try)."""
+        fresh = [a for a in addresses if a]
+        if not fresh or fresh == self.addresses:
+            return
+        current = self.current_address
+        self.addresses = fresh
+        self._current = fresh.index(current) if current in fresh else 0
+        log.info("metadata instances now %s", ",".join(fresh))
 
     def advance(self) -> str:
         """Move to the next instance (after a failure); returns its address."""

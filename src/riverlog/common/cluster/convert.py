@@ -162,6 +162,7 @@ def delta_to_proto(delta: ClusterDelta) -> metadata_pb2.MetadataUpdate:
             )
             for c in delta.coordinators
         ],
+        metadata_addresses=list(delta.metadata_addresses),
     )
 
 
@@ -186,6 +187,7 @@ def delta_from_proto(msg: metadata_pb2.MetadataUpdate) -> ClusterDelta:
             )
             for c in msg.coordinator_assignments
         ),
+        metadata_addresses=tuple(msg.metadata_addresses),
     )
 
 

@@ -106,6 +106,8 @@ class ClusterDelta:
     topics: tuple[TopicInfo, ...] = ()
     removed_topics: tuple[str, ...] = ()
     coordinators: tuple[CoordinatorAssignment, ...] = ()
+    metadata_addresses: tuple[str, ...] = ()
+    """The live metadata instances, complete; empty: unchanged."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +124,9 @@ class ClusterImage:
         default_factory=lambda: MappingProxyType({})
     )
     """Owners of the `__consumer_offsets` partitions by partition (decision 0008)."""
+    metadata_addresses: tuple[str, ...] = ()
+    """The live metadata instances (host:port, by instance id), so every process follows the
+    instances added and removed since it was given `--metadata` (decision 0026)."""
 
     @classmethod
     def empty(cls) -> ClusterImage:
@@ -143,6 +148,7 @@ class ClusterImage:
                 nodes=MappingProxyType({n.key: n for n in delta.nodes}),
                 topics=MappingProxyType({t.name: t for t in delta.topics}),
                 coordinators=MappingProxyType({c.partition: c for c in delta.coordinators}),
+                metadata_addresses=delta.metadata_addresses or self.metadata_addresses,
             )
         if delta.version <= self.version:
             return self
@@ -169,6 +175,7 @@ class ClusterImage:
             nodes=MappingProxyType(nodes),
             topics=MappingProxyType(topics),
             coordinators=coordinators,
+            metadata_addresses=delta.metadata_addresses or self.metadata_addresses,
         )
 
     def offsets_partitions(self) -> int:
@@ -245,6 +252,7 @@ class ClusterImage:
             nodes=tuple(sorted(self.nodes.values(), key=lambda n: n.key)),
             topics=tuple(self.topics[name] for name in sorted(self.topics)),
             coordinators=tuple(self.coordinators[p] for p in sorted(self.coordinators)),
+            metadata_addresses=self.metadata_addresses,
         )
 
 

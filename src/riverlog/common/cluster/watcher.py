@@ -1,8 +1,10 @@
 """Follow the cluster image by push: one Watch stream to a metadata instance (a snapshot, then
 deltas), moving to another instance whenever the stream breaks.
 
-Storage nodes, gateways and coordinators keep their view of topics, leaders and live nodes in
-a `MetadataWatcher`; they never poll the metadata service.
+Storage nodes, gateways, coordinators and quota instances keep their view of topics, leaders
+and live nodes in a `MetadataWatcher`; they never poll the metadata service. The watcher also
+hands the live metadata instances of each image to its client, so the process fails over to
+instances added after it started and stops trying removed ones.
 """
 
 from __future__ import annotations
@@ -112,6 +114,8 @@ class MetadataWatcher:
         if new is old:
             return
         self.image = new
+        if new.metadata_addresses != old.metadata_addresses:
+            self.client.use_addresses(new.metadata_addresses)
         for listener in list(self._listeners):
             try:
                 result = listener(old, new)

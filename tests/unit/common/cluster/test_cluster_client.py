@@ -184,3 +184,14 @@ def test_membership_start_retries_until_the_service_answers():
             await server.stop(0)
 
     asyncio.run(scenario())
+
+
+def test_client_follows_the_live_metadata_instances_keeping_the_current_one() -> None:
+    client = MetadataClient(["a:1", "b:2"])
+    client.advance()
+    client.use_addresses(["b:2", "c:3"])  # b stays current: no needless reconnect
+    assert client.addresses == ["b:2", "c:3"] and client.current_address == "b:2"
+    client.use_addresses(["c:3"])  # b removed: the first listed
+    assert client.current_address == "c:3"
+    client.use_addresses([])  # nothing known: keep what there is
+    assert client.addresses == ["c:3"]

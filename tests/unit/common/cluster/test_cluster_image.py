@@ -122,3 +122,14 @@ def test_offline_replicas_of_a_storage_node_round_trip():
     node = NodeInfo("storage", 4, "h", 1, offline_replicas=offline)
     delta = ClusterDelta(8, 1, 2, "c", False, (node,), (), (), ())
     assert delta_from_proto(delta_to_proto(delta)).nodes == (node,)
+
+
+def test_metadata_instances_arrive_in_a_snapshot_and_change_only_when_listed():
+    image = apply_update(ClusterImage.empty(), snapshot(metadata_addresses=("h:1",)))
+    assert image.metadata_addresses == ("h:1",)
+    # a delta without the list leaves it; one with it replaces it whole
+    image = apply_update(image, metadata_pb2.MetadataUpdate(version=11))
+    assert image.metadata_addresses == ("h:1",)
+    image = apply_update(image, metadata_pb2.MetadataUpdate(version=12, metadata_addresses=["h:2"]))
+    assert image.metadata_addresses == ("h:2",)
+    assert image.to_snapshot().metadata_addresses == ("h:2",)
