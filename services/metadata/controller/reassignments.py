@@ -212,8 +212,23 @@ class ReassignmentController:
     def ongoing(
         self, partitions: Sequence[tuple[str, int]] | None = None
     ) -> list[OngoingReassignment]:
-        """Reassignments in progress (of `partitions`; None: all), by topic and partition."""
+        """Reassignments in progress (of `partitions`; None: all), by topic and partition.
+        RiverlogError(UNKNOWN_TOPIC_OR_PARTITION) naming every asked partition that does not
+        exist, as Kafka's ListPartitionReassignments answers, rather than an empty list that
+        reads as "not moving"."""
         wanted = set(partitions) if partitions else None
+        if wanted:
+            topics = self.image.cluster.topics
+            unknown = sorted(
+                (t, p)
+                for t, p in wanted
+                if t not in topics or not 0 <= p < len(topics[t].partitions)
+            )
+            if unknown:
+                names = ", ".join(f"{t}-{p}" for t, p in unknown)
+                raise RiverlogError(
+                    f"unknown topic or partition: {names}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                )
         out: list[OngoingReassignment] = []
         for name in sorted(self.image.cluster.topics):
             for p in self.image.cluster.topics[name].partitions:

@@ -7,6 +7,7 @@ read from this instance's image. Per-partition problems come back in each partit
 
 from __future__ import annotations
 
+from riverlog.common.errors import RiverlogError
 from riverlog.common.rpc.convert import error_code_to_proto
 from riverlog.v1 import admin_pb2
 
@@ -67,6 +68,12 @@ class ReassignmentsRpc:
         self, request: admin_pb2.ListPartitionReassignmentsRequest
     ) -> admin_pb2.ListPartitionReassignmentsResponse:
         wanted = [(tp.topic, tp.partition) for tp in request.partitions] or None
+        try:
+            ongoing = self.reassignments.ongoing(wanted)
+        except RiverlogError as exc:
+            return admin_pb2.ListPartitionReassignmentsResponse(
+                error_code=error_code_to_proto(exc.code), error_message=exc.message
+            )
         return admin_pb2.ListPartitionReassignmentsResponse(
-            partitions=[ongoing_to_proto(o) for o in self.reassignments.ongoing(wanted)]
+            partitions=[ongoing_to_proto(o) for o in ongoing]
         )

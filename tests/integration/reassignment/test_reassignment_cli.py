@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 from reassign_harness import ReassignHarness
 
+from riverlog.client import TopicPartition
+from riverlog.common.errors import ErrorCode, RiverlogError
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 
@@ -70,3 +73,31 @@ def test_refused_plan(harness: ReassignHarness, tmp_path: Path) -> None:
     bad.write_text("{not json")
     broken = riverlog(harness, "--plan", str(bad), "--execute")
     assert broken.returncode == 1 and "not JSON" in broken.stderr
+
+
+def test_list_of_an_unknown_topic_or_partition_is_an_error(
+    harness: ReassignHarness, tmp_path: Path
+) -> None:
+    topic = harness.create_topic("cli-list-unknown")
+    plan = tmp_path / "unknown.json"
+    partitions = [{"topic": topic, "partition": 7, "replicas": [1]}]
+    partitions.append({"topic": "no-such-topic", "partition": 0, "replicas": [1]})
+    plan.write_text(json.dumps({"version": 1, "partitions": partitions}))
+    listed = riverlog(harness, "--list", "--plan", str(plan))
+    assert listed.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in listed.stderr
+    assert f"{topic}-7" in listed.stderr and "no-such-topic-0" in listed.stderr
+    by_topic = riverlog(harness, "--list", "--topics", "no-such-topic")
+    assert by_topic.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in by_topic.stderr
+    known = riverlog(harness, "--list", "--topics", topic, "--json")  # known, not moving
+    assert known.returncode == 0 and json.loads(known.stdout) == {"partitions": []}
+
+
+def test_admin_client_list_of_an_unknown_partition_raises_kafkas_error(
+    harness: ReassignHarness,
+) -> None:
+    topic = harness.create_topic("sdk-list-unknown")
+    with pytest.raises(RiverlogError) as info:
+        harness.admin.list_partition_reassignments([TopicPartition(topic, 3)])
+    assert info.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert f"{topic}-3" in info.value.message
+    assert harness.admin.list_partition_reassignments([TopicPartition(topic, 0)]) == {}

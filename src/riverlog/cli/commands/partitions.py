@@ -9,8 +9,9 @@
 - `--plan FILE --cancel` cancels the plan's moves in progress (the original replicas stay, the
   copies made so far are deleted);
 - `--list` shows every move in progress with its adding and removing replicas, ISR, and the
-  bytes the adding replicas copied and still lack next to the leader; `--wait` follows them
-  until none is left.
+  bytes the adding replicas copied and still lack next to the leader (only those of `--plan
+  FILE` or `--topics T1,T2` when given; an unknown topic or partition is an error,
+  UNKNOWN_TOPIC_OR_PARTITION, as in Kafka); `--wait` follows them until none is left.
 
 `--json` prints one document instead of text. The exit status is 1 when any partition was
 refused (the reason on stderr) or a verified partition is not where the plan puts it.
@@ -59,7 +60,7 @@ def register(subparsers: Any) -> None:
     ):
         action.add_argument(flag, action="store_true", help=text)
     reassign.add_argument("--plan", type=Path, help="a plan in Kafka's JSON reassignment format")
-    reassign.add_argument("--topics", help="--generate: comma-separated topics")
+    reassign.add_argument("--topics", help="--generate, --list: comma-separated topics")
     reassign.add_argument("--nodes", help="--generate: comma-separated storage node ids")
     reassign.add_argument("--wait", action="store_true", help="wait until the moves completed")
     reassign.add_argument(
@@ -183,9 +184,10 @@ def run_reassign(args: argparse.Namespace) -> int:
         if args.generate:
             return _generate(admin, args)
         if args.list:
+            wanted = _list_filter(admin, args)
             if args.wait:
-                _wait(admin, None, args.wait_timeout)
-            document = ongoing_document(admin.list_partition_reassignments())
+                _wait(admin, wanted, args.wait_timeout)
+            document = ongoing_document(admin.list_partition_reassignments(wanted))
             emit(to_json(document) if args.json else ongoing_text(document))
             return EXIT_OK
         plan = _load_plan(args)
@@ -211,6 +213,18 @@ def run_reassign(args: argparse.Namespace) -> int:
             if not args.json:
                 emit("All reassignments completed.")
         return status
+
+
+def _list_filter(admin: AdminClient, args: argparse.Namespace) -> list[TopicPartition] | None:
+    """The partitions `--list` asks about: those of `--plan`, every partition of `--topics`,
+    or None (all). An unknown topic or partition is refused by the metadata service with
+    UNKNOWN_TOPIC_OR_PARTITION, never shown as "not moving"."""
+    if args.plan is not None:
+        return list(_load_plan(args))
+    if args.topics:
+        topics = [t for t in args.topics.split(",") if t]
+        return list(_current(admin, topics))
+    return None
 
 
 def _generate(admin: AdminClient, args: argparse.Namespace) -> int:
