@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from riverlog.client import AdminClient
 from riverlog.cluster import ClusterNotFoundError, LocalCluster
 from riverlog.cluster.errors import ClusterError
 from riverlog.cluster.local import SERVICE_ROLES
@@ -36,14 +34,11 @@ from riverlog.cluster.shape import (
     start_process,
     stop_process,
 )
-from riverlog.common.types import TopicPartition
 
 from ..connection import add_connection_args, admin_client, default_data_dir
 from ..console import EXIT_OK, CliError, emit
-from .drain_plan import DrainError, drain_plan
-from .reassign_plan import Plan
-
-POLL_S = 0.5
+from .drain_plan import DrainError
+from .node_drain import drain
 
 
 def register(sub: Any) -> None:
@@ -173,34 +168,3 @@ def _remove(cluster: LocalCluster, args: argparse.Namespace) -> None:
             forget_process(cluster, proc, args.grace)
     except (ClusterError, DrainError) as e:
         raise CliError(str(e)) from None
-
-
-def drain(admin: AdminClient, node_id: int, timeout: float) -> int:
-    """Reassign every replica on storage node `node_id` to other live storage nodes and wait
-    until no partition names it; returns how many partitions moved. DrainError (nothing
-    moved) when the others cannot hold a partition's replication factor."""
-    live = {n.node_id: n.rack for n in admin.describe_cluster().nodes if n.kind == "storage"}
-    plan = drain_plan(_assignment(admin), node_id, live, racks=live)
-    if plan:
-        admin.alter_partition_reassignments(dict(plan))
-    deadline = time.monotonic() + timeout
-    while True:
-        left = [tp for tp, replicas in _assignment(admin).items() if node_id in replicas]
-        if not left:
-            return len(plan)
-        if time.monotonic() >= deadline:
-            raise ClusterError(
-                f"storage node {node_id} still holds {len(left)} partitions after {timeout:g} s "
-                "(riverlog partitions reassign --list shows the moves)"
-            )
-        print(f"draining node {node_id}: {len(left)} partitions left", file=sys.stderr)
-        time.sleep(POLL_S)
-
-
-def _assignment(admin: AdminClient) -> Plan:
-    described = admin.describe_topics(include_internal=True)
-    return {
-        TopicPartition(name, p.partition): tuple(p.replicas)
-        for name, topic in described.items()
-        for p in topic.partitions
-    }

@@ -13,6 +13,10 @@
   FILE` or `--topics T1,T2` when given; an unknown topic or partition is an error,
   UNKNOWN_TOPIC_OR_PARTITION, as in Kafka); `--wait` follows them until none is left.
 
+`riverlog partitions drain --node N` empties storage node N (every replica reassigned to the
+other live nodes, keeping replication factors and racks apart) and waits until it holds none,
+the step before retiring a node outside the local launcher (`node_drain.py`).
+
 `--json` prints one document instead of text. The exit status is 1 when any partition was
 refused (the reason on stderr) or a verified partition is not where the plan puts it.
 """
@@ -32,6 +36,7 @@ from riverlog.common.types import TopicPartition
 
 from ..connection import add_connection_args, admin_client
 from ..console import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, emit, to_json
+from .node_drain import run_drain
 from .reassign_plan import (
     Plan,
     PlanError,
@@ -69,6 +74,13 @@ def register(subparsers: Any) -> None:
     reassign.add_argument("--json", action="store_true", help="print one JSON document")
     reassign.set_defaults(func=run_reassign)
     add_connection_args(reassign)
+    drain = sub.add_parser(
+        "drain", help="move every replica off one storage node before it is retired"
+    )
+    drain.add_argument("--node", type=int, required=True, help="the storage node to empty")
+    drain.add_argument("--timeout", type=float, default=600.0, help="seconds the moves may take")
+    drain.set_defaults(func=run_drain)
+    add_connection_args(drain)
 
 
 def _name(tp: TopicPartition) -> str:
