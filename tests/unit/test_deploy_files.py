@@ -1,19 +1,22 @@
 """Offline checks of deploy/ (no Docker engine, no cluster): every YAML parses, every container
 command names a Riverlog module that exists and passes that service's own argument parser,
 the Kubernetes objects are of known kinds with gRPC probes on the serving port, compose starts
-etcd first and the tiers in the local launcher's order, and the addresses the processes are
-given are ones the files define."""
+etcd first and the tiers in the local launcher's order, the addresses the processes are
+given are ones the files define, and scaling a StatefulSet maps onto the cluster's steps (the
+README's commands parse, storage drops the claims of pods scaled away)."""
 
 from __future__ import annotations
 
 import importlib.util
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from riverlog.cli.main import build_parser
 from riverlog.common.node import parse_node_args
 from riverlog.common.service import parse_overrides
 from riverlog.services.coordinator.app import parse_args as coordinator_args
@@ -310,3 +313,60 @@ def test_k8s_services_select_existing_pods() -> None:
             assert workload["spec"]["serviceName"] in _services()
     gateway = _services()["riverlog-gateway"]
     assert gateway["spec"].get("clusterIP") != "None"
+
+
+# -- scaling (deploy/README.md, "Scaling") -------------------------------------------------
+
+
+def _scaling_commands() -> list[list[str]]:
+    """The `riverlog ...` commands of the README's Scaling section, up to a pipe or redirect."""
+    text = (DEPLOY / "README.md").read_text()
+    section = text.split("## Scaling", 1)[1].split("\n## ", 1)[0]
+    commands = []
+    for line in section.splitlines():
+        line = line.strip()
+        if line.startswith("riverlog "):
+            commands.append(shlex.split(re.split(r"\s[|>]\s", line)[0])[1:])
+    return commands
+
+
+def test_scaling_commands_parse_with_the_cli() -> None:
+    commands = _scaling_commands()
+    assert {tuple(c[:2]) for c in commands} >= {
+        ("partitions", "drain"),
+        ("partitions", "reassign"),
+    }
+    parser = build_parser()
+    for argv in commands:
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:
+            pytest.fail(f"riverlog rejects {argv}: exit {exc.code}")
+        assert callable(args.func)
+
+
+def test_scaling_storage_down_drops_the_claims_of_pods_scaled_away() -> None:
+    [storage] = [w for w, _, role in _riverlog_containers() if role == "storage"]
+    policy = storage["spec"]["persistentVolumeClaimRetentionPolicy"]
+    # a scaled-away ordinal that comes back joins empty, never with stale partitions
+    assert policy == {"whenScaled": "Delete", "whenDeleted": "Retain"}
+    for workload, _, role in _riverlog_containers():
+        if role != "storage":
+            assert "persistentVolumeClaimRetentionPolicy" not in workload["spec"], role
+
+
+def test_scaling_metadata_down_keeps_every_process_able_to_start() -> None:
+    metadata = [w for w, _, role in _riverlog_containers() if role == "metadata"]
+    [name] = [w["metadata"]["name"] for w in metadata]
+    first = f"{name}-0.{metadata[0]['spec']['serviceName']}:9093"
+    for _, container, role in _riverlog_containers():
+        if role != "metadata":  # ordinal 0 is never scaled away; the rest come from Watch
+            assert first in _flag(container["args"], "--metadata").split(","), role
+
+
+def test_scaling_stateless_tiers_get_time_for_a_clean_stop() -> None:
+    for workload, _, role in _riverlog_containers():
+        grace = workload["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", 30)
+        # a quota instance hands its windows over, a coordinator unregisters, a storage node
+        # closes its logs: each needs more than the gRPC grace plus one handover call
+        assert grace >= 15, role
