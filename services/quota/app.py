@@ -92,7 +92,7 @@ class QuotaProcess:
         )
         self.membership = MembershipSession(self.client, node)
         await self.membership.start()
-        self.handoff.start()
+        self.handoff.start(node.incarnation)
         log.info("quota instance %d serving on %s", node_id, self.address)
         self._next_expiry = time.monotonic() + self._expire_s
 

@@ -49,6 +49,7 @@ class QuotaLedger:
         # entity -> gateway -> when it last reported usage for it, and the reverse
         self._carriers: dict[Key, dict[str, int]] = {}
         self._served: dict[str, dict[Key, int]] = {}
+        self._recent: set[Key] = set()  # recorded since the last `hand_out`
 
     def manager(self, quota_type: QuotaType) -> QuotaManager:
         return self._managers[quota_type]
@@ -85,6 +86,7 @@ class QuotaLedger:
             key = (delta.quota_type, delta.entity)
             self._managers[delta.quota_type].record(delta.entity, delta.value, now)
             touched.add(key)
+            self._recent.add(key)
             served[key] = now
             self._carriers.setdefault(key, {})[gateway] = now
         for quota_type, entity in touched:
@@ -134,15 +136,24 @@ class QuotaLedger:
         return [(t, e) for t, m in self._managers.items() for e in m.entities()]
 
     def hand_out(
-        self, node_id: int, owners: list[int], now_ms: int | None = None
+        self,
+        node_id: int,
+        owners: list[int],
+        now_ms: int | None = None,
+        *,
+        only_recent: bool = False,
     ) -> dict[int, list[EntityWindow]]:
         """Take out the windows this instance (`node_id`) holds but does not own among
-        `owners`, by new owner; an empty `owners` hands nothing. The caller sends them, and
-        `absorb`s back what it could not deliver."""
+        `owners`, by new owner; an empty `owners` hands nothing. `only_recent`: look only at
+        the entities reported since the previous call (the periodic sweep for gateways still
+        on an old set; a changed set needs every entity looked at). The caller sends them,
+        and `absorb`s back what it could not deliver."""
         now = self._now(now_ms)
+        keys = list(self._recent) if only_recent else self.keys()
+        self._recent = set()
         out: dict[int, list[EntityWindow]] = {}
-        for owner, keys in moves(self.keys(), node_id, owners).items():
-            for quota_type, entity in keys:
+        for owner, moved in moves(keys, node_id, owners).items():
+            for quota_type, entity in moved:
                 samples, throttle = self._managers[quota_type].take_window(entity, now)
                 out.setdefault(owner, []).append(
                     EntityWindow(quota_type, entity, samples, throttle)
@@ -155,6 +166,7 @@ class QuotaLedger:
         send): usage adds up, never lowers; holds keep the later end."""
         now = self._now(now_ms)
         for window in windows:
+            self._recent.add(window.key)  # the next sweep checks it is ours (or sends it on)
             self._managers[window.quota_type].absorb_window(
                 window.entity, window.samples, window.throttle_ms, now
             )

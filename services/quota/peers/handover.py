@@ -49,31 +49,38 @@ class WindowHandoff:
         self.channels: ChannelCache[quota_pb2_grpc.QuotaServiceAsyncStub] = ChannelCache(
             quota_pb2_grpc.QuotaServiceStub, "quota instance"
         )
-        self._leaving: set[int] = set()  # peers that said they leave, until the image agrees
+        self.incarnation = 0  # this instance's registration, set by `start`
+        # peers that said they leave (node id -> incarnation), until the image agrees
+        self._leaving: dict[int, int] = {}
+        self._owner_ids: tuple[int, ...] = ()  # the owners of the last sweep
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.windows_sent = 0
 
-    def start(self) -> None:
+    def start(self, incarnation: int) -> None:
+        self.incarnation = incarnation
         self._task = asyncio.create_task(self._run(), name="quota-window-handoff")
 
     def poke(self) -> None:
         self._wake.set()
 
-    def peer_leaving(self, node_id: int) -> None:
-        """A peer handed its windows over before unregistering: not an owner any more."""
+    def peer_leaving(self, node_id: int, incarnation: int) -> None:
+        """A peer handed its windows over before unregistering: that incarnation of it is not
+        an owner any more (a later one, restarted with the same id, is)."""
         if node_id != self.node_id:
-            self._leaving.add(node_id)
+            self._leaving[node_id] = incarnation
 
     def owners(self, *, without_self: bool = False) -> list[NodeInfo]:
         """The quota instances that own entities now, by node id."""
         nodes = self.image().nodes_of_kind(KIND)
-        present = {n.node_id for n in nodes}
-        self._leaving &= present  # gone from the image: nothing more to remember
+        present = {(n.node_id, n.incarnation) for n in nodes}
+        # gone from the image (or registered again): nothing more to remember
+        self._leaving = {i: inc for i, inc in self._leaving.items() if (i, inc) in present}
         return [
             n
             for n in nodes
-            if n.node_id not in self._leaving and not (without_self and n.node_id == self.node_id)
+            if self._leaving.get(n.node_id) != n.incarnation
+            and not (without_self and n.node_id == self.node_id)
         ]
 
     async def stop(self) -> None:
@@ -92,10 +99,13 @@ class WindowHandoff:
                 await asyncio.wait_for(self._wake.wait(), SWEEP_S)
             self._wake.clear()
             owners = self.owners()
-            if self.node_id not in {n.node_id for n in owners}:
+            ids = tuple(n.node_id for n in owners)
+            if self.node_id not in ids:
                 continue  # not (or not yet, or no longer) registered: keep what is here
+            # a new set moves many entities: look at all; else only those reported since
+            everything, self._owner_ids = ids != self._owner_ids, ids
             try:
-                await self.hand_over(owners, leaving=False)
+                await self.hand_over(owners, leaving=False, only_recent=not everything)
             except Exception:
                 log.exception("quota window handover failed")
 
@@ -104,9 +114,11 @@ class WindowHandoff:
         returns how many went. Nothing goes when this is the last instance."""
         return await self.hand_over(self.owners(without_self=True), leaving=True)
 
-    async def hand_over(self, owners: list[NodeInfo], *, leaving: bool) -> int:
+    async def hand_over(
+        self, owners: list[NodeInfo], *, leaving: bool, only_recent: bool = False
+    ) -> int:
         by_id = {n.node_id: n for n in owners}
-        out = self.ledger.hand_out(self.node_id, list(by_id))
+        out = self.ledger.hand_out(self.node_id, list(by_id), only_recent=only_recent)
         if not out:
             return 0
         sent = await asyncio.gather(
@@ -115,7 +127,8 @@ class WindowHandoff:
         return sum(sent)
 
     async def _send(self, node: NodeInfo, windows: list[EntityWindow], leaving: bool) -> int:
-        request = handover_to_proto(WindowHandover(self.node_id, tuple(windows), leaving))
+        handover = WindowHandover(self.node_id, tuple(windows), leaving, self.incarnation)
+        request = handover_to_proto(handover)
         try:
             response = await self.channels.stub(node).HandOverWindows(
                 request, timeout=_CALL_TIMEOUT_S

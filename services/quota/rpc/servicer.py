@@ -32,7 +32,7 @@ class QuotaServicer(quota_pb2_grpc.QuotaServiceServicer):
         self,
         ledger: QuotaLedger,
         clock: Clock,
-        on_peer_leaving: Callable[[int], None] = lambda _node_id: None,
+        on_peer_leaving: Callable[[int, int], None] = lambda _node_id, _incarnation: None,
     ) -> None:
         self.ledger = ledger
         self.clock = clock
@@ -65,7 +65,7 @@ class QuotaServicer(quota_pb2_grpc.QuotaServiceServicer):
                 error_message=exc.message,
             )
         if handover.leaving:
-            self.on_peer_leaving(handover.from_node_id)
+            self.on_peer_leaving(handover.from_node_id, handover.from_incarnation)
         self.ledger.absorb(list(handover.windows), self.clock.monotonic_ms())
         log.info(
             "took %d quota windows from instance %d%s",

@@ -94,14 +94,16 @@ class QuotaEntityWindow(_message.Message):
     def __init__(self, quota_type: _Optional[str] = ..., entity: _Optional[_Union[QuotaMetricEntity, _Mapping]] = ..., samples: _Optional[_Iterable[_Union[QuotaWindowSample, _Mapping]]] = ..., throttle_remaining_ms: _Optional[int] = ...) -> None: ...
 
 class HandOverWindowsRequest(_message.Message):
-    __slots__ = ("from_node_id", "leaving", "windows")
+    __slots__ = ("from_node_id", "leaving", "windows", "from_incarnation")
     FROM_NODE_ID_FIELD_NUMBER: _ClassVar[int]
     LEAVING_FIELD_NUMBER: _ClassVar[int]
     WINDOWS_FIELD_NUMBER: _ClassVar[int]
+    FROM_INCARNATION_FIELD_NUMBER: _ClassVar[int]
     from_node_id: int
     leaving: bool
     windows: _containers.RepeatedCompositeFieldContainer[QuotaEntityWindow]
-    def __init__(self, from_node_id: _Optional[int] = ..., leaving: _Optional[bool] = ..., windows: _Optional[_Iterable[_Union[QuotaEntityWindow, _Mapping]]] = ...) -> None: ...
+    from_incarnation: int
+    def __init__(self, from_node_id: _Optional[int] = ..., leaving: _Optional[bool] = ..., windows: _Optional[_Iterable[_Union[QuotaEntityWindow, _Mapping]]] = ..., from_incarnation: _Optional[int] = ...) -> None: ...
 
 class HandOverWindowsResponse(_message.Message):
     __slots__ = ("error_code", "error_message")

@@ -151,6 +151,7 @@ def handover_to_proto(handover: WindowHandover) -> quota_pb2.HandOverWindowsRequ
     return quota_pb2.HandOverWindowsRequest(
         from_node_id=handover.from_node_id,
         leaving=handover.leaving,
+        from_incarnation=handover.from_incarnation,
         windows=[
             quota_pb2.QuotaEntityWindow(
                 quota_type=w.quota_type.key,
@@ -197,7 +198,7 @@ def handover_from_proto(msg: quota_pb2.HandOverWindowsRequest) -> WindowHandover
                     " or in the future",
                     ErrorCode.INVALID_REQUEST,
                 )
-    return WindowHandover(msg.from_node_id, windows, msg.leaving)
+    return WindowHandover(msg.from_node_id, windows, msg.leaving, msg.from_incarnation)
 
 
 def credential_to_proto(credential: StoredCredential) -> metadata_pb2.StoredUser:

@@ -66,3 +66,5 @@ class WindowHandover:
     from_node_id: int
     windows: tuple[EntityWindow, ...]
     leaving: bool = False
+    from_incarnation: int = 0
+    """The sender's registration: a restarted instance with the same id is another one."""

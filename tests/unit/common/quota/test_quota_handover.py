@@ -86,7 +86,7 @@ def test_ledger_hands_out_what_it_does_not_own_and_the_receiver_keeps_the_hold()
     assert list(out) == [other] and [w.entity for w in out[other]] == [APP]
     assert old.measure(QuotaType.PRODUCE, APP, 0) == 0.0  # the window left with it
     # what crosses the wire comes back the same
-    wire = handover_from_proto(handover_to_proto(WindowHandover(me, tuple(out[other]), True)))
+    wire = handover_from_proto(handover_to_proto(WindowHandover(me, tuple(out[other]), True, 5)))
     assert wire.leaving and wire.windows == tuple(out[other])
     new.absorb(list(wire.windows), 50_000)
     assert new.measure(QuotaType.PRODUCE, APP, 50_000) == 3000.0
@@ -96,18 +96,36 @@ def test_ledger_hands_out_what_it_does_not_own_and_the_receiver_keeps_the_hold()
 def test_servicer_merges_a_handover_and_refuses_a_bad_one_unchanged() -> None:
     clock = ManualClock(0)
     ledger = QuotaLedger(RESOLVER, clock)
-    leaving: list[int] = []
-    servicer = QuotaServicer(ledger, clock, leaving.append)
+    leaving: list[tuple[int, int]] = []
+    servicer = QuotaServicer(ledger, clock, lambda node, inc: leaving.append((node, inc)))
     bad = quota_pb2.HandOverWindowsRequest(from_node_id=2, leaving=True)
     bad.windows.add(quota_type="producer_byte_rate", entity=quota_pb2.QuotaMetricEntity())
     refused = asyncio.run(servicer.HandOverWindows(bad, None))  # type: ignore[arg-type]
     assert refused.error_code == ErrorCode.INVALID_REQUEST and "entity" in refused.error_message
     assert ledger.keys() == [] and leaving == []
-    good = quota_pb2.HandOverWindowsRequest(from_node_id=2, leaving=True)
+    good = quota_pb2.HandOverWindowsRequest(from_node_id=2, leaving=True, from_incarnation=9)
     window = good.windows.add(quota_type="producer_byte_rate", throttle_remaining_ms=700)
     window.entity.client_id = "app"
     window.samples.add(start_age_ms=900, last_event_age_ms=100, value=500.0, event_count=3)
     assert asyncio.run(servicer.HandOverWindows(good, None)).error_code == ErrorCode.NONE  # type: ignore[arg-type]
     # 500 B in a sample started 900 ms ago, over the padded window of 10.9 s
-    assert leaving == [2] and ledger.measure(QuotaType.PRODUCE, APP, 0) == pytest.approx(500 / 10.9)
+    assert leaving == [(2, 9)] and ledger.measure(QuotaType.PRODUCE, APP, 0) == pytest.approx(
+        500 / 10.9
+    )
     assert ledger.manager(QuotaType.PRODUCE).remaining_throttle_ms(APP, 0) == 700
+
+
+def test_the_periodic_sweep_looks_only_at_entities_reported_since_the_last() -> None:
+    ledger = QuotaLedger(RESOLVER, ManualClock(0))
+    clients = [MetricEntity(None, f"c{i}") for i in range(20)]
+    deltas = tuple(UsageDelta(QuotaType.PRODUCE, e, 10.0) for e in clients)
+    ledger.merge(UsageReport("gw", 1, deltas), 0)
+    assert ledger.hand_out(1, [1], 0) == {}  # owns all: nothing moves, recent cleared
+    # the set grows to {1, 2}: a quiet sweep sees nothing new, a full one moves 2's share
+    assert ledger.hand_out(1, [1, 2], 0, only_recent=True) == {}
+    moved = ledger.hand_out(1, [1, 2], 0)
+    assert {w.entity for w in moved[2]} == {e for e in clients if owner_of(e, [1, 2]) == 2}
+    # a gateway still on the old set reports one of 2's entities here: the quick sweep finds it
+    late = next(w.entity for w in moved[2])
+    ledger.merge(UsageReport("gw", 2, (UsageDelta(QuotaType.PRODUCE, late, 1.0),)), 0)
+    assert [w.entity for w in ledger.hand_out(1, [1, 2], 0, only_recent=True)[2]] == [late]
