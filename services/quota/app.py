@@ -113,7 +113,7 @@ class QuotaProcess:
     async def stop(self) -> None:
         await self.handoff.stop()
         handing_over = self.membership is not None and not self.fenced
-        if handing_over:  # a fenced incarnation's windows belong to its successor's era
+        if handing_over:  # fenced: a newer incarnation of this id owns these entities now
             await self._leave("before unregistering")
         if self.membership is not None:
             with contextlib.suppress(RiverlogError):

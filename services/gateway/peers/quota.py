@@ -1,9 +1,9 @@
 """The gateway's background exchange with the quota service: usage out, holds and allowances in.
 
 Every `quota.report.interval.ms` (100 ms) the reporter drains the usage the gateway recorded
-since the last report (`LocalQuotaView.drain_report`), splits it by owner (`MetricEntity.shard`
-over the live quota instances of the cluster image, ordered by node id, the same order on every
-gateway and instance), and sends each instance its part, an empty part too, so each answer
+since the last report (`LocalQuotaView.drain_report`), splits it by owner (`owner_of` over the
+live quota instances of the cluster image, the function the quota instances hand their windows
+over by), and sends each instance its part, an empty part too, so each answer
 refreshes that instance's holds and allowances. Nothing of this is on the request path. An
 instance that cannot be reached gets its part back into the next report (usage is never lost,
 at worst counted late) and its stale allowances stop limiting; the gateway keeps enforcing with
@@ -96,11 +96,13 @@ class QuotaReporter:
         await self.channels.prune(n.key for n in nodes)
         if not nodes:
             return  # no quota service: the local view alone enforces
-        parts = report.split(len(nodes))
+        parts = report.split([n.node_id for n in nodes])
         await asyncio.gather(
             *(
-                self._send(node, parts.get(i, UsageReport(report.gateway_id, report.seq, ())))
-                for i, node in enumerate(nodes)
+                self._send(
+                    node, parts.get(node.node_id, UsageReport(report.gateway_id, report.seq, ()))
+                )
+                for node in nodes
             )
         )
         self.reports_sent += 1

@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 import math
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import quote, unquote
@@ -264,3 +264,13 @@ def parse_quota_configs(
         if validated:
             out[entity] = validated
     return out
+
+
+def owner_of(entity: MetricEntity, owners: Sequence[int]) -> int:
+    """The node id of the quota instance owning `entity` among `owners` (node ids, any
+    order); ValueError when there is none."""
+    ordered = sorted(owners)
+    if not ordered:
+        raise ValueError("no quota instance to own the entity")
+    owner: int = ordered[entity.shard(len(ordered))]
+    return owner

@@ -35,11 +35,12 @@ when it arrives; with reports every ~100 ms and one-second samples the shift sta
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from riverlog.common.clock import Clock
 
-from .entity import MetricEntity, QuotaType
+from .entity import MetricEntity, QuotaType, owner_of
 from .manager import INACTIVE_EXPIRATION_MS, QuotaManager, ThrottleState, request_time_to_percentage
 from .resolver import QuotaResolver, ResolvedQuota
 from .window import WindowConfig
@@ -70,14 +71,16 @@ class UsageReport:
     interval_ms: int = 100
     """When the gateway will report next: how long the allowances it gets must last."""
 
-    def split(self, num_shards: int) -> dict[int, UsageReport]:
-        """One report per quota instance owning some of the entities (same id and seq)."""
-        by_shard: dict[int, list[UsageDelta]] = {}
+    def split(self, owners: Sequence[int]) -> dict[int, UsageReport]:
+        """One report per quota instance (node id) owning some of the entities among the live
+        `owners` (`owner_of`, the function the quota instances hand windows over by), with
+        the same id and seq."""
+        by_owner: dict[int, list[UsageDelta]] = {}
         for delta in self.deltas:
-            by_shard.setdefault(delta.entity.shard(num_shards), []).append(delta)
+            by_owner.setdefault(owner_of(delta.entity, owners), []).append(delta)
         return {
-            shard: UsageReport(self.gateway_id, self.seq, tuple(deltas), self.interval_ms)
-            for shard, deltas in by_shard.items()
+            owner: UsageReport(self.gateway_id, self.seq, tuple(deltas), self.interval_ms)
+            for owner, deltas in by_owner.items()
         }
 
 

@@ -1,13 +1,13 @@
-"""Who owns a quota entity, and the windows an instance hands to the next owner.
+"""The windows a quota instance hands to an entity's next owner when the instances change.
 
-An entity's cluster-wide window lives on one quota instance: `owner_of` over the live quota
-instances ordered by node id, the same function the gateways split their reports by
-(`UsageReport.split` with `MetricEntity.shard` over the same order). When that set changes,
-most entities change owner (modulo sharding), so every instance hands the windows it holds but
-no longer owns to their new owner, and a leaving instance hands all of them before it
-unregisters. Usage crosses as samples aged before the sender's now and a hold as its remaining
-time, since monotonic clocks are per process. The receiver adds the usage to its own (the two
-windows counted disjoint reports, so the sum is the cluster's) and keeps the later hold.
+An entity's cluster-wide window lives on one quota instance: `owner_of` (entity.py) over the
+live quota instances, the function the gateways split their reports by (`UsageReport.split`).
+When that set changes most entities change owner (modulo sharding), so every instance hands the
+windows it holds but no longer owns to their new owner, and a leaving instance hands all of
+them before it unregisters. Usage crosses as samples aged before the sender's now and a hold as
+its remaining time, since monotonic clocks are per process. The receiver adds the usage to its
+own (the two windows counted disjoint reports, so the sum is the cluster's) and keeps the later
+hold.
 """
 
 from __future__ import annotations
@@ -15,19 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .entity import MetricEntity, QuotaType
+from .entity import MetricEntity, QuotaType, owner_of
 from .window import SampleState
 
 Key = tuple[QuotaType, MetricEntity]
-
-
-def owner_of(entity: MetricEntity, owners: Sequence[int]) -> int:
-    """The node id of the quota instance owning `entity` among `owners` (node ids, any
-    order); ValueError when there is none."""
-    ordered = sorted(owners)
-    if not ordered:
-        raise ValueError("no quota instance to own the entity")
-    return ordered[entity.shard(len(ordered))]
 
 
 def moves(keys: Iterable[Key], node_id: int, owners: Sequence[int]) -> dict[int, list[Key]]:

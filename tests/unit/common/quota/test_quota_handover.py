@@ -27,14 +27,17 @@ APP = MetricEntity(None, "app")
 @given(
     st.lists(st.text(min_size=1), min_size=1, max_size=30), st.sets(st.integers(1, 9), min_size=1)
 )
-def test_owner_is_the_gateways_shard_over_instances_by_node_id(
+def test_gateways_split_reports_by_the_owner_the_instances_hand_windows_to(
     clients: list[str], owners: set[int]
 ) -> None:
     ordered = sorted(owners)
     deltas = tuple(UsageDelta(QuotaType.PRODUCE, MetricEntity(None, c), 1.0) for c in clients)
-    parts = UsageReport("gw", 1, deltas).split(len(ordered))
-    for index, part in parts.items():
-        assert {owner_of(d.entity, list(owners)) for d in part.deltas} == {ordered[index]}
+    parts = UsageReport("gw", 1, deltas).split(ordered)
+    assert sum(len(p.deltas) for p in parts.values()) == len(deltas)
+    for node_id, part in parts.items():
+        assert {owner_of(d.entity, list(owners)) for d in part.deltas} == {node_id}
+        # Kafka-style modulo sharding over the instances ordered by node id
+        assert {ordered[d.entity.shard(len(ordered))] for d in part.deltas} == {node_id}
 
 
 def test_only_keys_owned_elsewhere_move_and_the_last_instance_keeps_its_own() -> None:
