@@ -105,7 +105,11 @@ def test_shape_lock_excludes_a_second_holder_until_released(tmp_path: Path):
         ["cluster", "add", "coordinator"],
         ["cluster", "remove", "storage", "3", "--drain-timeout", "60"],
         ["cluster", "remove", "quota", "1"],
+        ["cluster", "add", "metadata"],
+        ["cluster", "remove", "metadata", "1"],
         ["cluster", "up", "--resume"],
+        ["partitions", "drain", "--node", "3", "--timeout", "60"],
+        ["partitions", "reassign", "--list", "--topics", "a,b"],
     ],
 )
 def test_shape_commands_parse(argv: list[str]):
@@ -116,8 +120,9 @@ def test_shape_commands_parse(argv: list[str]):
 @pytest.mark.parametrize(
     "argv",
     [
-        ["cluster", "add", "metadata"],
-        ["cluster", "remove", "metadata", "1"],
+        ["cluster", "add", "etcd"],
+        ["cluster", "remove", "metadata"],
+        ["partitions", "drain"],
         ["cluster", "up", "--resume", "--clean"],
     ],
 )
