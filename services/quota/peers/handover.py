@@ -55,6 +55,7 @@ class WindowHandoff:
         self._owner_ids: tuple[int, ...] = ()  # the owners of the last sweep
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
         self.windows_sent = 0
 
     def start(self, incarnation: int) -> None:
@@ -84,11 +85,20 @@ class WindowHandoff:
         ]
 
     async def stop(self) -> None:
-        if self._task is not None:
+        """End the background task after its pass in progress, if any: cancelling a send
+        midway would lose windows already taken out of the ledger (or, taken back, count
+        them twice if they did arrive)."""
+        if self._task is None:
+            return
+        self._stopping = True
+        self._wake.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), 2 * _CALL_TIMEOUT_S)
+        except TimeoutError:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            self._task = None
+        self._task = None
 
     async def close(self) -> None:
         await self.channels.close()
@@ -98,6 +108,8 @@ class WindowHandoff:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), SWEEP_S)
             self._wake.clear()
+            if self._stopping:
+                return
             owners = self.owners()
             ids = tuple(n.node_id for n in owners)
             if self.node_id not in ids:
