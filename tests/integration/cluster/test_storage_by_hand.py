@@ -82,15 +82,18 @@ def test_node_started_by_hand_joins_takes_a_partition_and_is_drained(
 
         wait_until(lambda: NODE in storage_ids(), "the new node registered")
         cluster.create_topic("by-hand", 1, 2, {"min.insync.replicas": "2"})
-        [before] = admin.describe_topics(["by-hand"])["by-hand"].partitions
-        target = [before.replicas[0], NODE]
-        admin.alter_partition_reassignments({TopicPartition("by-hand", 0): target})
+        tp = TopicPartition("by-hand", 0)
 
-        def placed() -> bool:
+        def replicas() -> list[int]:
             [p] = admin.describe_topics(["by-hand"])["by-hand"].partitions
-            return list(p.replicas) == target and NODE in p.isr
+            return list(p.replicas) if set(p.replicas) == set(p.isr) else []
 
-        wait_until(placed, "by-hand-0 on the new node, in sync")
+        # placement may already have used the new node: start from the launcher's nodes
+        if NODE in replicas():
+            admin.alter_partition_reassignments({tp: [1, 2]})
+            wait_until(lambda: replicas() == [1, 2], "by-hand-0 on nodes 1 and 2")
+        admin.alter_partition_reassignments({tp: [1, NODE]})
+        wait_until(lambda: replicas() == [1, NODE], "by-hand-0 moved onto the new node, in sync")
         with Producer(bootstrap_servers=cluster.gateway_address, acks="all") as producer:
             # min.insync.replicas=2 on {leader, NODE}: acknowledged only with NODE in the ISR
             assert producer.send("by-hand", b"v", partition=0).result(60).offset == 0
