@@ -89,7 +89,7 @@ def test_node_started_by_hand_joins_takes_a_partition_and_is_drained(
             return list(p.replicas) if set(p.replicas) == set(p.isr) else []
 
         # placement may already have used the new node: start from the launcher's nodes
-        if NODE in replicas():
+        if NODE in wait_until(replicas, "by-hand-0 created, in sync"):
             admin.alter_partition_reassignments({tp: [1, 2]})
             wait_until(lambda: replicas() == [1, 2], "by-hand-0 on nodes 1 and 2")
         admin.alter_partition_reassignments({tp: [1, NODE]})
