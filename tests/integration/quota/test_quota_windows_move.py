@@ -1,6 +1,7 @@
 """Quota windows survive a change of the quota instances (issue 13 item 3): a client held back
 by its byte-rate quota stays held back when `riverlog cluster remove quota N` stops the
-instance owning it, and again when `riverlog cluster add quota` makes a new instance its owner.
+instance owning it, when `riverlog cluster add quota` makes a new instance its owner, and
+across a clean restart of that owner.
 Each instance is asked directly, as a gateway asks it (an empty ReportUsage answers with every
 hold in force there): the entity's new owner never received its usage from a gateway, so a hold
 there is the window the previous owner handed over."""
@@ -121,4 +122,8 @@ def test_a_throttled_client_stays_throttled_across_quota_remove_and_add(
     quota_ids = [p.node_id for p in LocalCluster.attach(cluster.data_dir).by_role("quota")]
     assert len(quota_ids) == 2 and quota_ids[0] == 1 and quota_ids[1] in (2, 3)
     added = quota_ids[1] or 0
+    assert wait_for_hold(cluster, added, client_id) > 0
+
+    # a clean restart: out to instance 1 while it is away, back once it registered again
+    cli(cluster, "restart", "quota", str(added))
     assert wait_for_hold(cluster, added, client_id) > 0
