@@ -93,7 +93,9 @@ class ReassignmentAdminMixin:
     def list_partition_reassignments(
         self, partitions: Iterable[TopicPartition] | None = None
     ) -> dict[TopicPartition, PartitionReassignment]:
-        """The reassignments in progress (of `partitions`; None: all)."""
+        """The reassignments in progress (of `partitions`; None: all). Asking about a
+        partition that does not exist raises UNKNOWN_TOPIC_OR_PARTITION naming it, as Kafka's
+        ListPartitionReassignments answers (an empty answer means "not moving")."""
         request = admin_pb2.ListPartitionReassignmentsRequest(
             partitions=[
                 common_pb2.TopicPartition(topic=tp.topic, partition=tp.partition)
