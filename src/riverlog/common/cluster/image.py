@@ -106,6 +106,9 @@ class ClusterDelta:
     topics: tuple[TopicInfo, ...] = ()
     removed_topics: tuple[str, ...] = ()
     coordinators: tuple[CoordinatorAssignment, ...] = ()
+    node_configs: tuple[tuple[str, Mapping[str, str]], ...] = ()
+    """Dynamic node configs per entity ("" the default, else a node id): upserts."""
+    removed_node_configs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +125,10 @@ class ClusterImage:
         default_factory=lambda: MappingProxyType({})
     )
     """Owners of the `__consumer_offsets` partitions by partition (decision 0008)."""
+    node_configs: Mapping[str, Mapping[str, str]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    """Dynamic storage-node configs by entity ("" the default, else a node id; decision 0024)."""
 
     @classmethod
     def empty(cls) -> ClusterImage:
@@ -143,6 +150,7 @@ class ClusterImage:
                 nodes=MappingProxyType({n.key: n for n in delta.nodes}),
                 topics=MappingProxyType({t.name: t for t in delta.topics}),
                 coordinators=MappingProxyType({c.partition: c for c in delta.coordinators}),
+                node_configs=MappingProxyType(dict(delta.node_configs)),
             )
         if delta.version <= self.version:
             return self
@@ -161,6 +169,13 @@ class ClusterImage:
             merged = dict(coordinators)
             merged.update((c.partition, c) for c in delta.coordinators)
             coordinators = MappingProxyType(merged)
+        node_configs = self.node_configs
+        if delta.node_configs or delta.removed_node_configs:
+            entities = dict(node_configs)
+            for name in delta.removed_node_configs:
+                entities.pop(name, None)
+            entities.update(delta.node_configs)
+            node_configs = MappingProxyType(entities)
         return ClusterImage(
             version=delta.version,
             cluster_id=delta.cluster_id or self.cluster_id,
@@ -169,6 +184,7 @@ class ClusterImage:
             nodes=MappingProxyType(nodes),
             topics=MappingProxyType(topics),
             coordinators=coordinators,
+            node_configs=node_configs,
         )
 
     def offsets_partitions(self) -> int:
@@ -245,6 +261,7 @@ class ClusterImage:
             nodes=tuple(sorted(self.nodes.values(), key=lambda n: n.key)),
             topics=tuple(self.topics[name] for name in sorted(self.topics)),
             coordinators=tuple(self.coordinators[p] for p in sorted(self.coordinators)),
+            node_configs=tuple((n, self.node_configs[n]) for n in sorted(self.node_configs)),
         )
 
 
