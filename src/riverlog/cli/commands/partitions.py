@@ -4,8 +4,10 @@
 - `--generate --topics T1,T2 --nodes 1,2,4` prints the current assignment and a proposed plan
   that spreads those topics' partitions over the nodes (nothing changes);
 - `--plan FILE --execute` prints the current assignment (save it to roll back), then starts
-  every move of the plan; `--wait` waits until they completed;
-- `--plan FILE --verify` says of each planned partition whether its move completed;
+  every move of the plan; `--wait` waits until they completed; `--throttle BYTES_PER_S` first
+  throttles the copy (`reassign_throttle.py`), and on a plan in progress updates the rate;
+- `--plan FILE --verify` says of each planned partition whether its move completed, and once
+  all did, removes the throttle;
 - `--plan FILE --cancel` cancels the plan's moves in progress (the original replicas stay, the
   copies made so far are deleted);
 - `--list` shows every move in progress with its adding and removing replicas, ISR, and the
@@ -41,6 +43,7 @@ from .reassign_plan import (
     verification_text,
     verify,
 )
+from .reassign_throttle import apply_throttle, clear_throttles
 
 POLL_S = 0.5
 
@@ -62,6 +65,12 @@ def register(subparsers: Any) -> None:
     reassign.add_argument("--topics", help="--generate: comma-separated topics")
     reassign.add_argument("--nodes", help="--generate: comma-separated storage node ids")
     reassign.add_argument("--wait", action="store_true", help="wait until the moves completed")
+    reassign.add_argument(
+        "--throttle",
+        type=int,
+        metavar="BYTES_PER_S",
+        help="--execute: throttle the replication of the moves to this rate",
+    )
     reassign.add_argument(
         "--wait-timeout", type=float, default=600.0, help="seconds --wait waits at most"
     )
@@ -198,6 +207,7 @@ def run_reassign(args: argparse.Namespace) -> int:
             return _report(outcomes, "cancelled", args)
         current = _current(admin, [tp.topic for tp in plan])
         rollback = {tp: current[tp] for tp in plan if tp in current}
+        throttled = _throttle(admin, plan, args)
         outcomes = admin.alter_partition_reassignments(dict(plan), raise_on_error=False)
         if not args.json:
             emit(
@@ -205,12 +215,22 @@ def run_reassign(args: argparse.Namespace) -> int:
                 f"{to_json(plan_document(rollback))}\n\n"
                 "Save this to use as the --plan option during rollback"
             )
+            if throttled:
+                emit("\n".join(throttled))
         status = _report(outcomes, "started", args, rollback)
         if status == EXIT_OK and args.wait:
             _wait(admin, list(plan), args.wait_timeout)
             if not args.json:
                 emit("All reassignments completed.")
         return status
+
+
+def _throttle(admin: AdminClient, plan: Plan, args: argparse.Namespace) -> list[str]:
+    if args.throttle is None:
+        return []
+    if args.throttle < 0:
+        raise CliError(f"--throttle {args.throttle} is negative", EXIT_USAGE)
+    return apply_throttle(admin, plan, args.throttle)
 
 
 def _generate(admin: AdminClient, args: argparse.Namespace) -> int:
@@ -236,6 +256,9 @@ def _verify(admin: AdminClient, plan: Plan, args: argparse.Namespace) -> int:
     current = _current(admin, [tp.topic for tp in plan])
     moves = admin.list_partition_reassignments(list(plan))
     rows = verify(plan, current, {tp: m.target for tp, m in moves.items()})
+    cleared = []
+    if all(v.state == "complete" for v in rows):
+        cleared = clear_throttles(admin, [tp.topic for tp in plan])
     if args.json:
         emit(
             to_json(
@@ -249,12 +272,13 @@ def _verify(admin: AdminClient, plan: Plan, args: argparse.Namespace) -> int:
                             "target_replicas": list(v.target),
                         }
                         for v in rows
-                    ]
+                    ],
+                    "throttle_removed": cleared,
                 }
             )
         )
     else:
-        emit(verification_text(rows))
+        emit("\n".join([verification_text(rows), *cleared]))
     return EXIT_ERROR if any(v.state == "mismatch" for v in rows) else EXIT_OK
 
 
