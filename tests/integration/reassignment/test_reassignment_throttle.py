@@ -201,6 +201,7 @@ def test_throttled_move_is_rate_limited_and_verify_clears_it(
     assert acks.failed == 0, acks.errors[:3]
     assert acked_during >= 20, f"only {acked_during} acks=all records acknowledged during the move"
 
+    print(f"throttled move: {size} bytes in {took:.1f} s at {RATE} B/s; {acked_during} acks")
     # the copy was rate-limited: about size / rate at least, never far ahead of the rate
     assert took >= 0.5 * size / RATE, f"{size} bytes moved in {took:.1f} s at {RATE} B/s"
     allowance = RATE * (WINDOW_SAMPLES - 1) + 2 * FETCH_MAX
