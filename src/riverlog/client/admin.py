@@ -118,7 +118,8 @@ class AdminClient(
 ):
     """Administers topics, consumer groups (`group_admin.py`), client quotas and users
     (`quota_admin.py`), reassignments (`reassignment_admin.py`), transactions
-    (`transaction_admin.py`) and dynamic node configs (`node_config_admin.py`). Thread-safe (any thread may call any method).
+    (`transaction_admin.py`) and dynamic node configs (`node_config_admin.py`). Thread-safe
+    (any thread may call any method).
 
     with AdminClient({"bootstrap.servers": "127.0.0.1:9092"}) as admin:
         admin.create_topics([NewTopic("events", num_partitions=6, replication_factor=3)])
