@@ -1,7 +1,8 @@
 """The leader's replication throttle on the fetch path (Kafka's shouldLeaderThrottle): a
 follower fetch of a listed partition from a follower outside the ISR gets no records while the
 node's leader rate is exceeded; in-sync followers always get theirs (consumers never reach the
-check: it is for fetches with a replica id), and the window moving on lifts the throttle. Time is a manual clock."""
+check: it is for fetches with a replica id), and the window moving on lifts the throttle.
+Time is a manual clock."""
 
 import dataclasses
 from types import MappingProxyType
