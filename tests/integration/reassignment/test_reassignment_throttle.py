@@ -21,11 +21,13 @@ import pytest
 from reassign_harness import AckedProducer, ReassignHarness, start_reassign_cluster, wait_until
 
 from riverlog.client import Producer, TopicPartition
+from riverlog.common.errors import ErrorCode
 from riverlog.common.node_config import FOLLOWER_THROTTLED_RATE, LEADER_THROTTLED_RATE
 from riverlog.common.replication_throttle import (
     FOLLOWER_THROTTLED_REPLICAS,
     LEADER_THROTTLED_REPLICAS,
 )
+from riverlog.v1 import admin_pb2
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(420)]
 
@@ -124,6 +126,22 @@ def test_bad_node_configs_are_refused_and_change_nothing(harness: ReassignHarnes
         LEADER_THROTTLED_RATE,
     )
     assert deleted.returncode == 0, deleted.stderr
+    assert set_rates(harness) == {}
+    # one request with a topic the gateway refuses and a node entity: the node is still done
+    request = admin_pb2.AlterConfigsRequest(
+        topics=[admin_pb2.AlterConfigsRequest.Topic(name="bad name")],
+        nodes=[
+            admin_pb2.AlterConfigsRequest.Node(
+                name="",
+                ops=[admin_pb2.AlterConfigsRequest.Op(name=FOLLOWER_THROTTLED_RATE, value="7")],
+            )
+        ],
+    )
+    mixed = harness.admin._call(lambda s: s.AlterConfigs, request)
+    assert [t.error_code for t in mixed.topics] == [ErrorCode.INVALID_TOPIC_EXCEPTION]
+    assert [(n.name, n.error_code) for n in mixed.nodes] == [("", ErrorCode.NONE)]
+    assert set_rates(harness) == {"<default>": {FOLLOWER_THROTTLED_RATE: "7"}}
+    harness.admin.alter_node_configs({None: {FOLLOWER_THROTTLED_RATE: None}})
     assert set_rates(harness) == {}
     topic = harness.create_topic("throttle-bad-list", replication_factor=2)
     bad_list = riverlog(

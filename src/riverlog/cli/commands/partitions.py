@@ -217,7 +217,7 @@ def run_reassign(args: argparse.Namespace) -> int:
             )
             if throttled:
                 emit("\n".join(throttled))
-        status = _report(outcomes, "started", args, rollback)
+        status = _report(outcomes, "started", args, rollback, throttled)
         if status == EXIT_OK and args.wait:
             _wait(admin, list(plan), args.wait_timeout)
             if not args.json:
@@ -287,6 +287,7 @@ def _report(
     verb: str,
     args: argparse.Namespace,
     rollback: Mapping[TopicPartition, Sequence[int]] | None = None,
+    throttled: Sequence[str] = (),
 ) -> int:
     done = sorted(
         (tp for tp, e in outcomes.items() if e is None), key=lambda t: (t.topic, t.partition)
@@ -308,6 +309,8 @@ def _report(
         }
         if rollback is not None:
             document["rollback"] = plan_document(rollback)
+        if throttled:
+            document["throttle"] = list(throttled)
         emit(to_json(document))
     elif done:
         emit(
