@@ -106,6 +106,10 @@ def test_bad_node_configs_are_refused_and_change_nothing(harness: ReassignHarnes
         assert refused.returncode == 1, config
         assert "INVALID_CONFIG" in refused.stderr, refused.stderr
     assert set_rates(harness) == {"2": {LEADER_THROTTLED_RATE: "1000"}}
+    listed = riverlog(harness, "configs", "describe", "--entity-type", "brokers")
+    assert listed.returncode == 0, listed.stderr
+    assert "Configs for broker 2 are:" in listed.stdout
+    assert LEADER_THROTTLED_RATE in listed.stdout and "1000" in listed.stdout
     described = riverlog(
         harness, "configs", "describe", "--entity-type", "brokers", "--entity-name", "2", "--json"
     )
