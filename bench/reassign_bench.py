@@ -29,7 +29,15 @@ from produce_consume_bench import percentile
 
 from riverlog.client import AdminClient, NewTopic, Producer, TopicPartition
 from riverlog.cluster import LocalCluster
+from riverlog.common.node_config import FOLLOWER_THROTTLED_RATE, LEADER_THROTTLED_RATE
+from riverlog.common.replication_throttle import (
+    FOLLOWER_THROTTLED_REPLICAS,
+    LEADER_THROTTLED_REPLICAS,
+    throttled_replicas_for_moves,
+)
 
+RATES = (LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE)
+LISTS = (LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS)
 RECORD = 16 * 1024
 PROBE_RATE = 200
 WAIT_S = 1_800.0
@@ -120,9 +128,18 @@ def move(admin: AdminClient, tp: TopicPartition, nodes: list[int], throttle_mb: 
 def set_throttle(
     admin: AdminClient, tp: TopicPartition, replicas: tuple[int, ...], joining: int, mb: float
 ) -> None:
-    """Kafka's throttle for one move: not available on this build."""
-    if mb:
-        raise SystemExit("this build has no replication throttle")
+    """Kafka's throttle for one move, as `partitions reassign --throttle` sets it (decision
+    0024): the rates on every node involved and the throttled-replica lists on the topic; 0
+    removes both."""
+    nodes = sorted({*replicas, joining})
+    rate = int(mb * 1_048_576) if mb else None
+    admin.alter_node_configs({n: dict.fromkeys(RATES, rate) for n in nodes})
+    if rate is None:
+        admin.alter_configs({tp.topic: dict.fromkeys(LISTS)})
+        return
+    target = (*replicas[1:], joining)
+    lists = throttled_replicas_for_moves({tp: (replicas, target)})
+    admin.alter_configs({topic: throttles.configs() for topic, throttles in lists.items()})
 
 
 def main() -> None:

@@ -27,6 +27,7 @@ from .config import MetadataConfig
 from .controller.cluster import NodeRegistry
 from .controller.coordinators import CoordinatorAssigner
 from .controller.election import ControllerElection
+from .controller.node_configs import NodeConfigController
 from .controller.producer_ids import ProducerIdManager
 from .controller.reassignments import ReassignmentController
 from .controller.replication import ReplicationController
@@ -124,6 +125,7 @@ class MetadataInstance:
         )
         servicer.client_quotas = self.client_quotas
         servicer.reassignments = ReassignmentsRpc(reassignments)
+        servicer.node_configs = NodeConfigController(election, image)
         await self.server.start()
         self.election = election
         await election.start(self.advertised_host, self.server.port)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -31,11 +31,12 @@ from .records import (
     InstanceRecord,
     TopicRecord,
     coordinator_decode,
+    node_configs_decode,
     node_decode,
     partition_decode,
     topic_info,
 )
-from .store import Change, Entry, EtcdStore
+from .store import NODE_CONFIG_DEFAULT_KEY, Change, Entry, EtcdStore
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,7 @@ class MetadataImage:
         self._topic_records: dict[str, TopicRecord] = {}
         self._partitions: dict[str, dict[int, PartitionInfo]] = {}
         self._coordinators: dict[int, CoordinatorAssignment] = {}
+        self._node_configs: dict[str, Mapping[str, str]] = {}
         self._subscribers: set[Subscription] = set()
         self._listeners: list[Callable[[], None]] = []
         self._changed = asyncio.Event()
@@ -141,6 +143,7 @@ class MetadataImage:
         self._topic_records.clear()
         self._partitions.clear()
         self._coordinators.clear()
+        self._node_configs.clear()
         nodes: dict[NodeKey, NodeInfo] = {}
         cluster_id = ""
         for key, value in values.items():
@@ -158,6 +161,7 @@ class MetadataImage:
             topics=MappingProxyType(topics),
             coordinators=MappingProxyType(dict(self._coordinators)),
             metadata_addresses=self._instance_addresses(),
+            node_configs=MappingProxyType(dict(self._node_configs)),
         )
         self._publish(self.cluster.to_snapshot())
 
@@ -195,6 +199,12 @@ class MetadataImage:
                     self._topic_records.pop(rest, None)
                 else:
                     self._topic_records[rest] = TopicRecord.decode(value)
+            elif head == "node_configs":
+                entity = "" if rest == NODE_CONFIG_DEFAULT_KEY else rest
+                if value is None:
+                    self._node_configs.pop(entity, None)
+                else:
+                    self._node_configs[entity] = node_configs_decode(value)
             elif head == "coordinators" and value is not None:
                 self._coordinators[int(rest)] = coordinator_decode(int(rest), value)
             elif head == "partitions":
@@ -238,6 +248,7 @@ class MetadataImage:
         old_nodes = self.cluster.nodes
         old_coordinators = self.cluster.coordinators
         addresses = self._instance_addresses()
+        old_configs = self.cluster.node_configs
         delta = ClusterDelta(
             version=revision,
             controller_id=self.controller.instance_id if self.controller else -1,
@@ -251,6 +262,14 @@ class MetadataImage:
                 c for p, c in sorted(self._coordinators.items()) if old_coordinators.get(p) != c
             ),
             metadata_addresses=addresses if addresses != self.cluster.metadata_addresses else (),
+            node_configs=tuple(
+                (name, configs)
+                for name, configs in sorted(self._node_configs.items())
+                if old_configs.get(name) != configs
+            ),
+            removed_node_configs=tuple(
+                sorted(name for name in old_configs if name not in self._node_configs)
+            ),
         )
         self.cluster = self.cluster.apply_delta(delta)
         self._publish(delta)

@@ -201,3 +201,15 @@ def topic_info(
         configs=record.configs,
         internal=record.internal,
     )
+
+
+def node_configs_encode(configs: Mapping[str, str]) -> bytes:
+    """A node config entity's value: {"configs": {name: value}} (decision 0024)."""
+    return _dumps({"configs": dict(configs)})
+
+
+def node_configs_decode(raw: bytes) -> Mapping[str, str]:
+    configs = _loads(raw)["configs"]
+    if not isinstance(configs, dict):
+        raise ValueError(f"expected configs to be an object, got {raw[:80]!r}")
+    return MappingProxyType({str(k): str(v) for k, v in configs.items()})

@@ -11,6 +11,8 @@ Keys, under a root prefix P (default `/riverlog/`, `metadata.etcd.prefix`):
     P topics/<name>               JSON {topic_id, partitions, configs, internal}
     P partitions/<topic>/<p>      JSON {replicas, leader, leader_epoch, isr, partition_epoch}
     P coordinators/<p>            JSON {coordinator_id, epoch}: owner of __consumer_offsets-p
+    P node_configs/<id>|default   JSON {configs}: dynamic storage-node configs of one node or of
+                                  the cluster-wide default entity (decision 0024)
     P producer_ids/next_block     JSON {next_producer_id, node_id}: the first id not yet handed out
     P controller_state/storage_incarnations  JSON {node id: incarnation} the controller acted on
     P node_incarnation            "<kind>/<id>" of the last AllocateIncarnation: each put's
@@ -81,6 +83,8 @@ class Op:
     prefix: bool = False
 
 
+NODE_CONFIG_DEFAULT_KEY = "default"
+
 WatchCallback = Callable[[int, list[Change] | None], None]
 
 
@@ -97,6 +101,7 @@ class Keys:
         self.topics = prefix + "topics/"
         self.partitions = prefix + "partitions/"
         self.coordinators = prefix + "coordinators/"
+        self.node_configs = prefix + "node_configs/"
         self.producer_ids_next_block = prefix + "producer_ids/next_block"
         self.storage_incarnations = prefix + "controller_state/storage_incarnations"
         self.node_incarnation = prefix + "node_incarnation"
@@ -115,6 +120,10 @@ class Keys:
 
     def coordinator(self, partition: int) -> str:
         return f"{self.coordinators}{partition}"
+
+    def node_config(self, entity: str) -> str:
+        """A node config entity's key: its node id, or `default` for the default entity ("")."""
+        return self.node_configs + (entity or NODE_CONFIG_DEFAULT_KEY)
 
     def partitions_of(self, topic: str) -> str:
         return f"{self.partitions}{topic}/"

@@ -39,6 +39,7 @@ from riverlog.common.cluster import (
 )
 from riverlog.common.errors import RiverlogError
 from riverlog.common.node import serve_process, until_stopped_or_fenced
+from riverlog.common.quota.window import WindowConfig
 from riverlog.common.rpc.server import RpcServer
 from riverlog.common.service import base_arg_parser, parse_overrides, run, setup_logging
 from riverlog.common.types import TopicPartition
@@ -59,6 +60,7 @@ from .replica.offsets import OffsetsHandler
 from .replica.produce import ProduceHandler
 from .replica.purgatory import Purgatory
 from .replica.replica_manager import ReplicaManager
+from .replica.throttle import FOLLOWER, LEADER, ReplicationQuota
 from .rpc.servicer import SERVICE_NAME, StorageServicer
 from .rpc.zerocopy import ZeroCopyServer
 from .tasks import PeriodicTasks
@@ -148,6 +150,11 @@ class StorageNode:
         self.alter_partition = alter
         alter.start()
         zero_copy = config.replica_fetch_zero_copy_enable
+        window = WindowConfig.from_kafka(
+            config.replication_quota_window_num, config.replication_quota_window_size_seconds
+        )
+        leader_quota = ReplicationQuota(LEADER, config.node_id, self.clock, window)
+        follower_quota = ReplicationQuota(FOLLOWER, config.node_id, self.clock, window)
         self.fetchers = ReplicaFetcherManager(
             config.node_id,
             replicas,
@@ -160,15 +167,18 @@ class StorageNode:
                 backoff_ms=config.replica_fetch_backoff_ms,
             ),
             is_offline=lambda tp: failures.is_offline(log_manager.log_dir_of(tp)),
+            quota=follower_quota,
         )
         failures.on_offline.append(lambda _dir: self.fetchers.update() if self.fetchers else None)
         replicas.on_partitions_changed.append(self.fetchers.update)
         register_replication_metrics(replicas)
+        self.watcher.add_listener(lambda _old, new: leader_quota.update(new))
+        self.watcher.add_listener(lambda _old, new: follower_quota.update(new))
         self.watcher.add_listener(replicas.on_image)
         self.watcher.add_listener(self.leader_channels.on_image)
         await self.watcher.start(timeout_s=None)
 
-        fetch = FetchHandler(replicas, self.purgatory, config.fetch_max_bytes)
+        fetch = FetchHandler(replicas, self.purgatory, config.fetch_max_bytes, leader_quota)
         servicer = StorageServicer(
             config.node_id,
             ProduceHandler(replicas, self.purgatory),

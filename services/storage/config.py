@@ -63,6 +63,9 @@ _NODE_DEFAULTS: Final[Mapping[str, int]] = MappingProxyType(
         "replica.fetch.max.bytes": 1_048_576,
         "replica.fetch.response.max.bytes": 10_485_760,
         "replica.fetch.backoff.ms": 1_000,
+        # The window of the replication throttle rates (Kafka's defaults: 11 samples of 1 s).
+        "replication.quota.window.num": 11,
+        "replication.quota.window.size.seconds": 1,
         # Idempotence: forget a producer idle this long (Kafka's default, one day).
         "producer.id.expiration.ms": 86_400_000,
         # Log compaction (Kafka's defaults): the pause when no log needs cleaning, and the
@@ -95,6 +98,8 @@ _NODE_MINIMUMS: Final[Mapping[str, int]] = MappingProxyType(
         "replica.fetch.max.bytes": 1,
         "replica.fetch.response.max.bytes": 1,
         "replica.fetch.backoff.ms": 1,
+        "replication.quota.window.num": 1,
+        "replication.quota.window.size.seconds": 1,
         "producer.id.expiration.ms": 1,
         "log.cleaner.backoff.ms": 1,
         "log.cleaner.dedupe.buffer.size": 1024,
@@ -137,6 +142,8 @@ class StorageConfig:
     replica_fetch_response_max_bytes: int = 10_485_760
     replica_fetch_backoff_ms: int = 1_000
     replica_fetch_zero_copy_enable: bool = True
+    replication_quota_window_num: int = 11
+    replication_quota_window_size_seconds: int = 1
     producer_id_expiration_ms: int = 86_400_000
     log_cleaner_enable: bool = True
     log_cleaner_backoff_ms: int = 15_000
@@ -217,6 +224,10 @@ class StorageConfig:
             replica_fetch_response_max_bytes=node_values["replica.fetch.response.max.bytes"],
             replica_fetch_backoff_ms=node_values["replica.fetch.backoff.ms"],
             replica_fetch_zero_copy_enable=flags["replica.fetch.zero.copy.enable"],
+            replication_quota_window_num=node_values["replication.quota.window.num"],
+            replication_quota_window_size_seconds=node_values[
+                "replication.quota.window.size.seconds"
+            ],
             producer_id_expiration_ms=node_values["producer.id.expiration.ms"],
             log_cleaner_enable=flags["log.cleaner.enable"],
             log_cleaner_backoff_ms=node_values["log.cleaner.backoff.ms"],

@@ -111,13 +111,17 @@ class AdminForwarder:
         response = response_type()
         kept = [item for i, item in enumerate(items) if i not in refused]
         answers: dict[str, Any] = {}
-        if kept:
+        # AlterConfigs may also carry node entities: they go along with the kept topics.
+        others = list(getattr(request, "nodes", ()))
+        if kept or others:
             forwarded = type(request)()
             forwarded.CopyFrom(request)
             del getattr(forwarded, field)[:]
             getattr(forwarded, field).extend(kept)
             sent = await self.metadata.call(ctx.method, forwarded, ctx.deadline)
             answers = {t.name: t for t in sent.topics}
+            if others:
+                response.nodes.extend(sent.nodes)
         for i, item in enumerate(items):
             error = refused.get(i)
             if error is not None:

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import TypeVar
 
 from google.protobuf.message import Message
 
+from riverlog.common import node_config
 from riverlog.common.cluster.convert import node_to_proto, partition_to_proto, topic_to_proto
 from riverlog.common.cluster.image import ClusterImage
 from riverlog.common.errors import ErrorCode, RiverlogError
@@ -63,6 +64,36 @@ def config_entries_to_proto(
         common_pb2.ConfigEntry(name=name, value=value, is_default=is_default)
         for name, value, is_default in describe_configs(overrides or {})
     ]
+
+
+def node_configs_to_proto(
+    out: admin_pb2.DescribeConfigsResponse,
+    configs: Mapping[str, Mapping[str, str]],
+    requested: Sequence[str],
+    all_nodes: bool,
+) -> None:
+    """DescribeConfigs of node entities into `out.nodes`: the requested ones (named as asked)
+    then, with `all_nodes`, every other entity that has configs set; INVALID_REQUEST for a name
+    that is neither a node id nor the default entity."""
+    names: list[tuple[str, str]] = []
+    for name in requested:
+        try:
+            names.append((name, node_config.validate_entity(name)))
+        except RiverlogError as exc:
+            out.nodes.add(name=name, error_code=exc.code, error_message=exc.message)
+    if all_nodes:
+        asked = {entity for _, entity in names}
+        names.extend((e, e) for e in sorted(configs, key=_entity_order) if e not in asked)
+    for name, entity in names:
+        entry = out.nodes.add(name=name)
+        entry.configs.extend(
+            common_pb2.ConfigEntry(name=n, value=v, is_default=d)
+            for n, v, d in node_config.describe(configs.get(entity, {}))
+        )
+
+
+def _entity_order(entity: str) -> tuple[int, int]:
+    return (0, 0) if entity == node_config.DEFAULT_ENTITY else (1, int(entity))
 
 
 def describe_topic_to_proto(

@@ -27,6 +27,7 @@ from riverlog.v1 import admin_pb2, metadata_pb2, metadata_pb2_grpc
 
 from ..controller.cluster import NodeRegistry
 from ..controller.election import ControllerElection
+from ..controller.node_configs import NodeConfigController
 from ..controller.producer_ids import ProducerIdManager
 from ..controller.replication import ReplicationController
 from ..controller.topic_validation import is_internal
@@ -44,6 +45,7 @@ R = TypeVar("R")
 
 class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceServicer):
     reassignments: ReassignmentsRpc  # set by the app, as client_quotas
+    node_configs: NodeConfigController  # set by the app
 
     def __init__(
         self,
@@ -191,7 +193,12 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
         async def local() -> admin_pb2.AlterConfigsResponse:
             changes = [(t.name, conv.config_ops_from_proto(t.ops)) for t in request.topics]
             results = await self.topics.alter_configs(changes, request.validate_only)
-            return admin_pb2.AlterConfigsResponse(topics=conv.topic_results_to_proto(results))
+            nodes = [(n.name, conv.config_ops_from_proto(n.ops)) for n in request.nodes]
+            node_results = await self.node_configs.alter(nodes, request.validate_only)
+            return admin_pb2.AlterConfigsResponse(
+                topics=conv.topic_results_to_proto(results),
+                nodes=conv.topic_results_to_proto(node_results),
+            )
 
         return await self._write("AlterConfigs", request, context, local)
 
@@ -276,6 +283,7 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
                 entry.error_message = f"This server does not host this topic: {name!r}"
                 continue
             entry.configs.extend(conv.config_entries_to_proto(dict(topic.configs)))
+        conv.node_configs_to_proto(out, image.node_configs, request.nodes, request.all_nodes)
         return out
 
     async def ListTopics(

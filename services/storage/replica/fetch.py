@@ -14,6 +14,11 @@ A follower's fetch (`replica_id` set) reads up to the log end offset, and first 
 partition the follower's log end offset (its fetch offset): that is how the leader learns what
 the followers hold, moves the high watermark and keeps the ISR (Kafka's
 `updateFollowerFetchState`).
+
+Replication throttle (decision 0024): a follower fetch of a partition listed in the topic's
+`leader.replication.throttled.replicas` for this node, from a follower not in the ISR, gets no
+records while the node's `leader.replication.throttled.rate` is exceeded (Kafka's
+shouldLeaderThrottle), and the bytes sent to such followers are recorded against the rate.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from riverlog.common.types import TopicPartition
 from .purgatory import DelayedFetch, Purgatory
 from .replica_manager import ReplicaManager
 from .requests import FetchParams, FetchPartitionData, FetchPartitionResult
+from .throttle import ReplicationQuota, should_throttle
 
 
 def close_results(results: Iterable[FetchPartitionResult]) -> None:
@@ -45,10 +51,12 @@ class FetchHandler:
         replicas: ReplicaManager,
         purgatory: Purgatory[TopicPartition],
         fetch_max_bytes: int,
+        leader_quota: ReplicationQuota | None = None,
     ) -> None:
         self._replicas = replicas
         self._purgatory = purgatory
         self._fetch_max_bytes = fetch_max_bytes
+        self.leader_quota = leader_quota
 
     def validate(self, params: FetchParams) -> None:
         """Whole-request checks; raises INVALID_REQUEST (the interceptor maps it)."""
@@ -79,6 +87,7 @@ class FetchHandler:
             self._record_follower_fetch(params.replica_id, params)
         results = self.read_all(params)
         if params.max_wait_ms <= 0 or not params.partitions or self._satisfied(params, results):
+            self._record_throttled(params, results)
             return results
         close_results(results)
 
@@ -93,7 +102,31 @@ class FetchHandler:
         await DelayedFetch(
             self._purgatory, keys, params.min_bytes, params.max_wait_ms, available
         ).wait()
-        return self.read_all(params)
+        results = self.read_all(params)
+        self._record_throttled(params, results)
+        return results
+
+    def _record_throttled(self, params: FetchParams, results: list[FetchPartitionResult]) -> None:
+        """Count the bytes sent to out-of-sync followers of throttled partitions."""
+        quota = self.leader_quota
+        replica_id = params.replica_id
+        if quota is None or not quota.active or replica_id is None:
+            return
+        partitions = self._replicas.partitions
+        for result in results:
+            if result.size and quota.is_throttled(result.tp):
+                partition = partitions.get(result.tp)
+                if partition is not None and replica_id not in partition.isr:
+                    quota.record(result.size)
+
+    def _throttled(self, params: FetchParams, tp: TopicPartition, isr: tuple[int, ...]) -> bool:
+        quota = self.leader_quota
+        if quota is None or not quota.active or params.replica_id is None:
+            return False
+        if should_throttle(quota, tp, params.replica_id in isr):
+            quota.throttled_count += 1
+            return True
+        return False
 
     def _record_follower_fetch(self, replica_id: int, params: FetchParams) -> None:
         for data in params.partitions:
@@ -147,6 +180,9 @@ class FetchHandler:
                     f"{data.tp}: fetch offset {data.fetch_offset} is negative",
                     ErrorCode.OFFSET_OUT_OF_RANGE,
                 )
+            if self._throttled(params, data.tp, partition.isr):
+                limit = 0  # no records now (Kafka answers the throttled partition empty)
+                min_one = False
             read = partition.read(
                 data.fetch_offset, max(limit, 0), min_one, up_to_high_watermark=is_consumer
             )

@@ -12,6 +12,11 @@ the leader's high watermark (capped by its own log end offset). Errors are per p
 FENCED_LEADER_EPOCH waits for a newer image, UNKNOWN_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER back
 off and retry, OFFSET_OUT_OF_RANGE resets the log to the leader's bounds.
 
+Replication throttle (decision 0024): a partition listed in its topic's
+`follower.replication.throttled.replicas` for this node is left out of the round while this
+node is not in its ISR and the node's `follower.replication.throttled.rate` is exceeded (Kafka's
+shouldFollowerThrottle); the bytes such partitions append are recorded against the rate.
+
 The transport is a `LeaderEndpoint` (in `peers/`: the zero-copy channel for fetches, gRPC for
 OffsetsForLeaderEpoch), so this module stays free of gRPC and protobufs.
 """
@@ -40,6 +45,7 @@ from .requests import (
     FetchPartitionData,
     FollowerFetchResult,
 )
+from .throttle import ReplicationQuota, should_throttle
 
 log = logging.getLogger(__name__)
 
@@ -110,8 +116,10 @@ class ReplicaFetcherManager:
         endpoint_factory: EndpointFactory,
         settings: FetcherSettings | None = None,
         is_offline: Callable[[TopicPartition], bool] | None = None,
+        quota: ReplicationQuota | None = None,
     ) -> None:
         self.node_id = node_id
+        self.quota = quota
         self._replicas = replicas
         self._is_offline = is_offline or (lambda _tp: False)
         self._factory = endpoint_factory
@@ -200,6 +208,8 @@ class ReplicaFetcherManager:
                 ready = [
                     tp for tp, s in fetcher.states.items() if not s.truncating and _due(s, now)
                 ]
+                if self.quota is not None and self.quota.active:
+                    ready = [tp for tp in ready if not self._throttled(tp)]
                 if not ready or not await self._fetch(fetcher, ready):
                     await _wait_for_wake(fetcher, backoff)
                     continue
@@ -212,6 +222,22 @@ class ReplicaFetcherManager:
             except Exception:
                 log.exception("replica fetcher for node %d failed", fetcher.leader.node_id)
                 await asyncio.sleep(backoff)
+
+    def _throttled(self, tp: TopicPartition) -> bool:
+        """Whether to leave `tp` out of this round (the follower throttle)."""
+        partition = self._replicas.partitions.get(tp)
+        if partition is None or self.quota is None:
+            return False
+        if should_throttle(self.quota, tp, self.node_id in partition.isr):
+            self.quota.throttled_count += 1
+            return True
+        return False
+
+    def _record_throttled(self, partition: Partition, size: int) -> None:
+        quota = self.quota
+        if quota is not None and quota.active and quota.is_throttled(partition.tp):
+            if self.node_id not in partition.isr:
+                quota.record(size)
 
     def _current(self, fetcher: LeaderFetcher, tp: TopicPartition) -> Partition | None:
         """The partition if it is still followed by this fetcher at the state's epoch."""
@@ -307,6 +333,7 @@ class ReplicaFetcherManager:
             try:
                 records = strip_below(partition, result.records)
                 partition.append_as_follower(records, result.high_watermark)
+                self._record_throttled(partition, len(records))
                 # DeleteRecords and retention on the leader move our log start too (Kafka's
                 # maybeIncrementLogStartOffset), never past what we hold as committed.
                 new_start = min(result.log_start_offset, partition.high_watermark)

@@ -18,6 +18,7 @@ from riverlog import __version__
 
 from .commands import (
     cluster,
+    configs,
     consume,
     dump_log,
     groups,
@@ -34,6 +35,7 @@ from .console import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, PROG, report_error
 COMMANDS = (
     cluster,
     topics,
+    configs,
     partitions,
     leaders,
     groups,

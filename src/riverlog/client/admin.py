@@ -26,6 +26,8 @@ from ._offsets import OffsetAndTimestamp, list_offsets
 from .config import AdminConfig
 from .errors import ClientClosedError
 from .group_admin import GroupAdminMixin
+from .node_config_admin import ConfigEntry as ConfigEntry  # re-exported: its old home
+from .node_config_admin import NodeConfigAdminMixin
 from .quota_admin import QuotaAdminMixin
 from .reassignment_admin import ReassignmentAdminMixin
 from .transaction_admin import TransactionAdminMixin
@@ -63,13 +65,6 @@ class TopicDescription:
     internal: bool
     partitions: tuple[PartitionInfo, ...]
     configs: Mapping[str, str]  # explicitly set configs only
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigEntry:
-    name: str
-    value: str
-    is_default: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,10 +109,17 @@ def _topic(meta: common_pb2.TopicMetadata) -> TopicDescription:
 
 
 class AdminClient(
-    GroupAdminMixin, QuotaAdminMixin, ReassignmentAdminMixin, TransactionAdminMixin, Closing
+    GroupAdminMixin,
+    QuotaAdminMixin,
+    ReassignmentAdminMixin,
+    TransactionAdminMixin,
+    NodeConfigAdminMixin,
+    Closing,
 ):
     """Administers topics, consumer groups (`group_admin.py`), client quotas and users
-    (`quota_admin.py`). Thread-safe (any thread may call any method).
+    (`quota_admin.py`), reassignments (`reassignment_admin.py`), transactions
+    (`transaction_admin.py`) and dynamic node configs (`node_config_admin.py`). Thread-safe
+    (any thread may call any method).
 
     with AdminClient({"bootstrap.servers": "127.0.0.1:9092"}) as admin:
         admin.create_topics([NewTopic("events", num_partitions=6, replication_factor=3)])

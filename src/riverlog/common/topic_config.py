@@ -12,6 +12,11 @@ from dataclasses import dataclass
 from typing import Final
 
 from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.replication_throttle import (
+    FOLLOWER_THROTTLED_REPLICAS,
+    LEADER_THROTTLED_REPLICAS,
+    parse_throttled_replicas,
+)
 
 LONG_MAX: Final = 9_223_372_036_854_775_807
 INT_MAX: Final = 2_147_483_647
@@ -22,7 +27,7 @@ ConfigValue = int | float | bool | str | tuple[str, ...]
 @dataclass(frozen=True, slots=True)
 class ConfigDef:
     name: str
-    type: str  # "long" | "int" | "double" | "boolean" | "string" | "list"
+    type: str  # "long" | "int" | "double" | "boolean" | "string" | "list" | "replicas"
     default: ConfigValue
     doc: str
     min: float | None = None
@@ -32,6 +37,9 @@ class ConfigDef:
     def parse(self, raw: str) -> ConfigValue:
         """The typed value of `raw`; raises RiverlogError(INVALID_CONFIG)."""
         text = raw.strip()
+        if self.type == "replicas":
+            parse_throttled_replicas(self.name, raw)
+            return text
         try:
             value = _PARSERS[self.type](text)
         except ValueError:
@@ -106,6 +114,18 @@ _DEFS = [
         "bytes between offset index entries",
         min=0,
         max=INT_MAX,
+    ),
+    ConfigDef(
+        FOLLOWER_THROTTLED_REPLICAS,
+        "replicas",
+        "",
+        "partition:node pairs (or *) this topic's follower fetches are throttled on",
+    ),
+    ConfigDef(
+        LEADER_THROTTLED_REPLICAS,
+        "replicas",
+        "",
+        "partition:node pairs (or *) whose leader throttles out-of-sync followers",
     ),
     ConfigDef(
         "max.compaction.lag.ms", "long", LONG_MAX, "longest a record stays uncompacted", min=1

@@ -101,7 +101,7 @@ class CreatePartitionsResponse(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[_Union[TopicResult, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class AlterConfigsRequest(_message.Message):
-    __slots__ = ("topics", "validate_only")
+    __slots__ = ("topics", "validate_only", "nodes")
     class Op(_message.Message):
         __slots__ = ("name", "value", "type")
         class Type(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
@@ -124,28 +124,43 @@ class AlterConfigsRequest(_message.Message):
         name: str
         ops: _containers.RepeatedCompositeFieldContainer[AlterConfigsRequest.Op]
         def __init__(self, name: _Optional[str] = ..., ops: _Optional[_Iterable[_Union[AlterConfigsRequest.Op, _Mapping]]] = ...) -> None: ...
+    class Node(_message.Message):
+        __slots__ = ("name", "ops")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        OPS_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        ops: _containers.RepeatedCompositeFieldContainer[AlterConfigsRequest.Op]
+        def __init__(self, name: _Optional[str] = ..., ops: _Optional[_Iterable[_Union[AlterConfigsRequest.Op, _Mapping]]] = ...) -> None: ...
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[AlterConfigsRequest.Topic]
     validate_only: bool
-    def __init__(self, topics: _Optional[_Iterable[_Union[AlterConfigsRequest.Topic, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+    nodes: _containers.RepeatedCompositeFieldContainer[AlterConfigsRequest.Node]
+    def __init__(self, topics: _Optional[_Iterable[_Union[AlterConfigsRequest.Topic, _Mapping]]] = ..., validate_only: _Optional[bool] = ..., nodes: _Optional[_Iterable[_Union[AlterConfigsRequest.Node, _Mapping]]] = ...) -> None: ...
 
 class AlterConfigsResponse(_message.Message):
-    __slots__ = ("topics", "throttle_time_ms")
+    __slots__ = ("topics", "throttle_time_ms", "nodes")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[TopicResult]
     throttle_time_ms: int
-    def __init__(self, topics: _Optional[_Iterable[_Union[TopicResult, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
+    nodes: _containers.RepeatedCompositeFieldContainer[TopicResult]
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicResult, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[TopicResult, _Mapping]]] = ...) -> None: ...
 
 class DescribeConfigsRequest(_message.Message):
-    __slots__ = ("topics",)
+    __slots__ = ("topics", "nodes", "all_nodes")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    ALL_NODES_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, topics: _Optional[_Iterable[str]] = ...) -> None: ...
+    nodes: _containers.RepeatedScalarFieldContainer[str]
+    all_nodes: bool
+    def __init__(self, topics: _Optional[_Iterable[str]] = ..., nodes: _Optional[_Iterable[str]] = ..., all_nodes: _Optional[bool] = ...) -> None: ...
 
 class DescribeConfigsResponse(_message.Message):
-    __slots__ = ("topics", "throttle_time_ms")
+    __slots__ = ("topics", "throttle_time_ms", "nodes")
     class Topic(_message.Message):
         __slots__ = ("name", "error_code", "error_message", "configs")
         NAME_FIELD_NUMBER: _ClassVar[int]
@@ -159,9 +174,11 @@ class DescribeConfigsResponse(_message.Message):
         def __init__(self, name: _Optional[str] = ..., error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., configs: _Optional[_Iterable[_Union[_common_pb2.ConfigEntry, _Mapping]]] = ...) -> None: ...
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[DescribeConfigsResponse.Topic]
     throttle_time_ms: int
-    def __init__(self, topics: _Optional[_Iterable[_Union[DescribeConfigsResponse.Topic, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
+    nodes: _containers.RepeatedCompositeFieldContainer[DescribeConfigsResponse.Topic]
+    def __init__(self, topics: _Optional[_Iterable[_Union[DescribeConfigsResponse.Topic, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[DescribeConfigsResponse.Topic, _Mapping]]] = ...) -> None: ...
 
 class ListTopicsRequest(_message.Message):
     __slots__ = ("include_internal",)

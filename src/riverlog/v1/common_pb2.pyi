@@ -96,6 +96,14 @@ class ConfigEntry(_message.Message):
     is_default: bool
     def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ..., is_default: _Optional[bool] = ...) -> None: ...
 
+class NodeConfig(_message.Message):
+    __slots__ = ("name", "configs")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    configs: _containers.RepeatedCompositeFieldContainer[ConfigEntry]
+    def __init__(self, name: _Optional[str] = ..., configs: _Optional[_Iterable[_Union[ConfigEntry, _Mapping]]] = ...) -> None: ...
+
 class PartitionState(_message.Message):
     __slots__ = ("partition", "leader", "leader_epoch", "replicas", "isr", "partition_epoch", "adding_replicas", "removing_replicas")
     PARTITION_FIELD_NUMBER: _ClassVar[int]

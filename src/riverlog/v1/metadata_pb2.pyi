@@ -92,7 +92,7 @@ class WatchRequest(_message.Message):
     def __init__(self, node_id: _Optional[int] = ...) -> None: ...
 
 class MetadataUpdate(_message.Message):
-    __slots__ = ("version", "controller_id", "controller_epoch", "snapshot", "nodes", "removed_nodes", "topics", "removed_topics", "cluster_id", "coordinator_assignments", "metadata_addresses")
+    __slots__ = ("version", "controller_id", "controller_epoch", "snapshot", "nodes", "removed_nodes", "topics", "removed_topics", "cluster_id", "coordinator_assignments", "metadata_addresses", "node_configs", "removed_node_configs")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -104,6 +104,8 @@ class MetadataUpdate(_message.Message):
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     COORDINATOR_ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
     METADATA_ADDRESSES_FIELD_NUMBER: _ClassVar[int]
+    NODE_CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_NODE_CONFIGS_FIELD_NUMBER: _ClassVar[int]
     version: int
     controller_id: int
     controller_epoch: int
@@ -115,7 +117,9 @@ class MetadataUpdate(_message.Message):
     cluster_id: str
     coordinator_assignments: _containers.RepeatedCompositeFieldContainer[CoordinatorAssignment]
     metadata_addresses: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, version: _Optional[int] = ..., controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., snapshot: _Optional[bool] = ..., nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., removed_nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[_common_pb2.TopicMetadata, _Mapping]]] = ..., removed_topics: _Optional[_Iterable[str]] = ..., cluster_id: _Optional[str] = ..., coordinator_assignments: _Optional[_Iterable[_Union[CoordinatorAssignment, _Mapping]]] = ..., metadata_addresses: _Optional[_Iterable[str]] = ...) -> None: ...
+    node_configs: _containers.RepeatedCompositeFieldContainer[_common_pb2.NodeConfig]
+    removed_node_configs: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, version: _Optional[int] = ..., controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., snapshot: _Optional[bool] = ..., nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., removed_nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[_common_pb2.TopicMetadata, _Mapping]]] = ..., removed_topics: _Optional[_Iterable[str]] = ..., cluster_id: _Optional[str] = ..., coordinator_assignments: _Optional[_Iterable[_Union[CoordinatorAssignment, _Mapping]]] = ..., metadata_addresses: _Optional[_Iterable[str]] = ..., node_configs: _Optional[_Iterable[_Union[_common_pb2.NodeConfig, _Mapping]]] = ..., removed_node_configs: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CoordinatorAssignment(_message.Message):
     __slots__ = ("partition", "coordinator_id", "coordinator_epoch", "coordinator_incarnation")

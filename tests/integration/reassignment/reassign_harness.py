@@ -41,10 +41,12 @@ def wait_until(predicate: Callable[[], T | None], timeout_s: float = 90.0, what:
     raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
-def start_reassign_cluster(root: Path) -> LocalCluster:
+def start_reassign_cluster(
+    root: Path, storage_config: dict[str, str] | None = None, storage_nodes: int = 4
+) -> LocalCluster:
     cluster = LocalCluster(
         root,
-        storage_nodes=4,
+        storage_nodes=storage_nodes,
         metadata_nodes=2,
         gateways=1,
         extra_config={
@@ -52,6 +54,7 @@ def start_reassign_cluster(root: Path) -> LocalCluster:
                 "replica.lag.time.max.ms": str(LAG_TIME_MAX_MS),
                 "replica.fetch.wait.max.ms": "200",
                 "replica.fetch.backoff.ms": "200",
+                **(storage_config or {}),
             },
             "metadata": {
                 "broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),

@@ -4,8 +4,10 @@
 - `--generate --topics T1,T2 --nodes 1,2,4` prints the current assignment and a proposed plan
   that spreads those topics' partitions over the nodes (nothing changes);
 - `--plan FILE --execute` prints the current assignment (save it to roll back), then starts
-  every move of the plan; `--wait` waits until they completed;
-- `--plan FILE --verify` says of each planned partition whether its move completed;
+  every move of the plan; `--wait` waits until they completed; `--throttle BYTES_PER_S` first
+  throttles the copy (`reassign_throttle.py`), and on a plan in progress updates the rate;
+- `--plan FILE --verify` says of each planned partition whether its move completed, and once
+  all did, removes the throttle;
 - `--plan FILE --cancel` cancels the plan's moves in progress (the original replicas stay, the
   copies made so far are deleted);
 - `--list` shows every move in progress with its adding and removing replicas, ISR, and the
@@ -47,6 +49,7 @@ from .reassign_plan import (
     verification_text,
     verify,
 )
+from .reassign_throttle import apply_throttle, clear_throttles
 
 POLL_S = 0.5
 
@@ -68,6 +71,12 @@ def register(subparsers: Any) -> None:
     reassign.add_argument("--topics", help="--generate, --list: comma-separated topics")
     reassign.add_argument("--nodes", help="--generate: comma-separated storage node ids")
     reassign.add_argument("--wait", action="store_true", help="wait until the moves completed")
+    reassign.add_argument(
+        "--throttle",
+        type=int,
+        metavar="BYTES_PER_S",
+        help="--execute: throttle the replication of the moves to this rate",
+    )
     reassign.add_argument(
         "--wait-timeout", type=float, default=600.0, help="seconds --wait waits at most"
     )
@@ -212,6 +221,7 @@ def run_reassign(args: argparse.Namespace) -> int:
             return _report(outcomes, "cancelled", args)
         current = _current(admin, [tp.topic for tp in plan])
         rollback = {tp: current[tp] for tp in plan if tp in current}
+        throttled = _throttle(admin, plan, args)
         outcomes = admin.alter_partition_reassignments(dict(plan), raise_on_error=False)
         if not args.json:
             emit(
@@ -219,7 +229,9 @@ def run_reassign(args: argparse.Namespace) -> int:
                 f"{to_json(plan_document(rollback))}\n\n"
                 "Save this to use as the --plan option during rollback"
             )
-        status = _report(outcomes, "started", args, rollback)
+            if throttled:
+                emit("\n".join(throttled))
+        status = _report(outcomes, "started", args, rollback, throttled)
         if status == EXIT_OK and args.wait:
             _wait(admin, list(plan), args.wait_timeout)
             if not args.json:
@@ -237,6 +249,14 @@ def _list_filter(admin: AdminClient, args: argparse.Namespace) -> list[TopicPart
         topics = [t for t in args.topics.split(",") if t]
         return list(_current(admin, topics))
     return None
+
+
+def _throttle(admin: AdminClient, plan: Plan, args: argparse.Namespace) -> list[str]:
+    if args.throttle is None:
+        return []
+    if args.throttle < 0:
+        raise CliError(f"--throttle {args.throttle} is negative", EXIT_USAGE)
+    return apply_throttle(admin, plan, args.throttle)
 
 
 def _generate(admin: AdminClient, args: argparse.Namespace) -> int:
@@ -262,6 +282,9 @@ def _verify(admin: AdminClient, plan: Plan, args: argparse.Namespace) -> int:
     current = _current(admin, [tp.topic for tp in plan])
     moves = admin.list_partition_reassignments(list(plan))
     rows = verify(plan, current, {tp: m.target for tp, m in moves.items()})
+    cleared = []
+    if all(v.state == "complete" for v in rows):
+        cleared = clear_throttles(admin, [tp.topic for tp in plan])
     if args.json:
         emit(
             to_json(
@@ -275,12 +298,13 @@ def _verify(admin: AdminClient, plan: Plan, args: argparse.Namespace) -> int:
                             "target_replicas": list(v.target),
                         }
                         for v in rows
-                    ]
+                    ],
+                    "throttle_removed": cleared,
                 }
             )
         )
     else:
-        emit(verification_text(rows))
+        emit("\n".join([verification_text(rows), *cleared]))
     return EXIT_ERROR if any(v.state == "mismatch" for v in rows) else EXIT_OK
 
 
@@ -289,6 +313,7 @@ def _report(
     verb: str,
     args: argparse.Namespace,
     rollback: Mapping[TopicPartition, Sequence[int]] | None = None,
+    throttled: Sequence[str] = (),
 ) -> int:
     done = sorted(
         (tp for tp, e in outcomes.items() if e is None), key=lambda t: (t.topic, t.partition)
@@ -310,6 +335,8 @@ def _report(
         }
         if rollback is not None:
             document["rollback"] = plan_document(rollback)
+        if throttled:
+            document["throttle"] = list(throttled)
         emit(to_json(document))
     elif done:
         emit(

@@ -163,6 +163,11 @@ def delta_to_proto(delta: ClusterDelta) -> metadata_pb2.MetadataUpdate:
             for c in delta.coordinators
         ],
         metadata_addresses=list(delta.metadata_addresses),
+        node_configs=[
+            common_pb2.NodeConfig(name=name, configs=configs_to_proto(configs))
+            for name, configs in delta.node_configs
+        ],
+        removed_node_configs=list(delta.removed_node_configs),
     )
 
 
@@ -188,6 +193,11 @@ def delta_from_proto(msg: metadata_pb2.MetadataUpdate) -> ClusterDelta:
             for c in msg.coordinator_assignments
         ),
         metadata_addresses=tuple(msg.metadata_addresses),
+        node_configs=tuple(
+            (n.name, MappingProxyType({c.name: c.value for c in n.configs}))
+            for n in msg.node_configs
+        ),
+        removed_node_configs=tuple(msg.removed_node_configs),
     )
 
 

@@ -108,6 +108,9 @@ class ClusterDelta:
     coordinators: tuple[CoordinatorAssignment, ...] = ()
     metadata_addresses: tuple[str, ...] = ()
     """The live metadata instances, complete; empty: unchanged."""
+    node_configs: tuple[tuple[str, Mapping[str, str]], ...] = ()
+    """Dynamic node configs per entity ("" the default, else a node id): upserts."""
+    removed_node_configs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +130,10 @@ class ClusterImage:
     metadata_addresses: tuple[str, ...] = ()
     """The live metadata instances (host:port, by instance id), so every process follows the
     instances added and removed since it was given `--metadata` (decision 0026)."""
+    node_configs: Mapping[str, Mapping[str, str]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    """Dynamic storage-node configs by entity ("" the default, else a node id; decision 0024)."""
 
     @classmethod
     def empty(cls) -> ClusterImage:
@@ -149,6 +156,7 @@ class ClusterImage:
                 topics=MappingProxyType({t.name: t for t in delta.topics}),
                 coordinators=MappingProxyType({c.partition: c for c in delta.coordinators}),
                 metadata_addresses=delta.metadata_addresses or self.metadata_addresses,
+                node_configs=MappingProxyType(dict(delta.node_configs)),
             )
         if delta.version <= self.version:
             return self
@@ -167,6 +175,13 @@ class ClusterImage:
             merged = dict(coordinators)
             merged.update((c.partition, c) for c in delta.coordinators)
             coordinators = MappingProxyType(merged)
+        node_configs = self.node_configs
+        if delta.node_configs or delta.removed_node_configs:
+            entities = dict(node_configs)
+            for name in delta.removed_node_configs:
+                entities.pop(name, None)
+            entities.update(delta.node_configs)
+            node_configs = MappingProxyType(entities)
         return ClusterImage(
             version=delta.version,
             cluster_id=delta.cluster_id or self.cluster_id,
@@ -176,6 +191,7 @@ class ClusterImage:
             topics=MappingProxyType(topics),
             coordinators=coordinators,
             metadata_addresses=delta.metadata_addresses or self.metadata_addresses,
+            node_configs=node_configs,
         )
 
     def offsets_partitions(self) -> int:
@@ -253,6 +269,7 @@ class ClusterImage:
             topics=tuple(self.topics[name] for name in sorted(self.topics)),
             coordinators=tuple(self.coordinators[p] for p in sorted(self.coordinators)),
             metadata_addresses=self.metadata_addresses,
+            node_configs=tuple((n, self.node_configs[n]) for n in sorted(self.node_configs)),
         )
 
 
