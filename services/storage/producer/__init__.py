@@ -1,6 +1,7 @@
 """Producer state for idempotence (Kafka's storage-side producer state): per partition, each
-producer id's epoch and last five batches, checked by the leader before an append, snapshotted
-to `<offset>.snapshot` files and rebuilt from snapshot + log headers. Pure domain code."""
+producer id's epoch and last batches (PRODUCER_BATCH_WINDOW), checked by the leader before an
+append, snapshotted to `<offset>.snapshot` files and rebuilt from snapshot + log headers. Pure
+domain code."""
 
 from .append_check import Duplicate, LeaderCheck
 from .entry import BATCH_RETAIN, BatchMetadata, ProducerStateEntry

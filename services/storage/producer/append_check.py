@@ -5,7 +5,7 @@ For every batch that carries a producer id, in payload order:
 
 - its epoch is older than the producer's known epoch: INVALID_PRODUCER_EPOCH (what Kafka 2.7+
   answers on produce; PRODUCER_FENCED is the transaction coordinator's answer);
-- it repeats one of the producer's last five batches (same epoch, same first and last
+- it repeats one of the producer's remembered batches (same epoch, same first and last
   sequence): a duplicate. It is not written again; the caller answers with the offsets it was
   first written at (Kafka's DUPLICATE_SEQUENCE handling since 1.0);
 - a new epoch must start at sequence 0, unless the producer is unknown here;

@@ -1,4 +1,4 @@
-"""What a partition remembers of one producer: its epoch and its last five batches.
+"""What a partition remembers of one producer: its epoch and its last batches (the window).
 
 Kafka's ProducerStateEntry and BatchMetadata. A producer may have up to five produce requests
 in flight per partition (max.in.flight.requests.per.connection), so a retry can repeat any of
@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from riverlog.common.records.header import NO_PRODUCER_EPOCH, NO_SEQUENCE
+from riverlog.common.types import PRODUCER_BATCH_WINDOW
 
-BATCH_RETAIN: Final = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
+BATCH_RETAIN: Final = PRODUCER_BATCH_WINDOW  # Kafka's NUM_BATCHES_TO_RETAIN (5 there)
 MAX_SEQUENCE: Final = 0x7FFFFFFF
 
 

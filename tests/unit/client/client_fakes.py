@@ -21,6 +21,7 @@ from riverlog.common.errors import ErrorCode
 from riverlog.common.records.header import iter_batches, set_base_offset
 from riverlog.common.records.reader import iter_record_timestamps
 from riverlog.common.rpc.channel import CLIENT_ID_KEY
+from riverlog.common.types import PRODUCER_BATCH_WINDOW
 from riverlog.v1 import (
     admin_pb2,
     common_pb2,
@@ -64,7 +65,7 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
         self.metadata_calls = 0
         self.next_producer_id = 1000
         self.init_producer_id_calls = 0
-        # Idempotence, as a leader: (topic, partition, producer id) -> epoch and the last five
+        # Idempotence, as a leader: (topic, partition, producer id) -> epoch and the last W
         # batches' (first seq, last seq, base offset, next offset).
         self.producers: dict[tuple[str, int, int], tuple[int, list[tuple[int, int, int, int]]]] = {}
         # Unknown outcomes, keyed by the first batch's base sequence of a request: append then
@@ -167,7 +168,7 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
                                 offset,
                                 offset + header.records_count,
                             ),
-                        ][-5:]
+                        ][-PRODUCER_BATCH_WINDOW:]
                         self.producers[key] = (header.producer_epoch, last)
                     offset += header.records_count
                     pos += size

@@ -18,8 +18,11 @@ from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.records import CompressionType
 from riverlog.common.records.header import iter_batches
 from riverlog.common.records.reader import iter_batches_records
+from riverlog.common.types import PRODUCER_BATCH_WINDOW
 
 BOOT = {"bootstrap.servers": "127.0.0.1:9"}
+W = PRODUCER_BATCH_WINDOW
+COUNT = 10 * (W + 10)  # about ten records a batch of 200 bytes: more batches than the window
 FAST = {"linger.ms": 0, "retry.backoff.ms": 5, "retry.backoff.max.ms": 20}
 
 
@@ -121,12 +124,12 @@ def test_retries_keep_the_order_with_five_in_flight(fake: FakeServer, gateway: F
     assert {h.base_sequence for h in refused} <= sent_again
 
 
-def test_an_unknown_outcome_keeps_the_window_at_five_and_writes_nothing_twice(
+def test_an_unknown_outcome_keeps_the_window_and_writes_nothing_twice(
     fake: FakeServer, gateway: FakeGateway
 ) -> None:
     """The fault harness' pause-leader case: a batch is written but its answer is lost (the
     gateway timed out on a paused leader), and its retry is held up on the way while later
-    batches are ready. Nothing beyond the five batches the leader remembers may be sent while
+    batches are ready. Nothing beyond the W batches the leader remembers may be sent while
     the retry's outcome is unknown, so the retry is answered as a duplicate, never refused as
     out of order and rewritten under a new epoch."""
     gateway.create("t", 1)
@@ -134,13 +137,13 @@ def test_an_unknown_outcome_keeps_the_window_at_five_and_writes_nothing_twice(
         p.send("t", b"record-000", partition=0).result(10)  # the leader knows the producer
         gateway.drop_response_at_sequence.add(1)  # written, answer lost
         gateway.delay_at_sequence[1] = 1.0  # the first retry is stalled; later ones are ready
-        futures = [p.send("t", b"record-%03d" % i, partition=0) for i in range(1, 150)]
+        futures = [p.send("t", b"record-%03d" % i, partition=0) for i in range(1, COUNT)]
         offsets = [f.result(15).offset for f in futures]
         epoch = p.producer_id_and_epoch
     assert not gateway.drop_response_at_sequence and not gateway.delay_at_sequence
-    assert 1 <= gateway.max_unresolved_window <= 5
-    assert values(gateway) == [b"record-%03d" % i for i in range(150)]  # each once, in order
-    assert offsets == list(range(1, 150))
+    assert 1 <= gateway.max_unresolved_window <= W
+    assert values(gateway) == [b"record-%03d" % i for i in range(COUNT)]  # each once, in order
+    assert offsets == list(range(1, COUNT))
     assert epoch == ProducerIdAndEpoch(1000, 0)  # nothing to bump
 
 
@@ -162,7 +165,7 @@ def test_the_first_batch_travels_alone_so_no_later_one_overtakes_it(
     first_two = [iter_batches(r.partitions[0].records) for r in gateway.produce_requests[:2]]
     assert [[h.base_sequence for h in batches] for batches in first_two] == [[0], [0]]
     assert values(gateway) == [b"record-%03d" % i for i in range(60)]
-    assert gateway.max_unresolved_window <= 5
+    assert gateway.max_unresolved_window <= W
 
 
 def test_a_batch_failing_for_good_bumps_the_epoch(fake: FakeServer, gateway: FakeGateway) -> None:
@@ -246,8 +249,8 @@ def _sent(idem: IdempotenceManager, *batches: ProducerBatch) -> None:
 
 
 def test_the_window_counts_acknowledged_batches_after_an_open_one() -> None:
-    """Five batches from the oldest one without an outcome to the newest, whatever came back
-    in between: the leader remembers five, so a sixth could push the open one out."""
+    """W batches from the oldest one without an outcome to the newest, whatever came back
+    in between: the leader remembers W, so one more could push the open one out."""
     idem = IdempotenceManager()
     idem.set_producer_id(7, 0)
     tp = ("t", 0)
@@ -257,8 +260,8 @@ def test_the_window_counts_acknowledged_batches_after_an_open_one() -> None:
     assert idem.capacity(tp) == 0  # the first batch of the epoch goes alone
     idem.on_response(first)
     idem.on_success(first)
-    assert idem.capacity(tp) == 5
-    lost, *later = [_batch() for _ in range(5)]
+    assert idem.capacity(tp) == W
+    lost, *later = [_batch() for _ in range(W)]
     _sent(idem, lost, *later)
     assert idem.capacity(tp) == 0
     idem.on_response(lost)  # no answer: outcome unknown, retried
@@ -267,13 +270,13 @@ def test_the_window_counts_acknowledged_batches_after_an_open_one() -> None:
     for batch in later:
         idem.on_response(batch)
         idem.on_success(batch)
-    assert idem.capacity(tp) == 0  # the lost one and the four after it fill the window
+    assert idem.capacity(tp) == 0  # the lost one and the W - 1 after it fill the window
     assert idem.blocked() == set()
     _sent(idem, lost)
     assert lost.base_sequence == 1  # the same sequence and bytes
     idem.on_response(lost)
     idem.on_success(lost)  # answered as a duplicate
-    assert idem.capacity(tp) == 5
+    assert idem.capacity(tp) == W
 
 
 def test_a_sequence_refused_after_later_ones_were_taken_fails_without_a_bump() -> None:
@@ -293,7 +296,7 @@ def test_a_sequence_refused_after_later_ones_were_taken_fails_without_a_bump() -
     idem.on_failed(second)
     idem.before_drain()
     assert idem.producer_id_and_epoch == ProducerIdAndEpoch(7, 0)
-    assert idem.capacity(("t", 0)) == 5
+    assert idem.capacity(("t", 0)) == W
 
 
 def test_a_bump_for_another_partition_keeps_a_possibly_written_retry_as_it_was() -> None:

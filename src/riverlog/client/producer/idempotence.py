@@ -4,12 +4,14 @@ one and the window of batches that hold sequences, from the oldest one without a
 
 Sequences are assigned when the sender drains a batch, and a retry resends the same bytes with
 the same sequence, so the leader drops a batch it already has and answers with the offsets of
-the first write, as long as it is among the leader's last five batches of the producer. Hence
-the window: from the oldest batch without a final outcome (acknowledged, or failed) to the
-newest, acknowledged ones in between included, at most five batches of a partition are ever
-sent; a batch whose request timed out still counts until it is resolved (Kafka bounds the same
-with five requests on one ordered connection, which it closes on a timeout; our requests travel
-on separate HTTP/2 streams and a stalled one can be overtaken). A retry goes back into its
+the first write, as long as it is among the producer's last PRODUCER_BATCH_WINDOW (25) batches
+the leader remembers. Hence the window: from the oldest batch without a final outcome
+(acknowledged, or failed) to the newest, acknowledged ones in between included, at most that
+many batches of a partition are ever sent; a batch whose request timed out still counts until
+it is resolved (Kafka bounds the same with five batches and five requests on one ordered
+connection, which it closes on a timeout; we keep more because acks=all waits on follower round
+trips, and our requests travel on separate HTTP/2 streams where a stalled one can be
+overtaken). A retry goes back into its
 partition's queue in sequence order and goes alone, after the partition's requests on the wire.
 
 Errors, as Kafka 2.5+ (KIP-360) handles them for a producer without transactions, and one rule
@@ -37,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.types import PRODUCER_BATCH_WINDOW
 
 from .batch import ProducerBatch
 
@@ -45,7 +48,7 @@ log = logging.getLogger(__name__)
 NO_PRODUCER_ID: Final = -1
 NO_PRODUCER_EPOCH: Final = -1
 MAX_PRODUCER_EPOCH: Final = 32767
-MAX_BATCHES_ON_THE_WIRE: Final = 5  # per partition: the leader's last five batches
+MAX_BATCHES_ON_THE_WIRE: Final = PRODUCER_BATCH_WINDOW  # per partition: what the leader keeps
 _SEQUENCE_MASK = 0x7FFFFFFF
 _NONE = -1
 
@@ -103,8 +106,8 @@ class _PartitionSequences:
     sending: int = 0  # batches of this partition on the wire
     retry_waiting: bool = False
     # The batches of `owner` from the oldest one without a final outcome to the newest, in
-    # sequence order (settled ones stay while an older one is open): at most five, so a write
-    # whose answer was lost is among the leader's last five batches whenever it is retried.
+    # sequence order (settled ones stay while an older one is open): at most the window, so a write
+    # whose answer was lost is among the leader's remembered batches whenever it is retried.
     window: list[ProducerBatch] = field(default_factory=list)
     settled: set[ProducerBatch] = field(default_factory=set)
     # Batches sent with no earlier sequence outstanding: only their OUT_OF_ORDER is a real gap
@@ -209,7 +212,7 @@ class IdempotenceManager:
     def capacity(self, tp: TopicPartitionKey) -> int:
         """How many new batches (without a sequence) of `tp` may be sent now. A batch holding a
         sequence is in the window already and goes alone. The window, from the oldest batch
-        without a final outcome to the newest, holds at most five: the batches a leader
+        without a final outcome to the newest, holds at most the window: the batches a leader
         remembers, so a write whose answer was lost is answered as a duplicate on retry.
         Nothing new while a sequence is unresolved or while batches of an older epoch are
         open; and the first batch of an epoch travels alone until it is acknowledged (a leader
@@ -281,7 +284,7 @@ class IdempotenceManager:
         if error.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
             if p.last_acked != _NONE and _after_or_at(p.last_acked, _last_sequence(batch)):
                 # The leader took later sequences. Were it written, it would be among the
-                # leader's last five batches and answered as a duplicate; refused, it was not
+                # leader's remembered batches and answered as a duplicate; refused, it was not
                 # written when the leader checked it, but it cannot be sure that it never will
                 # be, nor go in under this epoch: it fails (Kafka's OutOfOrderSequenceException),
                 # it is never sent again under a new epoch, and later batches go on.

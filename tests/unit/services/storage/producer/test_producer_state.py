@@ -14,6 +14,7 @@ from riverlog.common.records import BatchBuilder, CompressionType
 from riverlog.common.types import TopicPartition
 from riverlog.services.storage.log import AppendInfo, LogConfig, PartitionLog
 from riverlog.services.storage.producer import ProducerStateManager
+from riverlog.services.storage.producer.entry import BATCH_RETAIN
 from riverlog.services.storage.producer.snapshot import (
     decode,
     encode,
@@ -82,13 +83,13 @@ def test_sequences_in_order_are_appended(replica: Replica) -> None:
     assert entry is not None and entry.last_seq == 4 and entry.producer_epoch == 0
 
 
-@pytest.mark.parametrize("retried", range(5))
-def test_a_duplicate_of_the_last_five_gets_the_original_offsets(
+@pytest.mark.parametrize("retried", [0, 1, BATCH_RETAIN // 2, BATCH_RETAIN - 1])
+def test_a_duplicate_of_the_remembered_batches_gets_the_original_offsets(
     replica: Replica, retried: int
 ) -> None:
-    infos = [replica.append(batch(seq * 2, 2)) for seq in range(6)]  # 6 batches of 2
+    infos = [replica.append(batch(seq * 2, 2)) for seq in range(BATCH_RETAIN + 1)]  # of 2 each
     end = replica.log.log_end_offset
-    again = replica.append(batch((retried + 1) * 2, 2))  # one of the last five
+    again = replica.append(batch((retried + 1) * 2, 2))  # one of the remembered ones
     assert (again.first_offset, again.last_offset) == (
         infos[retried + 1].first_offset,
         infos[retried + 1].last_offset,
@@ -96,8 +97,8 @@ def test_a_duplicate_of_the_last_five_gets_the_original_offsets(
     assert replica.log.log_end_offset == end  # nothing written
 
 
-def test_a_retry_older_than_the_last_five_is_out_of_order(replica: Replica) -> None:
-    for seq in range(6):
+def test_a_retry_older_than_the_remembered_batches_is_out_of_order(replica: Replica) -> None:
+    for seq in range(BATCH_RETAIN + 1):
         replica.append(batch(seq))
     with pytest.raises(RiverlogError) as err:
         replica.append(batch(0))
