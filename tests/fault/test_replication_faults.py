@@ -330,8 +330,8 @@ SCENARIOS = [
     # in flight to it without answering the client (it waits for request.timeout.ms); and the
     # SDK kept sending a partition's later batches while an earlier one was unresolved, then,
     # told its sequence "already passed", resent it under a bumped epoch: written twice, and
-    # out of order (fixed: at most five batches from the oldest unresolved one, and a batch that
-    # may have been written is never resent under a new epoch; decision 0006).
+    # out of order (fixed: at most a window of batches from the oldest unresolved one, and a
+    # batch that may have been written is never resent under a new epoch; decision 0006).
     Scenario("pause-leader", pause_leader, leadership_moved),
     # The same with Kafka's default request.timeout.ms (30 s, longer than the pause): the old
     # leader answers once resumed, yet the partition is unavailable for the whole 30 s while
