@@ -41,6 +41,8 @@ LISTS = (LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS)
 RECORD = 16 * 1024
 PROBE_RATE = 200
 WAIT_S = 1_800.0
+WARM_UP_S = 5.0
+BEFORE_S = 10.0
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.2) -> None:
@@ -174,12 +176,13 @@ def run(cluster: LocalCluster, size_mb: int, throttles: list[float]) -> None:
     wait_until(lambda: in_sync(admin, "big"), WAIT_S)
     nodes = [1, 2, 3, 4]
     probe = Probe(address, "probe")
+    time.sleep(WARM_UP_S)  # the probe's first sends set up channels and metadata: not counted
     try:
         for mb in throttles:
-            time.sleep(10)  # the probe's "before" window
+            time.sleep(BEFORE_S)  # the probe's "before" window (after the last move settled)
             start = time.monotonic()
             took = move(admin, TopicPartition("big", 0), nodes, mb)
-            before = probe.between(start - 10, start)
+            before = probe.between(start - BEFORE_S, start)
             during = probe.between(start, start + took)
             label = f"{mb:g} MB/s" if mb else "off"
             print(

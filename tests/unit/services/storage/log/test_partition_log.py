@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -304,10 +305,15 @@ def test_update_config_applies_to_next_append(tmp_path: Path, clock: ManualClock
 
 
 def test_delete_removes_the_directory(tmp_path: Path, clock: ManualClock) -> None:
+    """The directory is renamed away at once; its files go in the background."""
     log = open_log(tmp_path, clock)
     fill(log, 3)
     log.delete()
     assert not log_dir(tmp_path).exists()
+    assert all(p.name.endswith("-delete") for p in tmp_path.iterdir())
+    deadline = time.monotonic() + 10
+    while list(tmp_path.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert list(tmp_path.iterdir()) == []
 
 
