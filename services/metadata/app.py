@@ -24,6 +24,7 @@ from riverlog.v1 import metadata_pb2_grpc
 
 from .client_quotas import ClientQuotaBook
 from .config import MetadataConfig
+from .controller.balancer import ReplicaBalancer
 from .controller.cluster import NodeRegistry
 from .controller.coordinators import CoordinatorAssigner
 from .controller.election import ControllerElection
@@ -34,6 +35,7 @@ from .controller.replication import ReplicationController
 from .controller.topics import TopicController, new_topic_id
 from .image import MetadataImage
 from .peers.controller import ControllerPeer
+from .rpc.balancer import BalancerRpc
 from .rpc.reassignments import ReassignmentsRpc
 from .rpc.servicer import MetadataServicer
 from .store import EtcdStore
@@ -78,6 +80,7 @@ class MetadataInstance:
         self.assigner: CoordinatorAssigner | None = None
         self.replication: ReplicationController | None = None
         self.reassignments: ReassignmentController | None = None
+        self.balancer: ReplicaBalancer | None = None
 
     @property
     def address(self) -> str:
@@ -115,6 +118,7 @@ class MetadataInstance:
         replication = ReplicationController(election, image, config)
         producer_ids = ProducerIdManager(election, image)
         reassignments = ReassignmentController(replication, image)
+        balancer = ReplicaBalancer(replication, reassignments, topics, image, config)
         servicer = MetadataServicer(
             image, election, topics, registry, self.peer, replication, producer_ids
         )
@@ -126,6 +130,7 @@ class MetadataInstance:
         servicer.client_quotas = self.client_quotas
         servicer.reassignments = ReassignmentsRpc(reassignments)
         servicer.node_configs = NodeConfigController(election, image)
+        servicer.balancer = BalancerRpc(balancer)
         await self.server.start()
         self.election = election
         await election.start(self.advertised_host, self.server.port)
@@ -135,6 +140,8 @@ class MetadataInstance:
         replication.start()
         self.reassignments = reassignments
         reassignments.start()
+        self.balancer = balancer
+        balancer.start()
         log.info(
             "metadata instance %d serving on %s (cluster %s)",
             config.instance_id,
@@ -145,6 +152,8 @@ class MetadataInstance:
     async def stop(self) -> None:
         if self.assigner is not None:
             await self.assigner.stop()
+        if self.balancer is not None:
+            await self.balancer.stop()
         if self.reassignments is not None:
             await self.reassignments.stop()
         if self.replication is not None:

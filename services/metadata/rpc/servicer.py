@@ -35,6 +35,7 @@ from ..controller.topics import TopicController
 from ..image import MetadataImage
 from ..peers.controller import ControllerPeer, was_forwarded
 from . import convert as conv
+from .balancer import BalancerRpc
 from .client_quotas import ClientQuotasRpc
 from .reassignments import ReassignmentsRpc
 
@@ -46,6 +47,7 @@ R = TypeVar("R")
 class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceServicer):
     reassignments: ReassignmentsRpc  # set by the app, as client_quotas
     node_configs: NodeConfigController  # set by the app
+    balancer: BalancerRpc  # set by the app
 
     def __init__(
         self,
@@ -260,6 +262,14 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
             return await self.reassignments.alter(request)
 
         return await self._write("AlterPartitionReassignments", request, context, local)
+
+    async def BalanceReplicas(
+        self, request: admin_pb2.BalanceReplicasRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.BalanceReplicasResponse:
+        async def local() -> admin_pb2.BalanceReplicasResponse:
+            return await self.balancer.balance(request)
+
+        return await self._write("BalanceReplicas", request, context, local)
 
     # --- reads (any instance) -------------------------------------------------------------------
 

@@ -48,6 +48,7 @@ METADATA_RPCS: Final[Rpcs[metadata_pb2_grpc.MetadataServiceAsyncStub]] = {
     "ElectLeaders": lambda s: s.ElectLeaders,
     "AlterPartitionReassignments": lambda s: s.AlterPartitionReassignments,
     "ListPartitionReassignments": lambda s: s.ListPartitionReassignments,
+    "BalanceReplicas": lambda s: s.BalanceReplicas,
     "AlterClientQuotas": lambda s: s.AlterClientQuotas,
     "DescribeClientQuotas": lambda s: s.DescribeClientQuotas,
     "UpsertUser": lambda s: s.UpsertUser,
