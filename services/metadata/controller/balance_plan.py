@@ -190,6 +190,27 @@ class _Budget:
         self.planned.add(key)
 
 
+def spread_of(nodes: Sequence[BalancerNode], partitions: Sequence[BalancerPartition]) -> Spread:
+    """The spread of the assignment as it is (cheap: no planning)."""
+    return _State(nodes, partitions).spread()
+
+
+def start_reason(spread: Spread, threshold: int) -> str | None:
+    """Why the balancer should start by itself on this spread (decision 0025); None: it should
+    not. A run that then finds nothing to copy ends at once."""
+    empty = sorted(n for n, c in spread.replicas.items() if c == 0)
+    if empty and spread.replica_spread > 1:
+        return f"storage nodes {empty} hold no replica"
+    if spread.rack_violations:
+        return f"{spread.rack_violations} partitions have two replicas on one rack"
+    if spread.replica_spread > threshold:
+        return (
+            f"replica-count spread {spread.replica_spread} exceeds "
+            f"balancer.imbalance.threshold {threshold}"
+        )
+    return None
+
+
 def plan_balance(
     nodes: Sequence[BalancerNode],
     partitions: Sequence[BalancerPartition],
@@ -266,15 +287,44 @@ def _pairs(loads: Mapping[int, int], gap: int) -> list[tuple[int, int]]:
     return sorted(pairs, key=lambda hl: loads[hl[1]] - loads[hl[0]])
 
 
+def _movable_replica(
+    state: _State, movable: Sequence[BalancerPartition], budget: _Budget, old: int, new: int
+) -> BalancerPartition | None:
+    """The smallest partition that may move a replica from `old` to `new`; one already in the
+    plan wins a tie (it takes no new slot). `movable` is sorted by size, so the first fit is
+    the smallest and only the (few) planned ones need a second look."""
+
+    def fits(p: BalancerPartition) -> bool:
+        replicas = state.target[p.key]
+        return (
+            old in replicas
+            and new not in replicas
+            and budget.allows(p.key)
+            and state.violation(_replace(replicas, old, new)) <= state.violation(replicas)
+        )
+
+    best = next((p for p in movable if fits(p)), None)
+    if best is None or best.key in budget.planned:
+        return best
+    planned = [
+        state.parts[k]
+        for k in budget.planned
+        if state.size[k] <= state.size[best.key] and fits(state.parts[k])
+    ]
+    return min(planned, key=lambda p: (state.size[p.key], p.key), default=best)
+
+
 def _even_replicas(state: _State, movable: Sequence[BalancerPartition], budget: _Budget) -> None:
-    """Goal 2: replica counts within one; the smallest partition moves first (already planned
-    ones win ties: they take no new slot)."""
+    """Goal 2: replica counts within one, a replica at a time from a fuller node to an emptier
+    one (the widest pair first)."""
+    counts = state.counts()
     while True:
-        for old, new in _pairs(state.counts(), 1):
-            found = _candidates(state, movable, budget, old, new)
-            if found:
-                p = min(found, key=lambda p: (state.size[p.key], p.key not in budget.planned))
+        for old, new in _pairs(counts, 1):
+            p = _movable_replica(state, movable, budget, old, new)
+            if p is not None:
                 budget.move(p.key, old, new)
+                counts[old] -= 1
+                counts[new] += 1
                 break
         else:
             return
@@ -327,42 +377,66 @@ def _even_disk(state: _State, movable: Sequence[BalancerPartition], budget: _Bud
             return
 
 
-def _lead(state: _State, key: tuple[str, int], node: int) -> None:
-    rest = tuple(r for r in state.target[key] if r != node)
-    state.target[key] = (node, *rest)
+class _LeaderIndex:
+    """Movable partitions by (preferred leader, replica), kept current as reorders happen, so
+    each step of the leader goal looks up candidates instead of scanning every partition."""
+
+    def __init__(self, state: _State, movable: Sequence[BalancerPartition]) -> None:
+        self.state = state
+        self.by: dict[tuple[int, int], set[tuple[str, int]]] = {}
+        for p in movable:
+            self._index(p.key, add=True)
+
+    def _index(self, key: tuple[str, int], add: bool) -> None:
+        replicas = self.state.target[key]
+        for r in replicas[1:]:
+            keys = self.by.setdefault((replicas[0], r), set())
+            if add:
+                keys.add(key)
+            else:
+                keys.discard(key)
+
+    def led(self, by: int, having: int) -> tuple[str, int] | None:
+        """The lowest partition led by `by` with a replica on `having`, if any."""
+        keys = self.by.get((by, having))
+        return min(keys) if keys else None
+
+    def lead(self, key: tuple[str, int], node: int) -> None:
+        """Make `node` (a replica of `key`) its preferred leader."""
+        self._index(key, add=False)
+        rest = tuple(r for r in self.state.target[key] if r != node)
+        self.state.target[key] = (node, *rest)
+        self._index(key, add=True)
 
 
 def _even_leaders(state: _State, movable: Sequence[BalancerPartition]) -> None:
     """Goal 4: preferred leaders within one, by putting a replica on a node with fewer of them
     first in a target list (no data moves). When no partition led by the fullest node has a
     replica on the emptiest, leadership goes through a middle node (two reorders)."""
-
-    def led(by: int, having: int) -> list[tuple[str, int]]:
-        return [
-            p.key for p in movable if state.target[p.key][0] == by and having in state.target[p.key]
-        ]
-
+    index = _LeaderIndex(state, movable)
+    leaders = state.leaders()
     while True:
-        for old, new in _pairs(state.leaders(), 1):
-            direct = led(old, new)
-            if direct:
-                _lead(state, min(direct), new)
+        for old, new in _pairs(leaders, 1):
+            direct = index.led(old, new)
+            if direct is not None:
+                index.lead(direct, new)
                 break
             chain = next(
                 (
                     (first, second, middle)
                     for middle in state.live
                     if middle not in (old, new)
-                    for first in led(old, middle)
-                    for second in led(middle, new)
-                    if first != second
+                    and (first := index.led(old, middle)) is not None
+                    and (second := index.led(middle, new)) is not None
                 ),
                 None,
             )
-            if chain is not None:
+            if chain is not None:  # first and second differ: their leaders differ
                 first, second, middle = chain
-                _lead(state, second, new)
-                _lead(state, first, middle)
+                index.lead(second, new)
+                index.lead(first, middle)
                 break
         else:
             return
+        leaders[old] -= 1
+        leaders[new] += 1

@@ -30,7 +30,15 @@ from ..config import MetadataConfig
 from ..image import MetadataImage
 from . import reassignment as steps
 from . import throttled_replicas as throttle
-from .balance_plan import BalanceMove, BalancePlan, BalancerNode, BalancerPartition, plan_balance
+from .balance_plan import (
+    BalanceMove,
+    BalancePlan,
+    BalancerNode,
+    BalancerPartition,
+    plan_balance,
+    spread_of,
+    start_reason,
+)
 from .reassignments import ReassignmentController, ReassignmentItem
 from .replication import ReplicationController
 from .topic_validation import ConfigOp
@@ -105,27 +113,12 @@ class ReplicaBalancer:
         ]
         return nodes, partitions
 
-    def plan(self, max_moves: int | None = None) -> BalancePlan:
+    async def plan(self, max_moves: int | None = None) -> BalancePlan:
+        """The plan of the image of the moment, computed off the event loop (a large cluster
+        takes a while; the loop keeps renewing the controller's lease meanwhile)."""
         nodes, partitions = self.snapshot()
         limit = self.config.balancer_max_concurrent_moves if max_moves is None else max_moves
-        return plan_balance(nodes, partitions, limit)
-
-    def trigger(self, plan: BalancePlan) -> str | None:
-        """Why a run should start by itself now; None when it should not."""
-        if not any(m.copies_data for m in plan.moves):
-            return None
-        before = plan.before
-        empty = sorted(n for n, c in before.replicas.items() if c == 0)
-        if empty and before.replica_spread > 1:
-            return f"storage nodes {empty} hold no replica"
-        if before.rack_violations:
-            return f"{before.rack_violations} partitions have two replicas on one rack"
-        if before.replica_spread > self.config.balancer_imbalance_threshold:
-            return (
-                f"replica-count spread {before.replica_spread} exceeds "
-                f"balancer.imbalance.threshold {self.config.balancer_imbalance_threshold}"
-            )
-        return None
+        return await asyncio.to_thread(plan_balance, nodes, partitions, limit)
 
     # --- BalanceReplicas ------------------------------------------------------------------------
 
@@ -133,7 +126,7 @@ class ReplicaBalancer:
         """The whole plan (every batch); unless `dry_run`, a run starts that issues it."""
         if not self.is_controller:
             raise RiverlogError("this instance is not the controller", ErrorCode.NOT_CONTROLLER)
-        full = self.plan(UNLIMITED)
+        full = await self.plan(UNLIMITED)
         if not dry_run and full.moves:
             log.info("balancer: run requested (%d partitions to move)", len(full.moves))
             self.running = True
@@ -176,13 +169,20 @@ class ReplicaBalancer:
         if self._elect:
             wanted, self._elect = sorted(self._elect), set()
             await self.replication.elect_leaders(True, wanted)
-        plan = self.plan()
         if not self.running:
-            reason = self.trigger(plan) if self.config.balancer_enable else None
+            reason = None
+            if self.config.balancer_enable:
+                spread = spread_of(*self.snapshot())
+                reason = start_reason(spread, self.config.balancer_imbalance_threshold)
             if reason is None:
                 return
+            plan = await self.plan()
+            if not any(m.copies_data for m in plan.moves):
+                return  # the spread cannot be improved (racks, unmovable partitions)
             log.info("balancer: starting: %s", reason)
             self.running = True
+        else:
+            plan = await self.plan()
         if not plan.moves:
             log.info(
                 "balancer: balanced (replica spread %d, leader spread %d)",
@@ -193,7 +193,18 @@ class ReplicaBalancer:
             return
         await self._issue(plan.moves)
 
-    async def _issue(self, moves: Sequence[BalanceMove]) -> None:
+    async def _issue(self, planned: Sequence[BalanceMove]) -> None:
+        topics = self.image.cluster.topics
+        moving = {
+            (t.name, p.partition)
+            for t in topics.values()
+            for p in t.partitions
+            if steps.is_reassigning(p)
+        }
+        # planned off the loop: a partition an operator started moving meanwhile is left alone
+        moves = [m for m in planned if (m.topic, m.partition) not in moving]
+        if not moves:
+            return
         await self._throttle([m for m in moves if m.copies_data])
         items = [ReassignmentItem(m.topic, m.partition, m.target) for m in moves]
         results = await self.reassignments.alter(items)

@@ -12,6 +12,8 @@ from riverlog.services.metadata.controller.balance_plan import (
     BalancerNode,
     BalancerPartition,
     plan_balance,
+    spread_of,
+    start_reason,
 )
 
 
@@ -217,3 +219,16 @@ def test_dead_and_under_replicated_partitions_are_left_alone() -> None:
     assert by_key[("dead", 0)].replicas == (1, 9)
     assert by_key[("lagging", 0)].replicas == (1, 2)
     assert all(9 not in p.replicas for p in final if p.topic == "t")
+
+
+def test_a_run_starts_on_an_empty_node_a_rack_violation_or_the_threshold() -> None:
+    even = [part("t", 0, [1, 2]), part("t", 1, [2, 3]), part("t", 2, [3, 1])]
+    assert start_reason(spread_of(nodes(1, 2, 3), even), threshold=2) is None
+    joined = start_reason(spread_of(nodes(1, 2, 3, 4), even), threshold=2)
+    assert joined is not None and "[4]" in joined
+    racked = start_reason(spread_of(nodes(1, 2, 3, racks="aab"), even), threshold=2)
+    assert racked is not None and "rack" in racked
+    skewed = [part("t", i, [1, 2]) for i in range(4)] + [part("u", 0, [3, 1])]
+    assert start_reason(spread_of(nodes(1, 2, 3), skewed), threshold=4) is None
+    over = start_reason(spread_of(nodes(1, 2, 3), skewed), threshold=2)
+    assert over is not None and "threshold 2" in over

@@ -36,5 +36,5 @@ def test_balancer_settings_have_defaults_and_are_checked() -> None:
         {"balancer.enable": "true", "balancer.max.concurrent.moves": "5"},
     )
     assert on.balancer_enable and on.balancer_max_concurrent_moves == 5
-    with pytest.raises(ValueError, match="balancer.max.concurrent.moves"):
+    with pytest.raises(ValueError, match=r"balancer\.max\.concurrent\.moves"):
         MetadataConfig.from_args(1, "h", 0, "http://e:1", {"balancer.max.concurrent.moves": "0"})
