@@ -31,6 +31,7 @@ from .controller.election import ControllerElection
 from .controller.node_configs import NodeConfigController
 from .controller.producer_ids import ProducerIdManager
 from .controller.reassignments import ReassignmentController
+from .controller.replica_sizes import ReplicaSizeBook, sizes_prefix
 from .controller.replication import ReplicationController
 from .controller.topics import TopicController, new_topic_id
 from .image import MetadataImage
@@ -73,6 +74,7 @@ class MetadataInstance:
         self.cluster_id = ""
         self.image: MetadataImage | None = None
         self.quota_store: EtcdStore | None = None
+        self.sizes_store: EtcdStore | None = None
         self.client_quotas: ClientQuotaBook | None = None
         self.peer: ControllerPeer | None = None
         self.server: RpcServer | None = None
@@ -113,12 +115,16 @@ class MetadataInstance:
         await self.client_quotas.start()
         election = ControllerElection(self.store, image, config)
         topics = TopicController(election, image, config)
-        registry = NodeRegistry(self.store, config, self.cluster_id)
+        self.sizes_store = EtcdStore(
+            config.etcd_endpoints, sizes_prefix(config.etcd_prefix), config.etcd_timeout_ms / 1000
+        )
+        sizes = ReplicaSizeBook(self.sizes_store)
+        registry = NodeRegistry(self.store, config, self.cluster_id, sizes)
         self.peer = ControllerPeer(config.forward_timeout_ms / 1000)
         replication = ReplicationController(election, image, config)
         producer_ids = ProducerIdManager(election, image)
         reassignments = ReassignmentController(replication, image)
-        balancer = ReplicaBalancer(replication, reassignments, topics, image, config)
+        balancer = ReplicaBalancer(replication, reassignments, topics, image, config, sizes)
         servicer = MetadataServicer(
             image, election, topics, registry, self.peer, replication, producer_ids
         )
@@ -170,6 +176,8 @@ class MetadataInstance:
             await self.client_quotas.stop()
         if self.quota_store is not None:
             self.quota_store.close()
+        if self.sizes_store is not None:
+            self.sizes_store.close()
         self.store.close()
 
 

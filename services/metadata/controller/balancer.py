@@ -14,7 +14,8 @@ the moves, and starts a new run by itself when the balancer is enabled.
 
 While a partition moves, its topic's `leader/follower.replication.throttled.replicas` name its
 current and adding replicas (`throttled_replicas`); the entries go once it stops moving. A new
-controller adopts every such entry, so none outlives its move after a failover.
+controller adopts every such entry, so none outlives its move after a failover. Partition
+sizes come from the storage nodes' heartbeats (`replica_sizes`).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.types import TopicPartition
 
 from ..config import MetadataConfig
 from ..image import MetadataImage
@@ -40,6 +42,7 @@ from .balance_plan import (
     start_reason,
 )
 from .reassignments import ReassignmentController, ReassignmentItem
+from .replica_sizes import ReplicaSizeBook
 from .replication import ReplicationController
 from .topic_validation import ConfigOp
 from .topics import TopicController
@@ -62,8 +65,10 @@ class ReplicaBalancer:
         topics: TopicController,
         image: MetadataImage,
         config: MetadataConfig,
+        sizes: ReplicaSizeBook | None = None,
     ) -> None:
         self.replication = replication
+        self.sizes = sizes
         self.reassignments = reassignments
         self.topics = topics
         self.image = image
@@ -93,30 +98,53 @@ class ReplicaBalancer:
 
     # --- the planner's view ---------------------------------------------------------------------
 
-    def snapshot(self) -> tuple[list[BalancerNode], list[BalancerPartition]]:
-        """Live storage nodes and every partition (a moving one at its target). No node
-        reports sizes yet, so the plan balances counts (decision 0025)."""
+    def snapshot(
+        self, reported: Mapping[int, Mapping[TopicPartition, int]] | None = None
+    ) -> tuple[list[BalancerNode], list[BalancerPartition]]:
+        """Live storage nodes and every partition (a moving one at its target). A partition's
+        size is the largest its replicas reported (`reported`: node → sizes, from heartbeats);
+        unknown when none did, and then the plan balances counts only."""
         cluster = self.image.cluster
+        reported = reported or {}
         nodes = [BalancerNode(n.node_id, n.rack) for n in cluster.nodes_of_kind("storage")]
-        partitions = [
-            BalancerPartition(
-                topic.name,
-                p.partition,
-                steps.replicas_of(p).target if steps.is_reassigning(p) else p.replicas,
-                p.leader,
-                p.isr,
-                None,
-                steps.is_reassigning(p),
-            )
-            for topic in cluster.topics.values()
-            for p in topic.partitions
-        ]
+
+        def size(topic: str, replicas: Sequence[int], partition: int) -> int | None:
+            tp = TopicPartition(topic, partition)
+            known = [reported[r][tp] for r in replicas if tp in reported.get(r, {})]
+            return max(known) if known else None
+
+        partitions = []
+        for topic in cluster.topics.values():
+            for p in topic.partitions:
+                moving = steps.is_reassigning(p)
+                target = steps.replicas_of(p).target if moving else p.replicas
+                partitions.append(
+                    BalancerPartition(
+                        topic.name,
+                        p.partition,
+                        target,
+                        p.leader,
+                        p.isr,
+                        size(topic.name, p.replicas, p.partition),
+                        moving,
+                    )
+                )
         return nodes, partitions
+
+    async def reported_sizes(self) -> dict[int, dict[TopicPartition, int]]:
+        """What the storage nodes reported; nothing when it cannot be read (counts only)."""
+        if self.sizes is None:
+            return {}
+        try:
+            return await self.sizes.read()
+        except RiverlogError as exc:
+            log.info("balancer: replica sizes unavailable (%s); balancing counts", exc)
+            return {}
 
     async def plan(self, max_moves: int | None = None) -> BalancePlan:
         """The plan of the image of the moment, computed off the event loop (a large cluster
         takes a while; the loop keeps renewing the controller's lease meanwhile)."""
-        nodes, partitions = self.snapshot()
+        nodes, partitions = self.snapshot(await self.reported_sizes())
         limit = self.config.balancer_max_concurrent_moves if max_moves is None else max_moves
         return await asyncio.to_thread(plan_balance, nodes, partitions, limit)
 

@@ -23,6 +23,7 @@ from riverlog.common.cluster.convert import (
 )
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.rpc.convert import error_code_to_proto
+from riverlog.common.types import TopicPartition
 from riverlog.v1 import admin_pb2, metadata_pb2, metadata_pb2_grpc
 
 from ..controller.cluster import NodeRegistry
@@ -108,7 +109,10 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
     ) -> metadata_pb2.HeartbeatResponse:
         async def heartbeat() -> metadata_pb2.HeartbeatResponse:
             offline = tps_from_proto(request.offline_replicas)
-            ttl = await self.registry.heartbeat(request.node_id, request.lease_id, offline)
+            sizes = {
+                TopicPartition(r.topic, r.partition): r.size_bytes for r in request.replica_sizes
+            }
+            ttl = await self.registry.heartbeat(request.node_id, request.lease_id, offline, sizes)
             return metadata_pb2.HeartbeatResponse(lease_ttl_ms=ttl)
 
         return await conv.answer_or_error(

@@ -139,6 +139,13 @@ def test_grown_cluster_balances_itself_and_balance_cli_plans_and_executes(
     assert min(counts.values()) > 0
     wait_until(lambda: throttles_cleared(admin), 30, "throttled replicas removed")
     check_every_record(cluster, written)
+    # the storage nodes' heartbeats carry their replica sizes, so the plan knows bytes
+    sized = wait_until(
+        lambda: all(n.bytes is not None for n in admin.balance_replicas().nodes.values()),
+        60,
+        "replica sizes reported",
+    )
+    assert sized
 
     # Skew it by hand (the threshold keeps the balancer from reacting): bal-b onto nodes 1, 2.
     admin.alter_partition_reassignments(
@@ -153,6 +160,7 @@ def test_grown_cluster_balances_itself_and_balance_cli_plans_and_executes(
     assert plan["moves"] and not plan["running"]
     assert plan["replica_spread"]["before"] == spread
     assert plan["replica_spread"]["after"] <= 1
+    assert all(n["bytes_before"] > 0 for n in plan["nodes"])  # every node holds records
     for move in plan["moves"]:
         tp = TopicPartition(move["topic"], move["partition"])
         assert move["current"] == list(skewed[tp])

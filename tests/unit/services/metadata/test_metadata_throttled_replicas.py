@@ -1,11 +1,13 @@
 """The throttled-replicas topic configs the balancer sets on moving partitions, in Kafka's
-`partition:node,...` format, and the balancer's metadata settings."""
+`partition:node,...` format, the replica sizes it reads, and the balancer's metadata settings."""
 
 from __future__ import annotations
 
 import pytest
 
+from riverlog.common.types import TopicPartition
 from riverlog.services.metadata.config import MetadataConfig
+from riverlog.services.metadata.controller import replica_sizes
 from riverlog.services.metadata.controller import throttled_replicas as t
 
 
@@ -38,3 +40,10 @@ def test_balancer_settings_have_defaults_and_are_checked() -> None:
     assert on.balancer_enable and on.balancer_max_concurrent_moves == 5
     with pytest.raises(ValueError, match=r"balancer\.max\.concurrent\.moves"):
         MetadataConfig.from_args(1, "h", 0, "http://e:1", {"balancer.max.concurrent.moves": "0"})
+
+
+def test_replica_sizes_round_trip_beside_the_cluster_prefix() -> None:
+    sizes = {TopicPartition("t", 1): 2048, TopicPartition("a", 0): 0}
+    assert replica_sizes.decode(replica_sizes.encode(sizes)) == sizes
+    assert replica_sizes.sizes_prefix("/riverlog/") == "/riverlog-replica-sizes/"
+    assert not replica_sizes.sizes_prefix("/riverlog/").startswith("/riverlog/")
