@@ -92,6 +92,7 @@ class StorageNode:
         self.leader_channels = leader_channels()
         self.cleaner: LogCleaner | None = None
         self.offline_replicas: Callable[[], frozenset[TopicPartition]] = frozenset
+        self.replica_sizes: Callable[[], dict[TopicPartition, int]] = dict
 
     @property
     def fenced(self) -> bool:
