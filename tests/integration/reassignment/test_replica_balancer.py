@@ -2,11 +2,13 @@
 3-node cluster grown to 5 by `riverlog cluster add storage` with `balancer.enable=true` ends
 with replica counts within one of each other and every record written before still readable;
 `riverlog cluster balance --dry-run` plans without moving anything, `--execute --wait` carries
-the plan out."""
+the plan out; a controller SIGKILLed as a node joins leaves the run to its successor, which
+finishes it and removes the throttled-replicas configs."""
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -29,7 +31,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     cluster = LocalCluster(
         tmp_path_factory.mktemp("balancer") / "c",
         storage_nodes=3,
-        metadata_nodes=1,
+        metadata_nodes=2,  # the second takes over when the last test kills the controller
         gateways=1,
         extra_config={
             "storage": {"replica.fetch.wait.max.ms": "200", "replica.fetch.backoff.ms": "200"},
@@ -171,5 +173,30 @@ def test_grown_cluster_balances_itself_and_balance_cli_plans_and_executes(
 
     cli(cluster, "balance", "--execute", "--wait")
     assert wait_until(lambda: settled_within_one(admin, 5), 60, "balanced by hand")
+    wait_until(lambda: throttles_cleared(admin), 30, "throttled replicas removed")
+    check_every_record(cluster, written)
+
+
+def test_new_controller_finishes_the_run_of_a_killed_one(
+    cluster: LocalCluster, admin: AdminClient
+) -> None:
+    """Whatever the killed controller had issued is partition state in etcd (KIP-455): the new
+    one completes those moves, starts its own run for the joined node, and adopts and removes
+    the throttle entries."""
+    written = {
+        TopicPartition(name, p): [b"%s-%d-%03d" % (name.encode(), p, i) for i in range(RECORDS)]
+        for name, (partitions, _) in TOPICS.items()
+        for p in range(partitions)
+    }
+    before = cluster.describe_cluster()
+    cli(cluster, "add", "storage")
+    cluster.metadata(before.controller_id).kill(signal.SIGKILL)
+    wait_until(
+        lambda: cluster.describe_cluster().controller_id not in (-1, before.controller_id),
+        60,
+        "a new controller",
+    )
+    counts = wait_until(lambda: settled_within_one(admin, 6), 420, "6 nodes within one")
+    assert min(counts.values()) > 0
     wait_until(lambda: throttles_cleared(admin), 30, "throttled replicas removed")
     check_every_record(cluster, written)
