@@ -289,8 +289,10 @@ class ReplicaBalancer:
                 self._throttled.setdefault(info.name, set()).update(marked)
 
     async def _unthrottle_finished(self) -> None:
-        """Remove the entries of partitions that no longer move."""
+        """Remove the entries of partitions that no longer move (kept for the next step when
+        the write fails)."""
         changes: list[tuple[str, list[ConfigOp]]] = []
+        cleared: dict[str, set[int]] = {}
         for topic, partitions in sorted(self._throttled.items()):
             info = self.image.cluster.topics.get(topic)
             if info is None:
@@ -310,15 +312,25 @@ class ReplicaBalancer:
                     ops.append(ConfigOp(key, left or "", "SET" if left else "DELETE"))
             if ops:
                 changes.append((topic, ops))
-            partitions -= done
-            if not partitions:
+            cleared[topic] = done
+        failed = await self._alter(changes)
+        for topic, done in cleared.items():
+            if topic in failed:
+                continue
+            remaining = self._throttled[topic] - done
+            if remaining:
+                self._throttled[topic] = remaining
+            else:
                 del self._throttled[topic]
-        await self._alter(changes)
 
-    async def _alter(self, changes: Sequence[tuple[str, Sequence[ConfigOp]]]) -> None:
+    async def _alter(self, changes: Sequence[tuple[str, Sequence[ConfigOp]]]) -> set[str]:
+        """Write the config changes; the topics whose write failed."""
         changes = [(t, ops) for t, ops in changes if ops]
         if not changes:
-            return
+            return set()
+        failed: set[str] = set()
         for r in await self.topics.alter_configs(changes):
             if r.error_code != ErrorCode.NONE:
+                failed.add(r.name)
                 log.warning("balancer: throttle configs of %s: %s", r.name, r.error_message)
+        return failed
