@@ -11,8 +11,13 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import Final
 
-LEADER_KEY: Final = "leader.replication.throttled.replicas"
-FOLLOWER_KEY: Final = "follower.replication.throttled.replicas"
+from riverlog.common.replication_throttle import (
+    FOLLOWER_THROTTLED_REPLICAS,
+    LEADER_THROTTLED_REPLICAS,
+)
+
+LEADER_KEY: Final = LEADER_THROTTLED_REPLICAS
+FOLLOWER_KEY: Final = FOLLOWER_THROTTLED_REPLICAS
 KEYS: Final = (LEADER_KEY, FOLLOWER_KEY)
 
 
