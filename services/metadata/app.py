@@ -24,16 +24,19 @@ from riverlog.v1 import metadata_pb2_grpc
 
 from .client_quotas import ClientQuotaBook
 from .config import MetadataConfig
+from .controller.balancer import ReplicaBalancer
 from .controller.cluster import NodeRegistry
 from .controller.coordinators import CoordinatorAssigner
 from .controller.election import ControllerElection
 from .controller.node_configs import NodeConfigController
 from .controller.producer_ids import ProducerIdManager
 from .controller.reassignments import ReassignmentController
+from .controller.replica_sizes import ReplicaSizeBook, sizes_prefix
 from .controller.replication import ReplicationController
 from .controller.topics import TopicController, new_topic_id
 from .image import MetadataImage
 from .peers.controller import ControllerPeer
+from .rpc.balancer import BalancerRpc
 from .rpc.reassignments import ReassignmentsRpc
 from .rpc.servicer import MetadataServicer
 from .store import EtcdStore
@@ -71,6 +74,7 @@ class MetadataInstance:
         self.cluster_id = ""
         self.image: MetadataImage | None = None
         self.quota_store: EtcdStore | None = None
+        self.sizes_store: EtcdStore | None = None
         self.client_quotas: ClientQuotaBook | None = None
         self.peer: ControllerPeer | None = None
         self.server: RpcServer | None = None
@@ -78,6 +82,7 @@ class MetadataInstance:
         self.assigner: CoordinatorAssigner | None = None
         self.replication: ReplicationController | None = None
         self.reassignments: ReassignmentController | None = None
+        self.balancer: ReplicaBalancer | None = None
 
     @property
     def address(self) -> str:
@@ -110,11 +115,16 @@ class MetadataInstance:
         await self.client_quotas.start()
         election = ControllerElection(self.store, image, config)
         topics = TopicController(election, image, config)
-        registry = NodeRegistry(self.store, config, self.cluster_id)
+        self.sizes_store = EtcdStore(
+            config.etcd_endpoints, sizes_prefix(config.etcd_prefix), config.etcd_timeout_ms / 1000
+        )
+        sizes = ReplicaSizeBook(self.sizes_store)
+        registry = NodeRegistry(self.store, config, self.cluster_id, sizes)
         self.peer = ControllerPeer(config.forward_timeout_ms / 1000)
         replication = ReplicationController(election, image, config)
         producer_ids = ProducerIdManager(election, image)
         reassignments = ReassignmentController(replication, image)
+        balancer = ReplicaBalancer(replication, reassignments, topics, image, config, sizes)
         servicer = MetadataServicer(
             image, election, topics, registry, self.peer, replication, producer_ids
         )
@@ -126,6 +136,7 @@ class MetadataInstance:
         servicer.client_quotas = self.client_quotas
         servicer.reassignments = ReassignmentsRpc(reassignments)
         servicer.node_configs = NodeConfigController(election, image)
+        servicer.balancer = BalancerRpc(balancer)
         await self.server.start()
         self.election = election
         await election.start(self.advertised_host, self.server.port)
@@ -135,6 +146,8 @@ class MetadataInstance:
         replication.start()
         self.reassignments = reassignments
         reassignments.start()
+        self.balancer = balancer
+        balancer.start()
         log.info(
             "metadata instance %d serving on %s (cluster %s)",
             config.instance_id,
@@ -145,6 +158,8 @@ class MetadataInstance:
     async def stop(self) -> None:
         if self.assigner is not None:
             await self.assigner.stop()
+        if self.balancer is not None:
+            await self.balancer.stop()
         if self.reassignments is not None:
             await self.reassignments.stop()
         if self.replication is not None:
@@ -161,6 +176,8 @@ class MetadataInstance:
             await self.client_quotas.stop()
         if self.quota_store is not None:
             self.quota_store.close()
+        if self.sizes_store is not None:
+            self.sizes_store.close()
         self.store.close()
 
 

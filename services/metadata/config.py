@@ -31,9 +31,14 @@ _KEYS: Final[dict[str, tuple[str, int, int]]] = {
         1_000,
     ),
     "transaction.state.log.min.isr": ("transaction_state_log_min_isr", 1, 1_000),
+    "balancer.max.concurrent.moves": ("balancer_max_concurrent_moves", 1, 10_000),
+    "balancer.imbalance.threshold": ("balancer_imbalance_threshold", 1, 1_000_000),
 }
 _STRING_KEYS: Final[dict[str, str]] = {"metadata.etcd.prefix": "etcd_prefix"}
-_BOOL_KEYS: Final[dict[str, str]] = {"auto.leader.rebalance.enable": "auto_leader_rebalance"}
+_BOOL_KEYS: Final[dict[str, str]] = {
+    "auto.leader.rebalance.enable": "auto_leader_rebalance",
+    "balancer.enable": "balancer_enable",
+}
 DEFAULT_PREFIX: Final = "/riverlog/"
 
 
@@ -77,6 +82,14 @@ class MetadataConfig:
     transaction_state_log_num_partitions: int = 50
     transaction_state_log_replication_factor: int = 3
     transaction_state_log_min_isr: int = 2
+    # balancer.enable: the controller's replica balancer runs by itself (decision 0025) when a
+    # storage node with no replica joins, when a rack holds two replicas of a partition that
+    # could be spread, or when the replica-count spread (max - min over the live storage nodes)
+    # exceeds balancer.imbalance.threshold; it then moves at most
+    # balancer.max.concurrent.moves partitions at a time until the counts are within one.
+    balancer_enable: bool = False
+    balancer_max_concurrent_moves: int = 3
+    balancer_imbalance_threshold: int = 2
 
     @property
     def address(self) -> str:

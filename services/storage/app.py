@@ -92,6 +92,7 @@ class StorageNode:
         self.leader_channels = leader_channels()
         self.cleaner: LogCleaner | None = None
         self.offline_replicas: Callable[[], frozenset[TopicPartition]] = frozenset
+        self.replica_sizes: Callable[[], dict[TopicPartition, int]] = dict
 
     @property
     def fenced(self) -> bool:
@@ -145,6 +146,7 @@ class StorageNode:
         failures.on_offline.append(self._report_offline)
         replicas.on_storage_error = failures.storage_error
         self.offline_replicas = lambda: log_manager.partitions_in(failures.offline)
+        self.replica_sizes = lambda: {log.tp: log.size_bytes for log in log_manager.all_logs()}
         controller = ControllerClient(self.metadata, config.node_id, lambda: self.incarnation)
         alter = AlterPartitionManager(controller, replicas.partitions.get)
         self.alter_partition = alter
@@ -222,6 +224,7 @@ class StorageNode:
             node,
             on_registered=self.fence.on_registered,
             offline_replicas=self.offline_replicas,
+            replica_sizes=self.replica_sizes,
         )
         await self.membership.start()
         self.fence.attach(self.membership)

@@ -35,6 +35,7 @@ PASSTHROUGH: Final = {
     "ElectLeaders": "ElectLeaders",
     "AlterPartitionReassignments": "AlterPartitionReassignments",
     "ListPartitionReassignments": "ListPartitionReassignments",
+    "BalanceReplicas": "BalanceReplicas",
     "AlterClientQuotas": "AlterClientQuotas",
     "DescribeClientQuotas": "DescribeClientQuotas",
     "UpsertUser": "UpsertUser",

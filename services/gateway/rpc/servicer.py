@@ -359,6 +359,14 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         )
         return response
 
+    async def BalanceReplicas(
+        self, request: admin_pb2.BalanceReplicasRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.BalanceReplicasResponse:
+        response: admin_pb2.BalanceReplicasResponse = await self.admin.forward(
+            "BalanceReplicas", request, context
+        )
+        return response
+
     async def ListPartitionReassignments(
         self,
         request: admin_pb2.ListPartitionReassignmentsRequest,

@@ -22,7 +22,7 @@ them by restarting, which registers anew.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 
 from riverlog.common.cluster.image import NodeInfo
@@ -32,6 +32,7 @@ from riverlog.common.types import TopicPartition
 from ..config import MetadataConfig
 from ..records import node_decode, node_encode
 from ..store import Compare, EtcdStore, Op
+from .replica_sizes import ReplicaSizeBook
 
 log = logging.getLogger(__name__)
 
@@ -69,11 +70,18 @@ def validate_node(node: NodeInfo) -> None:
 class NodeRegistry:
     """Registrations in etcd. Stateless apart from the store: safe on every instance."""
 
-    def __init__(self, store: EtcdStore, config: MetadataConfig, cluster_id: str) -> None:
+    def __init__(
+        self,
+        store: EtcdStore,
+        config: MetadataConfig,
+        cluster_id: str,
+        sizes: ReplicaSizeBook | None = None,
+    ) -> None:
         self.store = store
         self.config = config
         self.cluster_id = cluster_id
         self.keys = store.keys
+        self.sizes = sizes
 
     async def register(self, node: NodeInfo) -> Registered:
         validate_node(node)
@@ -128,7 +136,11 @@ class NodeRegistry:
         return max(revision, live + 1)
 
     async def heartbeat(
-        self, node_id: int, lease_id: int, offline_replicas: Collection[TopicPartition] = ()
+        self,
+        node_id: int,
+        lease_id: int,
+        offline_replicas: Collection[TopicPartition] = (),
+        replica_sizes: Mapping[TopicPartition, int] | None = None,
     ) -> int:
         """Refresh the node's lease; its TTL in ms. UNKNOWN_NODE when it no longer exists."""
         if lease_id <= 0:
@@ -141,6 +153,11 @@ class NodeRegistry:
             )
         if offline_replicas:
             await self._record_offline(node_id, lease_id, frozenset(offline_replicas))
+        if replica_sizes and self.sizes is not None:
+            try:  # for the balancer only: never fails the heartbeat
+                await self.sizes.record(node_id, lease_id, replica_sizes)
+            except RiverlogError as exc:
+                log.info("replica sizes of node %d not recorded: %s", node_id, exc)
         return self.config.session_timeout_ms
 
     async def _record_offline(

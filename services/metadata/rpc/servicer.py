@@ -23,6 +23,7 @@ from riverlog.common.cluster.convert import (
 )
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.rpc.convert import error_code_to_proto
+from riverlog.common.types import TopicPartition
 from riverlog.v1 import admin_pb2, metadata_pb2, metadata_pb2_grpc
 
 from ..controller.cluster import NodeRegistry
@@ -35,6 +36,7 @@ from ..controller.topics import TopicController
 from ..image import MetadataImage
 from ..peers.controller import ControllerPeer, was_forwarded
 from . import convert as conv
+from .balancer import BalancerRpc
 from .client_quotas import ClientQuotasRpc
 from .reassignments import ReassignmentsRpc
 
@@ -46,6 +48,7 @@ R = TypeVar("R")
 class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceServicer):
     reassignments: ReassignmentsRpc  # set by the app, as client_quotas
     node_configs: NodeConfigController  # set by the app
+    balancer: BalancerRpc  # set by the app
 
     def __init__(
         self,
@@ -106,7 +109,10 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
     ) -> metadata_pb2.HeartbeatResponse:
         async def heartbeat() -> metadata_pb2.HeartbeatResponse:
             offline = tps_from_proto(request.offline_replicas)
-            ttl = await self.registry.heartbeat(request.node_id, request.lease_id, offline)
+            sizes = {
+                TopicPartition(r.topic, r.partition): r.size_bytes for r in request.replica_sizes
+            }
+            ttl = await self.registry.heartbeat(request.node_id, request.lease_id, offline, sizes)
             return metadata_pb2.HeartbeatResponse(lease_ttl_ms=ttl)
 
         return await conv.answer_or_error(
@@ -260,6 +266,14 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
             return await self.reassignments.alter(request)
 
         return await self._write("AlterPartitionReassignments", request, context, local)
+
+    async def BalanceReplicas(
+        self, request: admin_pb2.BalanceReplicasRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.BalanceReplicasResponse:
+        async def local() -> admin_pb2.BalanceReplicasResponse:
+            return await self.balancer.balance(request)
+
+        return await self._write("BalanceReplicas", request, context, local)
 
     # --- reads (any instance) -------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from riverlog.common.types import TopicPartition
 
 from ._offsets import OffsetAndTimestamp
 from .admin import AdminClient, ClusterDescription, ConfigEntry, NewTopic, TopicDescription
+from .balance_admin import BalancePlan
 from .config import AdminConfig, ConfigError, ConsumerConfig, ProducerConfig
 from .consumer import Consumer, ConsumerRebalanceListener, ConsumerRecord, OffsetAndMetadata
 from .errors import (
@@ -30,6 +31,7 @@ from .reassignment_admin import PartitionReassignment
 __all__ = [
     "AdminClient",
     "AdminConfig",
+    "BalancePlan",
     "ClientClosedError",
     "ClientTimeoutError",
     "ClusterDescription",

@@ -23,6 +23,7 @@ from riverlog.v1 import admin_pb2, common_pb2, data_pb2
 from ._closing import Closing
 from ._connection import GatewayConnection
 from ._offsets import OffsetAndTimestamp, list_offsets
+from .balance_admin import BalanceAdminMixin
 from .config import AdminConfig
 from .errors import ClientClosedError
 from .group_admin import GroupAdminMixin
@@ -112,6 +113,7 @@ class AdminClient(
     GroupAdminMixin,
     QuotaAdminMixin,
     ReassignmentAdminMixin,
+    BalanceAdminMixin,
     TransactionAdminMixin,
     NodeConfigAdminMixin,
     Closing,

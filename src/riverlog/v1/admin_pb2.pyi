@@ -389,6 +389,74 @@ class ListPartitionReassignmentsResponse(_message.Message):
     throttle_time_ms: int
     def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[OngoingPartitionReassignment, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
+class BalanceReplicasRequest(_message.Message):
+    __slots__ = ("dry_run",)
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    dry_run: bool
+    def __init__(self, dry_run: _Optional[bool] = ...) -> None: ...
+
+class BalanceMove(_message.Message):
+    __slots__ = ("topic", "partition", "current", "target", "bytes_to_copy")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    BYTES_TO_COPY_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    current: _containers.RepeatedScalarFieldContainer[int]
+    target: _containers.RepeatedScalarFieldContainer[int]
+    bytes_to_copy: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., current: _Optional[_Iterable[int]] = ..., target: _Optional[_Iterable[int]] = ..., bytes_to_copy: _Optional[int] = ...) -> None: ...
+
+class NodeBalance(_message.Message):
+    __slots__ = ("node_id", "rack", "replicas_before", "replicas_after", "leaders_before", "leaders_after", "bytes_before", "bytes_after")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    RACK_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_AFTER_FIELD_NUMBER: _ClassVar[int]
+    LEADERS_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    LEADERS_AFTER_FIELD_NUMBER: _ClassVar[int]
+    BYTES_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    BYTES_AFTER_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    rack: str
+    replicas_before: int
+    replicas_after: int
+    leaders_before: int
+    leaders_after: int
+    bytes_before: int
+    bytes_after: int
+    def __init__(self, node_id: _Optional[int] = ..., rack: _Optional[str] = ..., replicas_before: _Optional[int] = ..., replicas_after: _Optional[int] = ..., leaders_before: _Optional[int] = ..., leaders_after: _Optional[int] = ..., bytes_before: _Optional[int] = ..., bytes_after: _Optional[int] = ...) -> None: ...
+
+class BalanceReplicasResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "moves", "nodes", "moves_in_progress", "running", "enabled", "max_concurrent_moves", "rack_violations_before", "rack_violations_after", "notes", "throttle_time_ms")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    MOVES_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    MOVES_IN_PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONCURRENT_MOVES_FIELD_NUMBER: _ClassVar[int]
+    RACK_VIOLATIONS_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    RACK_VIOLATIONS_AFTER_FIELD_NUMBER: _ClassVar[int]
+    NOTES_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    moves: _containers.RepeatedCompositeFieldContainer[BalanceMove]
+    nodes: _containers.RepeatedCompositeFieldContainer[NodeBalance]
+    moves_in_progress: int
+    running: bool
+    enabled: bool
+    max_concurrent_moves: int
+    rack_violations_before: int
+    rack_violations_after: int
+    notes: _containers.RepeatedScalarFieldContainer[str]
+    throttle_time_ms: int
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., moves: _Optional[_Iterable[_Union[BalanceMove, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[NodeBalance, _Mapping]]] = ..., moves_in_progress: _Optional[int] = ..., running: _Optional[bool] = ..., enabled: _Optional[bool] = ..., max_concurrent_moves: _Optional[int] = ..., rack_violations_before: _Optional[int] = ..., rack_violations_after: _Optional[int] = ..., notes: _Optional[_Iterable[str]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
+
 class ClientQuotaEntityComponent(_message.Message):
     __slots__ = ("entity_type", "name")
     ENTITY_TYPE_FIELD_NUMBER: _ClassVar[int]

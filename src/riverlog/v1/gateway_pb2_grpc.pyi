@@ -64,6 +64,8 @@ class GatewayStub:
     ElectLeaders: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ElectLeadersRequest, _admin_pb2.ElectLeadersResponse]
     AlterPartitionReassignments: _grpc.UnaryUnaryMultiCallable[_admin_pb2.AlterPartitionReassignmentsRequest, _admin_pb2.AlterPartitionReassignmentsResponse]
     ListPartitionReassignments: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ListPartitionReassignmentsRequest, _admin_pb2.ListPartitionReassignmentsResponse]
+    BalanceReplicas: _grpc.UnaryUnaryMultiCallable[_admin_pb2.BalanceReplicasRequest, _admin_pb2.BalanceReplicasResponse]
+    """The replica balancer's plan, and a balancing run (decision 0025); served by the controller."""
     AlterClientQuotas: _grpc.UnaryUnaryMultiCallable[_admin_pb2.AlterClientQuotasRequest, _admin_pb2.AlterClientQuotasResponse]
     """Client quotas and users, passed through to the metadata service."""
     DescribeClientQuotas: _grpc.UnaryUnaryMultiCallable[_admin_pb2.DescribeClientQuotasRequest, _admin_pb2.DescribeClientQuotasResponse]
@@ -121,6 +123,8 @@ class GatewayAsyncStub(GatewayStub):
     ElectLeaders: _aio.UnaryUnaryMultiCallable[_admin_pb2.ElectLeadersRequest, _admin_pb2.ElectLeadersResponse]  # type: ignore[assignment]
     AlterPartitionReassignments: _aio.UnaryUnaryMultiCallable[_admin_pb2.AlterPartitionReassignmentsRequest, _admin_pb2.AlterPartitionReassignmentsResponse]  # type: ignore[assignment]
     ListPartitionReassignments: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListPartitionReassignmentsRequest, _admin_pb2.ListPartitionReassignmentsResponse]  # type: ignore[assignment]
+    BalanceReplicas: _aio.UnaryUnaryMultiCallable[_admin_pb2.BalanceReplicasRequest, _admin_pb2.BalanceReplicasResponse]  # type: ignore[assignment]
+    """The replica balancer's plan, and a balancing run (decision 0025); served by the controller."""
     AlterClientQuotas: _aio.UnaryUnaryMultiCallable[_admin_pb2.AlterClientQuotasRequest, _admin_pb2.AlterClientQuotasResponse]  # type: ignore[assignment]
     """Client quotas and users, passed through to the metadata service."""
     DescribeClientQuotas: _aio.UnaryUnaryMultiCallable[_admin_pb2.DescribeClientQuotasRequest, _admin_pb2.DescribeClientQuotasResponse]  # type: ignore[assignment]
@@ -295,6 +299,14 @@ class GatewayServicer(metaclass=_abc_1.ABCMeta):
         request: _admin_pb2.ListPartitionReassignmentsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_admin_pb2.ListPartitionReassignmentsResponse, _abc.Awaitable[_admin_pb2.ListPartitionReassignmentsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def BalanceReplicas(
+        self,
+        request: _admin_pb2.BalanceReplicasRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.BalanceReplicasResponse, _abc.Awaitable[_admin_pb2.BalanceReplicasResponse]]:
+        """The replica balancer's plan, and a balancing run (decision 0025); served by the controller."""
 
     @_abc_1.abstractmethod
     def AlterClientQuotas(

@@ -50,14 +50,26 @@ class AllocateIncarnationResponse(_message.Message):
     def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., incarnation: _Optional[int] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("node_id", "lease_id", "offline_replicas")
+    __slots__ = ("node_id", "lease_id", "offline_replicas", "replica_sizes")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_ID_FIELD_NUMBER: _ClassVar[int]
     OFFLINE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_SIZES_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     lease_id: int
     offline_replicas: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicPartition]
-    def __init__(self, node_id: _Optional[int] = ..., lease_id: _Optional[int] = ..., offline_replicas: _Optional[_Iterable[_Union[_common_pb2.TopicPartition, _Mapping]]] = ...) -> None: ...
+    replica_sizes: _containers.RepeatedCompositeFieldContainer[ReplicaSize]
+    def __init__(self, node_id: _Optional[int] = ..., lease_id: _Optional[int] = ..., offline_replicas: _Optional[_Iterable[_Union[_common_pb2.TopicPartition, _Mapping]]] = ..., replica_sizes: _Optional[_Iterable[_Union[ReplicaSize, _Mapping]]] = ...) -> None: ...
+
+class ReplicaSize(_message.Message):
+    __slots__ = ("topic", "partition", "size_bytes")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    size_bytes: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., size_bytes: _Optional[int] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ("error_code", "error_message", "lease_ttl_ms")

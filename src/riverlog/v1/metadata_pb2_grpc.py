@@ -125,6 +125,11 @@ class MetadataServiceStub:
                 request_serializer=riverlog_dot_v1_dot_admin__pb2.ListPartitionReassignmentsRequest.SerializeToString,
                 response_deserializer=riverlog_dot_v1_dot_admin__pb2.ListPartitionReassignmentsResponse.FromString,
                 _registered_method=True)
+        self.BalanceReplicas = channel.unary_unary(
+                '/riverlog.v1.MetadataService/BalanceReplicas',
+                request_serializer=riverlog_dot_v1_dot_admin__pb2.BalanceReplicasRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_admin__pb2.BalanceReplicasResponse.FromString,
+                _registered_method=True)
         self.AlterClientQuotas = channel.unary_unary(
                 '/riverlog.v1.MetadataService/AlterClientQuotas',
                 request_serializer=riverlog_dot_v1_dot_admin__pb2.AlterClientQuotasRequest.SerializeToString,
@@ -277,6 +282,13 @@ class MetadataServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BalanceReplicas(self, request, context):
+        """The replica balancer's plan, and a balancing run (decision 0025); served by the controller.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def AlterClientQuotas(self, request, context):
         """Client quotas and users (issue 5). Writes are validated and stored in etcd by any instance;
         WatchClientQuotas streams the whole quota/user state, then again after every change.
@@ -407,6 +419,11 @@ def add_MetadataServiceServicer_to_server(servicer, server):
                     servicer.ListPartitionReassignments,
                     request_deserializer=riverlog_dot_v1_dot_admin__pb2.ListPartitionReassignmentsRequest.FromString,
                     response_serializer=riverlog_dot_v1_dot_admin__pb2.ListPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'BalanceReplicas': grpc.unary_unary_rpc_method_handler(
+                    servicer.BalanceReplicas,
+                    request_deserializer=riverlog_dot_v1_dot_admin__pb2.BalanceReplicasRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_admin__pb2.BalanceReplicasResponse.SerializeToString,
             ),
             'AlterClientQuotas': grpc.unary_unary_rpc_method_handler(
                     servicer.AlterClientQuotas,
@@ -925,6 +942,33 @@ class MetadataService:
             '/riverlog.v1.MetadataService/ListPartitionReassignments',
             riverlog_dot_v1_dot_admin__pb2.ListPartitionReassignmentsRequest.SerializeToString,
             riverlog_dot_v1_dot_admin__pb2.ListPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BalanceReplicas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.MetadataService/BalanceReplicas',
+            riverlog_dot_v1_dot_admin__pb2.BalanceReplicasRequest.SerializeToString,
+            riverlog_dot_v1_dot_admin__pb2.BalanceReplicasResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -64,6 +64,8 @@ class MetadataServiceStub:
     controller; the list is read from any instance's image.
     """
     ListPartitionReassignments: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ListPartitionReassignmentsRequest, _admin_pb2.ListPartitionReassignmentsResponse]
+    BalanceReplicas: _grpc.UnaryUnaryMultiCallable[_admin_pb2.BalanceReplicasRequest, _admin_pb2.BalanceReplicasResponse]
+    """The replica balancer's plan, and a balancing run (decision 0025); served by the controller."""
     AlterClientQuotas: _grpc.UnaryUnaryMultiCallable[_admin_pb2.AlterClientQuotasRequest, _admin_pb2.AlterClientQuotasResponse]
     """Client quotas and users (issue 5). Writes are validated and stored in etcd by any instance;
     WatchClientQuotas streams the whole quota/user state, then again after every change.
@@ -107,6 +109,8 @@ class MetadataServiceAsyncStub(MetadataServiceStub):
     controller; the list is read from any instance's image.
     """
     ListPartitionReassignments: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListPartitionReassignmentsRequest, _admin_pb2.ListPartitionReassignmentsResponse]  # type: ignore[assignment]
+    BalanceReplicas: _aio.UnaryUnaryMultiCallable[_admin_pb2.BalanceReplicasRequest, _admin_pb2.BalanceReplicasResponse]  # type: ignore[assignment]
+    """The replica balancer's plan, and a balancing run (decision 0025); served by the controller."""
     AlterClientQuotas: _aio.UnaryUnaryMultiCallable[_admin_pb2.AlterClientQuotasRequest, _admin_pb2.AlterClientQuotasResponse]  # type: ignore[assignment]
     """Client quotas and users (issue 5). Writes are validated and stored in etcd by any instance;
     WatchClientQuotas streams the whole quota/user state, then again after every change.
@@ -255,6 +259,14 @@ class MetadataServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _admin_pb2.ListPartitionReassignmentsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_admin_pb2.ListPartitionReassignmentsResponse, _abc.Awaitable[_admin_pb2.ListPartitionReassignmentsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def BalanceReplicas(
+        self,
+        request: _admin_pb2.BalanceReplicasRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.BalanceReplicasResponse, _abc.Awaitable[_admin_pb2.BalanceReplicasResponse]]:
+        """The replica balancer's plan, and a balancing run (decision 0025); served by the controller."""
 
     @_abc_1.abstractmethod
     def AlterClientQuotas(

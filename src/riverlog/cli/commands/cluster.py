@@ -22,7 +22,7 @@ from riverlog.v1 import admin_pb2, common_pb2
 
 from ..connection import DEFAULT_CLIENT_ID, default_data_dir, parse_servers
 from ..console import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, describe, emit, table, to_json
-from . import cluster_shape
+from . import cluster_balance, cluster_shape
 
 ROLES = ("metadata", "storage", "gateway")
 NODE_KINDS = {
@@ -110,6 +110,7 @@ def register(subparsers: Any) -> None:
     down.add_argument("--grace", type=float, default=10.0, help="seconds before SIGKILL")
     down.set_defaults(func=run_down)
     cluster_shape.register(sub)
+    cluster_balance.register(sub)
 
 
 def _data_dir(args: argparse.Namespace) -> Path:

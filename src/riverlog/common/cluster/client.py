@@ -48,6 +48,7 @@ METADATA_RPCS: Final[Rpcs[metadata_pb2_grpc.MetadataServiceAsyncStub]] = {
     "ElectLeaders": lambda s: s.ElectLeaders,
     "AlterPartitionReassignments": lambda s: s.AlterPartitionReassignments,
     "ListPartitionReassignments": lambda s: s.ListPartitionReassignments,
+    "BalanceReplicas": lambda s: s.BalanceReplicas,
     "AlterClientQuotas": lambda s: s.AlterClientQuotas,
     "DescribeClientQuotas": lambda s: s.DescribeClientQuotas,
     "UpsertUser": lambda s: s.UpsertUser,
@@ -159,9 +160,13 @@ class MetadataClient:
         lease_id: int,
         timeout_s: float | None = None,
         offline_replicas: Iterable[common_pb2.TopicPartition] = (),
+        replica_sizes: Iterable[metadata_pb2.ReplicaSize] = (),
     ) -> metadata_pb2.HeartbeatResponse:
         request = metadata_pb2.HeartbeatRequest(
-            node_id=node_id, lease_id=lease_id, offline_replicas=offline_replicas
+            node_id=node_id,
+            lease_id=lease_id,
+            offline_replicas=offline_replicas,
+            replica_sizes=replica_sizes,
         )
         result: metadata_pb2.HeartbeatResponse = await self.call("Heartbeat", request, timeout_s)
         return result

@@ -17,7 +17,7 @@ import contextlib
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 
 from riverlog.common.errors import ErrorCode, RiverlogError, error_for
@@ -46,6 +46,10 @@ class Registration:
 
 RegisteredCallback = Callable[[Registration], Awaitable[None] | None]
 OfflineReplicas = Callable[[], frozenset[TopicPartition]]
+ReplicaSizes = Callable[[], Mapping[TopicPartition, int]]
+REPLICA_SIZES_S = 10.0
+"""How often at most a heartbeat carries the node's replica sizes (the balancer's disk goal
+needs them roughly, not at every beat)."""
 
 
 def _no_offline_replicas() -> frozenset[TopicPartition]:
@@ -66,11 +70,14 @@ class MembershipSession:
         node: NodeInfo,
         on_registered: RegisteredCallback | None = None,
         offline_replicas: OfflineReplicas | None = None,
+        replica_sizes: ReplicaSizes | None = None,
     ) -> None:
         self.client = client
         self.node = node
         self.on_registered = on_registered
         self.offline_replicas = offline_replicas or _no_offline_replicas
+        self.replica_sizes = replica_sizes
+        self._sizes_sent = -REPLICA_SIZES_S
         self._beat_now = asyncio.Event()
         self.registration: Registration | None = None
         self.fenced = False
@@ -116,6 +123,16 @@ class MembershipSession:
     def heartbeat_now(self) -> None:
         """Send the next heartbeat at once (its offline replicas changed)."""
         self._beat_now.set()
+
+    def _sizes_due(self, now: float) -> list[metadata_pb2.ReplicaSize]:
+        """The replica sizes when REPLICA_SIZES_S passed since they were last sent, else none."""
+        if self.replica_sizes is None or now - self._sizes_sent < REPLICA_SIZES_S:
+            return []
+        self._sizes_sent = now
+        return [
+            metadata_pb2.ReplicaSize(topic=tp.topic, partition=tp.partition, size_bytes=size)
+            for tp, size in sorted(self.replica_sizes().items())
+        ]
 
     async def _register_once(self) -> Registration:
         node = replace(self.node, offline_replicas=self.offline_replicas())
@@ -177,6 +194,7 @@ class MembershipSession:
                         self.registration.lease_id,
                         attempt_s,
                         tps_to_proto(self.offline_replicas()),
+                        self._sizes_due(sent),
                     ),
                     whole_s,
                 )

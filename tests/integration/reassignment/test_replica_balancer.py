@@ -1,0 +1,202 @@
+"""The controller's replica balancer with real processes (issue 13 item 4, decision 0025): a
+3-node cluster grown to 5 by `riverlog cluster add storage` with `balancer.enable=true` ends
+with replica counts within one of each other and every record written before still readable;
+`riverlog cluster balance --dry-run` plans without moving anything, `--execute --wait` carries
+the plan out; a controller SIGKILLed as a node joins leaves the run to its successor, which
+finishes it and removes the throttled-replicas configs."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+from reassign_harness import wait_until
+
+from riverlog.client import AdminClient, Consumer, Producer, TopicPartition
+from riverlog.cluster import LocalCluster
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
+
+TOPICS = {"bal-a": (4, 3), "bal-b": (4, 2), "bal-c": (3, 2)}  # name: (partitions, RF)
+RECORDS = 20
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    cluster = LocalCluster(
+        tmp_path_factory.mktemp("balancer") / "c",
+        storage_nodes=3,
+        metadata_nodes=2,  # the second takes over when the last test kills the controller
+        gateways=1,
+        extra_config={
+            "storage": {"replica.fetch.wait.max.ms": "200", "replica.fetch.backoff.ms": "200"},
+            "metadata": {
+                "balancer.enable": "true",
+                "balancer.max.concurrent.moves": "4",
+                # only a node joining starts a run by itself here, so the test can skew the
+                # cluster later and balance it by hand
+                "balancer.imbalance.threshold": "1000",
+            },
+        },
+    )
+    try:
+        cluster.start(timeout=180)
+        yield cluster
+    finally:
+        LocalCluster.attach(cluster.data_dir).stop()  # the CLI's added nodes too
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def admin(cluster: LocalCluster) -> Iterator[AdminClient]:
+    with AdminClient(bootstrap_servers=cluster.gateway_address) as client:
+        yield client
+
+
+def cli(cluster: LocalCluster, *argv: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "riverlog.cli.main", "cluster", *argv]
+    command += ["--data-dir", str(cluster.data_dir)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def assignment(admin: AdminClient) -> dict[TopicPartition, tuple[int, ...]]:
+    described = admin.describe_topics(list(TOPICS))
+    return {
+        TopicPartition(name, p.partition): p.replicas
+        for name, d in described.items()
+        for p in d.partitions
+    }
+
+
+def replica_counts(admin: AdminClient) -> dict[int, int]:
+    nodes = {n.node_id for n in admin.describe_cluster().nodes if n.kind == "storage"}
+    counts = dict.fromkeys(nodes, 0)
+    for replicas in assignment(admin).values():
+        for r in replicas:
+            counts[r] += 1
+    return counts
+
+
+def settled_within_one(admin: AdminClient, nodes: int) -> dict[int, int] | None:
+    """The replica counts once `nodes` storage nodes hold replicas within one of each other,
+    nothing moves and the balancer's run has ended; None before."""
+    counts = replica_counts(admin)
+    if len(counts) != nodes or admin.list_partition_reassignments():
+        return None
+    if admin.balance_replicas(dry_run=True).running:
+        return None
+    return counts if max(counts.values()) - min(counts.values()) <= 1 else None
+
+
+def read_partition(cluster: LocalCluster, tp: TopicPartition) -> list[bytes]:
+    out: list[bytes] = []
+    with Consumer(bootstrap_servers=cluster.gateway_address) as consumer:
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        deadline = time.monotonic() + 60
+        while len(out) < RECORDS and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                out.extend(r.value or b"" for r in records)
+    return out
+
+
+THROTTLE_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+
+
+def throttles_cleared(admin: AdminClient) -> bool:
+    """No topic still names throttled replicas (the balancer removes them after each move)."""
+    configs = admin.describe_configs(list(TOPICS))
+    return all(configs[t][k].is_default for t in TOPICS for k in THROTTLE_KEYS)
+
+
+def check_every_record(cluster: LocalCluster, written: dict[TopicPartition, list[bytes]]) -> None:
+    for tp, values in written.items():
+        assert read_partition(cluster, tp) == values, tp
+
+
+def test_grown_cluster_balances_itself_and_balance_cli_plans_and_executes(
+    cluster: LocalCluster, admin: AdminClient
+) -> None:
+    written: dict[TopicPartition, list[bytes]] = {}
+    with Producer(bootstrap_servers=cluster.gateway_address, acks="all") as producer:
+        for name, (partitions, rf) in TOPICS.items():
+            cluster.create_topic(name, partitions, rf)
+            for p in range(partitions):
+                values = [b"%s-%d-%03d" % (name.encode(), p, i) for i in range(RECORDS)]
+                for v in values:
+                    producer.send(name, v, partition=p).result(60)
+                written[TopicPartition(name, p)] = values
+
+    cli(cluster, "add", "storage")
+    cli(cluster, "add", "storage")
+    counts = wait_until(lambda: settled_within_one(admin, 5), 420, "5 nodes within one")
+    assert sum(counts.values()) == sum(n * rf for n, rf in TOPICS.values())  # no RF changed
+    assert min(counts.values()) > 0
+    wait_until(lambda: throttles_cleared(admin), 30, "throttled replicas removed")
+    check_every_record(cluster, written)
+    # the storage nodes' heartbeats carry their replica sizes, so the plan knows bytes
+    sized = wait_until(
+        lambda: all(n.bytes is not None for n in admin.balance_replicas().nodes.values()),
+        60,
+        "replica sizes reported",
+    )
+    assert sized
+
+    # Skew it by hand (the threshold keeps the balancer from reacting): bal-b onto nodes 1, 2.
+    admin.alter_partition_reassignments(
+        {TopicPartition("bal-b", p): [1, 2] for p in range(TOPICS["bal-b"][0])}
+    )
+    wait_until(lambda: not admin.list_partition_reassignments(), 120, "the skew to land")
+    skewed = assignment(admin)
+    spread = max(replica_counts(admin).values()) - min(replica_counts(admin).values())
+    assert spread > 1
+
+    plan = json.loads(cli(cluster, "balance", "--dry-run", "--json").stdout)
+    assert plan["moves"] and not plan["running"]
+    assert plan["replica_spread"]["before"] == spread
+    assert plan["replica_spread"]["after"] <= 1
+    assert all(n["bytes_before"] > 0 for n in plan["nodes"])  # every node holds records
+    for move in plan["moves"]:
+        tp = TopicPartition(move["topic"], move["partition"])
+        assert move["current"] == list(skewed[tp])
+        assert len(set(move["target"])) == len(move["target"]) == len(move["current"])
+    assert assignment(admin) == skewed and not admin.list_partition_reassignments()
+    again = json.loads(cli(cluster, "balance", "--dry-run", "--json").stdout)
+    assert again["moves"] == plan["moves"]  # nothing ran meanwhile
+
+    cli(cluster, "balance", "--execute", "--wait")
+    assert wait_until(lambda: settled_within_one(admin, 5), 60, "balanced by hand")
+    wait_until(lambda: throttles_cleared(admin), 30, "throttled replicas removed")
+    check_every_record(cluster, written)
+
+
+def test_new_controller_finishes_the_run_of_a_killed_one(
+    cluster: LocalCluster, admin: AdminClient
+) -> None:
+    """Whatever the killed controller had issued is partition state in etcd (KIP-455): the new
+    one completes those moves, starts its own run for the joined node, and adopts and removes
+    the throttle entries."""
+    written = {
+        TopicPartition(name, p): [b"%s-%d-%03d" % (name.encode(), p, i) for i in range(RECORDS)]
+        for name, (partitions, _) in TOPICS.items()
+        for p in range(partitions)
+    }
+    before = cluster.describe_cluster()
+    cli(cluster, "add", "storage")
+    cluster.metadata(before.controller_id).kill(signal.SIGKILL)
+    wait_until(
+        lambda: cluster.describe_cluster().controller_id not in (-1, before.controller_id),
+        60,
+        "a new controller",
+    )
+    counts = wait_until(lambda: settled_within_one(admin, 6), 420, "6 nodes within one")
+    assert min(counts.values()) > 0
+    wait_until(lambda: throttles_cleared(admin), 30, "throttled replicas removed")
+    check_every_record(cluster, written)
