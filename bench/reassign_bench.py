@@ -14,7 +14,13 @@ leaving one is removed). Printed per move: seconds from the request to the end o
 MB/s copied, and the probe's p50/p99 acknowledgement latency in the 10 s before the move and
 during it.
 
+Before that (skipped with --balance-partitions 0): three storage nodes hold `--balance-partitions`
+RF 3 partitions of `--balance-mb` MiB each with `balancer.enable=true`; a fourth node is added
+and the figure is the time until every node holds within one replica of the others and no move
+is in progress (the new node's share copied, under the balancer's own pace).
+
     .venv/bin/python bench/reassign_bench.py [--size-mb 1024] [--throttles 0,20]
+        [--balance-partitions 24] [--balance-mb 16]
 """
 
 from __future__ import annotations
@@ -24,11 +30,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from produce_consume_bench import percentile
 
 from riverlog.client import AdminClient, NewTopic, Producer, TopicPartition
 from riverlog.cluster import LocalCluster
+from riverlog.cluster.shape import add_process
 from riverlog.common.node_config import FOLLOWER_THROTTLED_RATE, LEADER_THROTTLED_RATE
 from riverlog.common.replication_throttle import (
     FOLLOWER_THROTTLED_REPLICAS,
@@ -148,8 +156,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=int, default=1024)
     parser.add_argument("--throttles", default="0,20", help="MB/s per move; 0 = none")
+    parser.add_argument("--balance-partitions", type=int, default=24, help="0: skip that part")
+    parser.add_argument("--balance-mb", type=int, default=16, help="MiB per balanced partition")
     args = parser.parse_args()
     throttles = [float(t) for t in args.throttles.split(",")]
+    if args.balance_partitions:
+        with tempfile.TemporaryDirectory(prefix="riverlog-balance-bench-") as root:
+            balance(Path(root), args.balance_partitions, args.balance_mb)
     with tempfile.TemporaryDirectory(prefix="riverlog-reassign-bench-") as root:
         cluster = LocalCluster(
             root,
@@ -194,6 +207,63 @@ def run(cluster: LocalCluster, size_mb: int, throttles: list[float]) -> None:
     finally:
         probe.close()
         admin.close()
+
+
+def replica_counts(admin: AdminClient) -> dict[int, int]:
+    counts = {n.node_id: 0 for n in admin.describe_cluster().nodes if n.kind == "storage"}
+    for topic in admin.describe_topics(admin.list_topics()).values():
+        for part in topic.partitions:
+            for node in part.replicas:
+                counts[node] = counts.get(node, 0) + 1
+    return counts
+
+
+def balance(root: Path, partitions: int, mb_each: int) -> None:
+    """Three storage nodes with `partitions` RF 3 partitions of `mb_each` MiB, the balancer on;
+    a fourth node is added: seconds until the replica counts are within one and nothing
+    moves."""
+    cluster = LocalCluster(
+        root,
+        storage_nodes=3,
+        metadata_nodes=1,
+        gateways=1,
+        extra_config={
+            "metadata": {"broker.heartbeat.interval.ms": "500", "balancer.enable": "true"}
+        },
+    )
+    cluster.start(timeout=180)
+    try:
+        address = cluster.gateway_address
+        with AdminClient(bootstrap_servers=address) as admin:
+            admin.create_topics([NewTopic("spread", partitions, 3, {"min.insync.replicas": "2"})])
+            wait_until(lambda: in_sync(admin, "spread"), 60)
+            value = b"x" * RECORD
+            with Producer(bootstrap_servers=address, acks="1", batch_size=1024 * 1024) as p:
+                for partition in range(partitions):
+                    for _ in range(0, mb_each * 1024 * 1024 // RECORD, 64):
+                        p.send_many("spread", [value] * 64, partition=partition)
+                p.flush()
+            start = time.monotonic()
+            add_process(cluster, "storage")
+
+            def settled() -> bool:
+                counts = replica_counts(admin)
+                return (
+                    len(counts) == 4
+                    and max(counts.values()) - min(counts.values()) <= 1
+                    and not admin.list_partition_reassignments()
+                )
+
+            wait_until(settled, WAIT_S, 0.5)
+            took = time.monotonic() - start
+            counts = replica_counts(admin)
+            print(
+                f"balancer: {partitions} partitions x {mb_each} MiB (RF 3) on 3 nodes, a 4th "
+                f"added: counts {dict(sorted(counts.items()))} after {took:.1f} s "
+                f"({counts[4] * mb_each} MiB copied to the new node)"
+            )
+    finally:
+        cluster.stop()
 
 
 if __name__ == "__main__":
