@@ -40,14 +40,21 @@ def find(router: GroupRouter, request: pb.FindCoordinatorRequest) -> pb.FindCoor
     return find_coordinator_to_proto(image, request.keys, transactional)
 
 
-async def list_groups(
-    router: GroupRouter, request: pb.ListGroupsRequest, deadline: Deadline
-) -> pb.ListGroupsResponse:
-    """Every live coordinator's groups, each group once; the last error of any that failed."""
-    out = pb.ListGroupsResponse()
+async def merge_from_every_coordinator(
+    router: GroupRouter,
+    method: str,
+    request: Any,
+    out: Any,
+    rows: Callable[[Any], Any],
+    key: Callable[[Any], str],
+    deadline: Deadline,
+) -> None:
+    """`method` on every live coordinator at once; each row (by `key`) once into `rows(out)`,
+    and the last error of any that failed into `out` (ListGroups, ListTransactions: a
+    partition moving between owners is listed by both)."""
     results = await asyncio.gather(
         *(
-            measured(router.peers.call(n, "ListGroups", request, deadline.remaining()))
+            measured(router.peers.call(n, method, request, deadline.remaining()))
             for n in router.coordinators()
         ),
         return_exceptions=True,
@@ -55,15 +62,25 @@ async def list_groups(
     seen: set[str] = set()
     for result in results:
         if isinstance(result, BaseException):
-            out.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE  # type: ignore[assignment]
+            out.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
             out.error_message = str(result)
             continue
         if result.error_code != ErrorCode.NONE:
             out.error_code, out.error_message = result.error_code, result.error_message
-        for group in result.groups:
-            if group.group_id not in seen:
-                seen.add(group.group_id)
-                out.groups.append(group)
+        for row in rows(result):
+            if key(row) not in seen:
+                seen.add(key(row))
+                rows(out).append(row)
+
+
+async def list_groups(
+    router: GroupRouter, request: pb.ListGroupsRequest, deadline: Deadline
+) -> pb.ListGroupsResponse:
+    """Every live coordinator's groups, each group once; the last error of any that failed."""
+    out = pb.ListGroupsResponse()
+    await merge_from_every_coordinator(
+        router, "ListGroups", request, out, lambda r: r.groups, lambda g: g.group_id, deadline
+    )
     return out
 
 

@@ -15,33 +15,24 @@ from riverlog.v1 import transactions_pb2 as pb
 
 from ..context import Deadline, measured
 from ..groups import GroupRouter
+from .groups import merge_from_every_coordinator
 from .request_context import RequestContexts
 
 
 async def list_transactions(
     router: GroupRouter, request: pb.ListTransactionsRequest, deadline: Deadline
 ) -> pb.ListTransactionsResponse:
-    """Every live coordinator's transactions; the last error of any that failed."""
+    """Every live coordinator's transactions, each id once; the last error of any that failed."""
     out = pb.ListTransactionsResponse()
-    results = await asyncio.gather(
-        *(
-            measured(router.peers.call(n, "ListTransactions", request, deadline.remaining()))
-            for n in router.coordinators()
-        ),
-        return_exceptions=True,
+    await merge_from_every_coordinator(
+        router,
+        "ListTransactions",
+        request,
+        out,
+        lambda r: r.transactions,
+        lambda t: t.transactional_id,
+        deadline,
     )
-    seen: set[str] = set()
-    for result in results:
-        if isinstance(result, BaseException):
-            out.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE  # type: ignore[assignment]
-            out.error_message = str(result)
-            continue
-        if result.error_code != ErrorCode.NONE:
-            out.error_code, out.error_message = result.error_code, result.error_message
-        for row in result.transactions:
-            if row.transactional_id not in seen:  # a partition moving: listed by both owners
-                seen.add(row.transactional_id)
-                out.transactions.append(row)
     return out
 
 

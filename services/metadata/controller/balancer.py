@@ -21,7 +21,6 @@ sizes come from the storage nodes' heartbeats (`replica_sizes`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 
@@ -32,6 +31,7 @@ from ..config import MetadataConfig
 from ..image import MetadataImage
 from . import reassignment as steps
 from . import throttled_replicas as throttle
+from .background import cancel_all, wait_woken
 from .balance_plan import (
     BalanceMove,
     BalancePlan,
@@ -86,11 +86,8 @@ class ReplicaBalancer:
         self._task = asyncio.create_task(self._loop(), name="controller-balancer")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        await cancel_all([task])
 
     @property
     def is_controller(self) -> bool:
@@ -165,10 +162,7 @@ class ReplicaBalancer:
 
     async def _loop(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(CHECK_S):
-                    await self._wake.wait()
-            self._wake.clear()
+            await wait_woken(self._wake, CHECK_S)
             try:
                 async with self._lock:
                     await self.step()

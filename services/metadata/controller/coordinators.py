@@ -13,7 +13,6 @@ lapsing removes its registration, which wakes this loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -26,6 +25,7 @@ from ..config import MetadataConfig
 from ..image import MetadataImage
 from ..records import coordinator_encode
 from ..store import Op
+from .background import cancel_all, wait_woken
 from .election import ControllerElection
 from .topics import NewTopic, TopicController
 
@@ -122,18 +122,12 @@ class CoordinatorAssigner:
         self._task = asyncio.create_task(self._run(), name="coordinator-assigner")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        await cancel_all([task])
 
     async def _run(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(_RECHECK_S):
-                    await self._wake.wait()
-            self._wake.clear()
+            await wait_woken(self._wake, _RECHECK_S)
             if not self.election.is_controller:
                 continue
             try:

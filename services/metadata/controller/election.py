@@ -28,6 +28,7 @@ from ..config import MetadataConfig
 from ..image import MetadataImage
 from ..records import ControllerRecord, InstanceRecord
 from ..store import Compare, EtcdStore, Op
+from .background import cancel_all
 
 log = logging.getLogger(__name__)
 
@@ -80,12 +81,8 @@ class ControllerElection:
         ]
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks = []
+        tasks, self._tasks = self._tasks, []
+        await cancel_all(tasks)
         self._step_down("shutting down")
         if self.lease_id:
             with contextlib.suppress(RiverlogError):

@@ -15,7 +15,6 @@ and every `SAFETY_CHECK_S` as a safety net. Lifecycle: `start()`, `await stop()`
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -29,6 +28,7 @@ from ..image import MetadataImage
 from ..records import partition_encode
 from ..store import Compare, Op
 from . import reassignment as steps
+from .background import cancel_all, wait_woken
 from .elections import PartitionUpdate
 from .replication import PARTITIONS_PER_TXN, ReplicationController, chunks
 
@@ -78,11 +78,8 @@ class ReassignmentController:
         self._task = asyncio.create_task(self._complete_loop(), name="controller-reassignments")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        await cancel_all([task])
 
     def _require_controller(self) -> None:
         if not self.replication.election.is_controller:
@@ -260,10 +257,7 @@ class ReassignmentController:
 
     async def _complete_loop(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(SAFETY_CHECK_S):
-                    await self._wake.wait()
-            self._wake.clear()
+            await wait_woken(self._wake, SAFETY_CHECK_S)
             if not self.replication.election.is_controller or not self.ongoing():
                 continue
             try:

@@ -37,6 +37,7 @@ from ..image import MetadataImage
 from ..records import partition_encode
 from ..store import Compare, Op
 from .alter_partition import AlterPartitionItem, AlterPartitionOutcome, check_alter_partition
+from .background import cancel_all
 from .election import ControllerElection
 from .elections import (
     ElectionResult,
@@ -123,12 +124,8 @@ class ReplicationController:
             )
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks = []
+        tasks, self._tasks = self._tasks, []
+        await cancel_all(tasks)
 
     def _partitions(self) -> list[tuple[int, int]]:
         """(ISR size - replica count, leader) of every partition."""
