@@ -15,7 +15,7 @@ from .leader_epoch_cache import (
     LeaderEpochFileCache,
 )
 from .log_manager import CLEAN_SHUTDOWN_FILE, LogManager
-from .log_validator import AppendInfo
+from .log_validator import AppendInfo, AppendOrigin
 from .partition_log import PartitionLog
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "UNDEFINED_EPOCH",
     "UNDEFINED_EPOCH_OFFSET",
     "AppendInfo",
+    "AppendOrigin",
     "CheckpointFile",
     "CorruptCheckpointError",
     "EpochEntry",

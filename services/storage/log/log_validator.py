@@ -14,10 +14,12 @@ reads the keys.
 
 from __future__ import annotations
 
+import enum
 import struct
 from dataclasses import dataclass
 
 from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.records.control import check_marker_header
 from riverlog.common.records.header import (
     CRC_START,
     TIMESTAMP_TYPE_MASK,
@@ -76,7 +78,21 @@ def _error(message: str, code: ErrorCode) -> RiverlogError:
     return RiverlogError(message, code)
 
 
-def _check_batches(payload: Payload, config: LogConfig, *, leader: bool) -> list[BatchHeader]:
+class AppendOrigin(enum.Enum):
+    """Who wrote a leader's append (Kafka's AppendOrigin): clients may not write control
+    batches; the transaction coordinator writes nothing else (its commit and abort markers)."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
+
+
+def _check_batches(
+    payload: Payload,
+    config: LogConfig,
+    *,
+    leader: bool,
+    origin: AppendOrigin = AppendOrigin.CLIENT,
+) -> list[BatchHeader]:
     if len(payload) == 0:
         raise _error("the payload holds no record batch", ErrorCode.INVALID_RECORD)
     if len(payload) > config.segment_bytes:
@@ -98,13 +114,22 @@ def _check_batches(payload: Payload, config: LogConfig, *, leader: bool) -> list
                 f"{where}: unknown compression codec {header.compression}",
                 ErrorCode.CORRUPT_MESSAGE,
             )
-        if leader:
+        if leader and origin is AppendOrigin.COORDINATOR:
+            _check_marker_batch(header, where)
+        elif leader:
             _check_client_batch(header, where, config)
             if config.compact_enabled:
                 _check_keys(payload, position, where)
         headers.append(header)
         position += header.size
     return headers
+
+
+def _check_marker_batch(header: BatchHeader, where: str) -> None:
+    try:
+        check_marker_header(header)
+    except InvalidBatchError as exc:
+        raise _error(f"{where}: {exc}", ErrorCode.INVALID_RECORD) from None
 
 
 def _check_client_batch(header: BatchHeader, where: str, config: LogConfig) -> None:
@@ -146,10 +171,15 @@ def _check_keys(payload: Payload, position: int, where: str) -> None:
 
 
 def validate_leader_append(
-    payload: Payload, config: LogConfig, next_offset: int, leader_epoch: int, now_ms: int
+    payload: Payload,
+    config: LogConfig,
+    next_offset: int,
+    leader_epoch: int,
+    now_ms: int,
+    origin: AppendOrigin = AppendOrigin.CLIENT,
 ) -> ValidatedAppend:
     """Check every batch, then assign offsets from `next_offset` in a copy of the payload."""
-    headers = _check_batches(payload, config, leader=True)
+    headers = _check_batches(payload, config, leader=True, origin=origin)
     data = bytearray(payload)
     view = memoryview(data)
     append_time = config.log_append_time

@@ -30,6 +30,7 @@ from .leader_epoch_cache import LeaderEpochFileCache
 from .loader import LogLoader
 from .log_validator import (
     AppendInfo,
+    AppendOrigin,
     Payload,
     ValidatedAppend,
     validate_follower_append,
@@ -166,14 +167,16 @@ class PartitionLog:
 
     # -- appends ----------------------------------------------------------------------------
 
-    def append_as_leader(self, payload: Payload, leader_epoch: int) -> AppendInfo:
+    def append_as_leader(
+        self, payload: Payload, leader_epoch: int, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> AppendInfo:
         """Validate every batch, assign offsets from the log end offset, stamp the leader
         epoch (and the append time with LogAppendTime), and append. Nothing is written when
         any batch is invalid: RiverlogError CORRUPT_MESSAGE, MESSAGE_TOO_LARGE,
         RECORD_LIST_TOO_LARGE or INVALID_RECORD says which and where."""
         now = self._clock.time_ms()
         validated = validate_leader_append(
-            payload, self._config, self.log_end_offset, leader_epoch, now
+            payload, self._config, self.log_end_offset, leader_epoch, now, origin
         )
         self.leader_epoch_cache.assign(leader_epoch, validated.info.first_offset)
         self._append(validated, now)

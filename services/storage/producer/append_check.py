@@ -12,7 +12,10 @@ For every batch that carries a producer id, in payload order:
 - in the known epoch the first sequence must follow the last one (after the batches earlier in
   the same payload): else OUT_OF_ORDER_SEQUENCE_NUMBER;
 - an unknown producer (never seen, or expired, or its batches removed by retention) may start at
-  any sequence, as Kafka accepts since 2.5 (KIP-360) instead of UNKNOWN_PRODUCER_ID.
+  any sequence, as Kafka accepts since 2.5 (KIP-360) instead of UNKNOWN_PRODUCER_ID;
+- a transaction marker (a control batch, which only the coordinator may write) must not be
+  older than the producer's epoch and carries no sequence; written, its epoch is the
+  producer's, so a late batch of the ended transaction (an older epoch) is refused (KIP-890).
 
 The check reads batch headers only. A payload whose headers cannot even be walked is left to
 the log's validation, which refuses it as CORRUPT_MESSAGE.
@@ -148,6 +151,17 @@ def _check_batch(
         current_epoch, current_last = entry.producer_epoch, entry.last_seq
     else:
         return  # an unknown producer starts anywhere (KIP-360)
+    if header.is_control:
+        # A transaction's marker (the coordinator's append): its epoch is the one the
+        # transaction ended with, bumped (KIP-890), so it must not be older than the last;
+        # it carries no sequence, and the producer's next epoch starts at 0.
+        if epoch < current_epoch:
+            raise RiverlogError(
+                f"{tp}: marker epoch {epoch} of producer {pid} is older than its last seen "
+                f"epoch {current_epoch}",
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+            )
+        return
     if epoch < current_epoch:
         raise RiverlogError(
             f"{tp}: epoch {epoch} of producer {pid} is older than its last seen epoch "

@@ -24,7 +24,7 @@ from riverlog.common.cluster.image import PartitionInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 
-from ..log import AppendInfo, FetchSlice, LogConfig, PartitionLog
+from ..log import AppendInfo, AppendOrigin, FetchSlice, LogConfig, PartitionLog
 from ..producer import ProducerStateManager
 from ..producer.manager import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from .isr import AlterIsrRequest
@@ -213,13 +213,16 @@ class Partition:
     def config(self) -> LogConfig:
         return self.log.config
 
-    def append_as_leader(self, records: bytes) -> AppendInfo:
-        """Validate and append one produce payload at our epoch; moves the high watermark.
-        Raises RiverlogError with nothing written when the payload is bad."""
+    def append_as_leader(
+        self, records: bytes, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> AppendInfo:
+        """Validate and append one produce payload (or, from the transaction coordinator, a
+        marker) at our epoch; moves the high watermark. Raises RiverlogError with nothing
+        written when the payload is bad."""
         check = self.producer_state.check_leader_append(records)
         if check.duplicate is not None:  # a retry: the offsets of the first write
             return self.producer_state.duplicate_info(check.duplicate)
-        info = self.log.append_as_leader(records, self.leader_epoch)
+        info = self.log.append_as_leader(records, self.leader_epoch, origin)
         self.producer_state.on_leader_append(check, info)
         if not self.replication.maybe_increment_high_watermark():
             self._on_change(self.tp)  # wake the followers' long polls (Kafka's tryComplete)

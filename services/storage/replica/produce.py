@@ -76,7 +76,7 @@ class ProduceHandler:
                     )
                 if params.acks is Acks.ALL:
                     partition.replication.check_min_isr()
-                info = partition.append_as_leader(data.records)
+                info = partition.append_as_leader(data.records, params.origin)
             except RiverlogError as exc:
                 result.fail(exc)
                 self._replicas.storage_error(data.tp, exc)  # a failed disk: dir offline

@@ -18,6 +18,8 @@ from riverlog.common.types import IsolationLevel as IsolationLevel
 from riverlog.common.types import OffsetSpec as OffsetSpec
 from riverlog.common.types import TopicPartition
 
+from ..log import AppendOrigin
+
 NO_OFFSET = -1
 NO_TIMESTAMP = -1
 
@@ -67,6 +69,7 @@ class ProduceParams:
     timeout_ms: int
     partitions: list[ProducePartitionData]
     correlation_id: int = 0
+    origin: AppendOrigin = AppendOrigin.CLIENT
 
 
 @dataclass(slots=True)

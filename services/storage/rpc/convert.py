@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from riverlog.common.records.control import ControlRecordType, EndTxnMarker, build_end_txn_marker
 from riverlog.common.rpc.convert import (
     acks_from_proto,
     isolation_level_from_proto,
     offset_spec_from_proto,
 )
-from riverlog.common.types import IsolationLevel, OffsetSpec, TopicPartition
+from riverlog.common.types import Acks, IsolationLevel, OffsetSpec, TopicPartition
 from riverlog.v1 import data_pb2, storage_pb2
 
+from ..log import AppendOrigin
 from ..replica.requests import (
     DeleteRecordsPartitionData,
     DeleteRecordsPartitionResult,
@@ -55,6 +57,26 @@ def produce_params_from_proto(request: data_pb2.ProduceRequest) -> ProduceParams
             for p in request.partitions
         ],
         correlation_id=request.correlation_id,
+    )
+
+
+def marker_params_from_proto(
+    request: storage_pb2.WriteTxnMarkersRequest, now_ms: int
+) -> ProduceParams:
+    """The coordinator's marker as an acks=all append of one control batch (Kafka's
+    WriteTxnMarkers → appendRecords with origin COORDINATOR)."""
+    kind = ControlRecordType.COMMIT if request.committed else ControlRecordType.ABORT
+    marker = build_end_txn_marker(
+        EndTxnMarker(kind, request.coordinator_epoch),
+        request.producer_id,
+        request.producer_epoch,
+        now_ms,
+    )
+    return ProduceParams(
+        acks=Acks.ALL,
+        timeout_ms=request.timeout_ms,
+        partitions=[ProducePartitionData(TopicPartition(request.topic, request.partition), marker)],
+        origin=AppendOrigin.COORDINATOR,
     )
 
 

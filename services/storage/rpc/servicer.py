@@ -15,6 +15,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
+from riverlog.common.clock import SYSTEM_CLOCK
 from riverlog.common.errors import ErrorCode
 from riverlog.v1 import data_pb2, storage_pb2, storage_pb2_grpc
 
@@ -30,6 +31,7 @@ from .convert import (
     fetch_response_to_proto,
     list_offsets_from_proto,
     list_offsets_response_to_proto,
+    marker_params_from_proto,
     offsets_for_leader_epoch_from_proto,
     offsets_for_leader_epoch_response_to_proto,
     produce_params_from_proto,
@@ -142,6 +144,17 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
     ) -> data_pb2.ListOffsetsResponse:
         results = self._offsets.list_offsets(list_offsets_from_proto(request))
         return list_offsets_response_to_proto(results)
+
+    async def WriteTxnMarkers(
+        self, request: storage_pb2.WriteTxnMarkersRequest, context: Any
+    ) -> storage_pb2.WriteTxnMarkersResponse:
+        params = marker_params_from_proto(request, SYSTEM_CLOCK.time_ms())
+        [result] = await self._produce.complete(self._produce.append(params))
+        return storage_pb2.WriteTxnMarkersResponse(
+            error_code=int(result.error),  # type: ignore[arg-type]
+            error_message=result.error_message,
+            offset=result.base_offset,
+        )
 
     async def DeleteRecords(
         self, request: data_pb2.DeleteRecordsRequest, context: Any

@@ -95,3 +95,31 @@ class DescribeLogDirsResponse(_message.Message):
     isr_expands: int
     under_replicated_partitions: int
     def __init__(self, node_id: _Optional[int] = ..., log_dirs: _Optional[_Iterable[_Union[DescribeLogDirsResponse.LogDir, _Mapping]]] = ..., isr_shrinks: _Optional[int] = ..., isr_expands: _Optional[int] = ..., under_replicated_partitions: _Optional[int] = ...) -> None: ...
+
+class WriteTxnMarkersRequest(_message.Message):
+    __slots__ = ("producer_id", "producer_epoch", "committed", "coordinator_epoch", "topic", "partition", "timeout_ms")
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+    coordinator_epoch: int
+    topic: str
+    partition: int
+    timeout_ms: int
+    def __init__(self, producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., committed: _Optional[bool] = ..., coordinator_epoch: _Optional[int] = ..., topic: _Optional[str] = ..., partition: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class WriteTxnMarkersResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "offset")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    offset: int
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., offset: _Optional[int] = ...) -> None: ...

@@ -70,6 +70,11 @@ class StorageServiceStub:
                 request_serializer=riverlog_dot_v1_dot_storage__pb2.OffsetsForLeaderEpochRequest.SerializeToString,
                 response_deserializer=riverlog_dot_v1_dot_storage__pb2.OffsetsForLeaderEpochResponse.FromString,
                 _registered_method=True)
+        self.WriteTxnMarkers = channel.unary_unary(
+                '/riverlog.v1.StorageService/WriteTxnMarkers',
+                request_serializer=riverlog_dot_v1_dot_storage__pb2.WriteTxnMarkersRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_storage__pb2.WriteTxnMarkersResponse.FromString,
+                _registered_method=True)
 
 
 class StorageServiceServicer:
@@ -121,6 +126,16 @@ class StorageServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WriteTxnMarkers(self, request, context):
+        """A transaction's commit or abort marker in one partition (Kafka's WriteTxnMarkers), from the
+        transaction coordinator to the partition's leader; appended with acks=all. A marker older
+        than the producer's epoch is refused (INVALID_PRODUCER_EPOCH); the same marker again is
+        answered with the offset it was first written at.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StorageServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -158,6 +173,11 @@ def add_StorageServiceServicer_to_server(servicer, server):
                     servicer.OffsetsForLeaderEpoch,
                     request_deserializer=riverlog_dot_v1_dot_storage__pb2.OffsetsForLeaderEpochRequest.FromString,
                     response_serializer=riverlog_dot_v1_dot_storage__pb2.OffsetsForLeaderEpochResponse.SerializeToString,
+            ),
+            'WriteTxnMarkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.WriteTxnMarkers,
+                    request_deserializer=riverlog_dot_v1_dot_storage__pb2.WriteTxnMarkersRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_storage__pb2.WriteTxnMarkersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -349,6 +369,33 @@ class StorageService:
             '/riverlog.v1.StorageService/OffsetsForLeaderEpoch',
             riverlog_dot_v1_dot_storage__pb2.OffsetsForLeaderEpochRequest.SerializeToString,
             riverlog_dot_v1_dot_storage__pb2.OffsetsForLeaderEpochResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WriteTxnMarkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.StorageService/WriteTxnMarkers',
+            riverlog_dot_v1_dot_storage__pb2.WriteTxnMarkersRequest.SerializeToString,
+            riverlog_dot_v1_dot_storage__pb2.WriteTxnMarkersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -47,6 +47,12 @@ class StorageServiceStub:
     """Where each asked leader epoch ends in the leader's log (Kafka's OffsetsForLeaderEpoch,
     KIP-101): a follower truncates to min(end_offset, its log end offset) before fetching.
     """
+    WriteTxnMarkers: _grpc.UnaryUnaryMultiCallable[_storage_pb2.WriteTxnMarkersRequest, _storage_pb2.WriteTxnMarkersResponse]
+    """A transaction's commit or abort marker in one partition (Kafka's WriteTxnMarkers), from the
+    transaction coordinator to the partition's leader; appended with acks=all. A marker older
+    than the producer's epoch is refused (INVALID_PRODUCER_EPOCH); the same marker again is
+    answered with the offset it was first written at.
+    """
 
 @_typing.type_check_only
 class StorageServiceAsyncStub(StorageServiceStub):
@@ -63,6 +69,12 @@ class StorageServiceAsyncStub(StorageServiceStub):
     OffsetsForLeaderEpoch: _aio.UnaryUnaryMultiCallable[_storage_pb2.OffsetsForLeaderEpochRequest, _storage_pb2.OffsetsForLeaderEpochResponse]  # type: ignore[assignment]
     """Where each asked leader epoch ends in the leader's log (Kafka's OffsetsForLeaderEpoch,
     KIP-101): a follower truncates to min(end_offset, its log end offset) before fetching.
+    """
+    WriteTxnMarkers: _aio.UnaryUnaryMultiCallable[_storage_pb2.WriteTxnMarkersRequest, _storage_pb2.WriteTxnMarkersResponse]  # type: ignore[assignment]
+    """A transaction's commit or abort marker in one partition (Kafka's WriteTxnMarkers), from the
+    transaction coordinator to the partition's leader; appended with acks=all. A marker older
+    than the producer's epoch is refused (INVALID_PRODUCER_EPOCH); the same marker again is
+    answered with the offset it was first written at.
     """
 
 class StorageServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -119,6 +131,18 @@ class StorageServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_storage_pb2.OffsetsForLeaderEpochResponse, _abc.Awaitable[_storage_pb2.OffsetsForLeaderEpochResponse]]:
         """Where each asked leader epoch ends in the leader's log (Kafka's OffsetsForLeaderEpoch,
         KIP-101): a follower truncates to min(end_offset, its log end offset) before fetching.
+        """
+
+    @_abc_1.abstractmethod
+    def WriteTxnMarkers(
+        self,
+        request: _storage_pb2.WriteTxnMarkersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_storage_pb2.WriteTxnMarkersResponse, _abc.Awaitable[_storage_pb2.WriteTxnMarkersResponse]]:
+        """A transaction's commit or abort marker in one partition (Kafka's WriteTxnMarkers), from the
+        transaction coordinator to the partition's leader; appended with acks=all. A marker older
+        than the producer's epoch is refused (INVALID_PRODUCER_EPOCH); the same marker again is
+        answered with the offset it was first written at.
         """
 
 def add_StorageServiceServicer_to_server(servicer: StorageServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
