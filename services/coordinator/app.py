@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from riverlog.common.clock import SYSTEM_CLOCK
 from riverlog.common.cluster import (
@@ -26,18 +26,24 @@ from riverlog.common.cluster import (
     NodeInfo,
     allocate_incarnation,
 )
+from riverlog.common.cluster.image import TRANSACTION_STATE_TOPIC
+from riverlog.common.cluster.producer_ids import block_source
 from riverlog.common.errors import RiverlogError
 from riverlog.common.node import NodeOptions, parse_node_args, run_node
+from riverlog.common.producer_ids import ProducerIdAllocator
 from riverlog.common.rpc.server import RpcServer
 from riverlog.common.service import setup_logging
 
 from .config import CoordinatorConfig
 from .coordinator import GroupCoordinator
 from .offsets.compaction import OffsetsTopicCompaction
-from .ownership import Ownership, groups_kind
+from .ownership import Ownership, groups_kind, transactions_kind
+from .peers.markers import StorageMarkerChannel
 from .peers.metadata import TopicConfigs
 from .peers.storage import StorageClient
 from .rpc.servicer import SERVICE_NAME, CoordinatorServicer, add_to_server
+from .rpc.transactions import TransactionRpc
+from .txn.coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -75,16 +81,37 @@ class CoordinatorProcess:
             groups_kind(self._new_groups, GroupCoordinator.on_partition_counts),
             incarnation=self.incarnation,
         )
+        # Transactions (decision 0028): __transaction_state shards beside the group shards,
+        # producer ids from the metadata service's blocks, markers to the partition leaders.
+        self.producer_ids = ProducerIdAllocator(
+            block_source(self.client, options.node_id, lambda: self.incarnation)
+        )
+        self.markers = StorageMarkerChannel(self.storage, lambda: self.watcher.image)
+        self.transactions = Ownership(
+            options.node_id,
+            options.config,
+            SYSTEM_CLOCK,
+            self.watcher,
+            self.storage.for_topic(TRANSACTION_STATE_TOPIC),
+            transactions_kind(self._new_transactions),
+            incarnation=self.incarnation,
+        )
         self.compaction = OffsetsTopicCompaction(self.watcher, TopicConfigs(self.client).set)
+        servicer = CoordinatorServicer(self.ownership, TransactionRpc(self.transactions))
         self.server = RpcServer(
-            options.host,
-            options.port,
-            [(add_to_server, CoordinatorServicer(self.ownership), SERVICE_NAME)],
+            options.host, options.port, [(add_to_server, servicer, SERVICE_NAME)]
         )
         self.membership: MembershipSession | None = None
 
     def _new_groups(self, _notify: object) -> GroupCoordinator:
         return GroupCoordinator(self.options.config, SYSTEM_CLOCK, self._partition_count)
+
+    def _new_transactions(
+        self, notify: Callable[[Callable[[TransactionCoordinator], None]], None]
+    ) -> TransactionCoordinator:
+        return TransactionCoordinator(
+            self.options.config, SYSTEM_CLOCK, self.markers, self.producer_ids.take_now, notify
+        )
 
     def _partition_count(self, topic: str) -> int:
         info = self.watcher.image.topics.get(topic)
@@ -100,7 +127,9 @@ class CoordinatorProcess:
         await self.server.start()
         self.incarnation = await allocate_incarnation(self.client, KIND, self.options.node_id)
         self.ownership.incarnation = self.incarnation
+        self.transactions.incarnation = self.incarnation
         await self.ownership.attach()
+        await self.transactions.attach()
         self.compaction.start()
         node = NodeInfo(
             kind=KIND,
@@ -119,11 +148,15 @@ class CoordinatorProcess:
 
     async def stop(self) -> None:
         self.ownership.begin_stop()
+        self.transactions.begin_stop()
         await self.compaction.stop()
         if self.membership is not None:
             with contextlib.suppress(RiverlogError):
                 await self.membership.stop()
         await self.ownership.stop()
+        await self.transactions.stop()
+        await self.markers.close()
+        await self.producer_ids.close()
         await self.server.stop(_STOP_GRACE_S)
         await self.watcher.stop()
         await self.storage.close()

@@ -22,8 +22,8 @@ from riverlog.common.records import BatchBuilder, Record, iter_batches_records, 
 from riverlog.common.rpc.channels import ChannelCache
 from riverlog.common.rpc.convert import acks_to_proto
 from riverlog.common.rpc.status import from_rpc_error
-from riverlog.common.types import Acks
-from riverlog.v1 import data_pb2, storage_pb2_grpc
+from riverlog.common.types import Acks, TopicPartition
+from riverlog.v1 import data_pb2, storage_pb2, storage_pb2_grpc
 
 from ..records import CoordinatorRecord
 
@@ -45,18 +45,30 @@ class StorageClient:
     cluster to close those of nodes that left). Lifecycle: one per coordinator process, used
     from its event loop; `close()` at shutdown."""
 
-    def __init__(self, image: Callable[[], ClusterImage]) -> None:
+    def __init__(
+        self,
+        image: Callable[[], ClusterImage],
+        topic: str = OFFSETS_TOPIC,
+        channels: ChannelCache[storage_pb2_grpc.StorageServiceAsyncStub] | None = None,
+    ) -> None:
         self._image = image
-        self.channels: ChannelCache[storage_pb2_grpc.StorageServiceAsyncStub] = ChannelCache(
-            storage_pb2_grpc.StorageServiceStub, "storage node"
+        self.topic = topic
+        self._owns_channels = channels is None
+        self.channels: ChannelCache[storage_pb2_grpc.StorageServiceAsyncStub] = (
+            channels or ChannelCache(storage_pb2_grpc.StorageServiceStub, "storage node")
         )
 
-    def _leader(self, partition: int) -> NodeInfo:
-        node = self._image().leader_node(OFFSETS_TOPIC, partition)
+    def for_topic(self, topic: str) -> StorageClient:
+        """The same calls on another coordinator topic (`__transaction_state`), over the same
+        channels (closed by this client)."""
+        return StorageClient(self._image, topic, self.channels)
+
+    def _leader(self, partition: int, topic: str | None = None) -> NodeInfo:
+        topic = topic or self.topic
+        node = self._image().leader_node(topic, partition)
         if node is None:
             raise RiverlogError(
-                f"{OFFSETS_TOPIC}-{partition} has no live leader",
-                ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                f"{topic}-{partition} has no live leader", ErrorCode.COORDINATOR_NOT_AVAILABLE
             )
         return node
 
@@ -64,7 +76,41 @@ class StorageClient:
         return self.channels.stub(node)
 
     async def close(self) -> None:
-        await self.channels.close()
+        if self._owns_channels:
+            await self.channels.close()
+
+    async def write_txn_marker(
+        self,
+        tp: TopicPartition,
+        producer_id: int,
+        producer_epoch: int,
+        committed: bool,
+        coordinator_epoch: int,
+        timeout_ms: int,
+    ) -> None:
+        """One partition's commit or abort marker at its leader (acks=all); RiverlogError with
+        the storage node's code when refused or unreachable."""
+        request = storage_pb2.WriteTxnMarkersRequest(
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            committed=committed,
+            coordinator_epoch=coordinator_epoch,
+            topic=tp.topic,
+            partition=tp.partition,
+            timeout_ms=timeout_ms,
+        )
+        node = self._image().leader_node(tp.topic, tp.partition)
+        if node is None:
+            raise RiverlogError(f"{tp} has no live leader", ErrorCode.LEADER_NOT_AVAILABLE)
+        try:
+            response = await self._stub(node).WriteTxnMarkers(
+                request, timeout=timeout_ms / 1000 + 1
+            )
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from exc
+        code = code_of(response.error_code)
+        if code != ErrorCode.NONE:
+            raise RiverlogError(response.error_message or None, code)
 
     async def append(
         self,
@@ -90,7 +136,7 @@ class StorageClient:
             timeout_ms=timeout_ms,
             partitions=[
                 data_pb2.ProducePartition(
-                    topic=OFFSETS_TOPIC, partition=partition, records=builder.build()
+                    topic=self.topic, partition=partition, records=builder.build()
                 )
             ],
         )
@@ -122,7 +168,7 @@ class StorageClient:
                 max_bytes=_FETCH_BYTES,
                 partitions=[
                     data_pb2.FetchPartition(
-                        topic=OFFSETS_TOPIC,
+                        topic=self.topic,
                         partition=partition,
                         fetch_offset=position,
                         partition_max_bytes=_FETCH_BYTES,
@@ -148,7 +194,7 @@ class StorageClient:
                 yield record
             if next_position <= position and position < end:
                 raise RiverlogError(
-                    f"{OFFSETS_TOPIC}-{partition}: no progress reading at {position}",
+                    f"{self.topic}-{partition}: no progress reading at {position}",
                     ErrorCode.CORRUPT_MESSAGE,
                 )
             position = next_position

@@ -39,18 +39,10 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
     """Adapts the RPCs to the shards. Stateless apart from the ownership it routes with."""
 
     def __init__(
-        self, ownership: Ownership[GroupCoordinator], transactions: TransactionRpc | None = None
+        self, ownership: Ownership[GroupCoordinator], transactions: TransactionRpc
     ) -> None:
         self.ownership = ownership
-        self._transactions = transactions
-
-    @property
-    def transactions(self) -> TransactionRpc:
-        if self._transactions is None:
-            raise RiverlogError(
-                "this coordinator serves no transactions", ErrorCode.COORDINATOR_NOT_AVAILABLE
-            )
-        return self._transactions
+        self.transactions = transactions
 
     async def _on_shard(self, group_id: str, handler: Handler) -> Any:
         """The shard's reply; raises RiverlogError for routing and load errors."""

@@ -27,8 +27,15 @@ COORDINATOR_RPCS: Final[Rpcs[coordinator_pb2_grpc.CoordinatorAsyncStub]] = {
     "ListGroups": lambda s: s.ListGroups,
     "DescribeGroups": lambda s: s.DescribeGroups,
     "DeleteGroups": lambda s: s.DeleteGroups,
+    "InitProducerId": lambda s: s.InitProducerId,
+    "AddPartitionsToTxn": lambda s: s.AddPartitionsToTxn,
+    "AddOffsetsToTxn": lambda s: s.AddOffsetsToTxn,
+    "EndTxn": lambda s: s.EndTxn,
+    "DescribeTransactions": lambda s: s.DescribeTransactions,
+    "ListTransactions": lambda s: s.ListTransactions,
 }
-"""The group requests the gateway routes to a coordinator, by the name the router passes."""
+"""The group and transaction requests the gateway routes to a coordinator, by the name the
+router passes."""
 
 
 class CoordinatorPeers:
