@@ -20,7 +20,7 @@ from ..image import MetadataImage
 from ..records import node_configs_decode, node_configs_encode
 from ..store import Compare, Op
 from .election import ControllerElection
-from .topic_validation import ConfigOp, duplicates
+from .topic_validation import ConfigOp, apply_ops, duplicates
 from .topics import TopicResult
 
 log = logging.getLogger(__name__)
@@ -31,22 +31,7 @@ WRITE_ATTEMPTS = 5
 def apply_node_config_ops(current: Mapping[str, str], ops: Sequence[ConfigOp]) -> dict[str, str]:
     """The entity's configs after incremental `ops`; raises INVALID_CONFIG (unknown name, bad
     value) or INVALID_REQUEST (a name twice, an unknown operation). Pure."""
-    seen: set[str] = set()
-    out = dict(current)
-    for op in ops:
-        if op.name in seen:
-            raise RiverlogError(
-                f"Duplicate config key {op.name!r} in one request", ErrorCode.INVALID_REQUEST
-            )
-        seen.add(op.name)
-        node_config.check_name(op.name)
-        if op.op == "SET":
-            out.update(node_config.validate({op.name: op.value}))
-        elif op.op == "DELETE":
-            out.pop(op.name, None)
-        else:
-            raise RiverlogError(f"unknown config operation {op.op!r}", ErrorCode.INVALID_REQUEST)
-    return out
+    return apply_ops(current, ops, node_config.check_name, node_config.validate)
 
 
 class NodeConfigController:

@@ -9,7 +9,7 @@ nothing.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -126,7 +126,24 @@ def validate_configs(configs: Mapping[str, str]) -> dict[str, str]:
 
 
 def apply_config_ops(current: Mapping[str, str], ops: Sequence[ConfigOp]) -> dict[str, str]:
-    """The overrides after incremental `ops`; raises INVALID_CONFIG / INVALID_REQUEST."""
+    """A topic's overrides after incremental `ops`; raises INVALID_CONFIG / INVALID_REQUEST."""
+    return apply_ops(current, ops, _check_topic_config_name, topic_config.validate)
+
+
+def _check_topic_config_name(name: str) -> None:
+    if name not in topic_config.TOPIC_CONFIGS:
+        raise RiverlogError(f"unknown topic config {name!r}", ErrorCode.INVALID_CONFIG)
+
+
+def apply_ops(
+    current: Mapping[str, str],
+    ops: Sequence[ConfigOp],
+    check_name: Callable[[str], None],
+    validate: Callable[[Mapping[str, str]], Mapping[str, str]],
+) -> dict[str, str]:
+    """The configs after Kafka's incremental ops (IncrementalAlterConfigs: SET, DELETE), each
+    name checked by `check_name` and each value by `validate` (both raise INVALID_CONFIG); a
+    name twice or an unknown operation is INVALID_REQUEST. Pure."""
     seen: set[str] = set()
     out = dict(current)
     for op in ops:
@@ -135,10 +152,9 @@ def apply_config_ops(current: Mapping[str, str], ops: Sequence[ConfigOp]) -> dic
                 f"Duplicate config key {op.name!r} in one request", ErrorCode.INVALID_REQUEST
             )
         seen.add(op.name)
-        if op.name not in topic_config.TOPIC_CONFIGS:
-            raise RiverlogError(f"unknown topic config {op.name!r}", ErrorCode.INVALID_CONFIG)
+        check_name(op.name)
         if op.op == "SET":
-            out.update(topic_config.validate({op.name: op.value}))
+            out.update(validate({op.name: op.value}))
         elif op.op == "DELETE":
             out.pop(op.name, None)
         else:
