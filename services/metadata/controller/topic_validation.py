@@ -138,7 +138,7 @@ def _check_topic_config_name(name: str) -> None:
 def apply_ops(
     current: Mapping[str, str],
     ops: Sequence[ConfigOp],
-    check_name: Callable[[str], None],
+    check_name: Callable[[str], object],
     validate: Callable[[Mapping[str, str]], Mapping[str, str]],
 ) -> dict[str, str]:
     """The configs after Kafka's incremental ops (IncrementalAlterConfigs: SET, DELETE), each
