@@ -26,6 +26,7 @@ from riverlog.common.records.header import (
     BatchHeader,
     InvalidBatchError,
     crc32c,
+    peek_size,
     set_base_offset,
     set_partition_leader_epoch,
     validate_batch,
@@ -225,6 +226,48 @@ def _restamp(
     _INT64.pack_into(view, position + _MAX_TIMESTAMP_AT, max_ts)
     crc = crc32c(view[position + CRC_START : position + header.size])
     _CRC.pack_into(view, position + CRC_START - 4, crc)
+
+
+def split_batches(payload: Payload, limit: int) -> list[Payload]:
+    """`payload` cut at batch boundaries into runs of at most `limit` bytes (a single larger
+    batch stays whole, and the validation refuses it); one run when it fits. A payload whose
+    headers cannot be walked is one run, left to the validation."""
+    if len(payload) <= limit:
+        return [payload]
+    view = memoryview(payload)
+    runs: list[Payload] = []
+    start = position = 0
+    end = len(payload)
+    while position < end:
+        try:
+            size = peek_size(payload, position)
+        except InvalidBatchError:
+            size = -1
+        if size <= 0 or position + size > end:
+            break  # the rest is left whole to the validation
+        if position > start and position + size - start > limit:
+            runs.append(view[start:position])
+            start = position
+        position += size
+    runs.append(view[start:])
+    return runs
+
+
+def merge_append_infos(infos: list[AppendInfo]) -> AppendInfo:
+    """One AppendInfo for consecutive appends (a follower's fetch appended in runs)."""
+    if len(infos) == 1:
+        return infos[0]
+    newest = max(infos, key=lambda i: i.max_timestamp)
+    return AppendInfo(
+        first_offset=infos[0].first_offset,
+        last_offset=infos[-1].last_offset,
+        log_append_time_ms=-1,
+        max_timestamp=newest.max_timestamp,
+        offset_of_max_timestamp=newest.offset_of_max_timestamp,
+        record_count=sum(i.record_count for i in infos),
+        batch_count=sum(i.batch_count for i in infos),
+        valid_bytes=sum(i.valid_bytes for i in infos),
+    )
 
 
 def validate_follower_append(

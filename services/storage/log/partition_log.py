@@ -33,6 +33,8 @@ from .log_validator import (
     AppendOrigin,
     Payload,
     ValidatedAppend,
+    merge_append_infos,
+    split_batches,
     validate_follower_append,
     validate_leader_append,
 )
@@ -184,7 +186,15 @@ class PartitionLog:
 
     def append_as_follower(self, payload: Payload) -> AppendInfo:
         """Append batches whose offsets the leader assigned; they must start at or after the
-        log end offset and increase (else INVALID_RECORD)."""
+        log end offset and increase (else INVALID_RECORD). A fetch may bring more than
+        segment.bytes (a follower behind on a topic with small segments): it is appended in
+        runs of whole batches that each fit a segment, rolling between them, instead of being
+        refused forever (the follower would never catch up)."""
+        chunks = split_batches(payload, self._config.segment_bytes)
+        infos = [self._append_follower_chunk(chunk) for chunk in chunks]
+        return merge_append_infos(infos)
+
+    def _append_follower_chunk(self, payload: Payload) -> AppendInfo:
         validated = validate_follower_append(payload, self._config, self.log_end_offset)
         for epoch, start in validated.epoch_starts:
             if epoch > self.leader_epoch_cache.latest_epoch:

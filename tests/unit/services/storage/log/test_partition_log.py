@@ -180,6 +180,30 @@ def test_follower_append_keeps_leader_offsets(tmp_path: Path, clock: ManualClock
     assert follower.log_end_offset == 10
 
 
+def test_a_follower_fetch_larger_than_a_segment_is_appended_across_segments(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A follower behind on a topic with small segments fetches more than segment.bytes at
+    once; it must take it (in runs of whole batches, rolling between them), not refuse it
+    forever (it then never caught up and acks=all never completed)."""
+    small = config(segment_bytes=len(make_batch(2)) * 3)
+    leader = open_log(tmp_path / "leader", clock, small)
+    fill(leader, 20, count=2)
+    data = read_bytes(leader, 0)
+    assert len(data) > small.segment_bytes * 5
+    follower = open_log(tmp_path / "follower", clock, small)
+    info = follower.append_as_follower(data)
+    assert (info.first_offset, info.last_offset, info.record_count, info.batch_count) == (
+        0,
+        39,
+        40,
+        20,
+    )
+    assert read_bytes(follower, 0) == data
+    assert follower.segment_count > 5
+    assert all(s.size <= small.segment_bytes for s in follower.segments)
+
+
 def test_follower_append_rejects_offsets_going_backwards(
     tmp_path: Path, clock: ManualClock
 ) -> None:
