@@ -154,6 +154,16 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
                 row.group_instance_id = iid
         return out
 
+    async def TxnOffsetCommit(
+        self, request: pb.TxnOffsetCommitRequest, context: grpc.aio.ServicerContext
+    ) -> pb.TxnOffsetCommitResponse:
+        # Being built (issue 14): refused clearly until the group coordinator keeps pending
+        # transactional offsets.
+        return pb.TxnOffsetCommitResponse(
+            error_code=ErrorCode.UNSUPPORTED_VERSION,
+            error_message="TxnOffsetCommit is not supported by this coordinator yet",
+        )
+
     async def OffsetCommit(
         self, request: pb.OffsetCommitRequest, context: grpc.aio.ServicerContext
     ) -> pb.OffsetCommitResponse:

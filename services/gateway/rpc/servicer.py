@@ -524,6 +524,14 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         )
         return response
 
+    async def TxnOffsetCommit(
+        self, request: coordinator_pb2.TxnOffsetCommitRequest, context: grpc.aio.ServicerContext
+    ) -> coordinator_pb2.TxnOffsetCommitResponse:
+        response: coordinator_pb2.TxnOffsetCommitResponse = await self.groups.route(
+            "TxnOffsetCommit", request, coordinator_pb2.TxnOffsetCommitResponse, context
+        )
+        return response
+
     async def OffsetFetch(
         self, request: coordinator_pb2.OffsetFetchRequest, context: grpc.aio.ServicerContext
     ) -> coordinator_pb2.OffsetFetchResponse:

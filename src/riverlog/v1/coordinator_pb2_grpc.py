@@ -65,6 +65,11 @@ class CoordinatorStub:
                 request_serializer=riverlog_dot_v1_dot_coordinator__pb2.OffsetCommitRequest.SerializeToString,
                 response_deserializer=riverlog_dot_v1_dot_coordinator__pb2.OffsetCommitResponse.FromString,
                 _registered_method=True)
+        self.TxnOffsetCommit = channel.unary_unary(
+                '/riverlog.v1.Coordinator/TxnOffsetCommit',
+                request_serializer=riverlog_dot_v1_dot_coordinator__pb2.TxnOffsetCommitRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_coordinator__pb2.TxnOffsetCommitResponse.FromString,
+                _registered_method=True)
         self.OffsetFetch = channel.unary_unary(
                 '/riverlog.v1.Coordinator/OffsetFetch',
                 request_serializer=riverlog_dot_v1_dot_coordinator__pb2.OffsetFetchRequest.SerializeToString,
@@ -152,6 +157,15 @@ class CoordinatorServicer:
 
     def OffsetCommit(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TxnOffsetCommit(self, request, context):
+        """Offsets committed inside a transaction (after AddOffsetsToTxn): written to the group's
+        __consumer_offsets partition as the producer's transactional records, visible to
+        OffsetFetch only once the transaction's COMMIT marker is there, dropped on ABORT.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -251,6 +265,11 @@ def add_CoordinatorServicer_to_server(servicer, server):
                     servicer.OffsetCommit,
                     request_deserializer=riverlog_dot_v1_dot_coordinator__pb2.OffsetCommitRequest.FromString,
                     response_serializer=riverlog_dot_v1_dot_coordinator__pb2.OffsetCommitResponse.SerializeToString,
+            ),
+            'TxnOffsetCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.TxnOffsetCommit,
+                    request_deserializer=riverlog_dot_v1_dot_coordinator__pb2.TxnOffsetCommitRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_coordinator__pb2.TxnOffsetCommitResponse.SerializeToString,
             ),
             'OffsetFetch': grpc.unary_unary_rpc_method_handler(
                     servicer.OffsetFetch,
@@ -465,6 +484,33 @@ class Coordinator:
             '/riverlog.v1.Coordinator/OffsetCommit',
             riverlog_dot_v1_dot_coordinator__pb2.OffsetCommitRequest.SerializeToString,
             riverlog_dot_v1_dot_coordinator__pb2.OffsetCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TxnOffsetCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Coordinator/TxnOffsetCommit',
+            riverlog_dot_v1_dot_coordinator__pb2.TxnOffsetCommitRequest.SerializeToString,
+            riverlog_dot_v1_dot_coordinator__pb2.TxnOffsetCommitResponse.FromString,
             options,
             channel_credentials,
             insecure,

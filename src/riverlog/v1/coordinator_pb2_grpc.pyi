@@ -48,6 +48,11 @@ class CoordinatorStub:
     Heartbeat: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.GroupHeartbeatRequest, _coordinator_pb2.GroupHeartbeatResponse]
     LeaveGroup: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.LeaveGroupRequest, _coordinator_pb2.LeaveGroupResponse]
     OffsetCommit: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.OffsetCommitRequest, _coordinator_pb2.OffsetCommitResponse]
+    TxnOffsetCommit: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.TxnOffsetCommitRequest, _coordinator_pb2.TxnOffsetCommitResponse]
+    """Offsets committed inside a transaction (after AddOffsetsToTxn): written to the group's
+    __consumer_offsets partition as the producer's transactional records, visible to
+    OffsetFetch only once the transaction's COMMIT marker is there, dropped on ABORT.
+    """
     OffsetFetch: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.OffsetFetchRequest, _coordinator_pb2.OffsetFetchResponse]
     ListGroups: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.ListGroupsRequest, _coordinator_pb2.ListGroupsResponse]
     DescribeGroups: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.DescribeGroupsRequest, _coordinator_pb2.DescribeGroupsResponse]
@@ -72,6 +77,11 @@ class CoordinatorAsyncStub(CoordinatorStub):
     Heartbeat: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.GroupHeartbeatRequest, _coordinator_pb2.GroupHeartbeatResponse]  # type: ignore[assignment]
     LeaveGroup: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.LeaveGroupRequest, _coordinator_pb2.LeaveGroupResponse]  # type: ignore[assignment]
     OffsetCommit: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.OffsetCommitRequest, _coordinator_pb2.OffsetCommitResponse]  # type: ignore[assignment]
+    TxnOffsetCommit: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.TxnOffsetCommitRequest, _coordinator_pb2.TxnOffsetCommitResponse]  # type: ignore[assignment]
+    """Offsets committed inside a transaction (after AddOffsetsToTxn): written to the group's
+    __consumer_offsets partition as the producer's transactional records, visible to
+    OffsetFetch only once the transaction's COMMIT marker is there, dropped on ABORT.
+    """
     OffsetFetch: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.OffsetFetchRequest, _coordinator_pb2.OffsetFetchResponse]  # type: ignore[assignment]
     ListGroups: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.ListGroupsRequest, _coordinator_pb2.ListGroupsResponse]  # type: ignore[assignment]
     DescribeGroups: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.DescribeGroupsRequest, _coordinator_pb2.DescribeGroupsResponse]  # type: ignore[assignment]
@@ -129,6 +139,17 @@ class CoordinatorServicer(metaclass=_abc_1.ABCMeta):
         request: _coordinator_pb2.OffsetCommitRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_coordinator_pb2.OffsetCommitResponse, _abc.Awaitable[_coordinator_pb2.OffsetCommitResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def TxnOffsetCommit(
+        self,
+        request: _coordinator_pb2.TxnOffsetCommitRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_coordinator_pb2.TxnOffsetCommitResponse, _abc.Awaitable[_coordinator_pb2.TxnOffsetCommitResponse]]:
+        """Offsets committed inside a transaction (after AddOffsetsToTxn): written to the group's
+        __consumer_offsets partition as the producer's transactional records, visible to
+        OffsetFetch only once the transaction's COMMIT marker is there, dropped on ABORT.
+        """
 
     @_abc_1.abstractmethod
     def OffsetFetch(

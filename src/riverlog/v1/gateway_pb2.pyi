@@ -67,7 +67,7 @@ class FetchRecordsRequest(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ..., max_records: _Optional[int] = ..., max_bytes: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., isolation_level: _Optional[_Union[_common_pb2.IsolationLevel, str]] = ...) -> None: ...
 
 class FetchRecordsResponse(_message.Message):
-    __slots__ = ("error_code", "error_message", "records", "high_watermark", "log_start_offset", "next_offset", "throttle_time_ms")
+    __slots__ = ("error_code", "error_message", "records", "high_watermark", "log_start_offset", "next_offset", "throttle_time_ms", "last_stable_offset")
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
@@ -75,6 +75,7 @@ class FetchRecordsResponse(_message.Message):
     LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
     NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
     THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_STABLE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     error_code: _errors_pb2.ErrorCode
     error_message: str
     records: _containers.RepeatedCompositeFieldContainer[_common_pb2.Record]
@@ -82,7 +83,8 @@ class FetchRecordsResponse(_message.Message):
     log_start_offset: int
     next_offset: int
     throttle_time_ms: int
-    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., next_offset: _Optional[int] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
+    last_stable_offset: int
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., records: _Optional[_Iterable[_Union[_common_pb2.Record, _Mapping]]] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., next_offset: _Optional[int] = ..., throttle_time_ms: _Optional[int] = ..., last_stable_offset: _Optional[int] = ...) -> None: ...
 
 class GetMetadataRequest(_message.Message):
     __slots__ = ("topics", "include_internal")

@@ -198,6 +198,11 @@ class GatewayStub:
                 request_serializer=riverlog_dot_v1_dot_coordinator__pb2.OffsetCommitRequest.SerializeToString,
                 response_deserializer=riverlog_dot_v1_dot_coordinator__pb2.OffsetCommitResponse.FromString,
                 _registered_method=True)
+        self.TxnOffsetCommit = channel.unary_unary(
+                '/riverlog.v1.Gateway/TxnOffsetCommit',
+                request_serializer=riverlog_dot_v1_dot_coordinator__pb2.TxnOffsetCommitRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_coordinator__pb2.TxnOffsetCommitResponse.FromString,
+                _registered_method=True)
         self.OffsetFetch = channel.unary_unary(
                 '/riverlog.v1.Gateway/OffsetFetch',
                 request_serializer=riverlog_dot_v1_dot_coordinator__pb2.OffsetFetchRequest.SerializeToString,
@@ -452,6 +457,12 @@ class GatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TxnOffsetCommit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def OffsetFetch(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -678,6 +689,11 @@ def add_GatewayServicer_to_server(servicer, server):
                     servicer.OffsetCommit,
                     request_deserializer=riverlog_dot_v1_dot_coordinator__pb2.OffsetCommitRequest.FromString,
                     response_serializer=riverlog_dot_v1_dot_coordinator__pb2.OffsetCommitResponse.SerializeToString,
+            ),
+            'TxnOffsetCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.TxnOffsetCommit,
+                    request_deserializer=riverlog_dot_v1_dot_coordinator__pb2.TxnOffsetCommitRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_coordinator__pb2.TxnOffsetCommitResponse.SerializeToString,
             ),
             'OffsetFetch': grpc.unary_unary_rpc_method_handler(
                     servicer.OffsetFetch,
@@ -1594,6 +1610,33 @@ class Gateway:
             '/riverlog.v1.Gateway/OffsetCommit',
             riverlog_dot_v1_dot_coordinator__pb2.OffsetCommitRequest.SerializeToString,
             riverlog_dot_v1_dot_coordinator__pb2.OffsetCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TxnOffsetCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/TxnOffsetCommit',
+            riverlog_dot_v1_dot_coordinator__pb2.TxnOffsetCommitRequest.SerializeToString,
+            riverlog_dot_v1_dot_coordinator__pb2.TxnOffsetCommitResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -82,6 +82,7 @@ class GatewayStub:
     Heartbeat: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.GroupHeartbeatRequest, _coordinator_pb2.GroupHeartbeatResponse]
     LeaveGroup: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.LeaveGroupRequest, _coordinator_pb2.LeaveGroupResponse]
     OffsetCommit: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.OffsetCommitRequest, _coordinator_pb2.OffsetCommitResponse]
+    TxnOffsetCommit: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.TxnOffsetCommitRequest, _coordinator_pb2.TxnOffsetCommitResponse]
     OffsetFetch: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.OffsetFetchRequest, _coordinator_pb2.OffsetFetchResponse]
     ListGroups: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.ListGroupsRequest, _coordinator_pb2.ListGroupsResponse]
     DescribeGroups: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.DescribeGroupsRequest, _coordinator_pb2.DescribeGroupsResponse]
@@ -141,6 +142,7 @@ class GatewayAsyncStub(GatewayStub):
     Heartbeat: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.GroupHeartbeatRequest, _coordinator_pb2.GroupHeartbeatResponse]  # type: ignore[assignment]
     LeaveGroup: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.LeaveGroupRequest, _coordinator_pb2.LeaveGroupResponse]  # type: ignore[assignment]
     OffsetCommit: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.OffsetCommitRequest, _coordinator_pb2.OffsetCommitResponse]  # type: ignore[assignment]
+    TxnOffsetCommit: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.TxnOffsetCommitRequest, _coordinator_pb2.TxnOffsetCommitResponse]  # type: ignore[assignment]
     OffsetFetch: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.OffsetFetchRequest, _coordinator_pb2.OffsetFetchResponse]  # type: ignore[assignment]
     ListGroups: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.ListGroupsRequest, _coordinator_pb2.ListGroupsResponse]  # type: ignore[assignment]
     DescribeGroups: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.DescribeGroupsRequest, _coordinator_pb2.DescribeGroupsResponse]  # type: ignore[assignment]
@@ -389,6 +391,13 @@ class GatewayServicer(metaclass=_abc_1.ABCMeta):
         request: _coordinator_pb2.OffsetCommitRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_coordinator_pb2.OffsetCommitResponse, _abc.Awaitable[_coordinator_pb2.OffsetCommitResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def TxnOffsetCommit(
+        self,
+        request: _coordinator_pb2.TxnOffsetCommitRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_coordinator_pb2.TxnOffsetCommitResponse, _abc.Awaitable[_coordinator_pb2.TxnOffsetCommitResponse]]: ...
 
     @_abc_1.abstractmethod
     def OffsetFetch(

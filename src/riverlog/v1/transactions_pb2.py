@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from riverlog.v1 import errors_pb2 as riverlog_dot_v1_dot_errors__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1eriverlog/v1/transactions.proto\x12\x0briverlog.v1\x1a\x18riverlog/v1/errors.proto\"\xab\x01\n\x15InitProducerIdRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x1e\n\x16transaction_timeout_ms\x18\x02 \x01(\x05\x12\x18\n\x0bproducer_id\x18\x03 \x01(\x03H\x00\x88\x01\x01\x12\x1b\n\x0eproducer_epoch\x18\x04 \x01(\x05H\x01\x88\x01\x01\x42\x0e\n\x0c_producer_idB\x11\n\x0f_producer_epoch\"\xa2\x01\n\x16InitProducerIdResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x13\n\x0bproducer_id\x18\x03 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x04 \x01(\x05\x12\x18\n\x10throttle_time_ms\x18\x05 \x01(\x05\",\n\x08TxnTopic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"\x89\x01\n\x19\x41\x64\x64PartitionsToTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12%\n\x06topics\x18\x04 \x03(\x0b\x32\x15.riverlog.v1.TxnTopic\"y\n\x1a\x41\x64\x64PartitionsToTxnResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x18\n\x10throttle_time_ms\x18\x03 \x01(\x05\"q\n\x16\x41\x64\x64OffsetsToTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12\x10\n\x08group_id\x18\x04 \x01(\t\"v\n\x17\x41\x64\x64OffsetsToTxnResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x18\n\x10throttle_time_ms\x18\x03 \x01(\x05\"i\n\rEndTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12\x11\n\tcommitted\x18\x04 \x01(\x08\"\x9a\x01\n\x0e\x45ndTxnResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x18\n\x10throttle_time_ms\x18\x03 \x01(\x05\x12\x13\n\x0bproducer_id\x18\x04 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x05 \x01(\x05\"8\n\x1b\x44\x65scribeTransactionsRequest\x12\x19\n\x11transactional_ids\x18\x01 \x03(\t\"\xa7\x02\n\x16TransactionDescription\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12*\n\nerror_code\x18\x02 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x19\n\x11transaction_state\x18\x04 \x01(\t\x12\x1e\n\x16transaction_timeout_ms\x18\x05 \x01(\x05\x12!\n\x19transaction_start_time_ms\x18\x06 \x01(\x03\x12\x13\n\x0bproducer_id\x18\x07 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x08 \x01(\x05\x12%\n\x06topics\x18\t \x03(\x0b\x32\x15.riverlog.v1.TxnTopic\"\xb6\x01\n\x1c\x44\x65scribeTransactionsResponse\x12\x39\n\x0ctransactions\x18\x01 \x03(\x0b\x32#.riverlog.v1.TransactionDescription\x12\x18\n\x10throttle_time_ms\x18\x02 \x01(\x05\x12*\n\nerror_code\x18\x03 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\"M\n\x17ListTransactionsRequest\x12\x15\n\rstate_filters\x18\x01 \x03(\t\x12\x1b\n\x13producer_id_filters\x18\x02 \x03(\x03\"^\n\x12TransactionListing\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x19\n\x11transaction_state\x18\x03 \x01(\t\"\xae\x01\n\x18ListTransactionsResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x35\n\x0ctransactions\x18\x03 \x03(\x0b\x32\x1f.riverlog.v1.TransactionListing\x12\x18\n\x10throttle_time_ms\x18\x04 \x01(\x05\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1eriverlog/v1/transactions.proto\x12\x0briverlog.v1\x1a\x18riverlog/v1/errors.proto\"\xab\x01\n\x15InitProducerIdRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x1e\n\x16transaction_timeout_ms\x18\x02 \x01(\x05\x12\x18\n\x0bproducer_id\x18\x03 \x01(\x03H\x00\x88\x01\x01\x12\x1b\n\x0eproducer_epoch\x18\x04 \x01(\x05H\x01\x88\x01\x01\x42\x0e\n\x0c_producer_idB\x11\n\x0f_producer_epoch\"\xa2\x01\n\x16InitProducerIdResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x13\n\x0bproducer_id\x18\x03 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x04 \x01(\x05\x12\x18\n\x10throttle_time_ms\x18\x05 \x01(\x05\",\n\x08TxnTopic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"\x9e\x01\n\x19\x41\x64\x64PartitionsToTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12%\n\x06topics\x18\x04 \x03(\x0b\x32\x15.riverlog.v1.TxnTopic\x12\x13\n\x0bverify_only\x18\x05 \x01(\x08\"y\n\x1a\x41\x64\x64PartitionsToTxnResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x18\n\x10throttle_time_ms\x18\x03 \x01(\x05\"q\n\x16\x41\x64\x64OffsetsToTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12\x10\n\x08group_id\x18\x04 \x01(\t\"v\n\x17\x41\x64\x64OffsetsToTxnResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x18\n\x10throttle_time_ms\x18\x03 \x01(\x05\"i\n\rEndTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12\x11\n\tcommitted\x18\x04 \x01(\x08\"\x9a\x01\n\x0e\x45ndTxnResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x18\n\x10throttle_time_ms\x18\x03 \x01(\x05\x12\x13\n\x0bproducer_id\x18\x04 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x05 \x01(\x05\"8\n\x1b\x44\x65scribeTransactionsRequest\x12\x19\n\x11transactional_ids\x18\x01 \x03(\t\"\xa7\x02\n\x16TransactionDescription\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12*\n\nerror_code\x18\x02 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x19\n\x11transaction_state\x18\x04 \x01(\t\x12\x1e\n\x16transaction_timeout_ms\x18\x05 \x01(\x05\x12!\n\x19transaction_start_time_ms\x18\x06 \x01(\x03\x12\x13\n\x0bproducer_id\x18\x07 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x08 \x01(\x05\x12%\n\x06topics\x18\t \x03(\x0b\x32\x15.riverlog.v1.TxnTopic\"\xb6\x01\n\x1c\x44\x65scribeTransactionsResponse\x12\x39\n\x0ctransactions\x18\x01 \x03(\x0b\x32#.riverlog.v1.TransactionDescription\x12\x18\n\x10throttle_time_ms\x18\x02 \x01(\x05\x12*\n\nerror_code\x18\x03 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\"M\n\x17ListTransactionsRequest\x12\x15\n\rstate_filters\x18\x01 \x03(\t\x12\x1b\n\x13producer_id_filters\x18\x02 \x03(\x03\"^\n\x12TransactionListing\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x19\n\x11transaction_state\x18\x03 \x01(\t\"\xae\x01\n\x18ListTransactionsResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x35\n\x0ctransactions\x18\x03 \x03(\x0b\x32\x1f.riverlog.v1.TransactionListing\x12\x18\n\x10throttle_time_ms\x18\x04 \x01(\x05\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,27 +39,27 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TXNTOPIC']._serialized_start=412
   _globals['_TXNTOPIC']._serialized_end=456
   _globals['_ADDPARTITIONSTOTXNREQUEST']._serialized_start=459
-  _globals['_ADDPARTITIONSTOTXNREQUEST']._serialized_end=596
-  _globals['_ADDPARTITIONSTOTXNRESPONSE']._serialized_start=598
-  _globals['_ADDPARTITIONSTOTXNRESPONSE']._serialized_end=719
-  _globals['_ADDOFFSETSTOTXNREQUEST']._serialized_start=721
-  _globals['_ADDOFFSETSTOTXNREQUEST']._serialized_end=834
-  _globals['_ADDOFFSETSTOTXNRESPONSE']._serialized_start=836
-  _globals['_ADDOFFSETSTOTXNRESPONSE']._serialized_end=954
-  _globals['_ENDTXNREQUEST']._serialized_start=956
-  _globals['_ENDTXNREQUEST']._serialized_end=1061
-  _globals['_ENDTXNRESPONSE']._serialized_start=1064
-  _globals['_ENDTXNRESPONSE']._serialized_end=1218
-  _globals['_DESCRIBETRANSACTIONSREQUEST']._serialized_start=1220
-  _globals['_DESCRIBETRANSACTIONSREQUEST']._serialized_end=1276
-  _globals['_TRANSACTIONDESCRIPTION']._serialized_start=1279
-  _globals['_TRANSACTIONDESCRIPTION']._serialized_end=1574
-  _globals['_DESCRIBETRANSACTIONSRESPONSE']._serialized_start=1577
-  _globals['_DESCRIBETRANSACTIONSRESPONSE']._serialized_end=1759
-  _globals['_LISTTRANSACTIONSREQUEST']._serialized_start=1761
-  _globals['_LISTTRANSACTIONSREQUEST']._serialized_end=1838
-  _globals['_TRANSACTIONLISTING']._serialized_start=1840
-  _globals['_TRANSACTIONLISTING']._serialized_end=1934
-  _globals['_LISTTRANSACTIONSRESPONSE']._serialized_start=1937
-  _globals['_LISTTRANSACTIONSRESPONSE']._serialized_end=2111
+  _globals['_ADDPARTITIONSTOTXNREQUEST']._serialized_end=617
+  _globals['_ADDPARTITIONSTOTXNRESPONSE']._serialized_start=619
+  _globals['_ADDPARTITIONSTOTXNRESPONSE']._serialized_end=740
+  _globals['_ADDOFFSETSTOTXNREQUEST']._serialized_start=742
+  _globals['_ADDOFFSETSTOTXNREQUEST']._serialized_end=855
+  _globals['_ADDOFFSETSTOTXNRESPONSE']._serialized_start=857
+  _globals['_ADDOFFSETSTOTXNRESPONSE']._serialized_end=975
+  _globals['_ENDTXNREQUEST']._serialized_start=977
+  _globals['_ENDTXNREQUEST']._serialized_end=1082
+  _globals['_ENDTXNRESPONSE']._serialized_start=1085
+  _globals['_ENDTXNRESPONSE']._serialized_end=1239
+  _globals['_DESCRIBETRANSACTIONSREQUEST']._serialized_start=1241
+  _globals['_DESCRIBETRANSACTIONSREQUEST']._serialized_end=1297
+  _globals['_TRANSACTIONDESCRIPTION']._serialized_start=1300
+  _globals['_TRANSACTIONDESCRIPTION']._serialized_end=1595
+  _globals['_DESCRIBETRANSACTIONSRESPONSE']._serialized_start=1598
+  _globals['_DESCRIBETRANSACTIONSRESPONSE']._serialized_end=1780
+  _globals['_LISTTRANSACTIONSREQUEST']._serialized_start=1782
+  _globals['_LISTTRANSACTIONSREQUEST']._serialized_end=1859
+  _globals['_TRANSACTIONLISTING']._serialized_start=1861
+  _globals['_TRANSACTIONLISTING']._serialized_end=1955
+  _globals['_LISTTRANSACTIONSRESPONSE']._serialized_start=1958
+  _globals['_LISTTRANSACTIONSRESPONSE']._serialized_end=2132
 # @@protoc_insertion_point(module_scope)
