@@ -160,7 +160,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
         # Being built (issue 14): refused clearly until the group coordinator keeps pending
         # transactional offsets.
         return pb.TxnOffsetCommitResponse(
-            error_code=ErrorCode.UNSUPPORTED_VERSION,
+            error_code=int(ErrorCode.UNSUPPORTED_VERSION),  # type: ignore[arg-type]
             error_message="TxnOffsetCommit is not supported by this coordinator yet",
         )
 
