@@ -5,6 +5,7 @@ Producers encode with `BatchBuilder`; storage nodes work on headers only (`heade
 decode with `iter_batches_records` or, for Arrow, `decode_columns`.
 """
 
+from .aborted import AbortedFilter
 from .builder import BatchBuilder, encode_headers
 from .compression import CompressionType, compress, decompress
 from .header import (
@@ -29,6 +30,7 @@ __all__ = [
     "CREATE_TIME",
     "HEADER_SIZE",
     "LOG_APPEND_TIME",
+    "AbortedFilter",
     "BatchBuilder",
     "BatchHeader",
     "CompressionType",

@@ -12,8 +12,9 @@ extension was built (decision 0016), else in Python. `Record`s are then made in 
 `map(tuple.__new__, zip(...))`; the columnar form skips even that, and `decode_rows` builds the
 consumer's record tuples straight from the bytes. An uncompressed batch's records are read
 where they lie in the fetched bytes (no copy). Control batches
-(transaction markers) are skipped unless asked for; aborted transactions are not filtered here
-(the read_committed consumer needs the fetch's aborted list).
+(transaction markers) are skipped unless asked for. A read_committed reader passes an
+`AbortedFilter` built from the fetch's aborted transactions (`aborted.py`), and the batches of
+aborted transactions are skipped too.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import repeat
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from . import record_loop
 from .compression import decompress
@@ -40,6 +41,9 @@ from .header import (
     validate_batch,
 )
 from .record import CREATE_TIME, LOG_APPEND_TIME, Header, Record
+
+if TYPE_CHECKING:
+    from .aborted import AbortedFilter
 
 Buffer = bytes | bytearray | memoryview
 _MIN_INT64 = -(1 << 63)
@@ -110,9 +114,11 @@ def _decode_batches(
     validate_crc: bool,
     include_control: bool,
     out: RecordColumns,
+    aborted: AbortedFilter | None = None,
 ) -> Iterator[tuple[BatchHeader, int]]:
     """Decode batch after batch into `out`, yielding each decoded batch's header and how many
-    records it added; `out.next_offset` follows the batches read."""
+    records it added; `out.next_offset` follows the batches read. With `aborted`, the batches
+    it drops (control batches among them) are not decoded."""
     pos = 0
     out.next_offset = min_offset
     while True:
@@ -121,7 +127,9 @@ def _decode_batches(
             return
         header, size = found
         next_offset = header.base_offset + header.last_offset_delta + 1
-        if next_offset > min_offset and (include_control or not header.attributes & CONTROL_MASK):
+        if aborted is not None and aborted and aborted.drops(header, data, pos):
+            pass
+        elif next_offset > min_offset and (include_control or not header.attributes & CONTROL_MASK):
             if validate_crc:
                 validate_batch(data, pos)
             recs, rstart, rend = _records_of(data, pos, size, header)
@@ -144,16 +152,18 @@ def iter_batches_records(
     *,
     validate_crc: bool = True,
     include_control: bool = False,
+    aborted: AbortedFilter | None = None,
 ) -> Iterator[Record]:
     """The records of every complete batch in `data` with offset >= `min_offset`, in order.
 
     An incomplete trailing batch is ignored. Control batches are skipped unless
-    `include_control`. Raises InvalidBatchError on a corrupt batch (records of the batches
-    before it have been yielded by then).
+    `include_control`, and aborted transactions' batches when `aborted` is given. Raises
+    InvalidBatchError on a corrupt batch (records of the batches before it have been yielded
+    by then).
     """
     out = RecordColumns()
     for header, added in _decode_batches(
-        _as_bytes(data), min_offset, validate_crc, include_control, out
+        _as_bytes(data), min_offset, validate_crc, include_control, out, aborted
     ):
         if not added:
             continue
@@ -175,12 +185,13 @@ def decode_columns(
     *,
     validate_crc: bool = True,
     include_control: bool = False,
+    aborted: AbortedFilter | None = None,
 ) -> RecordColumns:
     """Like `iter_batches_records`, but all records at once as parallel lists."""
     out = RecordColumns()
     types = out.timestamp_types
     for header, added in _decode_batches(
-        _as_bytes(data), min_offset, validate_crc, include_control, out
+        _as_bytes(data), min_offset, validate_crc, include_control, out, aborted
     ):
         ts_type = LOG_APPEND_TIME if header.attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME
         types += repeat(ts_type, added)
@@ -195,13 +206,15 @@ def decode_rows(
     partition: int,
     *,
     validate_crc: bool = True,
+    aborted: AbortedFilter | None = None,
 ) -> list[_Row]:
     """The records at or after `min_offset` as `row_type` tuples of (topic, partition, offset,
     timestamp, timestamp_type, key, value, headers), the consumer's ConsumerRecord: built in C
     straight from the bytes, with no Python code per record, when the extension is there.
-    Control batches are skipped; an incomplete trailing batch is ignored."""
+    Control batches are skipped, and aborted transactions' batches when `aborted` is given; an
+    incomplete trailing batch is ignored."""
     if not record_loop.compiled():
-        cols = decode_columns(data, min_offset, validate_crc=validate_crc)
+        cols = decode_columns(data, min_offset, validate_crc=validate_crc, aborted=aborted)
         make = cast(Callable[[tuple[Any, ...]], _Row], partial(tuple.__new__, row_type))
         return list(
             map(
@@ -219,7 +232,7 @@ def decode_rows(
             )
         )
     rows: list[_Row] = []
-    for batch in _data_batches(_as_bytes(data), min_offset, validate_crc):
+    for batch in _data_batches(_as_bytes(data), min_offset, validate_crc, aborted):
         record_loop.rows_into(
             batch.records, batch.start, batch.end, batch.header.records_count,
             batch.header.base_offset, batch.header.base_timestamp, min_offset, row_type, topic,
@@ -238,14 +251,19 @@ class _DataBatch:
     fixed_timestamp: int | None  # every record's timestamp under LogAppendTime
 
 
-def _data_batches(buf: bytes, min_offset: int, validate_crc: bool) -> Iterator[_DataBatch]:
-    """The data (not control) batches of `buf` that reach `min_offset`, checked and ready
-    for a record loop; an incomplete trailing batch ends the iteration."""
+def _data_batches(
+    buf: bytes, min_offset: int, validate_crc: bool, aborted: AbortedFilter | None = None
+) -> Iterator[_DataBatch]:
+    """The data (not control) batches of `buf` that reach `min_offset` and `aborted` (if
+    given) does not drop, checked and ready for a record loop; an incomplete trailing batch
+    ends the iteration."""
     pos = 0
     while (found := _check_header(buf, pos)) is not None:
         header, size = found
         attributes = header.attributes
-        if header.base_offset + header.last_offset_delta >= min_offset and not (
+        if aborted is not None and aborted and aborted.drops(header, buf, pos):
+            pass
+        elif header.base_offset + header.last_offset_delta >= min_offset and not (
             attributes & CONTROL_MASK
         ):
             if validate_crc:
@@ -264,7 +282,12 @@ def _data_batches(buf: bytes, min_offset: int, validate_crc: bool) -> Iterator[_
 
 
 def records_wire(
-    data: Buffer, min_offset: int, max_records: int = 0, *, validate_crc: bool = True
+    data: Buffer,
+    min_offset: int,
+    max_records: int = 0,
+    *,
+    validate_crc: bool = True,
+    aborted: AbortedFilter | None = None,
 ) -> tuple[bytearray, int, int]:
     """The records at or after `min_offset` (at most `max_records`, 0: all) encoded as the
     repeated `records` field of the gateway's FetchRecordsResponse, built in C from the batch
@@ -275,7 +298,7 @@ def records_wire(
     out = bytearray()
     total, last = 0, -1
     try:
-        for batch in _data_batches(_as_bytes(data), min_offset, validate_crc):
+        for batch in _data_batches(_as_bytes(data), min_offset, validate_crc, aborted):
             added, batch_last = record_loop.wire_into(
                 batch.records, batch.start, batch.end, batch.header.records_count,
                 batch.header.base_offset, batch.header.base_timestamp, min_offset,
