@@ -9,7 +9,9 @@ headers say where it starts, so the gateway works while the worker decodes. A ta
 exactly `[start, end)`: records below `start` in the first batch and at or past `end` in the
 last are cut off, so a retried task returns the same rows. An offset that has fallen below the
 log start (retention) raises DataLossError, or skips to the log start when failOnDataLoss is
-false.
+false. Under `kafka.isolation.level=read_committed` the planned ranges end at last stable
+offsets, and each answer's aborted transactions are dropped (`AbortedFilter`), as Kafka's
+consumer does.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pyarrow as pa
 
 from riverlog.client import ConsumerConfig
 from riverlog.common.errors import ErrorCode, RiverlogError, error_for
+from riverlog.common.records.aborted import AbortedFilter
 from riverlog.common.records.reader import RecordColumns, decode_columns, next_fetch_offset
 from riverlog.common.rpc.channel import CLIENT_ID_KEY, sync_channel
 from riverlog.common.rpc.status import from_rpc_error
@@ -89,10 +92,9 @@ class RangeReader:
         self._channel: grpc.Channel | None = None
         self._stub: Any = None
         self._metadata = ((CLIENT_ID_KEY, config.client_id or "riverlog-spark"),)
+        self._read_committed = config.isolation_level == "read_committed"
         self._isolation = (
-            common_pb2.READ_COMMITTED
-            if config.isolation_level == "read_committed"
-            else common_pb2.READ_UNCOMMITTED
+            common_pb2.READ_COMMITTED if self._read_committed else common_pb2.READ_UNCOMMITTED
         )
         self._timeout_s = (config.request_timeout_ms + config.fetch_max_wait_ms) / 1000
 
@@ -186,10 +188,11 @@ class RangeReader:
                 continue
             data = answer.records
             if not data:
-                if answer.high_watermark <= position:  # behind a new leader, or truncated
+                end = answer.last_stable_offset if self._read_committed else answer.high_watermark
+                if end <= position:  # behind a new leader, or truncated
                     failures += 1
                     if failures >= _MAX_ATTEMPTS:
-                        position = self._truncated(r, position, answer.high_watermark)
+                        position = self._truncated(r, position, end)
                     else:
                         time.sleep(self._config.retry_backoff_ms / 1000)
                 pending = self._send(r, position) if position < r.end else None
@@ -203,7 +206,14 @@ class RangeReader:
                     ErrorCode.MESSAGE_TOO_LARGE,
                 )
             pending = self._send(r, next_offset) if next_offset < r.end else None
-            cols = decode_columns(data, position, validate_crc=self._config.check_crcs)
+            aborted = (
+                AbortedFilter((a.producer_id, a.first_offset) for a in answer.aborted_transactions)
+                if self._read_committed
+                else None
+            )
+            cols = decode_columns(
+                data, position, validate_crc=self._config.check_crcs, aborted=aborted
+            )
             if cols.offsets and cols.offsets[-1] >= r.end:
                 keep = bisect_left(cols.offsets, r.end)
                 for column in (cols.offsets, cols.timestamps, cols.timestamp_types):

@@ -104,16 +104,20 @@ def discover(admin: AdminClient, selection: TopicSelection) -> list[TopicPartiti
     ]
 
 
-def list_offsets(admin: AdminClient, queries: Mapping[TopicPartition, int]) -> Offsets:
+def list_offsets(
+    admin: AdminClient, queries: Mapping[TopicPartition, int], read_committed: bool = False
+) -> Offsets:
     """One ListOffsets for every partition: -2 earliest, -1 latest, else a timestamp (ms); a
-    timestamp after every record resolves to the latest offset."""
+    timestamp after every record resolves to the latest offset. `read_committed`: latest is
+    the last stable offset (a read_committed reader never plans past an open transaction)."""
     if not queries:
         return {}
-    found = admin.list_offsets(queries)
+    found = admin.list_offsets(queries, read_committed=read_committed)
     out: Offsets = {}
     latest = [tp for tp, result in found.items() if result is None]
     if latest:
-        for tp, result in admin.list_offsets(dict.fromkeys(latest, LATEST)).items():
+        ends = admin.list_offsets(dict.fromkeys(latest, LATEST), read_committed=read_committed)
+        for tp, result in ends.items():
             if result is None:
                 raise RiverlogError(f"{tp}: the gateway returned no latest offset")
             out[tp] = result.offset
@@ -148,13 +152,18 @@ def spec_queries(
 
 
 def resolve(
-    admin: AdminClient, spec: OffsetSpec, tps: list[TopicPartition], default: int, name: str
+    admin: AdminClient,
+    spec: OffsetSpec,
+    tps: list[TopicPartition],
+    default: int,
+    name: str,
+    read_committed: bool = False,
 ) -> Offsets:
     """Concrete offsets for `spec`: explicit offsets are kept, the rest looked up in one call."""
     queries = spec_queries(spec, tps, default, name)
     explicit = {tp: v for tp, v in queries.items() if v >= 0 and spec.kind == "offsets"}
     lookups = {tp: v for tp, v in queries.items() if tp not in explicit}
-    return {**explicit, **list_offsets(admin, lookups)}
+    return {**explicit, **list_offsets(admin, lookups, read_committed)}
 
 
 def check_ranges(

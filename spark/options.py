@@ -191,6 +191,12 @@ class ReadOptions:
             {**self.consumer_conf, "bootstrap.servers": self.bootstrap}
         )
 
+    @property
+    def read_committed(self) -> bool:
+        """`kafka.isolation.level=read_committed`: plan up to the last stable offsets and drop
+        aborted transactions' records."""
+        return self.consumer_config().isolation_level == "read_committed"
+
 
 def parse_read_options(raw: Mapping[str, str], *, streaming: bool) -> ReadOptions:
     """Parse and check a read's options (`streaming` picks Kafka's defaults: batch reads start

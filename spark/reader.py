@@ -76,8 +76,9 @@ class RiverlogBatchReader(DataSourceReader):
         options = self.options
         with _admin(options) as admin:
             tps = discover(admin, options.selection)
-            start = resolve(admin, options.starting, tps, EARLIEST, "startingOffsets")
-            end = resolve(admin, options.ending, tps, LATEST, "endingOffsets")
+            committed = options.read_committed
+            start = resolve(admin, options.starting, tps, EARLIEST, "startingOffsets", committed)
+            end = resolve(admin, options.ending, tps, LATEST, "endingOffsets", committed)
             earliest = list_offsets(admin, dict.fromkeys(tps, EARLIEST))
         for tp in tps:
             if start[tp] > end[tp]:
@@ -128,7 +129,9 @@ class RiverlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> dict[str, Any]:
         options = self.options
         tps = self._tps(force=True)
-        start = resolve(self._client(), options.starting, tps, LATEST, "startingOffsets")
+        start = resolve(
+            self._client(), options.starting, tps, LATEST, "startingOffsets", options.read_committed
+        )
         return offsets_to_json(start)
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -137,13 +140,17 @@ class RiverlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:
         tps = self._tps(force=True)
-        self._target = list_offsets(self._client(), dict.fromkeys(tps, LATEST))
+        self._target = self._latest_of(tps)
 
     def _latest(self) -> Offsets:
         if self._target is not None:
             return dict(self._target)
-        tps = self._tps()
-        return list_offsets(self._client(), dict.fromkeys(tps, LATEST))
+        return self._latest_of(self._tps())
+
+    def _latest_of(self, tps: list[TopicPartition]) -> Offsets:
+        """Where the readable data ends: the high watermarks, or the last stable offsets under
+        read_committed."""
+        return list_offsets(self._client(), dict.fromkeys(tps, LATEST), self.options.read_committed)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         begin = offsets_from_json(start)
