@@ -38,6 +38,7 @@ from .config import CoordinatorConfig
 from .coordinator import GroupCoordinator
 from .offsets.compaction import OffsetsTopicCompaction
 from .ownership import Ownership, groups_kind, transactions_kind
+from .peers.coordinators import OffsetsMarkerClient
 from .peers.markers import StorageMarkerChannel
 from .peers.metadata import TopicConfigs
 from .peers.storage import StorageClient
@@ -86,7 +87,9 @@ class CoordinatorProcess:
         self.producer_ids = ProducerIdAllocator(
             block_source(self.client, options.node_id, lambda: self.incarnation)
         )
-        self.markers = StorageMarkerChannel(self.storage, lambda: self.watcher.image)
+        self.peers = OffsetsMarkerClient(lambda: self.watcher.image)
+        self.watcher.add_listener(self.peers.channels.on_image)
+        self.markers = StorageMarkerChannel(self.storage, lambda: self.watcher.image, self.peers)
         self.transactions = Ownership(
             options.node_id,
             options.config,
@@ -156,6 +159,7 @@ class CoordinatorProcess:
         await self.ownership.stop()
         await self.transactions.stop()
         await self.markers.close()
+        await self.peers.close()
         await self.producer_ids.close()
         await self.server.stop(_STOP_GRACE_S)
         await self.watcher.stop()

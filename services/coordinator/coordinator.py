@@ -20,18 +20,20 @@ from .group.assignment import PartitionCounts
 from .group.group import ClassicGroup
 from .group.manager import GroupManager
 from .group.member import Member, Protocol
-from .group.outcome import Outcome
+from .group.outcome import Outcome, TxnMarker
 from .group.state import GroupState
 from .group.timer import Timer
 from .offsets.store import OffsetStore
 from .records import (
     GroupKey,
     GroupValue,
+    LogRecord,
     OffsetKey,
     decode_group_value,
     decode_key,
     decode_offset_value,
     group_record,
+    txn_end_record,
 )
 
 log = logging.getLogger(__name__)
@@ -86,6 +88,38 @@ class GroupCoordinator:
 
     # --- replay -----------------------------------------------------------------------------
 
+    def replay_record(self, record: LogRecord) -> None:
+        """Apply one record as read from (or just written to) the log: a transaction's marker
+        ends the producer's pending offsets, a transactional offset record is pending, and
+        anything else goes to `replay()` (decision 0031)."""
+        if record.marker is not None:
+            self.offsets.replay_marker(record.producer_id, record.producer_epoch, record.marker)
+        elif record.transactional:
+            self._replay_transactional(record)
+        else:
+            self.replay(record.key, record.value)
+
+    def _replay_transactional(self, record: LogRecord) -> None:
+        if record.key is None:
+            return
+        self.records_replayed += 1
+        try:
+            decoded = decode_key(record.key)
+            if not isinstance(decoded, OffsetKey):
+                return  # TxnOffsetCommit writes offsets only
+            value = decode_offset_value(record.value) if record.value is not None else None
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("skipping an unreadable transactional offset record: %s", exc)
+            return
+        self.offsets.replay_pending(
+            record.producer_id,
+            record.producer_epoch,
+            record.last_sequence,
+            decoded.group_id,
+            decoded.tp,
+            value,
+        )
+
     def replay(self, key: bytes | None, value: bytes | None) -> None:
         """Apply one `__consumer_offsets` record. Unknown or malformed records are logged and
         skipped (a newer build's records must not stop a load)."""
@@ -100,7 +134,8 @@ class GroupCoordinator:
             elif isinstance(decoded, GroupKey):
                 group = decode_group_value(value) if value is not None else None
                 self._replay_group(decoded.group_id, group)
-            # an OwnerKey marks a change of owner: nothing to rebuild
+            # an OwnerKey marks a change of owner, a TxnEndKey follows a marker: nothing to
+            # rebuild
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("skipping an unreadable __consumer_offsets record: %s", exc)
 
@@ -242,6 +277,26 @@ class GroupCoordinator:
             reply(error)
 
         return Outcome(records, after)
+
+    # --- the end of a transaction (decision 0031) --------------------------------------------
+
+    def end_transaction(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        committed: bool,
+        coordinator_epoch: int,
+        reply: Callable[[ErrorCode], None],
+    ) -> Outcome:
+        """A transaction that wrote offsets here ends: the shard writes its marker at storage,
+        then a record with this owner's epoch (refused if this owner is a zombie), then
+        replays the marker, which commits or drops the producer's pending offsets."""
+        if producer_id < 0 or producer_epoch < 0:
+            reply(E.INVALID_REQUEST)
+            return Outcome()
+        marker = TxnMarker(producer_id, producer_epoch, committed, coordinator_epoch)
+        record = txn_end_record(producer_id, producer_epoch, committed)
+        return Outcome([record], reply, marker=marker)
 
     # --- requests that only read ------------------------------------------------------------
 

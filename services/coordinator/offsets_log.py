@@ -1,16 +1,17 @@
-"""The `__consumer_offsets` log as a shard sees it: append a batch of coordinator records with
-the owner's producer identity, read a partition back when loading it. `peers/storage.py`
-implements it over the storage nodes' gRPC API; domain code depends only on this protocol, so
-it stays free of transport code and tests can pass an in-memory log."""
+"""The coordinator partitions' log as a shard sees it: append a batch of coordinator records
+with the owner's producer identity (or, for TxnOffsetCommit, as a transactional batch of the
+client's producer), write a transaction's marker, read a partition back when loading it.
+`peers/storage.py` implements it over the storage nodes' gRPC API; domain code depends only on
+this protocol, so it stays free of transport code and tests can pass an in-memory log."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from typing import Protocol
 
-from riverlog.common.records import Record
+from .records import CoordinatorRecord, LogRecord, TxnProducer
 
-from .records import CoordinatorRecord
+__all__ = ["LogRecord", "OffsetsLog", "TxnProducer"]
 
 
 class OffsetsLog(Protocol):
@@ -22,12 +23,28 @@ class OffsetsLog(Protocol):
         base_sequence: int,
         timestamp_ms: int,
         timeout_ms: int,
+        producer: TxnProducer | None = None,
     ) -> int:
-        """Append one batch with acks=all; the offset of its last record. RiverlogError with
-        the storage node's code when refused (INVALID_PRODUCER_EPOCH for a zombie owner)."""
+        """Append one batch with acks=all; the offset of its last record. With `producer`,
+        the batch is that producer's transactional batch (its id, epoch and sequence; the
+        owner's epoch and sequence are not used). RiverlogError with the storage node's code
+        when refused (INVALID_PRODUCER_EPOCH for a zombie owner or a fenced producer)."""
         ...
 
-    def read(self, partition: int) -> AsyncIterator[Record]:
+    async def write_marker(
+        self,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        committed: bool,
+        coordinator_epoch: int,
+        timeout_ms: int,
+    ) -> None:
+        """A transaction's COMMIT or ABORT marker in the partition (WriteTxnMarkers at its
+        leader, acks=all); the same marker again is a duplicate, answered as written."""
+        ...
+
+    def read(self, partition: int) -> AsyncIterator[LogRecord]:
         """Every record of the partition from its log start up to the high watermark seen
-        when the read began."""
+        when the read began, markers included."""
         ...

@@ -242,6 +242,19 @@ class Ownership(Generic[St]):
             )
         return shard
 
+    def shard_at(self, partition: int) -> Shard[St]:
+        """The ready shard of a partition (a marker names the partition, not a key)."""
+        shard = self.shards.get(partition)
+        if shard is None or shard.fenced:
+            raise RiverlogError(
+                f"{self.kind.topic}-{partition} is not coordinated here", ErrorCode.NOT_COORDINATOR
+            )
+        if not shard.ready:
+            raise RiverlogError(
+                f"{self.kind.topic}-{partition} is loading", ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            )
+        return shard
+
     def ready_shards(self) -> list[Shard[St]]:
         return [s for _, s in sorted(self.shards.items()) if s.ready and not s.fenced]
 

@@ -12,6 +12,12 @@ compact and self-describing, so `riverlog consume __consumer_offsets` is readabl
                             "sa": {topic: partitions} when assigned server-side}       | null
     owner marker     key   {"v":3,"c":coordinator node id,"e":ownership epoch}
                      value null  (written first by each new owner: the fence, decision 0008)
+    txn end          key   {"v":4,"p":producer id,"e":marker epoch,"c":committed}
+                     value null  (written by the owner after a transaction's marker: the
+                                  fence check that makes a zombie owner refuse it, 0031)
+
+TxnOffsetCommit's offset commits are the records above in the producer's transactional
+batches; the transaction's COMMIT or ABORT marker (a control batch) decides if they count.
 
 A null value is a tombstone (deleted group or expired offset). Key versions follow Kafka's
 (0/1 offsets, 2 group metadata). The topic is compacted (decision 0008): the log cleaner keeps
@@ -34,6 +40,7 @@ from riverlog.common.types import TopicPartition
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
 OWNER_KEY_VERSION = 3
+TXN_END_KEY_VERSION = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +66,13 @@ class GroupKey:
 class OwnerKey:
     coordinator_id: int
     epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TxnEndKey:
+    producer_id: int
+    producer_epoch: int
+    committed: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +105,32 @@ class GroupValue:
     members: Sequence[MemberValue]
     server_assigned_counts: Mapping[str, int] | None = None
     """Set when the coordinator computed the assignment: the partition counts it used."""
+
+
+@dataclass(frozen=True, slots=True)
+class TxnProducer:
+    """The transactional producer a batch is written for (TxnOffsetCommit, decision 0031):
+    its id, its epoch, and the batch's first sequence in this partition."""
+
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    """One record read back (or just written), with what its batch says about transactions:
+    a transactional batch's producer, and for a control batch (a transaction marker) whether
+    it commits (`marker` True) or aborts (False); `marker` is None for data records."""
+
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    producer_id: int = -1
+    producer_epoch: int = -1
+    last_sequence: int = -1  # the last sequence of the record's batch
+    transactional: bool = False
+    marker: bool | None = None
 
 
 def canonical_json(obj: dict[str, Any]) -> bytes:
@@ -155,7 +195,14 @@ def owner_marker(coordinator_id: int, epoch: int) -> CoordinatorRecord:
     )
 
 
-def decode_key(raw: bytes) -> OffsetKey | GroupKey | OwnerKey:
+def txn_end_record(producer_id: int, producer_epoch: int, committed: bool) -> CoordinatorRecord:
+    """Written with the owner's epoch right after a transaction's marker: if it is refused
+    the owner is a zombie, and the marker is sent again to the new owner (decision 0031)."""
+    key = {"v": TXN_END_KEY_VERSION, "p": producer_id, "e": producer_epoch, "c": committed}
+    return CoordinatorRecord(canonical_json(key), None)
+
+
+def decode_key(raw: bytes) -> OffsetKey | GroupKey | OwnerKey | TxnEndKey:
     """Raises ValueError for a key this build does not know."""
     obj = json.loads(raw)
     version = obj.get("v")
@@ -165,6 +212,8 @@ def decode_key(raw: bytes) -> OffsetKey | GroupKey | OwnerKey:
         return GroupKey(str(obj["g"]))
     if version == OWNER_KEY_VERSION:
         return OwnerKey(int(obj["c"]), int(obj["e"]))
+    if version == TXN_END_KEY_VERSION:
+        return TxnEndKey(int(obj["p"]), int(obj["e"]), bool(obj["c"]))
     raise ValueError(f"unknown __consumer_offsets key version {version!r}")
 
 

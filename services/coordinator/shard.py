@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 from riverlog.common.clock import Clock
 from riverlog.common.errors import ErrorCode, RiverlogError
 
 from .config import CoordinatorConfig
-from .group.outcome import Outcome
+from .group.outcome import Outcome, TxnMarker
 from .group.timer import Timer
 from .offsets_log import OffsetsLog
-from .records import CoordinatorRecord, owner_marker
+from .records import LogRecord, owner_marker
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +36,9 @@ class ShardState(Protocol):
     @property
     def timer(self) -> Timer: ...
 
-    def replay(self, key: bytes | None, value: bytes | None) -> None:
-        """Apply one written record (loading, and after each acks=all write)."""
+    def replay_record(self, record: LogRecord) -> None:
+        """Apply one written record (loading, and after each acks=all write), with what its
+        batch says about transactions (markers, transactional records: decision 0031)."""
 
     def loaded(self) -> None:
         """The partition is replayed up to the owner marker: start serving (timers)."""
@@ -208,11 +209,11 @@ class Shard(Generic[St]):
             fresh = self._new_state()
             try:
                 if not fenced:
-                    marker = owner_marker(self.owner_id, self.epoch)
-                    await self._append_once([marker], self.config.offsets_commit_timeout_ms)
+                    marker = Outcome([owner_marker(self.owner_id, self.epoch)])
+                    await self._append_once(marker, self.config.offsets_commit_timeout_ms)
                     fenced = True
                 async for record in self.storage.read(self.partition):
-                    fresh.replay(record.key, record.value)
+                    fresh.replay_record(record)
                 self.coord = fresh
                 return
             except RiverlogError as exc:
@@ -222,20 +223,67 @@ class Shard(Generic[St]):
 
     async def _write(self, outcome: Outcome) -> None:
         error = ErrorCode.NONE
-        if outcome.records:
+        if outcome.marker is not None:
+            error = await self._write_marker(outcome.marker)
+        if outcome.records and error == ErrorCode.NONE:
             error = await self._append(outcome)
-            if error == ErrorCode.NONE:
-                for record in outcome.records:
-                    self.coord.replay(record.key, record.value)
+        if error == ErrorCode.NONE:
+            if outcome.marker is not None:
+                self.coord.replay_record(_marker_record(outcome.marker))
+            self._replay_written(outcome)
         if outcome.after is not None:
             outcome.after(error)
 
-    async def _append_once(self, records: Sequence[CoordinatorRecord], timeout_ms: int) -> int:
-        """Append one batch; the offset of its last record."""
+    def _replay_written(self, outcome: Outcome) -> None:
+        producer = outcome.producer
+        for record in outcome.records:
+            if producer is None:
+                self.coord.replay_record(LogRecord(-1, record.key, record.value))
+            else:
+                self.coord.replay_record(
+                    LogRecord(
+                        -1,
+                        record.key,
+                        record.value,
+                        producer.producer_id,
+                        producer.producer_epoch,
+                        producer.base_sequence + len(outcome.records) - 1,
+                        transactional=True,
+                    )
+                )
+
+    async def _write_marker(self, marker: TxnMarker) -> ErrorCode:
+        """One attempt: the transaction coordinator's marker channel retries (here or at the
+        partition's next owner), and it needs the storage node's own code to know when to
+        give up (UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH)."""
+        try:
+            await self.storage.write_marker(
+                self.partition,
+                marker.producer_id,
+                marker.producer_epoch,
+                marker.committed,
+                marker.coordinator_epoch,
+                self.config.offsets_commit_timeout_ms,
+            )
+        except RiverlogError as exc:
+            log.info("%s: marker not written: %s", self.name, exc)
+            return exc.code
+        return ErrorCode.NONE
+
+    async def _append_once(self, outcome: Outcome, timeout_ms: int) -> int:
+        """Append one batch; the offset of its last record. A transactional batch (with
+        `outcome.producer`) has the producer's own sequences, not the owner's."""
         last = await self.storage.append(
-            self.partition, records, self.epoch, self._sequence, self.clock.time_ms(), timeout_ms
+            self.partition,
+            outcome.records,
+            self.epoch,
+            self._sequence,
+            self.clock.time_ms(),
+            timeout_ms,
+            **({} if outcome.producer is None else {"producer": outcome.producer}),
         )
-        self._sequence += len(records)
+        if outcome.producer is None:
+            self._sequence += len(outcome.records)
         return last
 
     async def _append(self, outcome: Outcome) -> ErrorCode:
@@ -244,10 +292,13 @@ class Shard(Generic[St]):
         while True:
             remaining_ms = int((deadline - loop.time()) * 1000)
             try:
-                await self._append_once(outcome.records, max(remaining_ms, 1))
+                await self._append_once(outcome, max(remaining_ms, 1))
                 return ErrorCode.NONE
             except RiverlogError as exc:
                 code = exc.code
+            if code in _FENCED and outcome.producer is not None:
+                # The client's producer is fenced (a newer epoch wrote here), not this owner.
+                return ErrorCode.PRODUCER_FENCED
             if code in _FENCED:
                 log.error(
                     "%s: epoch %d is fenced (%s); a newer owner exists",
@@ -261,6 +312,12 @@ class Shard(Generic[St]):
                 log.warning("%s: write failed: %s", self.name, code.name)
                 return write_error(code)
             await asyncio.sleep(_RETRY_S)
+
+
+def _marker_record(marker: TxnMarker) -> LogRecord:
+    return LogRecord(
+        -1, None, None, marker.producer_id, marker.producer_epoch, -1, True, marker.committed
+    )
 
 
 def _call(handler: Callable[[St], None], coord: St) -> Outcome:

@@ -5,6 +5,10 @@ consumers), metadata size, fetch, and retention of the offsets of empty groups.
 The store changes only through `replay()`: a commit handler validates and returns records, the
 shard writes them with acks=all, and replaying them (live, or when a new owner loads the
 partition) is what makes an offset visible to OffsetFetch.
+
+TxnOffsetCommit (KIP-98, KIP-447; decision 0031) follows the same rules with Kafka's
+transactional relaxations, but its records are the producer's transactional batch and replay
+keeps them pending (`pending.py`) until the transaction's marker commits or drops them.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from ..group.group import ClassicGroup
 from ..group.manager import GroupManager
 from ..group.outcome import NOTHING, Outcome
 from ..group.state import GroupState
-from ..records import CoordinatorRecord, OffsetValue, offset_record
+from ..records import CoordinatorRecord, OffsetValue, TxnProducer, offset_record
+from .pending import PendingOffsets
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +46,21 @@ class CommitItem:
 @dataclass(frozen=True, slots=True)
 class CommitRequest:
     group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    items: Sequence[CommitItem]
+
+
+@dataclass(frozen=True, slots=True)
+class TxnCommitRequest:
+    """TxnOffsetCommit: a group's offsets inside `producer_id`'s transaction. Generation -1
+    with no member: not checked (KIP-447's fencing is off for this producer)."""
+
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
     generation_id: int
     member_id: str
     group_instance_id: str | None
@@ -67,10 +87,34 @@ class OffsetStore:
         self.clock = clock
         self.groups = groups
         self.offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
+        self.pending = PendingOffsets()
 
     # --- replay -----------------------------------------------------------------------------
 
     def replay(self, group_id: str, tp: TopicPartition, value: OffsetValue | None) -> None:
+        self.pending.superseded(group_id, tp)
+        self._materialise(group_id, tp, value)
+
+    def replay_pending(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        last_sequence: int,
+        group_id: str,
+        tp: TopicPartition,
+        value: OffsetValue | None,
+    ) -> None:
+        """A transactional offset record: pending until its transaction's marker."""
+        if value is None:
+            return  # TxnOffsetCommit writes no tombstones
+        self.pending.add(producer_id, producer_epoch, last_sequence, group_id, tp, value)
+
+    def replay_marker(self, producer_id: int, producer_epoch: int, committed: bool) -> None:
+        """A transaction's marker: its pending offsets become committed, or are dropped."""
+        for group_id, tp, value in self.pending.complete(producer_id, producer_epoch, committed):
+            self._materialise(group_id, tp, value)
+
+    def _materialise(self, group_id: str, tp: TopicPartition, value: OffsetValue | None) -> None:
         if value is None:
             per_group = self.offsets.get(group_id)
             if per_group is not None:
@@ -82,18 +126,27 @@ class OffsetStore:
 
     # --- OffsetCommit -----------------------------------------------------------------------
 
-    def _validate(self, req: CommitRequest, group: ClassicGroup | None) -> ErrorCode:
+    def _validate(
+        self,
+        req: CommitRequest | TxnCommitRequest,
+        group: ClassicGroup | None,
+        transactional: bool = False,
+    ) -> ErrorCode:
         """Kafka's `ClassicGroup.validateOffsetCommit`: simple commits (generation -1) only to
         empty groups; member commits need the member (and its static instance id) and the
         current generation; refused while the group waits for its assignment
         (COMPLETING_REBALANCE), accepted while it prepares a rebalance (a member commits what
-        it processed before rejoining)."""
+        it processed before rejoining). A transactional commit (KIP-447) with no generation
+        and no member is not checked at all, and is not refused during a rebalance: the
+        producer's epoch fences zombies then, and the transaction ends before the offsets
+        count."""
         if group is None:
             return E.NONE if req.generation_id < 0 else E.ILLEGAL_GENERATION
         if group.is_in(S.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
-        if req.generation_id < 0 and group.is_in(S.EMPTY):
-            return E.NONE  # a simple consumer (assign + commit), or an admin offsets reset
+        if req.generation_id < 0 and (transactional or group.is_in(S.EMPTY)):
+            if not req.member_id and req.group_instance_id is None:
+                return E.NONE  # a simple consumer, an admin reset, or KIP-447 fencing off
         if req.generation_id >= 0 or req.member_id or req.group_instance_id is not None:
             if req.group_instance_id is not None:
                 holder = group.static_member_id(req.group_instance_id)
@@ -107,7 +160,7 @@ class OffsetStore:
                 return E.ILLEGAL_GENERATION
         elif not group.is_in(S.EMPTY):
             return E.UNKNOWN_MEMBER_ID
-        if group.is_in(S.COMPLETING_REBALANCE):
+        if group.is_in(S.COMPLETING_REBALANCE) and not transactional:
             return E.REBALANCE_IN_PROGRESS
         return E.NONE
 
@@ -124,19 +177,7 @@ class OffsetStore:
             group = self.groups.get_or_create(req.group_id)
         elif group.has_member(req.member_id):
             self.groups.schedule_session(group, group.member(req.member_id))
-        now = self.clock.time_ms()
-        results: list[tuple[TopicPartition, ErrorCode]] = []
-        records: list[CoordinatorRecord] = []
-        for item in req.items:
-            if len(item.metadata.encode()) > self.config.offset_metadata_max_bytes:
-                results.append((item.tp, E.OFFSET_METADATA_TOO_LARGE))
-                continue
-            if item.offset < 0:
-                results.append((item.tp, E.INVALID_COMMIT_OFFSET_SIZE))
-                continue
-            value = OffsetValue(item.offset, item.leader_epoch, item.metadata, now)
-            records.append(offset_record(req.group_id, item.tp, value))
-            results.append((item.tp, E.NONE))
+        results, records = self._records(req.group_id, req.items)
         if not records:
             reply(results)
             return NOTHING
@@ -146,19 +187,83 @@ class OffsetStore:
 
         return Outcome(records, after)
 
+    def _records(
+        self, group_id: str, items: Sequence[CommitItem]
+    ) -> tuple[list[tuple[TopicPartition, ErrorCode]], list[CoordinatorRecord]]:
+        """Each item's answer so far, and the records of the valid ones."""
+        now = self.clock.time_ms()
+        results: list[tuple[TopicPartition, ErrorCode]] = []
+        records: list[CoordinatorRecord] = []
+        for item in items:
+            if len(item.metadata.encode()) > self.config.offset_metadata_max_bytes:
+                results.append((item.tp, E.OFFSET_METADATA_TOO_LARGE))
+                continue
+            if item.offset < 0:
+                results.append((item.tp, E.INVALID_COMMIT_OFFSET_SIZE))
+                continue
+            value = OffsetValue(item.offset, item.leader_epoch, item.metadata, now)
+            records.append(offset_record(group_id, item.tp, value))
+            results.append((item.tp, E.NONE))
+        return results, records
+
+    # --- TxnOffsetCommit ---------------------------------------------------------------------
+
+    def txn_commit(self, req: TxnCommitRequest, reply: CommitReply) -> Outcome:
+        """Validate, then write the offsets as the producer's transactional batch; replayed,
+        they are pending until the transaction's marker (decision 0031)."""
+        whole = self._txn_error(req)
+        if whole == E.NONE:
+            group = self.groups.groups.get(req.group_id)
+            whole = self._validate(req, group, transactional=True)
+        if whole != E.NONE:
+            reply([(i.tp, whole) for i in req.items])
+            return NOTHING
+        group = self.groups.groups.get(req.group_id)
+        if group is None:
+            self.groups.get_or_create(req.group_id)
+        elif group.has_member(req.member_id):
+            self.groups.schedule_session(group, group.member(req.member_id))
+        results, records = self._records(req.group_id, req.items)
+        if not records:
+            reply(results)
+            return NOTHING
+        sequence = self.pending.next_sequence(req.producer_id, req.producer_epoch)
+        producer = TxnProducer(req.producer_id, req.producer_epoch, sequence)
+
+        def after(error: ErrorCode) -> None:
+            reply([(tp, error if code == E.NONE else code) for tp, code in results])
+
+        return Outcome(records, after, producer=producer)
+
+    def _txn_error(self, req: TxnCommitRequest) -> ErrorCode:
+        if not req.group_id:
+            return E.INVALID_GROUP_ID
+        if not req.transactional_id or req.producer_id < 0 or req.producer_epoch < 0:
+            return E.INVALID_REQUEST
+        if self.pending.newer_epoch(req.producer_id, req.producer_epoch):
+            return E.PRODUCER_FENCED
+        return E.NONE
+
     # --- OffsetFetch ------------------------------------------------------------------------
 
     def fetch(
-        self, group_id: str, partitions: Iterable[TopicPartition] | None
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None,
+        require_stable: bool = False,
     ) -> list[FetchedOffset]:
         """The committed offsets of `partitions` (None: every partition with one); -1 where
-        none was committed."""
+        none was committed. Pending transactional offsets are never shown; with
+        `require_stable` a partition that has one answers UNSTABLE_OFFSET_COMMIT (KIP-447:
+        the consumer retries until the transaction ends)."""
         per_group = self.offsets.get(group_id, {})
         wanted = sorted(per_group) if partitions is None else list(partitions)
         out = []
         for tp in wanted:
             value = per_group.get(tp)
-            if value is None:
+            if require_stable and self.pending.has_pending(group_id, tp):
+                out.append(FetchedOffset(tp, error_code=E.UNSTABLE_OFFSET_COMMIT))
+            elif value is None:
                 out.append(FetchedOffset(tp))
             else:
                 out.append(FetchedOffset(tp, value.offset, value.leader_epoch, value.metadata))
@@ -181,6 +286,8 @@ class OffsetStore:
             if group is not None and not group.is_in(S.EMPTY):
                 continue
             for tp, value in sorted(per_group.items()):
+                if self.pending.has_pending(group_id, tp):
+                    continue  # Kafka keeps an offset a transaction may still replace
                 base = value.commit_timestamp_ms
                 if group is not None and group.protocol_type and group.empty_since_ms:
                     base = max(base, group.empty_since_ms)

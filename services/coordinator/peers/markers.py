@@ -3,6 +3,11 @@ ending transaction gets its commit or abort marker from its leader's WriteTxnMar
 partitions at once, each retried until written (a leader moving, a node restarting), as Kafka's
 TransactionMarkerChannelManager keeps sending until every marker is in.
 
+A `__consumer_offsets` partition's marker goes to the coordinator instance owning that
+partition instead (`OffsetsMarkerClient`, decision 0031): it writes the marker at storage and
+then commits or drops the producer's pending TxnOffsetCommit offsets. It is retried the same way
+until the partition's current owner has it (the owner moving, restarting or still loading).
+
 Kafka's answers that end the retries without a marker: UNKNOWN_TOPIC_OR_PARTITION (the topic was
 deleted: nothing left to mark) and INVALID_PRODUCER_EPOCH (the partition has a newer epoch of the
 producer, so this transaction's records are fenced there already). Only then, or once every
@@ -17,12 +22,13 @@ from collections.abc import Callable
 from typing import Final
 
 from riverlog.common.cluster import ClusterImage
-from riverlog.common.cluster.image import group_partition
+from riverlog.common.cluster.image import OFFSETS_TOPIC, group_partition
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 
 from ..txn.metadata import TransactionMetadata
 from ..txn.state import TransactionState
+from .coordinators import OffsetsMarkerClient
 from .storage import StorageClient
 
 log = logging.getLogger(__name__)
@@ -39,9 +45,15 @@ class StorageMarkerChannel:
     """Lifecycle: one per coordinator process, used on its event loop; `close()` cancels the
     markers still being sent (their transactions are finished by the next owner on load)."""
 
-    def __init__(self, storage: StorageClient, image: Callable[[], ClusterImage]) -> None:
+    def __init__(
+        self,
+        storage: StorageClient,
+        image: Callable[[], ClusterImage],
+        offsets: OffsetsMarkerClient | None = None,
+    ) -> None:
         self._storage = storage
         self._image = image
+        self._offsets = offsets
         self._tasks: set[asyncio.Task[None]] = set()
 
     def send(self, meta: TransactionMetadata, done: Callable[[], None]) -> None:
@@ -71,9 +83,7 @@ class StorageMarkerChannel:
         backoff = _BACKOFF_S
         while True:
             try:
-                await self._storage.write_txn_marker(
-                    tp, meta.producer_id, meta.producer_epoch, committed, epoch, _TIMEOUT_MS
-                )
+                await self._write(meta, tp, committed, epoch)
                 return
             except RiverlogError as exc:
                 if exc.code in _GIVE_UP:
@@ -82,6 +92,19 @@ class StorageMarkerChannel:
                 log.info("%s: marker for %s not written yet: %s", meta.transactional_id, tp, exc)
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, _BACKOFF_MAX_S)
+
+    async def _write(
+        self, meta: TransactionMetadata, tp: TopicPartition, committed: bool, epoch: int
+    ) -> None:
+        pid, producer_epoch = meta.producer_id, meta.producer_epoch
+        if tp.topic == OFFSETS_TOPIC and self._offsets is not None:
+            await self._offsets.write_marker(
+                tp.partition, pid, producer_epoch, committed, epoch, _TIMEOUT_MS
+            )
+        else:
+            await self._storage.write_txn_marker(
+                tp, pid, producer_epoch, committed, epoch, _TIMEOUT_MS
+            )
 
     def _coordinator_epoch(self, transactional_id: str) -> int:
         """The epoch of the `__transaction_state` partition's owner (decision 0028)."""

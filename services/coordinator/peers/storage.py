@@ -18,13 +18,23 @@ import grpc
 
 from riverlog.common.cluster import ClusterImage, NodeInfo
 from riverlog.common.errors import ErrorCode, RiverlogError, code_of
-from riverlog.common.records import BatchBuilder, Record, iter_batches_records, next_fetch_offset
+from riverlog.common.records import (
+    BatchBuilder,
+    BatchHeader,
+    InvalidBatchError,
+    iter_batches_records,
+    next_fetch_offset,
+    peek_size,
+    validate_batch,
+)
+from riverlog.common.records.control import ControlRecordType, parse_control_type
 from riverlog.common.rpc.channels import ChannelCache
 from riverlog.common.rpc.convert import acks_to_proto
 from riverlog.common.rpc.status import from_rpc_error
 from riverlog.common.types import Acks, TopicPartition
 from riverlog.v1 import data_pb2, storage_pb2, storage_pb2_grpc
 
+from ..offsets_log import LogRecord, TxnProducer
 from ..records import CoordinatorRecord
 
 log = logging.getLogger(__name__)
@@ -112,6 +122,22 @@ class StorageClient:
         if code != ErrorCode.NONE:
             raise RiverlogError(response.error_message or None, code)
 
+    async def write_marker(
+        self,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        committed: bool,
+        coordinator_epoch: int,
+        timeout_ms: int,
+    ) -> None:
+        """A transaction's marker in one partition of this client's topic (a group shard
+        ending a transaction's offsets, decision 0031)."""
+        tp = TopicPartition(self.topic, partition)
+        await self.write_txn_marker(
+            tp, producer_id, producer_epoch, committed, coordinator_epoch, timeout_ms
+        )
+
     async def append(
         self,
         partition: int,
@@ -120,15 +146,25 @@ class StorageClient:
         base_sequence: int,
         timestamp_ms: int,
         timeout_ms: int,
+        producer: TxnProducer | None = None,
     ) -> int:
-        """Append one batch with acks=all; the offset of its last record. Raises RiverlogError
-        with the storage node's code (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS,
+        """Append one batch with acks=all; the offset of its last record. With `producer`, a
+        transactional batch of that producer (TxnOffsetCommit). Raises RiverlogError with the
+        storage node's code (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS,
         INVALID_PRODUCER_EPOCH...)."""
-        builder = BatchBuilder(
-            producer_id=producer_id_for(partition),
-            producer_epoch=producer_epoch,
-            base_sequence=base_sequence,
-        )
+        if producer is None:
+            builder = BatchBuilder(
+                producer_id=producer_id_for(partition),
+                producer_epoch=producer_epoch,
+                base_sequence=base_sequence,
+            )
+        else:
+            builder = BatchBuilder(
+                producer_id=producer.producer_id,
+                producer_epoch=producer.producer_epoch,
+                base_sequence=producer.base_sequence,
+                is_transactional=True,
+            )
         for record in records:
             builder.append(timestamp_ms, record.key, record.value)
         request = data_pb2.ProduceRequest(
@@ -155,7 +191,7 @@ class StorageClient:
             raise RiverlogError(result.error_message or None, code)
         return int(result.last_offset)
 
-    async def read(self, partition: int) -> AsyncIterator[Record]:
+    async def read(self, partition: int) -> AsyncIterator[LogRecord]:
         """Every record of the partition from its log start up to the high watermark seen by
         the first fetch (what was acknowledged before this owner took over). The log is
         compacted (decision 0014): offsets have gaps, some batches hold no record."""
@@ -200,15 +236,37 @@ class StorageClient:
             position = next_position
 
 
-def records_below(data: bytes, position: int, end: int) -> tuple[list[Record], int]:
-    """Pure: the records of fetched `data` at or after `position` and below `end`, and where
-    the next fetch starts. That is after the last complete batch, not after the last record:
-    in a compacted log the records at the end of a batch may be gone, a batch may be an empty
+def records_below(data: bytes, position: int, end: int) -> tuple[list[LogRecord], int]:
+    """Pure: the records of fetched `data` at or after `position` and below `end`, markers
+    included, each with its batch's transactional producer (decision 0031), and where the next
+    fetch starts. That is after the last complete batch, not after the last record: in a
+    compacted log the records at the end of a batch may be gone, a batch may be an empty
     header (a producer's last batch, kept for its sequence), and fetching from a removed
     offset returns the batch that held it again."""
-    records = []
-    for record in iter_batches_records(data, position):
-        if record.offset >= end:
+    records: list[LogRecord] = []
+    pos = 0
+    while True:
+        size = peek_size(data, pos)
+        if size < 0 or pos + size > len(data):
             break
-        records.append(record)
+        header = validate_batch(data, pos)
+        batch = data[pos : pos + size]
+        pos += size
+        for record in iter_batches_records(
+            batch, position, validate_crc=False, include_control=True
+        ):
+            if record.offset >= end:
+                return records, next_fetch_offset(data, position)
+            records.append(_logged(header, record.offset, record.key, record.value))
     return records, next_fetch_offset(data, position)
+
+
+def _logged(header: BatchHeader, offset: int, key: bytes | None, value: bytes | None) -> LogRecord:
+    pid, epoch, last = header.producer_id, header.producer_epoch, header.last_sequence
+    if not header.is_control:
+        return LogRecord(offset, key, value, pid, epoch, last, header.is_transactional)
+    try:
+        commit = parse_control_type(key) is ControlRecordType.COMMIT
+    except InvalidBatchError:
+        return LogRecord(offset, None, None)  # not a transaction marker: nothing ends here
+    return LogRecord(offset, None, None, pid, epoch, last, True, commit)

@@ -12,11 +12,14 @@ from riverlog.v1 import coordinator_pb2 as pb
 
 from ..coordinator import GroupDescription
 from ..group.member import JoinRequest, JoinResponse, Protocol, SyncRequest, SyncResponse
-from ..offsets.store import CommitItem, CommitRequest, FetchedOffset
+from ..offsets.store import CommitItem, CommitRequest, FetchedOffset, TxnCommitRequest
 
 
 def _instance(
-    msg: pb.JoinGroupRequest | pb.SyncGroupRequest | pb.OffsetCommitRequest,
+    msg: pb.JoinGroupRequest
+    | pb.SyncGroupRequest
+    | pb.OffsetCommitRequest
+    | pb.TxnOffsetCommitRequest,
 ) -> str | None:
     return msg.group_instance_id if msg.HasField("group_instance_id") else None
 
@@ -76,8 +79,8 @@ def sync_to_proto(r: SyncResponse) -> pb.SyncGroupResponse:
     )
 
 
-def commit_from_proto(msg: pb.OffsetCommitRequest) -> CommitRequest:
-    items = [
+def _commit_items(msg: pb.OffsetCommitRequest | pb.TxnOffsetCommitRequest) -> list[CommitItem]:
+    return [
         CommitItem(
             TopicPartition(t.name, p.partition),
             p.committed_offset,
@@ -87,7 +90,24 @@ def commit_from_proto(msg: pb.OffsetCommitRequest) -> CommitRequest:
         for t in msg.topics
         for p in t.partitions
     ]
+
+
+def commit_from_proto(msg: pb.OffsetCommitRequest) -> CommitRequest:
+    items = _commit_items(msg)
     return CommitRequest(msg.group_id, msg.generation_id, msg.member_id, _instance(msg), items)
+
+
+def txn_commit_from_proto(msg: pb.TxnOffsetCommitRequest) -> TxnCommitRequest:
+    return TxnCommitRequest(
+        transactional_id=msg.transactional_id,
+        group_id=msg.group_id,
+        producer_id=msg.producer_id,
+        producer_epoch=msg.producer_epoch,
+        generation_id=msg.generation_id,
+        member_id=msg.member_id,
+        group_instance_id=_instance(msg),
+        items=_commit_items(msg),
+    )
 
 
 def commit_to_proto(
@@ -108,7 +128,7 @@ def commit_to_proto(
 
 
 def commit_error(
-    msg: pb.OffsetCommitRequest, code: ErrorCode
+    msg: pb.OffsetCommitRequest | pb.TxnOffsetCommitRequest, code: ErrorCode
 ) -> list[tuple[TopicPartition, ErrorCode]]:
     return [(TopicPartition(t.name, p.partition), code) for t in msg.topics for p in t.partitions]
 
@@ -129,6 +149,7 @@ def fetch_to_proto(rows: Sequence[FetchedOffset]) -> list[pb.OffsetFetchTopicRes
                 committed_leader_epoch=r.leader_epoch,
                 metadata=r.metadata,
                 error_code=int(r.error_code),  # type: ignore[arg-type]
+                error_message="" if r.error_code == ErrorCode.NONE else r.error_code.name,
             )
             for r in group
         ]

@@ -157,12 +157,47 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
     async def TxnOffsetCommit(
         self, request: pb.TxnOffsetCommitRequest, context: grpc.aio.ServicerContext
     ) -> pb.TxnOffsetCommitResponse:
-        # Being built (issue 14): refused clearly until the group coordinator keeps pending
-        # transactional offsets.
-        return pb.TxnOffsetCommitResponse(
-            error_code=int(ErrorCode.UNSUPPORTED_VERSION),  # type: ignore[arg-type]
-            error_message="TxnOffsetCommit is not supported by this coordinator yet",
+        commit = convert.txn_commit_from_proto(request)
+        try:
+            results = await self._on_shard(
+                commit.group_id, lambda c, r: c.offsets.txn_commit(commit, r)
+            )
+        except RiverlogError as exc:
+            return pb.TxnOffsetCommitResponse(
+                error_code=_code(exc),  # type: ignore[arg-type]
+                error_message=exc.message,
+                topics=convert.commit_to_proto(convert.commit_error(request, exc.code)),
+            )
+        return pb.TxnOffsetCommitResponse(topics=convert.commit_to_proto(results))
+
+    async def WriteOffsetsTxnMarker(
+        self, request: pb.WriteOffsetsTxnMarkerRequest, context: grpc.aio.ServicerContext
+    ) -> pb.WriteOffsetsTxnMarkerResponse:
+        def end(c: GroupCoordinator, reply: Callable[[Any], None]) -> Outcome:
+            return c.end_transaction(
+                request.producer_id,
+                request.producer_epoch,
+                request.committed,
+                request.coordinator_epoch,
+                reply,
+            )
+
+        try:
+            code = await self.ownership.shard_at(request.partition).submit(end)
+        except RiverlogError as exc:
+            return pb.WriteOffsetsTxnMarkerResponse(
+                error_code=_code(exc),  # type: ignore[arg-type]
+                error_message=exc.message,
+            )
+        return pb.WriteOffsetsTxnMarkerResponse(
+            error_code=int(code),  # type: ignore[arg-type]
+            error_message="" if code == ErrorCode.NONE else code.name,
         )
+
+    async def AbortTransaction(
+        self, request: pb.AbortTransactionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AbortTransactionResponse:
+        return await self.transactions.abort(request)
 
     async def OffsetCommit(
         self, request: pb.OffsetCommitRequest, context: grpc.aio.ServicerContext
@@ -184,9 +219,10 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
         self, request: pb.OffsetFetchRequest, context: grpc.aio.ServicerContext
     ) -> pb.OffsetFetchResponse:
         partitions = convert.fetch_partitions(request)
+        stable = request.require_stable
 
         def fetch(c: GroupCoordinator, reply: Callable[[Any], None]) -> Outcome:
-            reply(c.offsets.fetch(request.group_id, partitions))
+            reply(c.offsets.fetch(request.group_id, partitions, stable))
             return NOTHING
 
         try:

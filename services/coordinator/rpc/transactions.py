@@ -11,6 +11,7 @@ from typing import Any
 from riverlog.common.cluster.image import OFFSETS_TOPIC, group_partition
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
+from riverlog.v1 import coordinator_pb2 as cpb
 from riverlog.v1 import transactions_pb2 as pb
 
 from ..group.outcome import NOTHING, Outcome
@@ -93,9 +94,24 @@ class TransactionRpc:
                 error_code=ErrorCode.INVALID_REQUEST,  # type: ignore[arg-type]
                 error_message="name at least one partition, each with a topic and a partition >= 0",
             )
+        if request.verify_only:
+            return await self._verify(request, partitions)
         return await self._add(
             request.transactional_id, request.producer_id, request.producer_epoch, partitions
         )
+
+    async def _verify(
+        self, request: pb.AddPartitionsToTxnRequest, partitions: list[TopicPartition]
+    ) -> pb.AddPartitionsToTxnResponse:
+        """KIP-890 part 1 (a partition leader's check before a transactional first write)."""
+        tid, pid, epoch = request.transactional_id, request.producer_id, request.producer_epoch
+        try:
+            await self._on_shard(
+                tid, lambda c, r: c.verify_partitions(tid, pid, epoch, partitions, r)
+            )
+        except RiverlogError as exc:
+            return pb.AddPartitionsToTxnResponse(**_error(exc))
+        return pb.AddPartitionsToTxnResponse()
 
     async def add_offsets(self, request: pb.AddOffsetsToTxnRequest) -> pb.AddOffsetsToTxnResponse:
         """The group's `__consumer_offsets` partition joins the transaction (Kafka's
@@ -144,6 +160,25 @@ class TransactionRpc:
         assert isinstance(producer, ProducerIdAndEpoch)
         return pb.EndTxnResponse(
             producer_id=producer.producer_id, producer_epoch=producer.producer_epoch
+        )
+
+    async def abort(self, request: cpb.AbortTransactionRequest) -> cpb.AbortTransactionResponse:
+        """An operator's abort of a hanging transaction (fence, then abort what is open)."""
+        tid = request.transactional_id
+        if not tid:
+            return cpb.AbortTransactionResponse(
+                error_code=ErrorCode.INVALID_REQUEST,  # type: ignore[arg-type]
+                error_message="the transactional id is empty",
+            )
+        try:
+            previous, producer = await self._on_shard(tid, lambda c, r: c.admin_abort(tid, r))
+        except RiverlogError as exc:
+            return cpb.AbortTransactionResponse(**_error(exc), producer_id=-1, producer_epoch=-1)
+        assert isinstance(producer, ProducerIdAndEpoch)
+        return cpb.AbortTransactionResponse(
+            previous_state=previous.value,
+            producer_id=producer.producer_id,
+            producer_epoch=producer.producer_epoch,
         )
 
     async def describe(

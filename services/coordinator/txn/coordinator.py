@@ -24,6 +24,7 @@ from riverlog.common.types import TopicPartition
 from ..config import CoordinatorConfig
 from ..group.outcome import Outbox, Outcome
 from ..group.timer import Timer
+from ..records import LogRecord
 from . import transitions as tx
 from .metadata import TransactionMetadata
 from .records import decode_transaction, decode_transaction_key, transaction_record
@@ -86,6 +87,12 @@ class TransactionCoordinator:
 
     def drain_outbox(self) -> list[Outcome]:
         return self.outbox.drain()
+
+    def replay_record(self, record: LogRecord) -> None:
+        """Only the coordinator's own records count here (no transaction writes to
+        `__transaction_state`, so there are no markers or transactional batches)."""
+        if record.marker is None and not record.transactional:
+            self.replay(record.key, record.value)
 
     def replay(self, key: bytes | None, value: bytes | None) -> None:
         """Apply one `__transaction_state` record; unknown or malformed ones are skipped."""
@@ -155,6 +162,37 @@ class TransactionCoordinator:
             self.clock.time_ms(),
         )
         return self._apply(decision, reply)
+
+    def verify_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+        reply: Reply,
+    ) -> Outcome:
+        """AddPartitionsToTxn with verify_only (KIP-890 part 1): an answer, nothing written."""
+        current = self.transactions.get(transactional_id)
+        error = tx.verify_partitions(current, producer_id, producer_epoch, partitions)
+        reply(None if error is ErrorCode.NONE else RiverlogError(code=error))
+        return Outcome()
+
+    def admin_abort(self, transactional_id: str, reply: Reply) -> Outcome:
+        """Fence the id and abort what it has open (an operator's abort of a hanging
+        transaction); the reply is (the state it was in, the producer's id and epoch now)."""
+        current = self.transactions.get(transactional_id)
+        if current is None:
+            reply(RiverlogError(code=ErrorCode.TRANSACTIONAL_ID_NOT_FOUND))
+            return Outcome()
+        previous = current.state
+        decision = tx.admin_abort(current, self.clock.time_ms())
+        if decision.write is not None:
+            log.info("%s: aborted by an operator (was %s)", transactional_id, previous)
+
+        def answer(value: object) -> None:
+            reply(value if isinstance(value, RiverlogError) else (previous, value))
+
+        return self._apply(decision, answer)
 
     def end_transaction(
         self,

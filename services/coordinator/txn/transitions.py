@@ -127,6 +127,45 @@ def add_partitions(
     )
 
 
+def verify_partitions(
+    current: TransactionMetadata | None,
+    producer_id: int,
+    producer_epoch: int,
+    partitions: Iterable[TopicPartition],
+) -> ErrorCode:
+    """KIP-890 part 1: AddPartitionsToTxn with verify_only, a partition leader asking before a
+    transactional batch's first write whether the partitions are in the producer's ongoing
+    transaction at this epoch. Nothing is added or written. NONE when they all are; an older
+    epoch is PRODUCER_FENCED, one the coordinator never handed out INVALID_PRODUCER_EPOCH;
+    anything else (no transaction open, ending, or a partition not added) INVALID_TXN_STATE,
+    so a late write of an ended transaction never opens a new one at the partition."""
+    if current is None or current.state is State.DEAD:
+        return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    if producer_id != current.producer_id:
+        return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    if producer_epoch < current.producer_epoch:
+        return ErrorCode.PRODUCER_FENCED
+    if producer_epoch > current.producer_epoch:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if current.state is not State.ONGOING or not frozenset(partitions) <= current.partitions:
+        return ErrorCode.INVALID_TXN_STATE
+    return ErrorCode.NONE
+
+
+def admin_abort(current: TransactionMetadata | None, now_ms: int) -> Decision:
+    """An operator aborts a hanging transaction (`riverlog transactions abort`): an open one
+    is fenced and aborted exactly as transaction.timeout.ms does (its producer's next write
+    or EndTxn is refused). One already ending is CONCURRENT_TRANSACTIONS (retry: it will be
+    complete); with nothing open nothing changes."""
+    if current is None or current.state is State.DEAD:
+        return refuse(ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)
+    if current.state is State.ONGOING:
+        return Decision(write=_fence(current, now_ms), then=FollowUp.ABORT_FENCED)
+    if current.state in PREPARING or current.state is State.PREPARE_EPOCH_FENCE:
+        return refuse(ErrorCode.CONCURRENT_TRANSACTIONS)
+    return Decision(current=current)
+
+
 def end_transaction(
     current: TransactionMetadata | None,
     producer_id: int,

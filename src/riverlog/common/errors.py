@@ -87,6 +87,7 @@ class ErrorCode(enum.IntEnum):
     ELECTION_NOT_NEEDED = 84
     NO_REASSIGNMENT_IN_PROGRESS = 85
     INVALID_RECORD = 87
+    UNSTABLE_OFFSET_COMMIT = 88
     THROTTLING_QUOTA_EXCEEDED = 89
     PRODUCER_FENCED = 90
     INVALID_UPDATE_VERSION = 95
@@ -538,6 +539,12 @@ ERRORS: Final[dict[ErrorCode, ErrorSpec]] = {
         False,
         False,
         "This record has failed the validation on the server and hence will be rejected.",
+    ),
+    ErrorCode.UNSTABLE_OFFSET_COMMIT: _spec(
+        "UNAVAILABLE",
+        True,
+        False,
+        "There are unstable offsets that need to be cleared.",
     ),
     ErrorCode.THROTTLING_QUOTA_EXCEEDED: _spec(
         "RESOURCE_EXHAUSTED",

@@ -120,6 +120,16 @@ class CoordinatorStub:
                 request_serializer=riverlog_dot_v1_dot_transactions__pb2.ListTransactionsRequest.SerializeToString,
                 response_deserializer=riverlog_dot_v1_dot_transactions__pb2.ListTransactionsResponse.FromString,
                 _registered_method=True)
+        self.AbortTransaction = channel.unary_unary(
+                '/riverlog.v1.Coordinator/AbortTransaction',
+                request_serializer=riverlog_dot_v1_dot_coordinator__pb2.AbortTransactionRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_coordinator__pb2.AbortTransactionResponse.FromString,
+                _registered_method=True)
+        self.WriteOffsetsTxnMarker = channel.unary_unary(
+                '/riverlog.v1.Coordinator/WriteOffsetsTxnMarker',
+                request_serializer=riverlog_dot_v1_dot_coordinator__pb2.WriteOffsetsTxnMarkerRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_coordinator__pb2.WriteOffsetsTxnMarkerResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorServicer:
@@ -233,6 +243,28 @@ class CoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AbortTransaction(self, request, context):
+        """Admin (`riverlog transactions abort`, Kafka's kafka-transactions.sh abort for hanging
+        transactions): fence the transactional id (its epoch is bumped, so its producer's next
+        write or EndTxn is refused) and abort what it has open, as transaction.timeout.ms would.
+        Nothing open: nothing changes (NONE, with its state and epoch). One ending already:
+        CONCURRENT_TRANSACTIONS (retry). The gateway routes it by transactional_id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WriteOffsetsTxnMarker(self, request, context):
+        """Coordinator to coordinator (decision 0031), not routed by the gateway: the marker of a
+        transaction for a __consumer_offsets partition, sent by the transaction coordinator to the
+        instance owning that partition in its image. The owner writes the marker at storage, then
+        commits (or drops) the producer's pending TxnOffsetCommit offsets. NOT_COORDINATOR or
+        COORDINATOR_LOAD_IN_PROGRESS: send it again, to the owner of a newer image.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -320,6 +352,16 @@ def add_CoordinatorServicer_to_server(servicer, server):
                     servicer.ListTransactions,
                     request_deserializer=riverlog_dot_v1_dot_transactions__pb2.ListTransactionsRequest.FromString,
                     response_serializer=riverlog_dot_v1_dot_transactions__pb2.ListTransactionsResponse.SerializeToString,
+            ),
+            'AbortTransaction': grpc.unary_unary_rpc_method_handler(
+                    servicer.AbortTransaction,
+                    request_deserializer=riverlog_dot_v1_dot_coordinator__pb2.AbortTransactionRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_coordinator__pb2.AbortTransactionResponse.SerializeToString,
+            ),
+            'WriteOffsetsTxnMarker': grpc.unary_unary_rpc_method_handler(
+                    servicer.WriteOffsetsTxnMarker,
+                    request_deserializer=riverlog_dot_v1_dot_coordinator__pb2.WriteOffsetsTxnMarkerRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_coordinator__pb2.WriteOffsetsTxnMarkerResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -781,6 +823,60 @@ class Coordinator:
             '/riverlog.v1.Coordinator/ListTransactions',
             riverlog_dot_v1_dot_transactions__pb2.ListTransactionsRequest.SerializeToString,
             riverlog_dot_v1_dot_transactions__pb2.ListTransactionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AbortTransaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Coordinator/AbortTransaction',
+            riverlog_dot_v1_dot_coordinator__pb2.AbortTransactionRequest.SerializeToString,
+            riverlog_dot_v1_dot_coordinator__pb2.AbortTransactionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WriteOffsetsTxnMarker(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Coordinator/WriteOffsetsTxnMarker',
+            riverlog_dot_v1_dot_coordinator__pb2.WriteOffsetsTxnMarkerRequest.SerializeToString,
+            riverlog_dot_v1_dot_coordinator__pb2.WriteOffsetsTxnMarkerResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -67,6 +67,20 @@ class CoordinatorStub:
     EndTxn: _grpc.UnaryUnaryMultiCallable[_transactions_pb2.EndTxnRequest, _transactions_pb2.EndTxnResponse]
     DescribeTransactions: _grpc.UnaryUnaryMultiCallable[_transactions_pb2.DescribeTransactionsRequest, _transactions_pb2.DescribeTransactionsResponse]
     ListTransactions: _grpc.UnaryUnaryMultiCallable[_transactions_pb2.ListTransactionsRequest, _transactions_pb2.ListTransactionsResponse]
+    AbortTransaction: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.AbortTransactionRequest, _coordinator_pb2.AbortTransactionResponse]
+    """Admin (`riverlog transactions abort`, Kafka's kafka-transactions.sh abort for hanging
+    transactions): fence the transactional id (its epoch is bumped, so its producer's next
+    write or EndTxn is refused) and abort what it has open, as transaction.timeout.ms would.
+    Nothing open: nothing changes (NONE, with its state and epoch). One ending already:
+    CONCURRENT_TRANSACTIONS (retry). The gateway routes it by transactional_id.
+    """
+    WriteOffsetsTxnMarker: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.WriteOffsetsTxnMarkerRequest, _coordinator_pb2.WriteOffsetsTxnMarkerResponse]
+    """Coordinator to coordinator (decision 0031), not routed by the gateway: the marker of a
+    transaction for a __consumer_offsets partition, sent by the transaction coordinator to the
+    instance owning that partition in its image. The owner writes the marker at storage, then
+    commits (or drops) the producer's pending TxnOffsetCommit offsets. NOT_COORDINATOR or
+    COORDINATOR_LOAD_IN_PROGRESS: send it again, to the owner of a newer image.
+    """
 
 @_typing.type_check_only
 class CoordinatorAsyncStub(CoordinatorStub):
@@ -96,6 +110,20 @@ class CoordinatorAsyncStub(CoordinatorStub):
     EndTxn: _aio.UnaryUnaryMultiCallable[_transactions_pb2.EndTxnRequest, _transactions_pb2.EndTxnResponse]  # type: ignore[assignment]
     DescribeTransactions: _aio.UnaryUnaryMultiCallable[_transactions_pb2.DescribeTransactionsRequest, _transactions_pb2.DescribeTransactionsResponse]  # type: ignore[assignment]
     ListTransactions: _aio.UnaryUnaryMultiCallable[_transactions_pb2.ListTransactionsRequest, _transactions_pb2.ListTransactionsResponse]  # type: ignore[assignment]
+    AbortTransaction: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.AbortTransactionRequest, _coordinator_pb2.AbortTransactionResponse]  # type: ignore[assignment]
+    """Admin (`riverlog transactions abort`, Kafka's kafka-transactions.sh abort for hanging
+    transactions): fence the transactional id (its epoch is bumped, so its producer's next
+    write or EndTxn is refused) and abort what it has open, as transaction.timeout.ms would.
+    Nothing open: nothing changes (NONE, with its state and epoch). One ending already:
+    CONCURRENT_TRANSACTIONS (retry). The gateway routes it by transactional_id.
+    """
+    WriteOffsetsTxnMarker: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.WriteOffsetsTxnMarkerRequest, _coordinator_pb2.WriteOffsetsTxnMarkerResponse]  # type: ignore[assignment]
+    """Coordinator to coordinator (decision 0031), not routed by the gateway: the marker of a
+    transaction for a __consumer_offsets partition, sent by the transaction coordinator to the
+    instance owning that partition in its image. The owner writes the marker at storage, then
+    commits (or drops) the producer's pending TxnOffsetCommit offsets. NOT_COORDINATOR or
+    COORDINATOR_LOAD_IN_PROGRESS: send it again, to the owner of a newer image.
+    """
 
 class CoordinatorServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -224,5 +252,31 @@ class CoordinatorServicer(metaclass=_abc_1.ABCMeta):
         request: _transactions_pb2.ListTransactionsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_transactions_pb2.ListTransactionsResponse, _abc.Awaitable[_transactions_pb2.ListTransactionsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def AbortTransaction(
+        self,
+        request: _coordinator_pb2.AbortTransactionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_coordinator_pb2.AbortTransactionResponse, _abc.Awaitable[_coordinator_pb2.AbortTransactionResponse]]:
+        """Admin (`riverlog transactions abort`, Kafka's kafka-transactions.sh abort for hanging
+        transactions): fence the transactional id (its epoch is bumped, so its producer's next
+        write or EndTxn is refused) and abort what it has open, as transaction.timeout.ms would.
+        Nothing open: nothing changes (NONE, with its state and epoch). One ending already:
+        CONCURRENT_TRANSACTIONS (retry). The gateway routes it by transactional_id.
+        """
+
+    @_abc_1.abstractmethod
+    def WriteOffsetsTxnMarker(
+        self,
+        request: _coordinator_pb2.WriteOffsetsTxnMarkerRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_coordinator_pb2.WriteOffsetsTxnMarkerResponse, _abc.Awaitable[_coordinator_pb2.WriteOffsetsTxnMarkerResponse]]:
+        """Coordinator to coordinator (decision 0031), not routed by the gateway: the marker of a
+        transaction for a __consumer_offsets partition, sent by the transaction coordinator to the
+        instance owning that partition in its image. The owner writes the marker at storage, then
+        commits (or drops) the producer's pending TxnOffsetCommit offsets. NOT_COORDINATOR or
+        COORDINATOR_LOAD_IN_PROGRESS: send it again, to the owner of a newer image.
+        """
 
 def add_CoordinatorServicer_to_server(servicer: CoordinatorServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

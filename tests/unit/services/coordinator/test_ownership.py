@@ -20,7 +20,6 @@ from riverlog.common.cluster.image import (
     PartitionInfo,
     TopicInfo,
 )
-from riverlog.common.records import Record
 from riverlog.services.coordinator.config import CoordinatorConfig
 from riverlog.services.coordinator.coordinator import GroupCoordinator
 from riverlog.services.coordinator.ownership import (
@@ -30,7 +29,7 @@ from riverlog.services.coordinator.ownership import (
     plan_ownership,
     transactions_kind,
 )
-from riverlog.services.coordinator.records import CoordinatorRecord
+from riverlog.services.coordinator.records import CoordinatorRecord, LogRecord
 from riverlog.services.coordinator.shard import Shard
 
 NODE = 2
@@ -79,9 +78,9 @@ class BlockingStorage:
         await self._block()
         return 0
 
-    async def read(self, partition: int) -> AsyncIterator[Record]:
+    async def read(self, partition: int) -> AsyncIterator[LogRecord]:
         await self._block()
-        yield Record(0, 0, None, None, [])
+        yield LogRecord(0, None, None)
 
 
 class FakeWatcher:

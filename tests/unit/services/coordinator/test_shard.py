@@ -7,38 +7,52 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 
 import pytest
 from coord_harness import OFFSETS, new_groups
 
 from riverlog.common.clock import SYSTEM_CLOCK
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.records import Record
 from riverlog.common.types import TopicPartition
 from riverlog.services.coordinator.config import CoordinatorConfig
 from riverlog.services.coordinator.coordinator import GroupCoordinator
-from riverlog.services.coordinator.offsets.store import CommitItem, CommitRequest
-from riverlog.services.coordinator.records import CoordinatorRecord, OffsetValue, offset_record
+from riverlog.services.coordinator.offsets.store import (
+    CommitItem,
+    CommitRequest,
+    TxnCommitRequest,
+)
+from riverlog.services.coordinator.records import (
+    CoordinatorRecord,
+    LogRecord,
+    OffsetValue,
+    TxnProducer,
+    offset_record,
+)
 from riverlog.services.coordinator.shard import Shard, write_error
 
 TP = TopicPartition("t", 0)
 
 
 class FakeStorage:
-    """A partition log in memory; `gone` offsets are those the log cleaner removed."""
+    """A partition log in memory; `gone` offsets are those the log cleaner removed.
+    Transactional batches and markers are kept with their producer, as storage has them."""
 
     def __init__(self, log: list[CoordinatorRecord], gone: frozenset[int] = frozenset()) -> None:
-        self.log = list(log)
+        self.log: list[LogRecord] = [LogRecord(-1, r.key, r.value) for r in log]
         self.gone = gone
         self.appends: list[tuple[int, int, int]] = []
+        self.txn_appends: list[TxnProducer] = []
+        self.markers: list[tuple[int, int, bool]] = []
         self.refuse: ErrorCode | None = None
+        self.refuse_markers: ErrorCode | None = None
         self.loading = asyncio.Event()
 
-    async def read(self, partition: int) -> AsyncIterator[Record]:
+    async def read(self, partition: int) -> AsyncIterator[LogRecord]:
         await self.loading.wait()
         for offset, r in enumerate(self.log):
             if offset not in self.gone:
-                yield Record(offset, 0, r.key, r.value, [])
+                yield replace(r, offset=offset)
 
     async def append(
         self,
@@ -48,12 +62,35 @@ class FakeStorage:
         base_sequence: int,
         timestamp_ms: int,
         timeout_ms: int,
+        producer: TxnProducer | None = None,
     ) -> int:
         if self.refuse is not None:
             raise RiverlogError(code=self.refuse)
-        self.appends.append((partition, producer_epoch, base_sequence))
-        self.log.extend(records)
+        if producer is None:
+            self.appends.append((partition, producer_epoch, base_sequence))
+            self.log.extend(LogRecord(-1, r.key, r.value) for r in records)
+        else:
+            self.txn_appends.append(producer)
+            last = producer.base_sequence + len(records) - 1
+            pid, epoch = producer.producer_id, producer.producer_epoch
+            self.log.extend(
+                LogRecord(-1, r.key, r.value, pid, epoch, last, transactional=True) for r in records
+            )
         return len(self.log) - 1
+
+    async def write_marker(
+        self,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        committed: bool,
+        coordinator_epoch: int,
+        timeout_ms: int,
+    ) -> None:
+        if self.refuse_markers is not None:
+            raise RiverlogError(code=self.refuse_markers)
+        self.markers.append((producer_id, producer_epoch, committed))
+        self.log.append(LogRecord(-1, None, None, producer_id, producer_epoch, -1, True, committed))
 
 
 def commit(group: str, offset: int) -> object:
@@ -182,3 +219,91 @@ async def test_a_compacted_log_with_gaps_and_tombstones_loads_the_live_state() -
         finally:
             await shard.stop()
     assert loaded[0] == loaded[1] == {"g": {TP: 2}, "h": {TP: 4}}
+
+
+def txn_commit(group: str, offset: int, epoch: int = 0) -> object:
+    req = TxnCommitRequest("tx", group, 900, epoch, -1, "", None, [CommitItem(TP, offset)])
+    return lambda coord, reply: coord.offsets.txn_commit(req, reply)
+
+
+def end_txn(committed: bool, epoch: int = 1) -> object:
+    return lambda coord, reply: coord.end_transaction(900, epoch, committed, 0, reply)
+
+
+async def test_txn_offsets_are_the_producers_batch_and_count_once_the_marker_is_written() -> None:
+    storage = FakeStorage([offset_record("g", TP, OffsetValue(3, -1, "", 0))])
+    storage.loading.set()
+    shard = Shard(OFFSETS, 2, 5, CoordinatorConfig(), SYSTEM_CLOCK, storage, new_groups)
+    shard.start()
+    try:
+        await _until_ready(shard)
+        assert await shard.submit(txn_commit("g", 10)) == [(TP, ErrorCode.NONE)]
+        assert await shard.submit(txn_commit("g", 11)) == [(TP, ErrorCode.NONE)]
+        # the producer's own id, epoch and sequences, not the owner's
+        assert storage.txn_appends == [TxnProducer(900, 0, 0), TxnProducer(900, 0, 1)]
+        assert storage.appends == [(2, 5, 0)]  # only the owner marker
+        assert await shard.submit(fetch("g")) == 3
+        assert await shard.submit(end_txn(True)) == ErrorCode.NONE
+        assert storage.markers == [(900, 1, True)]
+        assert storage.appends == [(2, 5, 0), (2, 5, 1)]  # the fence check after the marker
+        assert await shard.submit(fetch("g")) == 11
+    finally:
+        await shard.stop()
+    # a new owner loads the same: committed
+    again = Shard(OFFSETS, 2, 6, CoordinatorConfig(), SYSTEM_CLOCK, storage, new_groups)
+    again.start()
+    try:
+        await _until_ready(again)
+        assert await again.submit(fetch("g")) == 11
+    finally:
+        await again.stop()
+
+
+async def test_a_zombie_owner_refused_after_the_marker_does_not_apply_it() -> None:
+    storage = FakeStorage([])
+    storage.loading.set()
+    shard = Shard(OFFSETS, 0, 1, CoordinatorConfig(), SYSTEM_CLOCK, storage, new_groups)
+    shard.start()
+    try:
+        await _until_ready(shard)
+        await shard.submit(txn_commit("g", 10))
+        storage.refuse = ErrorCode.INVALID_PRODUCER_EPOCH  # a newer owner wrote its marker
+        assert await shard.submit(end_txn(True)) == ErrorCode.NOT_COORDINATOR
+        assert shard.fenced
+        storage.refuse = None
+        assert await shard.submit(fetch("g")) == -1  # not applied: the new owner will
+    finally:
+        await shard.stop()
+
+
+async def test_a_refused_marker_answers_the_storage_code_and_changes_nothing() -> None:
+    storage = FakeStorage([])
+    storage.loading.set()
+    shard = Shard(OFFSETS, 0, 1, CoordinatorConfig(), SYSTEM_CLOCK, storage, new_groups)
+    shard.start()
+    try:
+        await _until_ready(shard)
+        await shard.submit(txn_commit("g", 10))
+        storage.refuse_markers = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert await shard.submit(end_txn(True)) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert not shard.fenced
+        storage.refuse_markers = None
+        assert await shard.submit(fetch("g")) == -1
+        assert await shard.submit(end_txn(True)) == ErrorCode.NONE  # the retry
+        assert await shard.submit(fetch("g")) == 10
+    finally:
+        await shard.stop()
+
+
+async def test_a_txn_write_refused_for_its_epoch_fences_the_producer_not_the_owner() -> None:
+    storage = FakeStorage([])
+    storage.loading.set()
+    shard = Shard(OFFSETS, 0, 1, CoordinatorConfig(), SYSTEM_CLOCK, storage, new_groups)
+    shard.start()
+    try:
+        await _until_ready(shard)
+        storage.refuse = ErrorCode.INVALID_PRODUCER_EPOCH
+        assert await shard.submit(txn_commit("g", 10)) == [(TP, ErrorCode.PRODUCER_FENCED)]
+        assert not shard.fenced
+    finally:
+        await shard.stop()

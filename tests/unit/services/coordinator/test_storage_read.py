@@ -109,3 +109,31 @@ async def test_read_yields_each_remaining_record_once_across_gaps_and_empty_batc
         assert [r.key for r in records][:2] == [b"a0", b"a2"]
         assert records[6].value is None  # the tombstone is replayed as one
         assert leader.fetched_from == expected
+
+
+def test_records_below_tells_transactional_records_and_markers() -> None:
+    """Loading needs each record's batch (decision 0031): a transactional batch's producer and
+    last sequence, and a marker's producer, epoch and result, with no key or value."""
+    from riverlog.common.records.control import (
+        ControlRecordType,
+        EndTxnMarker,
+        build_end_txn_marker,
+    )
+
+    txn = BatchBuilder(producer_id=77, producer_epoch=3, base_sequence=4, is_transactional=True)
+    txn.append(0, b"k1", b"v1")
+    txn.append(0, b"k2", b"v2")
+    data = struct.pack(">q", 0) + txn.build()[8:]
+    marker = build_end_txn_marker(EndTxnMarker(ControlRecordType.ABORT, 9), 77, 4, 0)
+    data += struct.pack(">q", 2) + marker[8:]
+    data += batch(3, rows("p", 1))
+    found, nxt = records_below(data, 0, 10)
+    assert nxt == 4
+    assert [(r.offset, r.key, r.producer_id, r.last_sequence, r.transactional) for r in found] == [
+        (0, b"k1", 77, 5, True),
+        (1, b"k2", 77, 5, True),
+        (2, None, 77, -1, True),
+        (3, b"p0", 1 << 62, 3, False),
+    ]
+    assert [r.marker for r in found] == [None, None, False, None]
+    assert found[2].producer_epoch == 4
