@@ -23,6 +23,7 @@ COORDINATOR_RPCS: Final[Rpcs[coordinator_pb2_grpc.CoordinatorAsyncStub]] = {
     "Heartbeat": lambda s: s.Heartbeat,
     "LeaveGroup": lambda s: s.LeaveGroup,
     "OffsetCommit": lambda s: s.OffsetCommit,
+    "TxnOffsetCommit": lambda s: s.TxnOffsetCommit,
     "OffsetFetch": lambda s: s.OffsetFetch,
     "ListGroups": lambda s: s.ListGroups,
     "DescribeGroups": lambda s: s.DescribeGroups,
@@ -33,6 +34,7 @@ COORDINATOR_RPCS: Final[Rpcs[coordinator_pb2_grpc.CoordinatorAsyncStub]] = {
     "EndTxn": lambda s: s.EndTxn,
     "DescribeTransactions": lambda s: s.DescribeTransactions,
     "ListTransactions": lambda s: s.ListTransactions,
+    "AbortTransaction": lambda s: s.AbortTransaction,
 }
 """The group and transaction requests the gateway routes to a coordinator, by the name the
 router passes."""

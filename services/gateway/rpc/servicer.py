@@ -465,6 +465,14 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     ) -> transactions_pb2.ListTransactionsResponse:
         return await self.transactions.ListTransactions(request, context)
 
+    async def AbortTransaction(
+        self, request: coordinator_pb2.AbortTransactionRequest, context: grpc.aio.ServicerContext
+    ) -> coordinator_pb2.AbortTransactionResponse:
+        response: coordinator_pb2.AbortTransactionResponse = await self.transactions.route(
+            "AbortTransaction", request, coordinator_pb2.AbortTransactionResponse, context
+        )
+        return response
+
     # --- consumer groups: delegated to the group forwarder --------------------------------------
 
     async def FindCoordinator(

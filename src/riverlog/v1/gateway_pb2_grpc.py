@@ -253,6 +253,11 @@ class GatewayStub:
                 request_serializer=riverlog_dot_v1_dot_transactions__pb2.ListTransactionsRequest.SerializeToString,
                 response_deserializer=riverlog_dot_v1_dot_transactions__pb2.ListTransactionsResponse.FromString,
                 _registered_method=True)
+        self.AbortTransaction = channel.unary_unary(
+                '/riverlog.v1.Gateway/AbortTransaction',
+                request_serializer=riverlog_dot_v1_dot_coordinator__pb2.AbortTransactionRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_coordinator__pb2.AbortTransactionResponse.FromString,
+                _registered_method=True)
 
 
 class GatewayServicer:
@@ -527,6 +532,14 @@ class GatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AbortTransaction(self, request, context):
+        """An operator's abort of a hanging transaction (coordinator.proto; `riverlog transactions
+        abort`): the id is fenced and what it has open aborted, as transaction.timeout.ms would.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -744,6 +757,11 @@ def add_GatewayServicer_to_server(servicer, server):
                     servicer.ListTransactions,
                     request_deserializer=riverlog_dot_v1_dot_transactions__pb2.ListTransactionsRequest.FromString,
                     response_serializer=riverlog_dot_v1_dot_transactions__pb2.ListTransactionsResponse.SerializeToString,
+            ),
+            'AbortTransaction': grpc.unary_unary_rpc_method_handler(
+                    servicer.AbortTransaction,
+                    request_deserializer=riverlog_dot_v1_dot_coordinator__pb2.AbortTransactionRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_coordinator__pb2.AbortTransactionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1907,6 +1925,33 @@ class Gateway:
             '/riverlog.v1.Gateway/ListTransactions',
             riverlog_dot_v1_dot_transactions__pb2.ListTransactionsRequest.SerializeToString,
             riverlog_dot_v1_dot_transactions__pb2.ListTransactionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AbortTransaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/AbortTransaction',
+            riverlog_dot_v1_dot_coordinator__pb2.AbortTransactionRequest.SerializeToString,
+            riverlog_dot_v1_dot_coordinator__pb2.AbortTransactionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -98,6 +98,10 @@ class GatewayStub:
     EndTxn: _grpc.UnaryUnaryMultiCallable[_transactions_pb2.EndTxnRequest, _transactions_pb2.EndTxnResponse]
     DescribeTransactions: _grpc.UnaryUnaryMultiCallable[_transactions_pb2.DescribeTransactionsRequest, _transactions_pb2.DescribeTransactionsResponse]
     ListTransactions: _grpc.UnaryUnaryMultiCallable[_transactions_pb2.ListTransactionsRequest, _transactions_pb2.ListTransactionsResponse]
+    AbortTransaction: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.AbortTransactionRequest, _coordinator_pb2.AbortTransactionResponse]
+    """An operator's abort of a hanging transaction (coordinator.proto; `riverlog transactions
+    abort`): the id is fenced and what it has open aborted, as transaction.timeout.ms would.
+    """
 
 @_typing.type_check_only
 class GatewayAsyncStub(GatewayStub):
@@ -158,6 +162,10 @@ class GatewayAsyncStub(GatewayStub):
     EndTxn: _aio.UnaryUnaryMultiCallable[_transactions_pb2.EndTxnRequest, _transactions_pb2.EndTxnResponse]  # type: ignore[assignment]
     DescribeTransactions: _aio.UnaryUnaryMultiCallable[_transactions_pb2.DescribeTransactionsRequest, _transactions_pb2.DescribeTransactionsResponse]  # type: ignore[assignment]
     ListTransactions: _aio.UnaryUnaryMultiCallable[_transactions_pb2.ListTransactionsRequest, _transactions_pb2.ListTransactionsResponse]  # type: ignore[assignment]
+    AbortTransaction: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.AbortTransactionRequest, _coordinator_pb2.AbortTransactionResponse]  # type: ignore[assignment]
+    """An operator's abort of a hanging transaction (coordinator.proto; `riverlog transactions
+    abort`): the id is fenced and what it has open aborted, as transaction.timeout.ms would.
+    """
 
 class GatewayServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -473,5 +481,15 @@ class GatewayServicer(metaclass=_abc_1.ABCMeta):
         request: _transactions_pb2.ListTransactionsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_transactions_pb2.ListTransactionsResponse, _abc.Awaitable[_transactions_pb2.ListTransactionsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def AbortTransaction(
+        self,
+        request: _coordinator_pb2.AbortTransactionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_coordinator_pb2.AbortTransactionResponse, _abc.Awaitable[_coordinator_pb2.AbortTransactionResponse]]:
+        """An operator's abort of a hanging transaction (coordinator.proto; `riverlog transactions
+        abort`): the id is fenced and what it has open aborted, as transaction.timeout.ms would.
+        """
 
 def add_GatewayServicer_to_server(servicer: GatewayServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
