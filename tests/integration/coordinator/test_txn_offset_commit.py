@@ -229,9 +229,25 @@ def test_txn_offsets_count_on_commit_only_and_survive_a_sigkilled_coordinator(
         what="the open transaction's offsets pending after the load",
     )
     # the open transaction commits: its marker reaches the partition's current owner
-    end(gateway, tid, p2, True)
+    p3 = end(gateway, tid, p2, True)
     wait_for(lambda: state(gateway, tid) == "CompleteCommit", what="CompleteCommit after kill")
     assert committed(gateway, group, topic, stable=True) == (E.NONE, 77)
+
+    # 4. the group's partition moves: its owner is SIGKILLed and stays down while a
+    # transaction is open; the other instance takes the partition and gets the marker
+    add_offsets(gateway, tid, p3, group)
+    assert txn_commit(gateway, tid, p3, group, topic, 88) == [E.NONE]
+    first, _ = owner(gateway, group)
+    down = cluster.coordinator(first)
+    down.kill()
+    try:
+        wait_for(lambda: owner(gateway, group)[0] not in (first, -1), what="the partition moving")
+        assert committed(gateway, group, topic) == (E.NONE, 77)
+        end(gateway, tid, p3, True)
+        wait_for(lambda: state(gateway, tid) == "CompleteCommit", what="CompleteCommit moved")
+        assert committed(gateway, group, topic, stable=True) == (E.NONE, 88)
+    finally:
+        down.restart()
 
 
 def test_an_operator_aborts_a_hanging_transaction_and_its_offsets_are_dropped(
