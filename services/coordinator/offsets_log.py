@@ -1,6 +1,6 @@
 """The coordinator partitions' log as a shard sees it: append a batch of coordinator records
-with the owner's producer identity (or, for TxnOffsetCommit, as a transactional batch of the
-client's producer), write a transaction's marker, read a partition back when loading it.
+with the owner's producer identity (for TxnOffsetCommit followed by a transactional batch of
+the client's producer), write a transaction's marker, read a partition back when loading it.
 `peers/storage.py` implements it over the storage nodes' gRPC API; domain code depends only on
 this protocol, so it stays free of transport code and tests can pass an in-memory log."""
 
@@ -24,11 +24,13 @@ class OffsetsLog(Protocol):
         timestamp_ms: int,
         timeout_ms: int,
         producer: TxnProducer | None = None,
+        txn_records: Sequence[CoordinatorRecord] = (),
     ) -> int:
-        """Append one batch with acks=all; the offset of its last record. With `producer`,
-        the batch is that producer's transactional batch (its id, epoch and sequence; the
-        owner's epoch and sequence are not used). RiverlogError with the storage node's code
-        when refused (INVALID_PRODUCER_EPOCH for a zombie owner or a fenced producer)."""
+        """Append one batch of the owner (its epoch and sequence) with acks=all; the offset of
+        the last record written. With `producer`, `txn_records` follow in the same payload as
+        that producer's transactional batch: appended together or not at all, so the owner's
+        batch is the fence for both (decision 0031). RiverlogError with the storage node's
+        code when refused (INVALID_PRODUCER_EPOCH for a zombie owner or a fenced producer)."""
         ...
 
     async def write_marker(

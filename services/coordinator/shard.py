@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 from riverlog.common.clock import Clock
@@ -25,7 +25,7 @@ from .config import CoordinatorConfig
 from .group.outcome import Outcome, TxnMarker
 from .group.timer import Timer
 from .offsets_log import OffsetsLog
-from .records import LogRecord, owner_marker
+from .records import CoordinatorRecord, LogRecord, owner_marker
 
 log = logging.getLogger(__name__)
 
@@ -252,6 +252,14 @@ class Shard(Generic[St]):
                     )
                 )
 
+    async def _owner_check(self, timeout_ms: int) -> ErrorCode:
+        """Whether storage still takes this owner's writes (the owner marker again)."""
+        try:
+            await self._append_once(Outcome([owner_marker(self.owner_id, self.epoch)]), timeout_ms)
+        except RiverlogError as exc:
+            return exc.code
+        return ErrorCode.NONE
+
     async def _write_marker(self, marker: TxnMarker) -> ErrorCode:
         """One attempt: the transaction coordinator's marker channel retries (here or at the
         partition's next owner), and it needs the storage node's own code to know when to
@@ -271,19 +279,25 @@ class Shard(Generic[St]):
         return ErrorCode.NONE
 
     async def _append_once(self, outcome: Outcome, timeout_ms: int) -> int:
-        """Append one batch; the offset of its last record. A transactional batch (with
-        `outcome.producer`) has the producer's own sequences, not the owner's."""
+        """Append one payload; the offset of its last record. A transactional outcome (with
+        `outcome.producer`) is the producer's batch behind one of the owner's, the owner
+        marker again: storage takes both or neither, so a zombie owner, refused for its
+        epoch, cannot write transactional offsets its successor never loaded (decision 0031)."""
+        records: Sequence[CoordinatorRecord] = outcome.records
+        txn_records: Sequence[CoordinatorRecord] = ()
+        if outcome.producer is not None:
+            records, txn_records = [owner_marker(self.owner_id, self.epoch)], outcome.records
         last = await self.storage.append(
             self.partition,
-            outcome.records,
+            records,
             self.epoch,
             self._sequence,
             self.clock.time_ms(),
             timeout_ms,
-            **({} if outcome.producer is None else {"producer": outcome.producer}),
+            producer=outcome.producer,
+            txn_records=txn_records,
         )
-        if outcome.producer is None:
-            self._sequence += len(outcome.records)
+        self._sequence += len(records)
         return last
 
     async def _append(self, outcome: Outcome) -> ErrorCode:
@@ -297,8 +311,12 @@ class Shard(Generic[St]):
             except RiverlogError as exc:
                 code = exc.code
             if code in _FENCED and outcome.producer is not None:
-                # The client's producer is fenced (a newer epoch wrote here), not this owner.
-                return ErrorCode.PRODUCER_FENCED
+                # The client's producer or this owner: the owner's batch alone tells.
+                code = await self._owner_check(max(remaining_ms, 1))
+                if code == ErrorCode.NONE:
+                    return ErrorCode.PRODUCER_FENCED
+                if code not in _FENCED:
+                    return write_error(code)
             if code in _FENCED:
                 log.error(
                     "%s: epoch %d is fenced (%s); a newer owner exists",

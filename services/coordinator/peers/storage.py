@@ -147,33 +147,36 @@ class StorageClient:
         timestamp_ms: int,
         timeout_ms: int,
         producer: TxnProducer | None = None,
+        txn_records: Sequence[CoordinatorRecord] = (),
     ) -> int:
-        """Append one batch with acks=all; the offset of its last record. With `producer`, a
-        transactional batch of that producer (TxnOffsetCommit). Raises RiverlogError with the
-        storage node's code (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS,
+        """Append one batch with acks=all; the offset of its last record. With `producer`,
+        `txn_records` follow in the same payload as that producer's transactional batch
+        (TxnOffsetCommit): the storage node appends both or neither. Raises RiverlogError with
+        the storage node's code (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS,
         INVALID_PRODUCER_EPOCH...)."""
-        if producer is None:
-            builder = BatchBuilder(
-                producer_id=producer_id_for(partition),
-                producer_epoch=producer_epoch,
-                base_sequence=base_sequence,
-            )
-        else:
-            builder = BatchBuilder(
+        builder = BatchBuilder(
+            producer_id=producer_id_for(partition),
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+        )
+        for record in records:
+            builder.append(timestamp_ms, record.key, record.value)
+        payload = builder.build()
+        if producer is not None:
+            txn = BatchBuilder(
                 producer_id=producer.producer_id,
                 producer_epoch=producer.producer_epoch,
                 base_sequence=producer.base_sequence,
                 is_transactional=True,
             )
-        for record in records:
-            builder.append(timestamp_ms, record.key, record.value)
+            for record in txn_records:
+                txn.append(timestamp_ms, record.key, record.value)
+            payload += txn.build()
         request = data_pb2.ProduceRequest(
             acks=acks_to_proto(Acks.ALL),
             timeout_ms=timeout_ms,
             partitions=[
-                data_pb2.ProducePartition(
-                    topic=self.topic, partition=partition, records=builder.build()
-                )
+                data_pb2.ProducePartition(topic=self.topic, partition=partition, records=payload)
             ],
         )
         node = self._leader(partition)

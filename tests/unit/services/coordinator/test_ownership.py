@@ -74,6 +74,8 @@ class BlockingStorage:
         base_sequence: int,
         timestamp_ms: int,
         timeout_ms: int,
+        producer: object = None,
+        txn_records: Sequence[CoordinatorRecord] = (),
     ) -> int:
         await self._block()
         return 0

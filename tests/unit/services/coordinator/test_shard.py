@@ -46,6 +46,7 @@ class FakeStorage:
         self.markers: list[tuple[int, int, bool]] = []
         self.refuse: ErrorCode | None = None
         self.refuse_markers: ErrorCode | None = None
+        self.refuse_txn: ErrorCode | None = None
         self.loading = asyncio.Event()
 
     async def read(self, partition: int) -> AsyncIterator[LogRecord]:
@@ -63,18 +64,21 @@ class FakeStorage:
         timestamp_ms: int,
         timeout_ms: int,
         producer: TxnProducer | None = None,
+        txn_records: Sequence[CoordinatorRecord] = (),
     ) -> int:
         if self.refuse is not None:
             raise RiverlogError(code=self.refuse)
-        if producer is None:
-            self.appends.append((partition, producer_epoch, base_sequence))
-            self.log.extend(LogRecord(-1, r.key, r.value) for r in records)
-        else:
+        if producer is not None and self.refuse_txn is not None:
+            raise RiverlogError(code=self.refuse_txn)  # the whole payload, as storage
+        self.appends.append((partition, producer_epoch, base_sequence))
+        self.log.extend(LogRecord(-1, r.key, r.value) for r in records)
+        if producer is not None:
             self.txn_appends.append(producer)
-            last = producer.base_sequence + len(records) - 1
+            last = producer.base_sequence + len(txn_records) - 1
             pid, epoch = producer.producer_id, producer.producer_epoch
             self.log.extend(
-                LogRecord(-1, r.key, r.value, pid, epoch, last, transactional=True) for r in records
+                LogRecord(-1, r.key, r.value, pid, epoch, last, transactional=True)
+                for r in txn_records
             )
         return len(self.log) - 1
 
@@ -239,13 +243,13 @@ async def test_txn_offsets_are_the_producers_batch_and_count_once_the_marker_is_
         await _until_ready(shard)
         assert await shard.submit(txn_commit("g", 10)) == [(TP, ErrorCode.NONE)]
         assert await shard.submit(txn_commit("g", 11)) == [(TP, ErrorCode.NONE)]
-        # the producer's own id, epoch and sequences, not the owner's
+        # the producer's own id, epoch and sequences, each behind a batch of the owner
         assert storage.txn_appends == [TxnProducer(900, 0, 0), TxnProducer(900, 0, 1)]
-        assert storage.appends == [(2, 5, 0)]  # only the owner marker
+        assert storage.appends == [(2, 5, 0), (2, 5, 1), (2, 5, 2)]
         assert await shard.submit(fetch("g")) == 3
         assert await shard.submit(end_txn(True)) == ErrorCode.NONE
         assert storage.markers == [(900, 1, True)]
-        assert storage.appends == [(2, 5, 0), (2, 5, 1)]  # the fence check after the marker
+        assert storage.appends[-1] == (2, 5, 3)  # the fence check after the marker
         assert await shard.submit(fetch("g")) == 11
     finally:
         await shard.stop()
@@ -302,8 +306,27 @@ async def test_a_txn_write_refused_for_its_epoch_fences_the_producer_not_the_own
     shard.start()
     try:
         await _until_ready(shard)
-        storage.refuse = ErrorCode.INVALID_PRODUCER_EPOCH
+        storage.refuse_txn = ErrorCode.INVALID_PRODUCER_EPOCH
         assert await shard.submit(txn_commit("g", 10)) == [(TP, ErrorCode.PRODUCER_FENCED)]
         assert not shard.fenced
+        assert storage.txn_appends == []
+    finally:
+        await shard.stop()
+
+
+async def test_a_zombie_owner_writes_no_transactional_offsets() -> None:
+    """Its batch goes in front of the producer's, in the same payload: refused for its epoch,
+    neither is written, and it answers NOT_COORDINATOR (the gateway retries at the new owner,
+    which then holds the offsets pending)."""
+    storage = FakeStorage([])
+    storage.loading.set()
+    shard = Shard(OFFSETS, 0, 1, CoordinatorConfig(), SYSTEM_CLOCK, storage, new_groups)
+    shard.start()
+    try:
+        await _until_ready(shard)
+        storage.refuse = ErrorCode.INVALID_PRODUCER_EPOCH
+        assert await shard.submit(txn_commit("g", 10)) == [(TP, ErrorCode.NOT_COORDINATOR)]
+        assert shard.fenced
+        assert storage.txn_appends == []
     finally:
         await shard.stop()
