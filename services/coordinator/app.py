@@ -38,7 +38,7 @@ from .config import CoordinatorConfig
 from .coordinator import GroupCoordinator
 from .offsets.compaction import OffsetsTopicCompaction
 from .ownership import Ownership, groups_kind, transactions_kind
-from .peers.coordinators import OffsetsMarkerClient
+from .peers.coordinators import PeerCoordinators
 from .peers.markers import StorageMarkerChannel
 from .peers.metadata import TopicConfigs
 from .peers.storage import StorageClient
@@ -87,7 +87,7 @@ class CoordinatorProcess:
         self.producer_ids = ProducerIdAllocator(
             block_source(self.client, options.node_id, lambda: self.incarnation)
         )
-        self.peers = OffsetsMarkerClient(lambda: self.watcher.image)
+        self.peers = PeerCoordinators(lambda: self.watcher.image)
         self.watcher.add_listener(self.peers.channels.on_image)
         self.markers = StorageMarkerChannel(self.storage, lambda: self.watcher.image, self.peers)
         self.transactions = Ownership(
@@ -100,7 +100,9 @@ class CoordinatorProcess:
             incarnation=self.incarnation,
         )
         self.compaction = OffsetsTopicCompaction(self.watcher, TopicConfigs(self.client).set)
-        servicer = CoordinatorServicer(self.ownership, TransactionRpc(self.transactions))
+        servicer = CoordinatorServicer(
+            self.ownership, TransactionRpc(self.transactions), self.peers.verify_in_transaction
+        )
         self.server = RpcServer(
             options.host, options.port, [(add_to_server, servicer, SERVICE_NAME)]
         )

@@ -4,7 +4,7 @@ partitions at once, each retried until written (a leader moving, a node restarti
 TransactionMarkerChannelManager keeps sending until every marker is in.
 
 A `__consumer_offsets` partition's marker goes to the coordinator instance owning that
-partition instead (`OffsetsMarkerClient`, decision 0031): it writes the marker at storage and
+partition instead (`PeerCoordinators`, decision 0031): it writes the marker at storage and
 then commits or drops the producer's pending TxnOffsetCommit offsets. It is retried the same way
 until the partition's current owner has it (the owner moving, restarting or still loading).
 
@@ -28,7 +28,7 @@ from riverlog.common.types import TopicPartition
 
 from ..txn.metadata import TransactionMetadata
 from ..txn.state import TransactionState
-from .coordinators import OffsetsMarkerClient
+from .coordinators import PeerCoordinators
 from .storage import StorageClient
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ class StorageMarkerChannel:
         self,
         storage: StorageClient,
         image: Callable[[], ClusterImage],
-        offsets: OffsetsMarkerClient | None = None,
+        offsets: PeerCoordinators | None = None,
     ) -> None:
         self._storage = storage
         self._image = image

@@ -6,25 +6,31 @@ error_code, as Kafka's do, so clients and the gateway retry or re-route on them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import grpc
 
 from riverlog.common.cluster.convert import find_coordinator_to_proto
+from riverlog.common.cluster.image import OFFSETS_TOPIC, group_partition
 from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.types import TopicPartition
 from riverlog.v1 import coordinator_pb2 as pb
 from riverlog.v1 import coordinator_pb2_grpc
 from riverlog.v1 import transactions_pb2 as txn_pb
 
 from ..coordinator import GroupCoordinator
 from ..group.outcome import NOTHING, Outcome
+from ..offsets.store import TxnCommitRequest
 from ..ownership import Ownership
 from . import convert
 from .transactions import TransactionRpc
 
 SERVICE_NAME = "riverlog.v1.Coordinator"
 Handler = Callable[[GroupCoordinator, Callable[[Any], None]], Outcome]
+VerifyTxn = Callable[[str, int, int, TopicPartition, int], Awaitable[ErrorCode]]
+"""Asks the transaction coordinator whether a partition is in the producer's ongoing
+transaction at this epoch (`PeerCoordinators.verify_in_transaction`)."""
 
 
 def add_to_server(servicer: CoordinatorServicer, server: grpc.aio.Server) -> None:
@@ -39,10 +45,14 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
     """Adapts the RPCs to the shards. Stateless apart from the ownership it routes with."""
 
     def __init__(
-        self, ownership: Ownership[GroupCoordinator], transactions: TransactionRpc
+        self,
+        ownership: Ownership[GroupCoordinator],
+        transactions: TransactionRpc,
+        verify_txn: VerifyTxn | None = None,
     ) -> None:
         self.ownership = ownership
         self.transactions = transactions
+        self.verify_txn = verify_txn
 
     async def _on_shard(self, group_id: str, handler: Handler) -> Any:
         """The shard's reply; raises RiverlogError for routing and load errors."""
@@ -159,6 +169,14 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
     ) -> pb.TxnOffsetCommitResponse:
         commit = convert.txn_commit_from_proto(request)
         try:
+            self.ownership.shard_for(commit.group_id)  # not here or loading: say so first
+            refused = await self._verify(commit)
+            if refused != ErrorCode.NONE:
+                raise RiverlogError(
+                    f"the group is not in transaction {commit.transactional_id!r} of producer "
+                    f"{commit.producer_id} at epoch {commit.producer_epoch}: {refused.name}",
+                    refused,
+                )
             results = await self._on_shard(
                 commit.group_id, lambda c, r: c.offsets.txn_commit(commit, r)
             )
@@ -169,6 +187,25 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
                 topics=convert.commit_to_proto(convert.commit_error(request, exc.code)),
             )
         return pb.TxnOffsetCommitResponse(topics=convert.commit_to_proto(results))
+
+    async def _verify(self, commit: TxnCommitRequest) -> ErrorCode:
+        """KIP-890: the group's partition must be in the producer's ongoing transaction at
+        this epoch (AddOffsetsToTxn came first), so offsets never wait for a marker that will
+        not come, and a fenced or stale producer writes nothing. Malformed requests are left
+        to the shard's checks."""
+        count = self.ownership.watcher.image.offsets_partitions()
+        if self.verify_txn is None or count == 0 or not commit.transactional_id:
+            return ErrorCode.NONE
+        if commit.producer_id < 0 or commit.producer_epoch < 0:
+            return ErrorCode.NONE
+        tp = TopicPartition(OFFSETS_TOPIC, group_partition(commit.group_id, count))
+        return await self.verify_txn(
+            commit.transactional_id,
+            commit.producer_id,
+            commit.producer_epoch,
+            tp,
+            self.ownership.config.offsets_commit_timeout_ms,
+        )
 
     async def WriteOffsetsTxnMarker(
         self, request: pb.WriteOffsetsTxnMarkerRequest, context: grpc.aio.ServicerContext
