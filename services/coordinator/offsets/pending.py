@@ -100,5 +100,7 @@ class PendingOffsets:
         key = (group_id, tp)
         return any(key in p.offsets for p in self.by_producer.values())
 
-    def has_group(self, group_id: str) -> bool:
-        return any(g == group_id for p in self.by_producer.values() for g, _ in p.offsets)
+    def partitions_of(self, group_id: str) -> set[TopicPartition]:
+        """The group's partitions with a pending offset (DeleteGroups writes them tombstones,
+        so a later commit brings none of them back)."""
+        return {tp for p in self.by_producer.values() for g, tp in p.offsets if g == group_id}

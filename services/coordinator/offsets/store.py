@@ -272,7 +272,10 @@ class OffsetStore:
     # --- retention and deletion -------------------------------------------------------------
 
     def tombstones(self, group_id: str) -> list[CoordinatorRecord]:
-        return [offset_record(group_id, tp, None) for tp in sorted(self.offsets.get(group_id, {}))]
+        """Of every offset of the group, pending ones included (Kafka's deleteAllOffsets): a
+        tombstone replayed after a pending offset keeps its transaction from restoring it."""
+        partitions = set(self.offsets.get(group_id, {})) | self.pending.partitions_of(group_id)
+        return [offset_record(group_id, tp, None) for tp in sorted(partitions)]
 
     def expire(self) -> list[CoordinatorRecord]:
         """Kafka's `cleanupGroupMetadata`: offsets of groups with no members (and of simple

@@ -276,3 +276,14 @@ def test_retention_keeps_an_offset_a_transaction_may_replace() -> None:
     log.clock.advance(CONFIG.offsets_retention_ms + 1)
     expired = {decode_key(r.key) for r in log.coord.offsets.expire()}  # type: ignore[misc]
     assert [k.tp for k in expired] == [T1]  # type: ignore[union-attr]
+
+
+def test_a_deleted_groups_pending_offsets_do_not_come_back_with_the_commit() -> None:
+    log = Log()
+    log.txn_commit({T0: 10})
+    answers: list[ErrorCode] = []
+    log.write(log.coord.delete_group("g", answers.append))
+    assert answers == [E.NONE]
+    log.end(committed=True)
+    assert log.fetch() == {T0: -1, T1: -1}
+    assert {r.tp: r.offset for r in log.reload().offsets.fetch("g", [T0])} == {T0: -1}
