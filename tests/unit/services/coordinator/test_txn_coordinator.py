@@ -195,3 +195,32 @@ def test_bad_requests_are_refused_and_change_nothing() -> None:
     assert isinstance(unknown, RiverlogError)
     assert unknown.code is ErrorCode.INVALID_PRODUCER_ID_MAPPING
     assert h.coord.transactions == {} and h.log == []
+
+
+def test_verify_only_answers_without_adding_or_writing() -> None:
+    h = Harness()
+    producer = begin(h)
+    written = len(h.log)
+    pid, epoch = producer.producer_id, producer.producer_epoch
+    assert h.call("verify_partitions", "t", pid, epoch, [A0]) is None
+    refused = h.call("verify_partitions", "t", pid, epoch, [TopicPartition("c", 0)])
+    assert isinstance(refused, RiverlogError) and refused.code is ErrorCode.INVALID_TXN_STATE
+    assert len(h.log) == written and h.state().partitions == {A0, B1}
+
+
+def test_an_operators_abort_fences_and_aborts_an_open_transaction() -> None:
+    h = Harness()
+    producer = begin(h)
+    previous, now = h.call("admin_abort", "t")
+    assert previous is S.ONGOING
+    assert now == ProducerIdAndEpoch(producer.producer_id, producer.producer_epoch + 1)
+    [aborted] = h.markers.deliver()
+    assert aborted.state is S.PREPARE_ABORT and aborted.partitions == {A0, B1}
+    h.settle()
+    assert h.state().state is S.COMPLETE_ABORT
+    late = h.call("end_transaction", "t", producer.producer_id, producer.producer_epoch, True)
+    assert isinstance(late, RiverlogError) and late.code is ErrorCode.PRODUCER_FENCED
+    assert h.call("admin_abort", "t")[0] is S.COMPLETE_ABORT  # nothing open: unchanged
+    unknown = h.call("admin_abort", "never")
+    assert isinstance(unknown, RiverlogError)
+    assert unknown.code is ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
