@@ -221,6 +221,9 @@ class FetchSlice:
             part[0].retain()
             self._parts.append(part)
         self.size = sum(size for _, _, size in self._parts)
+        # One past the last offset of the batches (set by the log's read; -1 when unknown or
+        # empty): the upper bound of the aborted transactions a read_committed fetch lists.
+        self.next_offset = -1
 
     @property
     def ranges(self) -> tuple[FileRange, ...]:

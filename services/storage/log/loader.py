@@ -14,6 +14,9 @@ What it does, in order:
    the cut is lost. The same cut applies if rebuilding an index finds an invalid batch.
 4. Makes the last segment active, and sets the log start offset (never below the first
    segment) and the recovery point (never above the log end offset).
+5. Empties the `.txnindex` of every segment from the first recovered one on: its entries need
+   the producers' state, so the producer state rebuilds them when it replays the log (Kafka's
+   recoverSegment does both at once; here the producer state lives above the log).
 """
 
 from __future__ import annotations
@@ -28,7 +31,14 @@ from riverlog.common.types import TopicPartition
 
 from .config import LogConfig
 from .index import CorruptIndexError
-from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_path
+from .segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    LogSegment,
+    segment_path,
+)
 from .segment_swap import complete_interrupted_swaps
 
 logger = logging.getLogger(__name__)
@@ -44,6 +54,9 @@ class LoadedLog:
     log_start_offset: int
     recovery_point: int
     truncated_bytes: int
+    # The base of the first recovered segment: the .txnindex of it and of every later segment
+    # was emptied, for the producer state to rebuild from the log (None: all are intact).
+    txn_index_rebuild_from: int | None = None
 
 
 def parse_base_offset(path: Path) -> int | None:
@@ -78,6 +91,7 @@ class LogLoader:
         # Below the cleaner's first dirty offset the log was compacted, and offsets have gaps
         # there even if the topic is no longer compacted.
         self.compacted_below = compacted_below
+        self._first_recovered: int | None = None
 
     def load(self) -> LoadedLog:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -90,6 +104,7 @@ class LogLoader:
             or not segment_path(self.dir, base, TIME_INDEX_SUFFIX).exists()
         }
         segments = [self._open(base) for base in bases]
+        self._first_recovered = None
         truncated = self._recover(segments, missing)
         if not segments:
             segments.append(self._open(self.log_start_offset))
@@ -111,7 +126,12 @@ class LogLoader:
             segments[0].make_active(self.config.segment_index_bytes)
             log_end = log_start
         recovery_point = log_end if self.clean_shutdown else min(self.recovery_point, log_end)
-        return LoadedLog(segments, log_start, recovery_point, truncated)
+        rebuild_from = self._first_recovered
+        if rebuild_from is not None:
+            for segment in segments:
+                if segment.base_offset >= rebuild_from:
+                    segment.txn_index.reset()
+        return LoadedLog(segments, log_start, recovery_point, truncated, rebuild_from)
 
     def _open(self, base: int) -> LogSegment:
         return LogSegment.open(
@@ -131,7 +151,7 @@ class LogLoader:
                 continue
             if path.suffix == LOG_SUFFIX:
                 bases.append(base)
-            elif path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            elif path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 indexes.append((base, path))
         present = set(bases)
         for base, path in indexes:
@@ -160,6 +180,8 @@ class LogLoader:
             if not must_recover:
                 expected = None
                 continue
+            if self._first_recovered is None:
+                self._first_recovered = segment.base_offset
             size_before = segment.size
             gaps = self.config.compact_enabled or segment.base_offset < self.compacted_below
             cut = segment.recover(expected, contiguous=not gaps)

@@ -41,6 +41,7 @@ from .log_validator import (
 from .segment import LogSegment
 from .segment_swap import discard_cleaned, install_cleaned
 from .segments import LogSegments
+from .txn_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +68,7 @@ class PartitionLog:
         segments: list[LogSegment],
         log_start_offset: int,
         recovery_point: int,
+        txn_index_rebuild_from: int | None = None,
     ) -> None:
         self._dir = dir
         self._tp = tp
@@ -83,6 +85,9 @@ class PartitionLog:
         # after a roll, and before a clean close (producer-state snapshots).
         self.on_roll: list[Callable[[int], None]] = []
         self.on_close: list[Callable[[], None]] = []
+        # Set by recovery: the .txnindex files from this offset on are to be rebuilt by the
+        # producer state's replay of the log, which then clears it.
+        self.txn_index_rebuild_from = txn_index_rebuild_from
         self.leader_epoch_cache = LeaderEpochFileCache.in_dir(dir)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(log_start_offset)
@@ -104,7 +109,13 @@ class PartitionLog:
         where = (dir, tp, config, clock)
         state = (recovery_point, log_start_offset, clean_shutdown, compacted_below)
         loaded = LogLoader(*where, *state).load()
-        return cls(*where, loaded.segments, loaded.log_start_offset, loaded.recovery_point)
+        return cls(
+            *where,
+            loaded.segments,
+            loaded.log_start_offset,
+            loaded.recovery_point,
+            loaded.txn_index_rebuild_from,
+        )
 
     # -- properties -------------------------------------------------------------------------
 
@@ -259,6 +270,25 @@ class PartitionLog:
         return self._segments.read_checked(
             self._tp, self._log_start_offset, fetch_offset, max_bytes, max_offset, min_one_message
         )
+
+    def collect_aborted_txns(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions that meet [start_offset, upper_bound_offset), from the
+        .txnindex of the segment holding `start_offset` onward, in marker order (Kafka's
+        UnifiedLog.collectAbortedTransactions): a transaction is indexed in its marker's
+        segment, so later segments are searched until an entry's last stable offset shows
+        that no later marker can name data below the bound."""
+        self._check_open()
+        found: list[AbortedTxn] = []
+        for segment in self._segments.from_offset(start_offset):
+            result = segment.collect_aborted_txns(start_offset, upper_bound_offset)
+            found.extend(result.aborted)
+            if result.complete:
+                break
+        return found
+
+    def append_aborted_txn(self, aborted: AbortedTxn) -> None:
+        """Index an aborted transaction in the segment holding its ABORT marker."""
+        self._segments.segment_for(aborted.last_offset).update_txn_index(aborted)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the earliest record at or after the log start offset whose

@@ -6,6 +6,8 @@ Files, named by the segment's base offset (the first offset it may hold) as 20 d
                                     61-byte header + records; see riverlog.common.records.header)
     00000000000000368769.index      offset → position, 8-byte entries (offset_index.py)
     00000000000000368769.timeindex  timestamp → offset, 12-byte entries (time_index.py)
+    00000000000000368769.txnindex   aborted transactions whose ABORT marker is here, 34-byte
+                                    entries (txn_index.py); only when there is one
 
 The .log is a plain concatenation of batches with no framing of its own; a batch's position is
 the sum of the sizes before it. Batches are found by looking up the sparse offset index and
@@ -34,12 +36,14 @@ from .file_records import BatchInfo, FileRecords
 from .index import U32_MAX
 from .offset_index import OffsetIndex
 from .time_index import NO_TIMESTAMP, TimeIndex
+from .txn_index import AbortedTxn, TransactionIndex, TxnSearchResult
 
 logger = logging.getLogger(__name__)
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
 
 
 def segment_path(dir: Path, base_offset: int, suffix: str) -> Path:
@@ -57,7 +61,7 @@ class AppendedBatch(NamedTuple):
 
 
 class LogSegment:
-    """A .log with its .index and .timeindex; see the module docstring."""
+    """A .log with its .index, .timeindex and .txnindex; see the module docstring."""
 
     def __init__(
         self,
@@ -68,12 +72,16 @@ class LogSegment:
         time_index: TimeIndex,
         index_interval_bytes: int,
         created_ms: int,
+        txn_index: TransactionIndex | None = None,
     ) -> None:
         self.dir = dir
         self.base_offset = base_offset
         self.log = log
         self.offset_index = offset_index
         self.time_index = time_index
+        self.txn_index = txn_index or TransactionIndex(
+            segment_path(dir, base_offset, TXN_INDEX_SUFFIX)
+        )
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = created_ms
         self._bytes_since_last_index_entry = 0
@@ -113,6 +121,7 @@ class LogSegment:
             segment.log.truncate_to(0)
             segment.offset_index.reset()
             segment.time_index.reset()
+            segment.txn_index.reset()
             segment._max_timestamp, segment._offset_of_max_timestamp = NO_TIMESTAMP, base_offset
             segment._next_offset = base_offset
         return segment
@@ -253,6 +262,14 @@ class LogSegment:
                 end = start.end
         return start.position, end - start.position
 
+    def collect_aborted_txns(self, start_offset: int, upper_bound_offset: int) -> TxnSearchResult:
+        """The aborted transactions indexed here that meet [start, upper bound)."""
+        return self.txn_index.search(start_offset, upper_bound_offset)
+
+    def update_txn_index(self, aborted: AbortedTxn) -> None:
+        """Index a transaction whose ABORT marker was appended here."""
+        self.txn_index.append(aborted)
+
     def find_offset_by_timestamp(
         self, timestamp: int, starting_offset: int
     ) -> tuple[int, int] | None:
@@ -281,13 +298,15 @@ class LogSegment:
     def recover(self, min_base_offset: int | None = None, contiguous: bool = True) -> int:
         """Validate every batch (magic, length, CRC, offsets from the base offset or
         `min_base_offset` on), rebuild both indexes from them, and cut the file after the last
-        valid one. Returns the number of bytes cut.
+        valid one. Returns the number of bytes cut. The .txnindex is emptied: its entries need
+        the producers' state, so the partition's producer state rebuilds them.
 
         baseOffset is outside the CRC, so offsets are checked against the previous batch:
         each batch must start exactly where the previous one ended when `contiguous` (any log
         that no compaction touched), or after it otherwise."""
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()  # rebuilt by the producer state's replay (Kafka's recover)
         self._max_timestamp, self._offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
         self._bytes_since_last_index_entry = 0
         self._rolling_timestamp = None
@@ -323,6 +342,7 @@ class LogSegment:
         removed = self.size - info.position
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.log.truncate_to(info.position)
         last = self.time_index.last_entry
         self._max_timestamp, self._offset_of_max_timestamp = last.timestamp, last.offset
@@ -353,6 +373,7 @@ class LogSegment:
         self.log.flush()
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         """Seal the indexes and release the .log (fetch slices may keep it open)."""
@@ -369,6 +390,7 @@ class LogSegment:
         """Unlink the files; outstanding fetch slices keep reading the .log until closed."""
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         if not self.log.closed:
             self.log.close()
         self.log.path.unlink(missing_ok=True)

@@ -2,7 +2,8 @@
 interrupted (Kafka's LocalLog.replaceSegments and the swap handling of its LogLoader).
 
 The cleaner writes the new segment as `<base>.log.cleaned` (+ `.index.cleaned`,
-`.timeindex.cleaned`), fsynced. Installing it then goes:
+`.timeindex.cleaned` and, when it has aborted transactions, `.txnindex.cleaned`), fsynced.
+Installing it then goes:
 
 1. rename the `.cleaned` files to `.swap` (indexes first, the `.log` last) and fsync the
    directory: from here on the new segment is complete and a restart finishes the swap;
@@ -25,7 +26,14 @@ from pathlib import Path
 from .checkpoint import fsync_dir
 from .config import LogConfig
 from .file_records import FileRecords
-from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_path
+from .segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    LogSegment,
+    segment_path,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +41,7 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
 # Renamed in this order, so a `.log.swap` on disk means its indexes were renamed before it.
-SEGMENT_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX)
+SEGMENT_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX)
 
 
 def temp_path(dir: Path, base_offset: int, suffix: str, temp: str) -> Path:

@@ -63,6 +63,14 @@ class LogSegments:
         <= offset), or 0 when the offset is below every segment."""
         return max(bisect.bisect_right(self._bases, offset) - 1, 0)
 
+    def segment_for(self, offset: int) -> LogSegment:
+        """The segment that holds (or would hold) `offset`."""
+        return self._segments[self.floor_index(offset)]
+
+    def from_offset(self, offset: int) -> list[LogSegment]:
+        """The segment holding `offset` and every later one."""
+        return self._segments[self.floor_index(offset) :]
+
     def between(self, start_offset: int, end_offset: int) -> list[LogSegment]:
         """The segments holding offsets in [start_offset, end_offset)."""
         return self._segments[
@@ -191,6 +199,7 @@ class LogSegments:
         remaining = max_bytes
         index = self.floor_index(fetch_offset)
         offset = fetch_offset
+        last: tuple[LogSegment, int, int] | None = None
         while index < len(self._segments):
             segment = self._segments[index]
             found = segment.read_range(offset, remaining, max_offset, min_one_batch and not parts)
@@ -198,6 +207,7 @@ class LogSegments:
                 position, size = found
                 if size:
                     parts.append((segment.log, position, size))
+                    last = (segment, position, size)
                     remaining -= size
                 if position + size < segment.size or remaining <= 0:
                     break
@@ -206,4 +216,19 @@ class LogSegments:
                 offset = self._bases[index]
                 if max_offset is not None and offset >= max_offset:
                     break
-        return FetchSlice(parts)
+        result = FetchSlice(parts)
+        if last is not None:
+            result.next_offset = _next_offset_after(*last)
+        return result
+
+
+def _next_offset_after(segment: LogSegment, position: int, size: int) -> int:
+    """One past the last offset of the batches in [position, position + size) of `segment`:
+    headers are scanned from the index entry at or below the end, so at most an index
+    interval of them."""
+    end = position + size
+    start = max(segment.offset_index.lookup_by_position(end - 1).position, position)
+    next_offset = -1
+    for info in segment.log.scan(start, end):
+        next_offset = info.last_offset + 1
+    return next_offset

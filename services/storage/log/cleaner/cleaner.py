@@ -41,9 +41,17 @@ from ..config import LogConfig
 from ..file_records import FileRecords
 from ..index import U32_MAX
 from ..offset_index import OffsetIndex
-from ..segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, AppendedBatch, LogSegment
+from ..segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    AppendedBatch,
+    LogSegment,
+)
 from ..segment_swap import CLEANED_SUFFIX, discard_cleaned, temp_path
 from ..time_index import TimeIndex
+from ..txn_index import TransactionIndex, write_txn_index
 from .batch_filter import Filtered, filter_batch, keyed_offsets
 from .offset_map import OffsetMap
 
@@ -235,6 +243,7 @@ class Cleaner:
             ),
             cfg.index_interval_bytes,
             task.now_ms,
+            TransactionIndex(temp_path(task.dir, base, TXN_INDEX_SUFFIX, CLEANED_SUFFIX)),
         )
         writer = _SegmentWriter(cleaned)
         try:
@@ -250,6 +259,11 @@ class Cleaner:
                     self._check_abort()
             group.size = writer.finish()
             stats.bytes_written += group.size
+            # The aborted transactions indexed in the old segments go with them.
+            write_txn_index(
+                temp_path(task.dir, base, TXN_INDEX_SUFFIX, CLEANED_SUFFIX),
+                [e for seg in group.old for e in seg.segment.txn_index.entries],
+            )
         finally:
             cleaned.close()
         # Kafka's cleaned.setLastModified: a segment left with no timestamp (every batch
