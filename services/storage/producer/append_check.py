@@ -15,7 +15,10 @@ For every batch that carries a producer id, in payload order:
   any sequence, as Kafka accepts since 2.5 (KIP-360) instead of UNKNOWN_PRODUCER_ID;
 - a transaction marker (a control batch, which only the coordinator may write) must not be
   older than the producer's epoch and carries no sequence; written, its epoch is the
-  producer's, so a late batch of the ended transaction (an older epoch) is refused (KIP-890).
+  producer's, so a late batch of the ended transaction (an older epoch) is refused (KIP-890);
+  and it must not come from an older transaction coordinator than the producer's last marker
+  (its coordinator epoch): else TRANSACTION_COORDINATOR_FENCED, so a deposed coordinator's
+  late marker cannot end the next transaction (Kafka's ProducerAppendInfo.appendEndTxnMarker).
 
 The check reads batch headers only. A payload whose headers cannot even be walked is left to
 the log's validation, which refuses it as CORRUPT_MESSAGE.
@@ -27,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.records.control import EndTxnMarker, parse_end_txn_marker
 from riverlog.common.records.header import (
     NO_PRODUCER_EPOCH,
     NO_SEQUENCE,
@@ -60,6 +64,8 @@ class LeaderCheck:
 
     headers: list[BatchHeader] = field(default_factory=list)
     duplicate: Duplicate | None = None
+    # What each marker (control batch) of the payload says, by its index in `headers`.
+    markers: dict[int, EndTxnMarker] = field(default_factory=dict)
 
     @property
     def has_producer_batches(self) -> bool:
@@ -99,13 +105,19 @@ def check_leader_append(
     duplicates: list[tuple[BatchHeader, BatchMetadata]] = []
     position = 0
     positions: list[int] = []
-    for header in headers:
+    for i, header in enumerate(headers):
         positions.append(position)
         position += header.size
         pid = header.producer_id
         if pid < 0:
             continue
         entry = producers.get(pid)
+        if header.is_control:
+            marker = read_marker(payload, positions[-1])
+            if marker is None:
+                continue  # not a well-formed marker: the log's validation refuses it
+            check.markers[i] = marker
+            _check_coordinator_epoch(tp, pid, marker, entry)
         if entry is not None and pid not in pending:
             dup = entry.find_duplicate(
                 header.producer_epoch, header.base_sequence, header.last_sequence
@@ -136,6 +148,25 @@ def check_leader_append(
             batch_count=len(metas),
         )
     return check
+
+
+def read_marker(payload: Payload, position: int) -> EndTxnMarker | None:
+    """The marker in the control batch at `position`, or None when it is not one."""
+    try:
+        return parse_end_txn_marker(payload, position)
+    except InvalidBatchError:
+        return None
+
+
+def _check_coordinator_epoch(
+    tp: object, pid: int, marker: EndTxnMarker, entry: ProducerStateEntry | None
+) -> None:
+    if entry is not None and marker.coordinator_epoch < entry.coordinator_epoch:
+        raise RiverlogError(
+            f"{tp}: marker of producer {pid} from coordinator epoch {marker.coordinator_epoch}, "
+            f"older than the epoch {entry.coordinator_epoch} of its last marker",
+            ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+        )
 
 
 def _check_batch(

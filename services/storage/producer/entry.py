@@ -5,7 +5,14 @@ in flight per partition (max.in.flight.requests.per.connection), so a retry can 
 its last five batches: remembering their sequence ranges and offsets lets the leader answer a
 retried batch with the offsets it was first written at, instead of writing it twice. Only
 headers feed this state (producer id, epoch, base sequence, last offset delta, max timestamp),
-never records.
+never records, except the one record of a transaction marker (its type and coordinator
+epoch).
+
+For transactions (Kafka's ProducerStateEntry.currentTxnFirstOffset and coordinatorEpoch): the
+first offset of the producer's open transaction in this partition (-1: none), set by its first
+transactional batch and cleared by the COMMIT or ABORT marker; and the epoch of the
+transaction coordinator that wrote its last marker, so a marker from a deposed coordinator is
+refused.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ from riverlog.common.types import PRODUCER_BATCH_WINDOW
 
 BATCH_RETAIN: Final = PRODUCER_BATCH_WINDOW  # Kafka's NUM_BATCHES_TO_RETAIN (5 there)
 MAX_SEQUENCE: Final = 0x7FFFFFFF
+NO_OFFSET: Final = -1
+NO_COORDINATOR_EPOCH: Final = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +50,8 @@ class ProducerStateEntry:
     producer_epoch: int = NO_PRODUCER_EPOCH
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCH_RETAIN))
     last_timestamp: int = -1
+    current_txn_first_offset: int = NO_OFFSET
+    coordinator_epoch: int = NO_COORDINATOR_EPOCH
 
     @property
     def last_seq(self) -> int:
@@ -78,6 +89,8 @@ class ProducerStateEntry:
             self.producer_epoch,
             deque(self.batches, maxlen=BATCH_RETAIN),
             self.last_timestamp,
+            self.current_txn_first_offset,
+            self.coordinator_epoch,
         )
 
 

@@ -8,7 +8,15 @@ loading and truncation rebuild it from the latest snapshot at or below the log e
 replay the batch headers from there (never records). A snapshot is taken when the log rolls a
 segment and when it closes cleanly; snapshots below the log's first segment are deleted then.
 Producers whose last batch is older than producer.id.expiration.ms are forgotten, checked at
-most every producer.id.expiration.check.interval.ms on the append path.
+most every producer.id.expiration.check.interval.ms on the append path, unless a transaction
+of theirs is open.
+
+Transactions (KIP-98): a producer's first transactional batch opens its transaction, its
+marker completes it (`transactions.py` keeps the open ones and the first unstable offset); an
+ABORT marker adds the transaction to the .txnindex of the marker's segment. The open
+transaction's first offset is in the snapshot, so a restart finds it; after recovery the
+replay also rebuilds the .txnindex entries of the recovered segments (`txn_index_rebuild_from`
+of the log), replaying from a snapshot at or below that point.
 """
 
 from __future__ import annotations
@@ -18,12 +26,21 @@ from collections.abc import Iterator, Mapping
 from typing import Final
 
 from riverlog.common.clock import SYSTEM_CLOCK, Clock
+from riverlog.common.records.control import ControlRecordType, EndTxnMarker
 from riverlog.common.records.header import HEADER_SIZE, BatchHeader, parse_header
 
 from ..log import AppendInfo, PartitionLog
 from ..log.file_records import FileRecords
-from .append_check import Duplicate, LeaderCheck, Payload, check_leader_append, read_headers
-from .entry import BatchMetadata, ProducerStateEntry
+from ..log.txn_index import AbortedTxn
+from .append_check import (
+    Duplicate,
+    LeaderCheck,
+    Payload,
+    check_leader_append,
+    read_headers,
+    read_marker,
+)
+from .entry import NO_OFFSET, BatchMetadata, ProducerStateEntry
 from .snapshot import (
     CorruptSnapshotError,
     delete_snapshot,
@@ -31,6 +48,7 @@ from .snapshot import (
     read_snapshot,
     write_snapshot,
 )
+from .transactions import OngoingTxns
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +77,10 @@ class ProducerStateManager:
         self._check_interval_ms = expiration_check_interval_ms
         self._next_expiration_check = clock.time_ms() + expiration_check_interval_ms
         self._producers: dict[int, ProducerStateEntry] = {}
+        self._txns = OngoingTxns()
+        # Aborted transactions whose marker is at or after this offset are indexed as they are
+        # applied: every one on the append paths, the recovered segments' ones on a replay.
+        self._index_from: int | None = 0
         self.map_end_offset = 0
         self.rebuild()
         # One manager per log: a replica stopped and hosted again gets a new one.
@@ -76,6 +98,20 @@ class ProducerStateManager:
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self._producers.get(producer_id)
 
+    @property
+    def ongoing_txns(self) -> dict[int, int]:
+        """Producer id -> first offset of its open transaction."""
+        return self._txns.ongoing
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset of the oldest transaction not yet stable (open, or its marker not
+        below `high_watermark`); None when every transaction is stable."""
+        return self._txns.first_unstable_offset(high_watermark)
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The LSO: min(first unstable offset, high watermark)."""
+        return self._txns.last_stable_offset(high_watermark)
+
     # --- the append paths ---------------------------------------------------------------------
 
     def check_leader_append(self, payload: Payload) -> LeaderCheck:
@@ -91,7 +127,7 @@ class ProducerStateManager:
     def on_leader_append(self, check: LeaderCheck, info: AppendInfo) -> None:
         """The log appended the checked payload at `info.first_offset` onwards."""
         offset = info.first_offset
-        for header in check.headers:
+        for i, header in enumerate(check.headers):
             last = offset + header.last_offset_delta
             if header.producer_id >= 0:
                 timestamp = (
@@ -99,7 +135,7 @@ class ProducerStateManager:
                     if info.log_append_time_ms >= 0
                     else header.max_timestamp
                 )
-                self._update(header, offset, last, timestamp)
+                self._update(header, offset, last, timestamp, check.markers.get(i))
             offset = last + 1
         self.map_end_offset = max(self.map_end_offset, info.last_offset + 1)
 
@@ -109,8 +145,11 @@ class ProducerStateManager:
         headers = read_headers(payload)
         if not headers:
             return
+        position = 0
         for header in headers:
-            self._apply(header)
+            marker = read_marker(payload, position) if header.is_control else None
+            self._apply(header, marker)
+            position += header.size
         self.map_end_offset = max(self.map_end_offset, headers[-1].next_offset)
 
     @staticmethod
@@ -127,24 +166,57 @@ class ProducerStateManager:
             valid_bytes=0,
         )
 
-    def _apply(self, header: BatchHeader) -> None:
+    def _apply(self, header: BatchHeader, marker: EndTxnMarker | None) -> None:
         if header.producer_id >= 0:
-            self._update(header, header.base_offset, header.last_offset, header.max_timestamp)
+            self._update(
+                header, header.base_offset, header.last_offset, header.max_timestamp, marker
+            )
 
-    def _update(self, header: BatchHeader, first: int, last: int, timestamp: int) -> None:
+    def _update(
+        self,
+        header: BatchHeader,
+        first: int,
+        last: int,
+        timestamp: int,
+        marker: EndTxnMarker | None,
+    ) -> None:
         pid = header.producer_id
         entry = self._producers.get(pid)
         if entry is None:
             entry = self._producers[pid] = ProducerStateEntry(pid)
+        if header.is_control:
+            if marker is not None:
+                self._complete_txn(entry, first, marker)
+        elif header.is_transactional and entry.current_txn_first_offset == NO_OFFSET:
+            entry.current_txn_first_offset = first
+            self._txns.begin(pid, first)
         meta = BatchMetadata(header.base_sequence, header.last_sequence, first, last, timestamp)
         entry.add_batch(header.producer_epoch, meta)
+
+    def _complete_txn(self, entry: ProducerStateEntry, offset: int, marker: EndTxnMarker) -> None:
+        """The marker at `offset` ends the producer's open transaction (if any); an abort is
+        indexed in the marker's segment (Kafka's UnifiedLog.append → updateTxnIndex)."""
+        aborted = marker.control_type is ControlRecordType.ABORT
+        done = self._txns.complete(entry.producer_id, offset, aborted)
+        entry.current_txn_first_offset = NO_OFFSET
+        entry.coordinator_epoch = marker.coordinator_epoch
+        if done is None or not done.is_aborted:
+            return
+        if self._index_from is not None and offset >= self._index_from:
+            self._log.append_aborted_txn(
+                AbortedTxn(done.producer_id, done.first_offset, offset, done.last_stable_offset)
+            )
 
     # --- expiry -------------------------------------------------------------------------------
 
     def remove_expired(self, now_ms: int) -> int:
         """Forget producers whose last batch is older than producer.id.expiration.ms."""
         limit = now_ms - self.producer_id_expiration_ms
-        doomed = [pid for pid, e in self._producers.items() if e.last_timestamp <= limit]
+        doomed = [
+            pid
+            for pid, e in self._producers.items()
+            if e.last_timestamp <= limit and e.current_txn_first_offset == NO_OFFSET
+        ]
         for pid in doomed:
             del self._producers[pid]
         if doomed:
@@ -193,7 +265,11 @@ class ProducerStateManager:
         end offset (later or corrupt ones are deleted), then the batch headers from there."""
         end = self._log.log_end_offset
         self._producers = {}
+        self._txns.clear()
         start = self._log.segments[0].base_offset
+        # Recovery emptied the .txnindex from here on: replay from a snapshot at or below it.
+        rebuild_from = self._log.txn_index_rebuild_from
+        self._index_from = rebuild_from
         for offset in reversed(list_snapshots(self._dir)):
             if offset > end:
                 delete_snapshot(self._dir, offset)
@@ -204,13 +280,20 @@ class ProducerStateManager:
                 log.warning("%s: snapshot %d not used (%s); deleting it", self._tp, offset, exc)
                 delete_snapshot(self._dir, offset)
                 continue
+            if rebuild_from is not None and offset > rebuild_from:
+                continue  # intact, but the replay must start below the recovered segments
             self._producers = {e.producer_id: e for e in entries}
+            for e in entries:
+                if e.current_txn_first_offset != NO_OFFSET:
+                    self._txns.begin(e.producer_id, e.current_txn_first_offset)
             start = max(offset, start)
             break
         replayed = 0
-        for header in self._headers_from(start):
-            self._apply(header)
+        for header, marker in self._headers_from(start):
+            self._apply(header, marker)
             replayed += 1
+        self._index_from = 0
+        self._log.txn_index_rebuild_from = None
         self.map_end_offset = end
         if self._producers or replayed:
             log.info(
@@ -234,10 +317,12 @@ class ProducerStateManager:
         for old in list_snapshots(self._dir):
             delete_snapshot(self._dir, old)
         self._producers = {}
+        self._txns.clear()
         self.map_end_offset = offset
 
-    def _headers_from(self, start: int) -> Iterator[BatchHeader]:
-        """Headers of the stored batches whose last offset is >= `start`."""
+    def _headers_from(self, start: int) -> Iterator[tuple[BatchHeader, EndTxnMarker | None]]:
+        """Headers of the stored batches whose last offset is >= `start`, each marker's with
+        what it says."""
         for segment in self._log.segments:
             if segment.next_offset <= start:
                 continue
@@ -255,8 +340,11 @@ def _ours(hook: object) -> bool:
     return isinstance(getattr(hook, "__self__", None), ProducerStateManager)
 
 
-def _scan_headers(records: FileRecords, position: int) -> Iterator[BatchHeader]:
-    """Full headers of the batches of a segment file from `position`, read in chunks."""
+def _scan_headers(
+    records: FileRecords, position: int
+) -> Iterator[tuple[BatchHeader, EndTxnMarker | None]]:
+    """Full headers of the batches of a segment file from `position`, read in chunks; a
+    marker's batch (a few dozen bytes) is read whole for its type."""
     end = records.size
     buf, buf_start = b"", position
     while position + HEADER_SIZE <= end:
@@ -268,5 +356,8 @@ def _scan_headers(records: FileRecords, position: int) -> Iterator[BatchHeader]:
         header = parse_header(buf, rel)
         if header.size < HEADER_SIZE or position + header.size > end:
             return
-        yield header
+        marker = None
+        if header.is_control and header.producer_id >= 0:
+            marker = read_marker(records.read(position, header.size), 0)
+        yield header, marker
         position += header.size

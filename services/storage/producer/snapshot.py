@@ -7,16 +7,21 @@ five remembered batches of a producer (Kafka keeps one, so a restarted Kafka bro
 retry of the last batch only). Big-endian:
 
     offset  size  field
-    0       2     version           int16   1
+    0       2     version           int16   2
     2       4     crc               uint32  CRC-32C of every byte after this field
     6       4     producer count    int32
     then per producer:
             8     producer id       int64
             2     producer epoch    int16
             8     last timestamp    int64
+            8     current txn first offset  int64  -1: no open transaction   (version 2)
+            4     coordinator epoch int32   of its last marker, -1: none       (version 2)
             1     batch count       int8    0..5, oldest first
             32    per batch: first sequence int32, last sequence int32,
                   first offset int64, last offset int64, max timestamp int64
+
+Version 1 (before transactions) lacks the two version-2 fields and is still read; a version-1
+snapshot has no open transaction, since no transactional batch was written before version 2.
 
 Written to `<name>.tmp`, fsynced and renamed, so a crash leaves the old file or the new one.
 A file that is short, of another version or fails its CRC is not trusted: the loader deletes it
@@ -39,9 +44,10 @@ from .entry import BATCH_RETAIN, BatchMetadata, ProducerStateEntry
 log = logging.getLogger(__name__)
 
 SNAPSHOT_SUFFIX: Final = ".snapshot"
-VERSION: Final = 1
+VERSION: Final = 2
 _HEAD = struct.Struct(">hIi")
-_PRODUCER = struct.Struct(">qhqb")
+_PRODUCER_V1 = struct.Struct(">qhqb")
+_PRODUCER = struct.Struct(">qhqqib")
 _BATCH = struct.Struct(">iiqqq")
 
 
@@ -76,7 +82,12 @@ def encode(entries: Iterable[ProducerStateEntry]) -> bytes:
         count += 1
         batches = list(entry.batches)
         body += _PRODUCER.pack(
-            entry.producer_id, entry.producer_epoch, entry.last_timestamp, len(batches)
+            entry.producer_id,
+            entry.producer_epoch,
+            entry.last_timestamp,
+            entry.current_txn_first_offset,
+            entry.coordinator_epoch,
+            len(batches),
         )
         for b in batches:
             body += _BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp)
@@ -89,7 +100,7 @@ def decode(data: bytes) -> list[ProducerStateEntry]:
     if len(data) < _HEAD.size:
         raise CorruptSnapshotError(f"{len(data)} bytes is too short for a snapshot")
     version, crc, count = _HEAD.unpack_from(data)
-    if version != VERSION:
+    if version not in (1, VERSION):
         raise CorruptSnapshotError(f"unknown snapshot version {version}")
     if crc32c(memoryview(data)[6:]) != crc:
         raise CorruptSnapshotError("CRC mismatch")
@@ -97,11 +108,20 @@ def decode(data: bytes) -> list[ProducerStateEntry]:
     pos = _HEAD.size
     try:
         for _ in range(count):
-            pid, epoch, last_ts, n = _PRODUCER.unpack_from(data, pos)
-            pos += _PRODUCER.size
+            if version == 1:
+                pid, epoch, last_ts, n = _PRODUCER_V1.unpack_from(data, pos)
+                txn_first, coordinator_epoch = -1, -1
+                pos += _PRODUCER_V1.size
+            else:
+                pid, epoch, last_ts, txn_first, coordinator_epoch, n = _PRODUCER.unpack_from(
+                    data, pos
+                )
+                pos += _PRODUCER.size
             if not 0 <= n <= BATCH_RETAIN:
                 raise CorruptSnapshotError(f"producer {pid}: {n} batches")
             entry = ProducerStateEntry(pid, epoch)
+            entry.current_txn_first_offset = txn_first
+            entry.coordinator_epoch = coordinator_epoch
             for _ in range(n):
                 entry.batches.append(BatchMetadata(*_BATCH.unpack_from(data, pos)))
                 pos += _BATCH.size
