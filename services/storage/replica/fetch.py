@@ -1,5 +1,6 @@
 """Fetch on the leader: whole stored batches from each partition's fetch offset, within the
-request's byte budget, up to the high watermark, with Kafka's long poll.
+request's byte budget, up to the high watermark (read_uncommitted) or the last stable offset
+(read_committed, with the aborted transactions that meet the records), with Kafka's long poll.
 
 Budget (Kafka's rules): partitions are read in request order, each up to
 min(partition_max_bytes, what is left of max_bytes); the first partition that has data may
@@ -184,7 +185,11 @@ class FetchHandler:
                 limit = 0  # no records now (Kafka answers the throttled partition empty)
                 min_one = False
             read = partition.read(
-                data.fetch_offset, max(limit, 0), min_one, up_to_high_watermark=is_consumer
+                data.fetch_offset,
+                max(limit, 0),
+                min_one,
+                up_to_high_watermark=is_consumer,
+                isolation=params.isolation,
             )
         except RiverlogError as exc:
             result.fail(exc)
@@ -198,9 +203,11 @@ class FetchHandler:
         if read.records is not None and result.records is None:
             read.records.close()
         result.high_watermark = read.high_watermark
-        # No transactions yet: everything below the high watermark is stable, so
-        # READ_COMMITTED and READ_UNCOMMITTED read the same bound.
-        result.last_stable_offset = read.high_watermark
+        result.last_stable_offset = read.last_stable_offset
+        if read.aborted and result.records is not None:
+            result.aborted_transactions = sorted(
+                ((a.producer_id, a.first_offset) for a in read.aborted), key=lambda a: a[1]
+            )
         result.log_start_offset = read.log_start_offset
         result.log_end_offset = read.log_end_offset
         return result

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.types import OffsetSpec
+from riverlog.common.types import IsolationLevel, OffsetSpec
 
 from .replica_manager import ReplicaManager
 from .requests import (
@@ -74,16 +74,20 @@ class OffsetsHandler:
                     ErrorCode.INVALID_REQUEST,
                 )
             spec = special
-        # No transactions yet: the last stable offset is the high watermark.
-        last_fetchable = partition.high_watermark
+        # Kafka's lastFetchableOffset: what a consumer of this isolation level may read.
+        if data.isolation is IsolationLevel.READ_COMMITTED:
+            last_fetchable = partition.last_stable_offset
+        else:
+            last_fetchable = partition.high_watermark
         if (
             spec is not OffsetSpec.EARLIEST
-            and partition.replication.leader_epoch_start_offset > last_fetchable
+            and partition.replication.leader_epoch_start_offset > partition.high_watermark
         ):
             # A new leader whose high watermark has not yet reached its epoch's start: an
             # answer now could go backwards from what the old leader said (Kafka, KIP-207).
             raise RiverlogError(
-                f"{data.tp}: the new leader's high watermark {last_fetchable} has not caught up "
+                f"{data.tp}: the new leader's high watermark {partition.high_watermark} has not "
+                "caught up "
                 f"with its epoch start {partition.replication.leader_epoch_start_offset}",
                 ErrorCode.OFFSET_NOT_AVAILABLE,
             )

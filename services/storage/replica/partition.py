@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from riverlog.common.clock import SYSTEM_CLOCK, Clock
 from riverlog.common.cluster.image import PartitionInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.types import TopicPartition
+from riverlog.common.types import IsolationLevel, TopicPartition
 
 from ..log import AppendInfo, AppendOrigin, FetchSlice, LogConfig, PartitionLog
+from ..log.txn_index import AbortedTxn
 from ..producer import ProducerStateManager
 from ..producer.manager import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from .isr import AlterIsrRequest
@@ -40,12 +41,15 @@ DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
 
 @dataclass(frozen=True, slots=True)
 class ReadResult:
-    """A read and the offsets as they were at the moment of the read."""
+    """A read and the offsets as they were at the moment of the read; under read_committed,
+    the aborted transactions that meet the records (None under read_uncommitted)."""
 
     records: FetchSlice | None
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    last_stable_offset: int = -1
+    aborted: list[AbortedTxn] | None = None
 
 
 class Partition:
@@ -202,6 +206,18 @@ class Partition:
         return self.log.high_watermark
 
     @property
+    def last_stable_offset(self) -> int:
+        """The LSO: read_committed readers read below it. min(first unstable offset, high
+        watermark), never below the log start (Kafka's UnifiedLog.lastStableOffset); the same
+        on followers, which replay the same batches."""
+        hw = self.log.high_watermark
+        return max(self.log.log_start_offset, self.producer_state.last_stable_offset(hw))
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest transaction not yet stable, or None."""
+        return self.producer_state.first_unstable_offset(self.log.high_watermark)
+
+    @property
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
 
@@ -234,17 +250,28 @@ class Partition:
         max_bytes: int,
         min_one_message: bool,
         up_to_high_watermark: bool = True,
+        isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
     ) -> ReadResult:
-        """Whole batches from `fetch_offset`: consumers see only up to the high watermark,
-        followers up to the log end offset. Raises OFFSET_OUT_OF_RANGE."""
+        """Whole batches from `fetch_offset`: consumers see only up to the high watermark
+        (read_uncommitted) or the last stable offset (read_committed, with the aborted
+        transactions that meet the records: Kafka's collectAbortedTransactions up to the end
+        of the data returned), followers up to the log end offset. Raises
+        OFFSET_OUT_OF_RANGE."""
         hw = self.log.high_watermark
+        lso = self.last_stable_offset
+        committed = up_to_high_watermark and isolation is IsolationLevel.READ_COMMITTED
+        max_offset = (lso if committed else hw) if up_to_high_watermark else None
         records = self.log.read(
-            fetch_offset,
-            max_bytes,
-            max_offset=hw if up_to_high_watermark else None,
-            min_one_message=min_one_message,
+            fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message
         )
-        return ReadResult(records, hw, self.log.log_start_offset, self.log.log_end_offset)
+        aborted: list[AbortedTxn] | None = None
+        if committed:
+            aborted = []
+            if records.size and records.next_offset > fetch_offset:
+                aborted = self.log.collect_aborted_txns(fetch_offset, records.next_offset)
+        return ReadResult(
+            records, hw, self.log.log_start_offset, self.log.log_end_offset, lso, aborted
+        )
 
     def delete_records(self, offset: int) -> int:
         """Move the log start offset up to `offset` (-1: the high watermark); returns the new

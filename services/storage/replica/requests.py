@@ -119,6 +119,9 @@ class FetchPartitionResult(_Result):
     log_start_offset: int = NO_OFFSET
     log_end_offset: int = NO_OFFSET
     records: StoredRecords | None = None
+    # read_committed: (producer id, first offset) of the aborted transactions that meet the
+    # records, ordered by first offset (Kafka's FetchResponse.AbortedTransactions).
+    aborted_transactions: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def size(self) -> int:
@@ -148,6 +151,7 @@ class ListOffsetsPartitionData:
     spec: OffsetSpec
     timestamp_ms: int = NO_TIMESTAMP
     current_leader_epoch: int | None = None
+    isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
 
 
 @dataclass(slots=True)

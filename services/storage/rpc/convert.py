@@ -139,6 +139,10 @@ def fetch_partition_to_proto(
         last_stable_offset=r.last_stable_offset,
         log_start_offset=r.log_start_offset,
         log_end_offset=r.log_end_offset,
+        aborted_transactions=[
+            data_pb2.AbortedTransaction(producer_id=pid, first_offset=first)
+            for pid, first in r.aborted_transactions
+        ],
     )
     if r.records is not None and r.records.size:
         if zero_copy:
@@ -162,6 +166,7 @@ def fetch_response_to_proto(
 
 def list_offsets_from_proto(request: data_pb2.ListOffsetsRequest) -> list[ListOffsetsPartitionData]:
     out: list[ListOffsetsPartitionData] = []
+    isolation = isolation_from_proto(request.isolation_level)
     for p in request.partitions:
         spec = offset_spec_from_proto(p.spec)
         if spec is None:
@@ -174,6 +179,7 @@ def list_offsets_from_proto(request: data_pb2.ListOffsetsRequest) -> list[ListOf
                 current_leader_epoch=(
                     p.current_leader_epoch if p.HasField("current_leader_epoch") else None
                 ),
+                isolation=isolation,
             )
         )
     return out
