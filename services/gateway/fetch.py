@@ -62,6 +62,9 @@ class FetchPartResult:
     log_start_offset: int = -1
     records: bytes = b""
     log_end_offset: int = -1
+    aborted_transactions: tuple[tuple[int, int], ...] = ()
+    """read_committed: (producer id, first offset) of the aborted transactions that meet
+    `records`, as the leader answered them (passed on unchanged)."""
 
     @classmethod
     def failed(cls, part: FetchPart, error: RiverlogError) -> FetchPartResult:

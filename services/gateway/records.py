@@ -24,6 +24,7 @@ from riverlog.common.clock import SYSTEM_CLOCK, Clock
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.partitioner import partition_for_key
 from riverlog.common.records import BatchBuilder, CompressionType, Record, record_loop
+from riverlog.common.records.aborted import AbortedFilter
 from riverlog.common.records.builder import encode_headers, finish_batch
 from riverlog.common.records.encode_columns import encode_records
 from riverlog.common.records.header import InvalidBatchError
@@ -69,6 +70,7 @@ class FetchedRecords:
     records_wire: bytes | bytearray = b""
     """The records already encoded as FetchRecordsResponse's repeated `records` field (from
     C, `records_wire`), instead of `records`, where the C extension is built."""
+    last_stable_offset: int = -1
 
 
 class PlainRecords:
@@ -210,9 +212,14 @@ class PlainRecords:
                 high_watermark=result.high_watermark,
                 log_start_offset=result.log_start_offset,
                 next_offset=offset,
+                last_stable_offset=result.last_stable_offset,
             )
+        # read_committed: the leader stopped at the LSO; drop the aborted transactions' data.
+        aborted = None
+        if isolation_level == IsolationLevel.READ_COMMITTED:
+            aborted = AbortedFilter(result.aborted_transactions)
         if record_loop.compiled():
-            wire, next_offset, error = _encode_wire(result.records, offset, max_records)
+            wire, next_offset, error = _encode_wire(result.records, offset, max_records, aborted)
             return FetchedRecords(
                 int(error.code) if error else ErrorCode.NONE,
                 error.message if error else "",
@@ -221,11 +228,12 @@ class PlainRecords:
                 result.log_start_offset,
                 next_offset,
                 wire,
+                result.last_stable_offset,
             )
         if len(result.records) >= THREAD_THRESHOLD:
-            decoded = await asyncio.to_thread(_decode, result.records, offset, max_records)
+            decoded = await asyncio.to_thread(_decode, result.records, offset, max_records, aborted)
         else:
-            decoded = _decode(result.records, offset, max_records)
+            decoded = _decode(result.records, offset, max_records, aborted)
         records, next_offset, error = decoded
         return FetchedRecords(
             int(error.code) if error else ErrorCode.NONE,
@@ -234,6 +242,7 @@ class PlainRecords:
             result.high_watermark,
             result.log_start_offset,
             next_offset,
+            last_stable_offset=result.last_stable_offset,
         )
 
 
@@ -287,12 +296,12 @@ def _encode(records: Sequence[Record], codec: CompressionType, now_ms: int) -> b
 
 
 def _encode_wire(
-    data: bytes, offset: int, max_records: int
+    data: bytes, offset: int, max_records: int, aborted: AbortedFilter | None = None
 ) -> tuple[bytearray, int, RiverlogError | None]:
     """`_decode`'s answer with the records encoded for the wire in C (`records_wire`): no
     Python object per record, about a tenth of `_decode` plus the protobuf messages' cost."""
     try:
-        wire, count, last = records_wire(data, offset, max_records)
+        wire, count, last = records_wire(data, offset, max_records, aborted=aborted)
     except InvalidBatchError as exc:
         wire, count, last = exc.partial  # type: ignore[attr-defined]
         error = RiverlogError(f"a fetched batch is corrupt: {exc}", ErrorCode.CORRUPT_MESSAGE)
@@ -307,14 +316,14 @@ def _encode_wire(
 
 
 def _decode(
-    data: bytes, offset: int, max_records: int
+    data: bytes, offset: int, max_records: int, aborted: AbortedFilter | None = None
 ) -> tuple[list[Record], int, RiverlogError | None]:
     """Records at or past `offset` (at most `max_records`, 0: all), where to fetch next, and
     the corruption that stopped decoding, if any."""
     records: list[Record] = []
     error: RiverlogError | None = None
     try:
-        for record in iter_batches_records(data, offset):
+        for record in iter_batches_records(data, offset, aborted=aborted):
             records.append(record)
             if max_records and len(records) >= max_records:
                 return records, record.offset + 1, None

@@ -348,7 +348,12 @@ def _fetch_result_from_proto(
         msg.log_start_offset,
         msg.records,
         msg.log_end_offset,
+        _aborted_of(msg),
     )
+
+
+def _aborted_of(msg: data_pb2.FetchPartitionResponse) -> tuple[tuple[int, int], ...]:
+    return tuple((a.producer_id, a.first_offset) for a in msg.aborted_transactions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,6 +395,7 @@ def _fetch_result_of(tp: TopicPartition, answer: _RawAnswer) -> FetchPartResult:
         msg.log_start_offset,
         answer.records,
         msg.log_end_offset,
+        _aborted_of(msg),
     )
 
 

@@ -115,6 +115,8 @@ def fetch_to_proto(
         msg.log_start_offset = r.log_start_offset
         msg.records = r.records
         msg.log_end_offset = r.log_end_offset
+        for pid, first in r.aborted_transactions:
+            msg.aborted_transactions.add(producer_id=pid, first_offset=first)
     return response
 
 
@@ -237,6 +239,7 @@ def fetch_records_to_proto(result: FetchedRecords) -> gateway_pb2.FetchRecordsRe
         high_watermark=result.high_watermark,
         log_start_offset=result.log_start_offset,
         next_offset=result.next_offset,
+        last_stable_offset=result.last_stable_offset,
     )
     if result.records_wire:  # the records, encoded in C: parsed by protobuf's C code
         response.MergeFromString(bytes(result.records_wire))

@@ -50,6 +50,7 @@ def empty(response: data_pb2.FetchResponse) -> None:
     for partition in response.partitions:
         partition.records = b""
         partition.zero_copy_records_size = 0
+        del partition.aborted_transactions[:]
 
 
 async def before_fetch(

@@ -16,11 +16,17 @@ from riverlog.common.records import (
     iter_batches_records,
     record_loop,
 )
-from riverlog.common.types import TopicPartition
+from riverlog.common.records.control import (
+    ControlRecordType,
+    EndTxnMarker,
+    build_end_txn_marker,
+)
+from riverlog.common.types import IsolationLevel, TopicPartition
 from riverlog.services.gateway.config import GatewayConfig
 from riverlog.services.gateway.fetch import FetchPartResult
 from riverlog.services.gateway.produce import ProduceOptions, ProducePartResult
 from riverlog.services.gateway.records import FetchedRecords, PlainRecords
+from riverlog.services.gateway.rpc import convert
 from riverlog.v1 import gateway_pb2
 
 
@@ -267,3 +273,71 @@ async def test_large_payloads_are_encoded_off_loop(harness: Harness, plain) -> N
 
 def test_config_is_respected() -> None:
     assert GatewayConfig().request_timeout_ms == 30_000
+
+
+def at(base: int, batch: bytes) -> bytes:
+    data = bytearray(batch)
+    data[0:8] = base.to_bytes(8, "big")
+    return bytes(data)
+
+
+def txn_data(pid: int, *values: bytes) -> bytes:
+    builder = BatchBuilder(
+        producer_id=pid, producer_epoch=0, base_sequence=0, is_transactional=True
+    )
+    for v in values:
+        builder.append(1000, None, v)
+    return builder.build()
+
+
+def txn_marker(pid: int, commit: bool) -> bytes:
+    kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+    return build_end_txn_marker(EndTxnMarker(kind, 0), pid, 1, 1000)
+
+
+async def test_fetch_records_read_committed_drops_aborted_transactions(
+    harness: Harness, plain
+) -> None:
+    data = (
+        at(0, txn_data(5, b"a", b"b"))  # 0-1 aborted
+        + at(2, fetched((0, [b"c"])))  # 2
+        + at(3, txn_marker(5, commit=False))  # 3
+        + at(4, txn_data(6, b"d"))  # 4 committed
+        + at(5, txn_marker(6, commit=True))  # 5
+    )
+    harness.storage.answer = lambda n, item: FetchPartResult(
+        item.tp,
+        high_watermark=9,
+        last_stable_offset=6,
+        records=data,
+        aborted_transactions=((5, 0),),
+    )
+
+    async def fetch(level: IsolationLevel) -> FetchedRecords:
+        return await plain.fetch(
+            harness.ctx(),
+            TopicPartition("t", 0),
+            0,
+            max_records=0,
+            max_bytes=0,
+            max_wait_ms=0,
+            isolation_level=level,
+        )
+
+    committed = await fetch(IsolationLevel.READ_COMMITTED)
+    assert [(r.offset, r.value) for r in records_of(committed)] == [(2, b"c"), (4, b"d")]
+    assert (committed.next_offset, committed.last_stable_offset) == (6, 6)
+    assert harness.storage.calls[-1][3].isolation_level == IsolationLevel.READ_COMMITTED
+    response = convert.fetch_records_to_proto(committed)
+    assert response.last_stable_offset == 6 and len(response.records) == 2
+    uncommitted = await fetch(IsolationLevel.READ_UNCOMMITTED)  # what the leader sent, all
+    assert [r.value for r in records_of(uncommitted)] == [b"a", b"b", b"c", b"d"]
+
+
+def test_fetch_passes_aborted_transactions_through_unchanged() -> None:
+    result = FetchPartResult(
+        TopicPartition("t", 0), last_stable_offset=4, aborted_transactions=((5, 0), (7, 3))
+    )
+    [msg] = convert.fetch_to_proto([result]).partitions
+    assert [(a.producer_id, a.first_offset) for a in msg.aborted_transactions] == [(5, 0), (7, 3)]
+    assert msg.last_stable_offset == 4
