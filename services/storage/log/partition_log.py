@@ -85,6 +85,9 @@ class PartitionLog:
         # after a roll, and before a clean close (producer-state snapshots).
         self.on_roll: list[Callable[[int], None]] = []
         self.on_close: list[Callable[[], None]] = []
+        # The producer state's first unstable offset (None: none), which retention never
+        # passes: an open transaction's data stays until the transaction ends.
+        self.first_unstable_offset: Callable[[], int | None] = lambda: None
         # Set by recovery: the .txnindex files from this offset on are to be rebuilt by the
         # producer state's replay of the log, which then clears it.
         self.txn_index_rebuild_from = txn_index_rebuild_from
@@ -318,11 +321,16 @@ class PartitionLog:
 
     def apply_retention(self, now_ms: int) -> int:
         """Delete the segments that retention.ms, retention.bytes or the log start offset
-        allow (never the active one, never past the high watermark); returns how many."""
+        allow (never the active one, never past the high watermark nor the first unstable
+        offset: an open transaction's first offset stays); returns how many."""
         self._check_open()
+        bound = self._high_watermark
+        unstable = self.first_unstable_offset()
+        if unstable is not None:
+            bound = min(bound, unstable)
         return self._delete_prefix(
             retention.deletable_segments(
-                self.segments, self._high_watermark, self._config, now_ms, self._log_start_offset
+                self.segments, bound, self._config, now_ms, self._log_start_offset
             )
         )
 

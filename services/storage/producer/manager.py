@@ -88,6 +88,10 @@ class ProducerStateManager:
         partition_log.on_close[:] = [h for h in partition_log.on_close if not _ours(h)]
         partition_log.on_roll.append(self._on_roll)
         partition_log.on_close.append(self._on_close)
+        partition_log.first_unstable_offset = self._first_unstable_for_retention
+
+    def _first_unstable_for_retention(self) -> int | None:
+        return self._txns.first_unstable_offset(self._log.high_watermark)
 
     # --- reading ------------------------------------------------------------------------------
 

@@ -274,8 +274,10 @@ class Partition:
         )
 
     def delete_records(self, offset: int) -> int:
-        """Move the log start offset up to `offset` (-1: the high watermark); returns the new
-        low watermark. Only the committed part of a log can be deleted."""
+        """Move the log start offset up to `offset` (-1: the high watermark, or the first
+        unstable offset if lower); returns the new low watermark. Only the committed part of a
+        log can be deleted, and never an open transaction's first offset (Kafka bounds by the
+        high watermark only; decision 0029)."""
         hw = self.log.high_watermark
         target = hw if offset == -1 else offset
         if target < 0 or target > hw:
@@ -283,6 +285,15 @@ class Partition:
                 f"{self.tp}: cannot delete records before {offset}: the high watermark is {hw}",
                 ErrorCode.OFFSET_OUT_OF_RANGE,
             )
+        unstable = self.first_unstable_offset()
+        if unstable is not None and target > unstable:
+            if offset != -1:
+                raise RiverlogError(
+                    f"{self.tp}: cannot delete records before {offset}: a transaction is open "
+                    f"from offset {unstable} (delete up to it, or end the transaction first)",
+                    ErrorCode.OFFSET_OUT_OF_RANGE,
+                )
+            target = unstable
         low = self.log.delete_records(target)
         self._on_change(self.tp)
         return low

@@ -215,3 +215,20 @@ def test_truncation_drops_the_index_entries_and_reopens_the_transaction(
     assert leader.log.collect_aborted_txns(0, 10) == []
     assert leader.state.ongoing_txns == {5: 0}
     assert leader.state.last_stable_offset(2) == 0
+
+
+def test_retention_never_passes_an_open_transaction(tmp_path: Path) -> None:
+    leader = Leader(tmp_path, ManualClock(TS), **{"retention.ms": "1000"})
+    leader.append(data(1, 0, count=2, txn=False))  # 0-1
+    leader.log.roll()
+    leader.append(data(5, 0))  # 2, open
+    leader.log.roll()
+    leader.append(data(1, 2, txn=False))  # 3
+    leader.log.roll()
+    leader.append(data(1, 3, txn=False))  # 4, active segment
+    leader.clock.advance(10_000)
+    assert leader.log.apply_retention(leader.clock.time_ms()) == 1  # only [0, 2)
+    assert leader.log.log_start_offset == 2 and leader.lso == 2
+    leader.append(marker(5, 1, commit=True))  # 5
+    assert leader.log.apply_retention(leader.clock.time_ms()) == 2
+    assert leader.log.log_start_offset == 4

@@ -16,6 +16,7 @@ from riverlog.services.storage.log import AppendOrigin
 from riverlog.services.storage.replica.fetch import close_results
 from riverlog.services.storage.replica.requests import (
     Acks,
+    DeleteRecordsPartitionData,
     ListOffsetsPartitionData,
     ProduceParams,
     ProducePartitionData,
@@ -117,3 +118,16 @@ async def test_aborted_transactions_meeting_the_records_are_listed(node: Node) -
     msg = fetch_partition_to_proto(r, zero_copy=True)  # the zero-copy header carries them
     assert [(a.producer_id, a.first_offset) for a in msg.aborted_transactions] == [(5, 0), (6, 2)]
     assert msg.last_stable_offset == 7
+
+
+async def test_delete_records_stops_at_an_open_transaction(node: Node) -> None:
+    await append(node, batch(count=2))  # 0-1
+    await append(node, batch(5, 1, seq=0, txn=True))  # 2, open
+    await append(node, batch())  # 3
+    [r] = node.offsets.delete_records([DeleteRecordsPartitionData(T0, 3)])
+    assert r.error == ErrorCode.OFFSET_OUT_OF_RANGE and "open from offset 2" in r.error_message
+    [r] = node.offsets.delete_records([DeleteRecordsPartitionData(T0, -1)])
+    assert r.error == ErrorCode.NONE and r.low_watermark == 2  # -1: up to the open one
+    await end_txn(node, 5, commit=False)  # 4
+    [r] = node.offsets.delete_records([DeleteRecordsPartitionData(T0, -1)])
+    assert r.low_watermark == 5
