@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from test_transaction_coordinator import add, call, end, init, produce, txn_batch, wait_for
 
@@ -119,7 +120,7 @@ def restart_leader(cluster: LocalCluster, stub: gateway_pb2_grpc.GatewayStub, to
     def serving() -> bool:
         try:
             return bool(raw_fetch(stub, topic, UNCOMMITTED).error_code == E.NONE)
-        except Exception:  # noqa: BLE001 - the gateway may still be reconnecting
+        except grpc.RpcError:  # the gateway may still be reconnecting
             return False
 
     wait_for(serving, timeout_s=120, what=f"{topic} served again")
