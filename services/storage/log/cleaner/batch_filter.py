@@ -7,10 +7,16 @@ map covers the dirty section; a record past what the map saw is never superseded
 tombstone (null value) that stays is kept until its batch's delete horizon: the first
 cleaning that keeps it stamps the batch with horizon = now + `delete.retention.ms`
 (KIP-534); a later cleaning after that time removes it. Records without a key cannot be
-compacted and are dropped (the leader refuses them on compacted topics). Control batches are
-kept whole. A batch left with no record is dropped, unless it is its producer's last batch
-in the cleaned range, which stays as an empty header so the producer's last sequence and
-epoch survive a rebuild of the producer state from the log.
+compacted and are dropped (the leader refuses them on compacted topics). A batch left with no
+record is dropped, unless it is its producer's last batch in the cleaned range, which stays as
+an empty header so the producer's last sequence and epoch survive a rebuild of the producer
+state from the log.
+
+Transactions (`txn_metadata.py` decides, `discard`): a data batch of an aborted transaction
+goes like a batch left with no record. A marker is kept whole, unless it may go: then the
+first cleaning stamps it with horizon = now + `delete.retention.ms` (as a tombstone) and a
+cleaning after that removes it; a producer's last batch stays whole even then (an empty
+marker would not say what it ends).
 """
 
 from __future__ import annotations
@@ -46,11 +52,28 @@ def filter_batch(
     producer_last_offsets: Mapping[int, int],
     now_ms: int,
     delete_retention_ms: int,
+    discard: bool = False,
 ) -> Filtered:
-    """Apply the module docstring's rules to the one whole `batch`."""
+    """Apply the module docstring's rules to the one whole `batch`; `discard`: it is data of
+    an aborted transaction, or a marker that may go."""
     header = parse_header(batch)
+    count = header.records_count
     if header.attributes & CONTROL_MASK:
-        return Filtered(batch, header.records_count, header.records_count, None)
+        if not discard or _is_last_of_producer(header, producer_last_offsets):
+            return Filtered(batch, count, count, None)
+        horizon = delete_horizon_ms(header)
+        if horizon is None:
+            horizon = now_ms + delete_retention_ms
+            raw = decode_raw(batch)
+            return Filtered(
+                rebuild_batch(raw, list(range(len(raw))), horizon), count, count, horizon
+            )
+        if now_ms >= horizon:
+            return Filtered(b"", count, 0, None)
+        return Filtered(batch, count, count, horizon)
+    if discard:
+        data = empty_batch(header) if _is_last_of_producer(header, producer_last_offsets) else b""
+        return Filtered(data, count, 0, None)
     raw = decode_raw(batch)
     horizon = delete_horizon_ms(header)
     tombstones_expired = horizon is not None and now_ms >= horizon
@@ -67,7 +90,6 @@ def filter_batch(
                 continue
             kept_tombstone = True
         keep.append(i)
-    count = len(raw)
     if not keep:
         data = empty_batch(header) if _is_last_of_producer(header, producer_last_offsets) else b""
         return Filtered(data, count, 0, None)

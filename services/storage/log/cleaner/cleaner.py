@@ -17,6 +17,12 @@ The pass:
    within `segment.bytes`, `segment.index.bytes` and 32-bit relative offsets), and writes one
    cleaned segment per group with `batch_filter.filter_batch` applied to every batch; offsets
    are kept, so the cleaned log has gaps.
+
+Transactions (`txn_metadata.py`): the map skips the data of aborted transactions, the pass
+removes it, and a marker goes once no data of its transaction is left and its delete horizon
+has passed; the cleaned segment's `.txnindex` lists the aborted transactions whose markers it
+keeps. The first uncleanable offset is never past the first unstable offset, so every
+transaction the pass sees has ended.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from riverlog.common.records.control import EndTxnMarker, parse_end_txn_marker
 from riverlog.common.records.header import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -51,9 +58,10 @@ from ..segment import (
 )
 from ..segment_swap import CLEANED_SUFFIX, discard_cleaned, temp_path
 from ..time_index import TimeIndex
-from ..txn_index import TransactionIndex, write_txn_index
+from ..txn_index import AbortedTxn, TransactionIndex, write_txn_index
 from .batch_filter import Filtered, filter_batch, keyed_offsets
 from .offset_map import OffsetMap
+from .txn_metadata import CleanedTxnMetadata
 
 READ_CHUNK = 1 << 20
 WRITE_CHUNK = 1 << 20
@@ -87,6 +95,9 @@ class LogToClean:
     first_dirty: int
     first_uncleanable: int
     now_ms: int
+    # The aborted transactions that meet the segments (from the .txnindex, taken on the
+    # event loop), whose data the pass removes.
+    aborted: tuple[AbortedTxn, ...] = ()
 
 
 @dataclass(slots=True)
@@ -168,9 +179,10 @@ class Cleaner:
         stats.map_utilization = offset_map.utilization
         cleanable = [s for s in task.segments if s.base_offset < end]
         stats.groups = group_segments_by_size(cleanable, task.config)
+        txns = CleanedTxnMetadata(task.aborted)
         try:
             for group in stats.groups:
-                self._clean_group(task, group, producers, stats)
+                self._clean_group(task, group, producers, txns, stats)
         except BaseException:
             for group in stats.groups:
                 discard_cleaned(task.dir, group.old[0].base_offset)
@@ -196,6 +208,9 @@ class Cleaner:
         """Map the dirty section; returns the end of what was mapped (exclusive)."""
         offset_map = self.offset_map
         end = task.first_dirty
+        # An aborted record must not hide an earlier committed one of its key (Kafka skips
+        # aborted batches when it builds the map).
+        txns = CleanedTxnMetadata(a for a in task.aborted if a.last_offset >= task.first_dirty)
         for seg in task.segments:
             if seg.next_base <= task.first_dirty:
                 continue
@@ -209,8 +224,11 @@ class Cleaner:
                     offset_map.size > 0
                 ):
                     return end  # full: the rest waits for the next pass
-                for key, offset in keyed_offsets(batch, task.first_dirty):
-                    offset_map.put(key, offset)
+                if header.is_control:
+                    txns.on_marker(header, _marker(batch))
+                elif not txns.on_data_batch(header):
+                    for key, offset in keyed_offsets(batch, task.first_dirty):
+                        offset_map.put(key, offset)
                 offset_map.update_latest_offset(header.last_offset)
                 end = header.next_offset
                 self._check_abort()
@@ -222,6 +240,7 @@ class Cleaner:
         task: LogToClean,
         group: CleanedGroup,
         producers: dict[int, int],
+        txns: CleanedTxnMetadata,
         stats: CleanerStats,
     ) -> None:
         cfg = task.config
@@ -246,12 +265,23 @@ class Cleaner:
             TransactionIndex(temp_path(task.dir, base, TXN_INDEX_SUFFIX, CLEANED_SUFFIX)),
         )
         writer = _SegmentWriter(cleaned)
+        txns.cleaned_index = []
         try:
             for seg in group.old:
                 stats.bytes_read += seg.size
                 for batch in iter_batches(seg.segment.log, seg.size):
+                    header = parse_header(batch)
+                    if header.is_control:
+                        discard = txns.on_marker(header, _marker(batch))
+                    else:
+                        discard = txns.on_data_batch(header)
                     out = filter_batch(
-                        batch, self.offset_map, producers, task.now_ms, cfg.delete_retention_ms
+                        batch,
+                        self.offset_map,
+                        producers,
+                        task.now_ms,
+                        cfg.delete_retention_ms,
+                        discard,
                     )
                     stats.add(out)
                     if out.data:
@@ -259,10 +289,10 @@ class Cleaner:
                     self._check_abort()
             group.size = writer.finish()
             stats.bytes_written += group.size
-            # The aborted transactions indexed in the old segments go with them.
+            # The aborted transactions whose markers this group keeps (Kafka's cleaned
+            # txnIndex): those whose data was still there to remove.
             write_txn_index(
-                temp_path(task.dir, base, TXN_INDEX_SUFFIX, CLEANED_SUFFIX),
-                [e for seg in group.old for e in seg.segment.txn_index.entries],
+                temp_path(task.dir, base, TXN_INDEX_SUFFIX, CLEANED_SUFFIX), txns.cleaned_index
             )
         finally:
             cleaned.close()
@@ -305,6 +335,13 @@ class _SegmentWriter:
         self._segment.on_become_inactive()
         self._segment.flush()
         return self._segment.size
+
+
+def _marker(batch: bytes) -> EndTxnMarker | None:
+    try:
+        return parse_end_txn_marker(batch)
+    except InvalidBatchError:
+        return None
 
 
 def group_segments_by_size(segments: list[SegmentToClean], config: LogConfig) -> list[CleanedGroup]:

@@ -73,6 +73,9 @@ class CleanerManager:
         if not log.log_start_offset <= first_dirty <= log.log_end_offset:
             first_dirty = log.log_start_offset
         upper = min(log.active_segment.base_offset, log.high_watermark)
+        unstable = log.first_unstable_offset()
+        if unstable is not None:
+            upper = min(upper, unstable)  # never an open transaction (Kafka)
         chosen: list[SegmentToClean] = []
         clean_bytes = dirty_bytes = 0
         forced = False
@@ -146,6 +149,11 @@ class CleanerManager:
             candidate.first_dirty,
             candidate.first_uncleanable,
             now_ms,
+            tuple(
+                log.collect_aborted_txns(
+                    candidate.segments[0].base_offset, candidate.first_uncleanable
+                )
+            ),
         )
 
     def done_cleaning(
