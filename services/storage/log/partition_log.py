@@ -88,6 +88,9 @@ class PartitionLog:
         # The producer state's first unstable offset (None: none), which retention never
         # passes: an open transaction's data stays until the transaction ends.
         self.first_unstable_offset: Callable[[], int | None] = lambda: None
+        # Set once the producer state has loaded (its open transactions are known, and the
+        # .txnindex rebuilt): the cleaner never cleans a log before that.
+        self.producer_state_loaded = False
         # Set by recovery: the .txnindex files from this offset on are to be rebuilt by the
         # producer state's replay of the log, which then clears it.
         self.txn_index_rebuild_from = txn_index_rebuild_from

@@ -117,7 +117,12 @@ class LogSegment:
         """A new, empty segment; leftover files at its names (from a deletion or truncation
         that did not finish) are emptied, as they hold nothing the log keeps."""
         segment = cls.open(dir, base_offset, index_bytes, index_interval_bytes, clock.time_ms())
-        if segment.size or segment.offset_index.entries or segment.time_index.entries:
+        if (
+            segment.size
+            or segment.offset_index.entries
+            or segment.time_index.entries
+            or segment.txn_index.entries
+        ):
             segment.log.truncate_to(0)
             segment.offset_index.reset()
             segment.time_index.reset()

@@ -89,6 +89,7 @@ class ProducerStateManager:
         partition_log.on_roll.append(self._on_roll)
         partition_log.on_close.append(self._on_close)
         partition_log.first_unstable_offset = self._first_unstable_for_retention
+        partition_log.producer_state_loaded = True
 
     def _first_unstable_for_retention(self) -> int | None:
         return self._txns.first_unstable_offset(self._log.high_watermark)

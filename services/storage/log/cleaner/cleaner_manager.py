@@ -66,8 +66,8 @@ class CleanerManager:
     def measure(self, log: PartitionLog, now_ms: int) -> Candidate | None:
         """The cleanable section of a compacted log, or None when there is none."""
         cfg = log.config
-        if not cfg.compact_enabled:
-            return None
+        if not cfg.compact_enabled or not log.producer_state_loaded:
+            return None  # no open transaction may be cleaned: wait for the producer state
         segments = log.segments
         first_dirty = self.first_dirty.get(log.tp, 0)
         if not log.log_start_offset <= first_dirty <= log.log_end_offset:

@@ -20,6 +20,7 @@ from riverlog.services.storage.log.cleaner import CleanerConfig, CleanerManager,
 def manager_with_updates(tmp_path: Path, clock: ManualClock) -> LogManager:
     logs = LogManager([tmp_path / "d1"], clock, compact_config())
     log = logs.get_or_create(TP)
+    log.producer_state_loaded = True  # no producer state here: nothing transactional
     for i in range(200):
         append(log, [(b"k%d" % (i % 4), b"v%d" % i)], clock)
         clock.advance(1)
