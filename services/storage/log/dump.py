@@ -8,6 +8,8 @@
   (torn tail, garbage) end the dump with a line saying how many and why.
 - `.index`: `offset: X position: Y` per entry; `.timeindex`: `timestamp: T offset: O`.
   Entries are absolute offsets. An untrimmed (preallocated) index ends at its first zero entry.
+- `.txnindex`: `version: 0 producerId: P firstOffset: F lastOffset: L lastStableOffset: S`
+  per aborted transaction, as Kafka's.
 
 Files are opened read-only and nothing is written, so it is safe on a live log directory.
 """
@@ -30,14 +32,16 @@ from riverlog.common.records.header import (
 
 from .loader import parse_base_offset
 from .offset_index import OffsetIndex
-from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
+from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 from .time_index import TimeIndex
+from .txn_index import TXN_INDEX_VERSION, decode_entries
 
 _MAX_SHOWN = 64
 
 
 def dump_segment(path: Path | str, records: bool = False) -> Iterator[str]:
-    """The lines describing the segment file at `path` (.log, .index or .timeindex)."""
+    """The lines describing the segment file at `path` (.log, .index, .timeindex or
+    .txnindex)."""
     path = Path(path)
     yield f"Dumping {path}"
     if path.suffix == LOG_SUFFIX:
@@ -46,8 +50,15 @@ def dump_segment(path: Path | str, records: bool = False) -> Iterator[str]:
         yield from _dump_offset_index(path)
     elif path.suffix == TIME_INDEX_SUFFIX:
         yield from _dump_time_index(path)
+    elif path.suffix == TXN_INDEX_SUFFIX:
+        for e in decode_entries(path.read_bytes()):
+            yield (
+                f"version: {TXN_INDEX_VERSION} producerId: {e.producer_id} firstOffset: "
+                f"{e.first_offset} lastOffset: {e.last_offset} lastStableOffset: "
+                f"{e.last_stable_offset}"
+            )
     else:
-        raise ValueError(f"{path}: not a .log, .index or .timeindex file")
+        raise ValueError(f"{path}: not a .log, .index, .timeindex or .txnindex file")
 
 
 def _base_offset(path: Path) -> int:

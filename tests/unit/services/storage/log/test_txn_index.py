@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from riverlog.services.storage.log.dump import dump_segment
 from riverlog.services.storage.log.txn_index import (
     ENTRY_SIZE,
     AbortedTxn,
@@ -56,3 +57,11 @@ def test_the_search_keeps_overlapping_entries_and_stops_at_the_bound() -> None:
     found = search(entries, 0, 20)
     assert found.aborted == entries and not found.complete
     assert search(entries, 13, 20).aborted == []
+
+
+def test_dump_shows_the_entries_as_kafka(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000000.txnindex"
+    TransactionIndex(path).append(AbortedTxn(7, 10, 20, 15))
+    assert list(dump_segment(path))[1:] == [
+        "version: 0 producerId: 7 firstOffset: 10 lastOffset: 20 lastStableOffset: 15"
+    ]
