@@ -9,6 +9,7 @@ import pytest
 from storage_replica_testkit import Node, make_batch
 
 from riverlog.common.errors import ErrorCode
+from riverlog.common.records import BatchBuilder
 from riverlog.common.rpc.status import from_rpc_error
 from riverlog.common.types import TopicPartition
 from riverlog.v1 import common_pb2, data_pb2, storage_pb2
@@ -160,3 +161,42 @@ async def test_offsets_requests(stub) -> None:
     assert {(p.topic, p.partition) for p in log_dir.partitions} == {(T, 0), (T, 1)}
     [p0] = [p for p in log_dir.partitions if p.partition == 0]
     assert (p0.log_start_offset, p0.log_end_offset, p0.high_watermark) == (5, 5, 5)
+
+
+async def test_write_txn_markers_fences_an_older_coordinator_and_read_committed_sees_it(
+    stub,
+) -> None:
+    builder = BatchBuilder(producer_id=9, producer_epoch=0, base_sequence=0, is_transactional=True)
+    builder.append(1_700_000_000_000, b"k", b"v")
+    assert (await stub.Produce(produce_request((T, 0, builder.build())))).partitions[
+        0
+    ].error_code == 0
+
+    def marker(
+        coordinator_epoch: int, committed: bool = False
+    ) -> storage_pb2.WriteTxnMarkersRequest:
+        return storage_pb2.WriteTxnMarkersRequest(
+            producer_id=9,
+            producer_epoch=1,
+            committed=committed,
+            coordinator_epoch=coordinator_epoch,
+            topic=T,
+            partition=0,
+            timeout_ms=5_000,
+        )
+
+    def read_committed() -> data_pb2.FetchRequest:
+        return data_pb2.FetchRequest(
+            isolation_level=common_pb2.READ_COMMITTED,
+            partitions=[data_pb2.FetchPartition(topic=T, partition=0)],
+        )
+
+    [open_txn] = (await stub.Fetch(read_committed())).partitions
+    assert (open_txn.last_stable_offset, open_txn.high_watermark, open_txn.records) == (0, 1, b"")
+    written = await stub.WriteTxnMarkers(marker(5))
+    assert (written.error_code, written.offset) == (ErrorCode.NONE, 1)
+    fenced = await stub.WriteTxnMarkers(marker(4, committed=True))
+    assert fenced.error_code == ErrorCode.TRANSACTION_COORDINATOR_FENCED, fenced
+    [ended] = (await stub.Fetch(read_committed())).partitions
+    assert (ended.last_stable_offset, ended.high_watermark) == (2, 2)
+    assert [(a.producer_id, a.first_offset) for a in ended.aborted_transactions] == [(9, 0)]

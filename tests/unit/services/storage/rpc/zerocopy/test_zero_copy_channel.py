@@ -6,11 +6,14 @@ import asyncio
 import socket
 import struct
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import pytest
 from storage_replica_testkit import NODE, OTHER, Node, image, make_batch, produce_params, topic
 
 from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.records import BatchBuilder
+from riverlog.common.records.control import ControlRecordType, EndTxnMarker, build_end_txn_marker
 from riverlog.common.records.reader import iter_batches_records
 from riverlog.common.types import TopicPartition
 from riverlog.common.zerocopy import (
@@ -19,6 +22,7 @@ from riverlog.common.zerocopy import (
     ZeroCopyFetchClient,
     encode_frame,
 )
+from riverlog.services.storage.log import AppendOrigin
 from riverlog.services.storage.replica.fetch import close_results
 from riverlog.services.storage.rpc.convert import (
     fetch_params_from_proto,
@@ -308,3 +312,25 @@ async def test_a_lane_refuses_a_request_over_its_frame_before_sending_it(
         await lane.close()
     assert reply.partitions[0].error_code == ErrorCode.NONE
     assert node.replicas.partitions[T0].log_end_offset == 1  # the refused one wrote nothing
+
+
+async def test_read_committed_over_the_channel_carries_the_aborted_transactions(
+    node: Node, server: ZeroCopyServer
+) -> None:
+    builder = BatchBuilder(producer_id=9, producer_epoch=0, base_sequence=0, is_transactional=True)
+    builder.append(1_700_000_000_000, b"k", b"aborted")
+    abort = build_end_txn_marker(EndTxnMarker(ControlRecordType.ABORT, 0), 9, 1, 1)
+    for payload, origin in (
+        (builder.build(), AppendOrigin.CLIENT),
+        (abort, AppendOrigin.COORDINATOR),
+    ):
+        params = replace(produce_params((T0, payload)), origin=origin)
+        [result] = await node.produce.produce(params)
+        assert result.error == ErrorCode.NONE
+    req = request(parts=[("t", 0, 0)], isolation_level=common_pb2.READ_COMMITTED)
+    async with AsyncZeroCopyFetchClient("127.0.0.1", server.port) as client:
+        answer = await client.fetch(req)
+    assert answer == await grpc_answer(node, req)
+    [part] = answer.partitions
+    assert [(a.producer_id, a.first_offset) for a in part.aborted_transactions] == [(9, 0)]
+    assert part.last_stable_offset == 2 and part.records
