@@ -232,3 +232,21 @@ def test_retention_never_passes_an_open_transaction(tmp_path: Path) -> None:
     leader.append(marker(5, 1, commit=True))  # 5
     assert leader.log.apply_retention(leader.clock.time_ms()) == 2
     assert leader.log.log_start_offset == 4
+
+
+def test_a_follower_tracks_the_same_transactions_from_the_leaders_batches(
+    tmp_path: Path,
+) -> None:
+    leader = Leader(tmp_path / "leader", ManualClock())
+    leader.append(data(5, 0, count=2))  # 0-1
+    leader.append(data(6, 0))  # 2
+    leader.append(marker(5, 1, commit=False))  # 3
+    follower = Leader(tmp_path / "follower", ManualClock())
+    for segment in leader.log.segments:
+        payload = segment.log.read(0, segment.size)
+        follower.log.append_as_follower(payload)
+        follower.state.on_follower_append(payload)
+    follower.log.high_watermark = 4
+    assert follower.state.ongoing_txns == {6: 2} and follower.lso == 2
+    assert follower.log.collect_aborted_txns(0, 4) == leader.log.collect_aborted_txns(0, 4)
+    assert follower.log.collect_aborted_txns(0, 4) == [AbortedTxn(5, 0, 3, 2)]
