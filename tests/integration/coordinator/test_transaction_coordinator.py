@@ -4,7 +4,8 @@ transaction commits and its partitions get commit markers with the bumped epoch;
 aborts; a late write of an ended transaction is fenced; a new session fences the old one and
 aborts what it left open; describe and list (SDK and CLI) show it; bad requests change nothing.
 
-What is not here yet (issue 14): read_committed fetches, TxnOffsetCommit, the SDK producer."""
+read_committed fetches are in test_txn_read_committed.py. Not here yet (issue 14):
+TxnOffsetCommit, the SDK producer."""
 
 from __future__ import annotations
 
