@@ -4,7 +4,8 @@ before an open transaction (raw Fetch and FetchRecords, ListOffsets latest = the
 the committed records once the commit marker is in, never the aborted ones (raw Fetch + the
 shared AbortedFilter, and the gateway's FetchRecords), and a SIGKILLed and restarted storage
 node keeps the LSO of the open transaction and the aborted transactions (its producer
-snapshot and the .txnindex rebuilt by recovery)."""
+snapshot and the .txnindex rebuilt by recovery), as does the follower elected when a
+replicated partition's leader is killed (followers replay the same batches)."""
 
 from __future__ import annotations
 
@@ -186,3 +187,56 @@ def test_read_committed_across_commit_abort_and_a_storage_restart(
     committed_and_aborted()
     restart_leader(cluster, gateway, topic)  # the .txnindex rebuilt by recovery
     committed_and_aborted()
+
+
+def test_a_new_leader_has_the_same_lso_and_aborted_transactions(
+    cluster: LocalCluster, gateway: gateway_pb2_grpc.GatewayStub
+) -> None:
+    """Followers replay the leader's batches, so the one elected after a kill -9 answers
+    read_committed as the old leader did."""
+    topic = unique_topic_name("rc-failover")
+    cluster.create_topic(topic, partitions=1, replication_factor=3, configs={
+        "min.insync.replicas": "2"
+    })  # fmt: skip
+    assert produce(gateway, topic, 0, plain_batch(b"p0")).error_code == E.NONE  # 0
+    tid_a, tid_b = "rcf-a-" + topic, "rcf-b-" + topic
+    a, b = init(gateway, tid_a), init(gateway, tid_b)
+    assert add(gateway, tid_b, b, topic, 0).error_code == E.NONE
+    written = produce(gateway, topic, 0, txn_batch(b.producer_id, b.producer_epoch, 0, b"b"))
+    assert (written.error_code, written.base_offset) == (E.NONE, 1)
+    assert add(gateway, tid_a, a, topic, 0).error_code == E.NONE
+    written = produce(gateway, topic, 0, txn_batch(a.producer_id, a.producer_epoch, 0, b"a"))
+    assert (written.error_code, written.base_offset) == (E.NONE, 3)  # b at 1-2, a at 3-4
+    assert end(gateway, tid_b, b.producer_id, b.producer_epoch, False).error_code == E.NONE
+    wait_for(lambda: raw_fetch(gateway, topic, UNCOMMITTED).high_watermark == 6, what="abort")
+
+    def as_before() -> bool:
+        values, part = committed_values(gateway, topic)
+        aborted = [(t.producer_id, t.first_offset) for t in part.aborted_transactions]
+        return (
+            values == [b"p0"]
+            and part.last_stable_offset == 3  # b ended (marker at 5), a is open from 3
+            and aborted == [(b.producer_id, 1)]  # b's data is in the records: dropped
+        )
+
+    assert as_before()
+    old = leader_of(gateway, topic)
+    cluster.storage(old).kill()
+    wait_for(lambda: leader_of(gateway, topic) not in (old, -1), timeout_s=120, what="election")
+
+    def serving_as_before() -> bool:
+        try:
+            return as_before()
+        except (grpc.RpcError, AssertionError):
+            return False
+
+    wait_for(serving_as_before, timeout_s=120, what="the new leader's read_committed answer")
+    assert end(gateway, tid_a, a.producer_id, a.producer_epoch, True).error_code == E.NONE
+
+    def committed() -> bool:
+        values, part = committed_values(gateway, topic)
+        aborted = [(t.producer_id, t.first_offset) for t in part.aborted_transactions]
+        return values == [b"p0", b"a-0", b"a-1"] and aborted == [(b.producer_id, 1)]
+
+    wait_for(committed, timeout_s=120, what="a committed on the new leader")
+    cluster.storage(old).restart(timeout=120)
