@@ -1,3 +1,4 @@
+from riverlog.v1 import acls_pb2 as _acls_pb2
 from riverlog.v1 import admin_pb2 as _admin_pb2
 from riverlog.v1 import common_pb2 as _common_pb2
 from riverlog.v1 import coordinator_pb2 as _coordinator_pb2

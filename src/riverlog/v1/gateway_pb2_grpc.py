@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from riverlog.v1 import acls_pb2 as riverlog_dot_v1_dot_acls__pb2
 from riverlog.v1 import admin_pb2 as riverlog_dot_v1_dot_admin__pb2
 from riverlog.v1 import coordinator_pb2 as riverlog_dot_v1_dot_coordinator__pb2
 from riverlog.v1 import data_pb2 as riverlog_dot_v1_dot_data__pb2
@@ -167,6 +168,21 @@ class GatewayStub:
                 '/riverlog.v1.Gateway/ListUsers',
                 request_serializer=riverlog_dot_v1_dot_admin__pb2.ListUsersRequest.SerializeToString,
                 response_deserializer=riverlog_dot_v1_dot_admin__pb2.ListUsersResponse.FromString,
+                _registered_method=True)
+        self.CreateAcls = channel.unary_unary(
+                '/riverlog.v1.Gateway/CreateAcls',
+                request_serializer=riverlog_dot_v1_dot_acls__pb2.CreateAclsRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_acls__pb2.CreateAclsResponse.FromString,
+                _registered_method=True)
+        self.DescribeAcls = channel.unary_unary(
+                '/riverlog.v1.Gateway/DescribeAcls',
+                request_serializer=riverlog_dot_v1_dot_acls__pb2.DescribeAclsRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_acls__pb2.DescribeAclsResponse.FromString,
+                _registered_method=True)
+        self.DeleteAcls = channel.unary_unary(
+                '/riverlog.v1.Gateway/DeleteAcls',
+                request_serializer=riverlog_dot_v1_dot_acls__pb2.DeleteAclsRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_acls__pb2.DeleteAclsResponse.FromString,
                 _registered_method=True)
         self.FindCoordinator = channel.unary_unary(
                 '/riverlog.v1.Gateway/FindCoordinator',
@@ -423,6 +439,26 @@ class GatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateAcls(self, request, context):
+        """ACLs (acls.proto, decision 0032), passed through to the metadata service; the caller needs
+        ALTER (create, delete) or DESCRIBE (describe) on the cluster.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def FindCoordinator(self, request, context):
         """Consumer groups (coordinator.proto): each routed to the coordinator instance owning the
         group's __consumer_offsets partition; ListGroups asks every instance; DescribeGroups and
@@ -672,6 +708,21 @@ def add_GatewayServicer_to_server(servicer, server):
                     servicer.ListUsers,
                     request_deserializer=riverlog_dot_v1_dot_admin__pb2.ListUsersRequest.FromString,
                     response_serializer=riverlog_dot_v1_dot_admin__pb2.ListUsersResponse.SerializeToString,
+            ),
+            'CreateAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateAcls,
+                    request_deserializer=riverlog_dot_v1_dot_acls__pb2.CreateAclsRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_acls__pb2.CreateAclsResponse.SerializeToString,
+            ),
+            'DescribeAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeAcls,
+                    request_deserializer=riverlog_dot_v1_dot_acls__pb2.DescribeAclsRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_acls__pb2.DescribeAclsResponse.SerializeToString,
+            ),
+            'DeleteAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteAcls,
+                    request_deserializer=riverlog_dot_v1_dot_acls__pb2.DeleteAclsRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_acls__pb2.DeleteAclsResponse.SerializeToString,
             ),
             'FindCoordinator': grpc.unary_unary_rpc_method_handler(
                     servicer.FindCoordinator,
@@ -1466,6 +1517,87 @@ class Gateway:
             '/riverlog.v1.Gateway/ListUsers',
             riverlog_dot_v1_dot_admin__pb2.ListUsersRequest.SerializeToString,
             riverlog_dot_v1_dot_admin__pb2.ListUsersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/CreateAcls',
+            riverlog_dot_v1_dot_acls__pb2.CreateAclsRequest.SerializeToString,
+            riverlog_dot_v1_dot_acls__pb2.CreateAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/DescribeAcls',
+            riverlog_dot_v1_dot_acls__pb2.DescribeAclsRequest.SerializeToString,
+            riverlog_dot_v1_dot_acls__pb2.DescribeAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/DeleteAcls',
+            riverlog_dot_v1_dot_acls__pb2.DeleteAclsRequest.SerializeToString,
+            riverlog_dot_v1_dot_acls__pb2.DeleteAclsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -12,6 +12,7 @@ metadata carries no credentials (decision 0011).
 
 from collections import abc as _abc
 from grpc import aio as _aio
+from riverlog.v1 import acls_pb2 as _acls_pb2
 from riverlog.v1 import admin_pb2 as _admin_pb2
 from riverlog.v1 import coordinator_pb2 as _coordinator_pb2
 from riverlog.v1 import data_pb2 as _data_pb2
@@ -72,6 +73,12 @@ class GatewayStub:
     UpsertUser: _grpc.UnaryUnaryMultiCallable[_admin_pb2.UpsertUserRequest, _admin_pb2.UpsertUserResponse]
     DeleteUser: _grpc.UnaryUnaryMultiCallable[_admin_pb2.DeleteUserRequest, _admin_pb2.DeleteUserResponse]
     ListUsers: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ListUsersRequest, _admin_pb2.ListUsersResponse]
+    CreateAcls: _grpc.UnaryUnaryMultiCallable[_acls_pb2.CreateAclsRequest, _acls_pb2.CreateAclsResponse]
+    """ACLs (acls.proto, decision 0032), passed through to the metadata service; the caller needs
+    ALTER (create, delete) or DESCRIBE (describe) on the cluster.
+    """
+    DescribeAcls: _grpc.UnaryUnaryMultiCallable[_acls_pb2.DescribeAclsRequest, _acls_pb2.DescribeAclsResponse]
+    DeleteAcls: _grpc.UnaryUnaryMultiCallable[_acls_pb2.DeleteAclsRequest, _acls_pb2.DeleteAclsResponse]
     FindCoordinator: _grpc.UnaryUnaryMultiCallable[_coordinator_pb2.FindCoordinatorRequest, _coordinator_pb2.FindCoordinatorResponse]
     """Consumer groups (coordinator.proto): each routed to the coordinator instance owning the
     group's __consumer_offsets partition; ListGroups asks every instance; DescribeGroups and
@@ -136,6 +143,12 @@ class GatewayAsyncStub(GatewayStub):
     UpsertUser: _aio.UnaryUnaryMultiCallable[_admin_pb2.UpsertUserRequest, _admin_pb2.UpsertUserResponse]  # type: ignore[assignment]
     DeleteUser: _aio.UnaryUnaryMultiCallable[_admin_pb2.DeleteUserRequest, _admin_pb2.DeleteUserResponse]  # type: ignore[assignment]
     ListUsers: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListUsersRequest, _admin_pb2.ListUsersResponse]  # type: ignore[assignment]
+    CreateAcls: _aio.UnaryUnaryMultiCallable[_acls_pb2.CreateAclsRequest, _acls_pb2.CreateAclsResponse]  # type: ignore[assignment]
+    """ACLs (acls.proto, decision 0032), passed through to the metadata service; the caller needs
+    ALTER (create, delete) or DESCRIBE (describe) on the cluster.
+    """
+    DescribeAcls: _aio.UnaryUnaryMultiCallable[_acls_pb2.DescribeAclsRequest, _acls_pb2.DescribeAclsResponse]  # type: ignore[assignment]
+    DeleteAcls: _aio.UnaryUnaryMultiCallable[_acls_pb2.DeleteAclsRequest, _acls_pb2.DeleteAclsResponse]  # type: ignore[assignment]
     FindCoordinator: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.FindCoordinatorRequest, _coordinator_pb2.FindCoordinatorResponse]  # type: ignore[assignment]
     """Consumer groups (coordinator.proto): each routed to the coordinator instance owning the
     group's __consumer_offsets partition; ListGroups asks every instance; DescribeGroups and
@@ -353,6 +366,30 @@ class GatewayServicer(metaclass=_abc_1.ABCMeta):
         request: _admin_pb2.ListUsersRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_admin_pb2.ListUsersResponse, _abc.Awaitable[_admin_pb2.ListUsersResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def CreateAcls(
+        self,
+        request: _acls_pb2.CreateAclsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_acls_pb2.CreateAclsResponse, _abc.Awaitable[_acls_pb2.CreateAclsResponse]]:
+        """ACLs (acls.proto, decision 0032), passed through to the metadata service; the caller needs
+        ALTER (create, delete) or DESCRIBE (describe) on the cluster.
+        """
+
+    @_abc_1.abstractmethod
+    def DescribeAcls(
+        self,
+        request: _acls_pb2.DescribeAclsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_acls_pb2.DescribeAclsResponse, _abc.Awaitable[_acls_pb2.DescribeAclsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def DeleteAcls(
+        self,
+        request: _acls_pb2.DeleteAclsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_acls_pb2.DeleteAclsResponse, _abc.Awaitable[_acls_pb2.DeleteAclsResponse]]: ...
 
     @_abc_1.abstractmethod
     def FindCoordinator(

@@ -22,12 +22,13 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from riverlog.v1 import acls_pb2 as riverlog_dot_v1_dot_acls__pb2
 from riverlog.v1 import admin_pb2 as riverlog_dot_v1_dot_admin__pb2
 from riverlog.v1 import common_pb2 as riverlog_dot_v1_dot_common__pb2
 from riverlog.v1 import errors_pb2 as riverlog_dot_v1_dot_errors__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ariverlog/v1/metadata.proto\x12\x0briverlog.v1\x1a\x17riverlog/v1/admin.proto\x1a\x18riverlog/v1/common.proto\x1a\x18riverlog/v1/errors.proto\"6\n\x13RegisterNodeRequest\x12\x1f\n\x04node\x18\x01 \x01(\x0b\x32\x11.riverlog.v1.Node\"\xb4\x01\n\x14RegisterNodeResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x10\n\x08lease_id\x18\x03 \x01(\x03\x12\x14\n\x0clease_ttl_ms\x18\x04 \x01(\x05\x12\x12\n\ncluster_id\x18\x05 \x01(\t\x12\x1d\n\x15heartbeat_interval_ms\x18\x06 \x01(\x05\"R\n\x1a\x41llocateIncarnationRequest\x12#\n\x04kind\x18\x01 \x01(\x0e\x32\x15.riverlog.v1.NodeKind\x12\x0f\n\x07node_id\x18\x02 \x01(\x05\"u\n\x1b\x41llocateIncarnationResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x13\n\x0bincarnation\x18\x03 \x01(\x03\"\x9d\x01\n\x10HeartbeatRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12\x10\n\x08lease_id\x18\x02 \x01(\x03\x12\x35\n\x10offline_replicas\x18\x03 \x03(\x0b\x32\x1b.riverlog.v1.TopicPartition\x12/\n\rreplica_sizes\x18\x04 \x03(\x0b\x32\x18.riverlog.v1.ReplicaSize\"C\n\x0bReplicaSize\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x12\n\nsize_bytes\x18\x03 \x01(\x03\"l\n\x11HeartbeatResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x14\n\x0clease_ttl_ms\x18\x03 \x01(\x05\":\n\x15UnregisterNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12\x10\n\x08lease_id\x18\x02 \x01(\x03\"[\n\x16UnregisterNodeResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\"\x1f\n\x0cWatchRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\"\xb6\x03\n\x0eMetadataUpdate\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12\x15\n\rcontroller_id\x18\x02 \x01(\x05\x12\x18\n\x10\x63ontroller_epoch\x18\x03 \x01(\x05\x12\x10\n\x08snapshot\x18\x04 \x01(\x08\x12 \n\x05nodes\x18\x05 \x03(\x0b\x32\x11.riverlog.v1.Node\x12(\n\rremoved_nodes\x18\x06 \x03(\x0b\x32\x11.riverlog.v1.Node\x12*\n\x06topics\x18\x07 \x03(\x0b\x32\x1a.riverlog.v1.TopicMetadata\x12\x16\n\x0eremoved_topics\x18\x08 \x03(\t\x12\x12\n\ncluster_id\x18\t \x01(\t\x12\x43\n\x17\x63oordinator_assignments\x18\n \x03(\x0b\x32\".riverlog.v1.CoordinatorAssignment\x12\x1a\n\x12metadata_addresses\x18\x0b \x03(\t\x12-\n\x0cnode_configs\x18\x0c \x03(\x0b\x32\x17.riverlog.v1.NodeConfig\x12\x1c\n\x14removed_node_configs\x18\r \x03(\t\"~\n\x15\x43oordinatorAssignment\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x16\n\x0e\x63oordinator_id\x18\x02 \x01(\x05\x12\x19\n\x11\x63oordinator_epoch\x18\x03 \x01(\x05\x12\x1f\n\x17\x63oordinator_incarnation\x18\x04 \x01(\x03\"v\n\x12\x41lterPartitionItem\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x0f\n\x07new_isr\x18\x04 \x03(\x05\x12\x17\n\x0fpartition_epoch\x18\x05 \x01(\x05\"w\n\x15\x41lterPartitionRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12\x18\n\x10node_incarnation\x18\x02 \x01(\x03\x12\x33\n\npartitions\x18\x03 \x03(\x0b\x32\x1f.riverlog.v1.AlterPartitionItem\"\xa7\x01\n\x14\x41lterPartitionResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12*\n\nerror_code\x18\x03 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12*\n\x05state\x18\x05 \x01(\x0b\x32\x1b.riverlog.v1.PartitionState\"\x92\x01\n\x16\x41lterPartitionResponse\x12\x35\n\npartitions\x18\x01 \x03(\x0b\x32!.riverlog.v1.AlterPartitionResult\x12*\n\nerror_code\x18\x02 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\"G\n\x1a\x41llocateProducerIdsRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12\x18\n\x10node_incarnation\x18\x02 \x01(\x03\"\x94\x01\n\x1b\x41llocateProducerIdsResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x19\n\x11producer_id_start\x18\x03 \x01(\x03\x12\x17\n\x0fproducer_id_len\x18\x04 \x01(\x05\"+\n\x18WatchClientQuotasRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\"]\n\nStoredUser\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tmechanism\x18\x02 \x01(\t\x12\x12\n\niterations\x18\x03 \x01(\x05\x12\x0c\n\x04salt\x18\x04 \x01(\x0c\x12\x0c\n\x04hash\x18\x05 \x01(\x0c\"\x8a\x01\n\x10QuotaConfigEntry\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x39\n\x06values\x18\x02 \x03(\x0b\x32).riverlog.v1.QuotaConfigEntry.ValuesEntry\x1a-\n\x0bValuesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"{\n\x10\x43lientQuotaImage\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12.\n\x07\x63onfigs\x18\x02 \x03(\x0b\x32\x1d.riverlog.v1.QuotaConfigEntry\x12&\n\x05users\x18\x03 \x03(\x0b\x32\x17.riverlog.v1.StoredUser2\x92\x12\n\x0fMetadataService\x12h\n\x13\x41llocateIncarnation\x12\'.riverlog.v1.AllocateIncarnationRequest\x1a(.riverlog.v1.AllocateIncarnationResponse\x12S\n\x0cRegisterNode\x12 .riverlog.v1.RegisterNodeRequest\x1a!.riverlog.v1.RegisterNodeResponse\x12J\n\tHeartbeat\x12\x1d.riverlog.v1.HeartbeatRequest\x1a\x1e.riverlog.v1.HeartbeatResponse\x12Y\n\x0eUnregisterNode\x12\".riverlog.v1.UnregisterNodeRequest\x1a#.riverlog.v1.UnregisterNodeResponse\x12\x41\n\x05Watch\x12\x19.riverlog.v1.WatchRequest\x1a\x1b.riverlog.v1.MetadataUpdate0\x01\x12S\n\x0c\x43reateTopics\x12 .riverlog.v1.CreateTopicsRequest\x1a!.riverlog.v1.CreateTopicsResponse\x12S\n\x0c\x44\x65leteTopics\x12 .riverlog.v1.DeleteTopicsRequest\x1a!.riverlog.v1.DeleteTopicsResponse\x12_\n\x10\x43reatePartitions\x12$.riverlog.v1.CreatePartitionsRequest\x1a%.riverlog.v1.CreatePartitionsResponse\x12S\n\x0c\x41lterConfigs\x12 .riverlog.v1.AlterConfigsRequest\x1a!.riverlog.v1.AlterConfigsResponse\x12\\\n\x0f\x44\x65scribeConfigs\x12#.riverlog.v1.DescribeConfigsRequest\x1a$.riverlog.v1.DescribeConfigsResponse\x12M\n\nListTopics\x12\x1e.riverlog.v1.ListTopicsRequest\x1a\x1f.riverlog.v1.ListTopicsResponse\x12Y\n\x0e\x44\x65scribeTopics\x12\".riverlog.v1.DescribeTopicsRequest\x1a#.riverlog.v1.DescribeTopicsResponse\x12\\\n\x0f\x44\x65scribeCluster\x12#.riverlog.v1.DescribeClusterRequest\x1a$.riverlog.v1.DescribeClusterResponse\x12Y\n\x0e\x41lterPartition\x12\".riverlog.v1.AlterPartitionRequest\x1a#.riverlog.v1.AlterPartitionResponse\x12h\n\x13\x41llocateProducerIds\x12\'.riverlog.v1.AllocateProducerIdsRequest\x1a(.riverlog.v1.AllocateProducerIdsResponse\x12S\n\x0c\x45lectLeaders\x12 .riverlog.v1.ElectLeadersRequest\x1a!.riverlog.v1.ElectLeadersResponse\x12\x80\x01\n\x1b\x41lterPartitionReassignments\x12/.riverlog.v1.AlterPartitionReassignmentsRequest\x1a\x30.riverlog.v1.AlterPartitionReassignmentsResponse\x12}\n\x1aListPartitionReassignments\x12..riverlog.v1.ListPartitionReassignmentsRequest\x1a/.riverlog.v1.ListPartitionReassignmentsResponse\x12\\\n\x0f\x42\x61lanceReplicas\x12#.riverlog.v1.BalanceReplicasRequest\x1a$.riverlog.v1.BalanceReplicasResponse\x12\x62\n\x11\x41lterClientQuotas\x12%.riverlog.v1.AlterClientQuotasRequest\x1a&.riverlog.v1.AlterClientQuotasResponse\x12k\n\x14\x44\x65scribeClientQuotas\x12(.riverlog.v1.DescribeClientQuotasRequest\x1a).riverlog.v1.DescribeClientQuotasResponse\x12M\n\nUpsertUser\x12\x1e.riverlog.v1.UpsertUserRequest\x1a\x1f.riverlog.v1.UpsertUserResponse\x12M\n\nDeleteUser\x12\x1e.riverlog.v1.DeleteUserRequest\x1a\x1f.riverlog.v1.DeleteUserResponse\x12J\n\tListUsers\x12\x1d.riverlog.v1.ListUsersRequest\x1a\x1e.riverlog.v1.ListUsersResponse\x12[\n\x11WatchClientQuotas\x12%.riverlog.v1.WatchClientQuotasRequest\x1a\x1d.riverlog.v1.ClientQuotaImage0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ariverlog/v1/metadata.proto\x12\x0briverlog.v1\x1a\x16riverlog/v1/acls.proto\x1a\x17riverlog/v1/admin.proto\x1a\x18riverlog/v1/common.proto\x1a\x18riverlog/v1/errors.proto\"6\n\x13RegisterNodeRequest\x12\x1f\n\x04node\x18\x01 \x01(\x0b\x32\x11.riverlog.v1.Node\"\xb4\x01\n\x14RegisterNodeResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x10\n\x08lease_id\x18\x03 \x01(\x03\x12\x14\n\x0clease_ttl_ms\x18\x04 \x01(\x05\x12\x12\n\ncluster_id\x18\x05 \x01(\t\x12\x1d\n\x15heartbeat_interval_ms\x18\x06 \x01(\x05\"R\n\x1a\x41llocateIncarnationRequest\x12#\n\x04kind\x18\x01 \x01(\x0e\x32\x15.riverlog.v1.NodeKind\x12\x0f\n\x07node_id\x18\x02 \x01(\x05\"u\n\x1b\x41llocateIncarnationResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x13\n\x0bincarnation\x18\x03 \x01(\x03\"\x9d\x01\n\x10HeartbeatRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12\x10\n\x08lease_id\x18\x02 \x01(\x03\x12\x35\n\x10offline_replicas\x18\x03 \x03(\x0b\x32\x1b.riverlog.v1.TopicPartition\x12/\n\rreplica_sizes\x18\x04 \x03(\x0b\x32\x18.riverlog.v1.ReplicaSize\"C\n\x0bReplicaSize\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x12\n\nsize_bytes\x18\x03 \x01(\x03\"l\n\x11HeartbeatResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x14\n\x0clease_ttl_ms\x18\x03 \x01(\x05\":\n\x15UnregisterNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12\x10\n\x08lease_id\x18\x02 \x01(\x03\"[\n\x16UnregisterNodeResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\"\x1f\n\x0cWatchRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\"\xb6\x03\n\x0eMetadataUpdate\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12\x15\n\rcontroller_id\x18\x02 \x01(\x05\x12\x18\n\x10\x63ontroller_epoch\x18\x03 \x01(\x05\x12\x10\n\x08snapshot\x18\x04 \x01(\x08\x12 \n\x05nodes\x18\x05 \x03(\x0b\x32\x11.riverlog.v1.Node\x12(\n\rremoved_nodes\x18\x06 \x03(\x0b\x32\x11.riverlog.v1.Node\x12*\n\x06topics\x18\x07 \x03(\x0b\x32\x1a.riverlog.v1.TopicMetadata\x12\x16\n\x0eremoved_topics\x18\x08 \x03(\t\x12\x12\n\ncluster_id\x18\t \x01(\t\x12\x43\n\x17\x63oordinator_assignments\x18\n \x03(\x0b\x32\".riverlog.v1.CoordinatorAssignment\x12\x1a\n\x12metadata_addresses\x18\x0b \x03(\t\x12-\n\x0cnode_configs\x18\x0c \x03(\x0b\x32\x17.riverlog.v1.NodeConfig\x12\x1c\n\x14removed_node_configs\x18\r \x03(\t\"~\n\x15\x43oordinatorAssignment\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x16\n\x0e\x63oordinator_id\x18\x02 \x01(\x05\x12\x19\n\x11\x63oordinator_epoch\x18\x03 \x01(\x05\x12\x1f\n\x17\x63oordinator_incarnation\x18\x04 \x01(\x03\"v\n\x12\x41lterPartitionItem\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x0f\n\x07new_isr\x18\x04 \x03(\x05\x12\x17\n\x0fpartition_epoch\x18\x05 \x01(\x05\"w\n\x15\x41lterPartitionRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12\x18\n\x10node_incarnation\x18\x02 \x01(\x03\x12\x33\n\npartitions\x18\x03 \x03(\x0b\x32\x1f.riverlog.v1.AlterPartitionItem\"\xa7\x01\n\x14\x41lterPartitionResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12*\n\nerror_code\x18\x03 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12*\n\x05state\x18\x05 \x01(\x0b\x32\x1b.riverlog.v1.PartitionState\"\x92\x01\n\x16\x41lterPartitionResponse\x12\x35\n\npartitions\x18\x01 \x03(\x0b\x32!.riverlog.v1.AlterPartitionResult\x12*\n\nerror_code\x18\x02 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\"G\n\x1a\x41llocateProducerIdsRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12\x18\n\x10node_incarnation\x18\x02 \x01(\x03\"\x94\x01\n\x1b\x41llocateProducerIdsResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x19\n\x11producer_id_start\x18\x03 \x01(\x03\x12\x17\n\x0fproducer_id_len\x18\x04 \x01(\x05\"+\n\x18WatchClientQuotasRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\"]\n\nStoredUser\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tmechanism\x18\x02 \x01(\t\x12\x12\n\niterations\x18\x03 \x01(\x05\x12\x0c\n\x04salt\x18\x04 \x01(\x0c\x12\x0c\n\x04hash\x18\x05 \x01(\x0c\"\x8a\x01\n\x10QuotaConfigEntry\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x39\n\x06values\x18\x02 \x03(\x0b\x32).riverlog.v1.QuotaConfigEntry.ValuesEntry\x1a-\n\x0bValuesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\xa2\x01\n\x10\x43lientQuotaImage\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12.\n\x07\x63onfigs\x18\x02 \x03(\x0b\x32\x1d.riverlog.v1.QuotaConfigEntry\x12&\n\x05users\x18\x03 \x03(\x0b\x32\x17.riverlog.v1.StoredUser\x12%\n\x04\x61\x63ls\x18\x04 \x03(\x0b\x32\x17.riverlog.v1.AclBinding2\x85\x14\n\x0fMetadataService\x12h\n\x13\x41llocateIncarnation\x12\'.riverlog.v1.AllocateIncarnationRequest\x1a(.riverlog.v1.AllocateIncarnationResponse\x12S\n\x0cRegisterNode\x12 .riverlog.v1.RegisterNodeRequest\x1a!.riverlog.v1.RegisterNodeResponse\x12J\n\tHeartbeat\x12\x1d.riverlog.v1.HeartbeatRequest\x1a\x1e.riverlog.v1.HeartbeatResponse\x12Y\n\x0eUnregisterNode\x12\".riverlog.v1.UnregisterNodeRequest\x1a#.riverlog.v1.UnregisterNodeResponse\x12\x41\n\x05Watch\x12\x19.riverlog.v1.WatchRequest\x1a\x1b.riverlog.v1.MetadataUpdate0\x01\x12S\n\x0c\x43reateTopics\x12 .riverlog.v1.CreateTopicsRequest\x1a!.riverlog.v1.CreateTopicsResponse\x12S\n\x0c\x44\x65leteTopics\x12 .riverlog.v1.DeleteTopicsRequest\x1a!.riverlog.v1.DeleteTopicsResponse\x12_\n\x10\x43reatePartitions\x12$.riverlog.v1.CreatePartitionsRequest\x1a%.riverlog.v1.CreatePartitionsResponse\x12S\n\x0c\x41lterConfigs\x12 .riverlog.v1.AlterConfigsRequest\x1a!.riverlog.v1.AlterConfigsResponse\x12\\\n\x0f\x44\x65scribeConfigs\x12#.riverlog.v1.DescribeConfigsRequest\x1a$.riverlog.v1.DescribeConfigsResponse\x12M\n\nListTopics\x12\x1e.riverlog.v1.ListTopicsRequest\x1a\x1f.riverlog.v1.ListTopicsResponse\x12Y\n\x0e\x44\x65scribeTopics\x12\".riverlog.v1.DescribeTopicsRequest\x1a#.riverlog.v1.DescribeTopicsResponse\x12\\\n\x0f\x44\x65scribeCluster\x12#.riverlog.v1.DescribeClusterRequest\x1a$.riverlog.v1.DescribeClusterResponse\x12Y\n\x0e\x41lterPartition\x12\".riverlog.v1.AlterPartitionRequest\x1a#.riverlog.v1.AlterPartitionResponse\x12h\n\x13\x41llocateProducerIds\x12\'.riverlog.v1.AllocateProducerIdsRequest\x1a(.riverlog.v1.AllocateProducerIdsResponse\x12S\n\x0c\x45lectLeaders\x12 .riverlog.v1.ElectLeadersRequest\x1a!.riverlog.v1.ElectLeadersResponse\x12\x80\x01\n\x1b\x41lterPartitionReassignments\x12/.riverlog.v1.AlterPartitionReassignmentsRequest\x1a\x30.riverlog.v1.AlterPartitionReassignmentsResponse\x12}\n\x1aListPartitionReassignments\x12..riverlog.v1.ListPartitionReassignmentsRequest\x1a/.riverlog.v1.ListPartitionReassignmentsResponse\x12\\\n\x0f\x42\x61lanceReplicas\x12#.riverlog.v1.BalanceReplicasRequest\x1a$.riverlog.v1.BalanceReplicasResponse\x12\x62\n\x11\x41lterClientQuotas\x12%.riverlog.v1.AlterClientQuotasRequest\x1a&.riverlog.v1.AlterClientQuotasResponse\x12k\n\x14\x44\x65scribeClientQuotas\x12(.riverlog.v1.DescribeClientQuotasRequest\x1a).riverlog.v1.DescribeClientQuotasResponse\x12M\n\nUpsertUser\x12\x1e.riverlog.v1.UpsertUserRequest\x1a\x1f.riverlog.v1.UpsertUserResponse\x12M\n\nDeleteUser\x12\x1e.riverlog.v1.DeleteUserRequest\x1a\x1f.riverlog.v1.DeleteUserResponse\x12J\n\tListUsers\x12\x1d.riverlog.v1.ListUsersRequest\x1a\x1e.riverlog.v1.ListUsersResponse\x12[\n\x11WatchClientQuotas\x12%.riverlog.v1.WatchClientQuotasRequest\x1a\x1d.riverlog.v1.ClientQuotaImage0\x01\x12M\n\nCreateAcls\x12\x1e.riverlog.v1.CreateAclsRequest\x1a\x1f.riverlog.v1.CreateAclsResponse\x12S\n\x0c\x44\x65scribeAcls\x12 .riverlog.v1.DescribeAclsRequest\x1a!.riverlog.v1.DescribeAclsResponse\x12M\n\nDeleteAcls\x12\x1e.riverlog.v1.DeleteAclsRequest\x1a\x1f.riverlog.v1.DeleteAclsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,52 +37,52 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_QUOTACONFIGENTRY_VALUESENTRY']._loaded_options = None
   _globals['_QUOTACONFIGENTRY_VALUESENTRY']._serialized_options = b'8\001'
-  _globals['_REGISTERNODEREQUEST']._serialized_start=120
-  _globals['_REGISTERNODEREQUEST']._serialized_end=174
-  _globals['_REGISTERNODERESPONSE']._serialized_start=177
-  _globals['_REGISTERNODERESPONSE']._serialized_end=357
-  _globals['_ALLOCATEINCARNATIONREQUEST']._serialized_start=359
-  _globals['_ALLOCATEINCARNATIONREQUEST']._serialized_end=441
-  _globals['_ALLOCATEINCARNATIONRESPONSE']._serialized_start=443
-  _globals['_ALLOCATEINCARNATIONRESPONSE']._serialized_end=560
-  _globals['_HEARTBEATREQUEST']._serialized_start=563
-  _globals['_HEARTBEATREQUEST']._serialized_end=720
-  _globals['_REPLICASIZE']._serialized_start=722
-  _globals['_REPLICASIZE']._serialized_end=789
-  _globals['_HEARTBEATRESPONSE']._serialized_start=791
-  _globals['_HEARTBEATRESPONSE']._serialized_end=899
-  _globals['_UNREGISTERNODEREQUEST']._serialized_start=901
-  _globals['_UNREGISTERNODEREQUEST']._serialized_end=959
-  _globals['_UNREGISTERNODERESPONSE']._serialized_start=961
-  _globals['_UNREGISTERNODERESPONSE']._serialized_end=1052
-  _globals['_WATCHREQUEST']._serialized_start=1054
-  _globals['_WATCHREQUEST']._serialized_end=1085
-  _globals['_METADATAUPDATE']._serialized_start=1088
-  _globals['_METADATAUPDATE']._serialized_end=1526
-  _globals['_COORDINATORASSIGNMENT']._serialized_start=1528
-  _globals['_COORDINATORASSIGNMENT']._serialized_end=1654
-  _globals['_ALTERPARTITIONITEM']._serialized_start=1656
-  _globals['_ALTERPARTITIONITEM']._serialized_end=1774
-  _globals['_ALTERPARTITIONREQUEST']._serialized_start=1776
-  _globals['_ALTERPARTITIONREQUEST']._serialized_end=1895
-  _globals['_ALTERPARTITIONRESULT']._serialized_start=1898
-  _globals['_ALTERPARTITIONRESULT']._serialized_end=2065
-  _globals['_ALTERPARTITIONRESPONSE']._serialized_start=2068
-  _globals['_ALTERPARTITIONRESPONSE']._serialized_end=2214
-  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_start=2216
-  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_end=2287
-  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_start=2290
-  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_end=2438
-  _globals['_WATCHCLIENTQUOTASREQUEST']._serialized_start=2440
-  _globals['_WATCHCLIENTQUOTASREQUEST']._serialized_end=2483
-  _globals['_STOREDUSER']._serialized_start=2485
-  _globals['_STOREDUSER']._serialized_end=2578
-  _globals['_QUOTACONFIGENTRY']._serialized_start=2581
-  _globals['_QUOTACONFIGENTRY']._serialized_end=2719
-  _globals['_QUOTACONFIGENTRY_VALUESENTRY']._serialized_start=2674
-  _globals['_QUOTACONFIGENTRY_VALUESENTRY']._serialized_end=2719
-  _globals['_CLIENTQUOTAIMAGE']._serialized_start=2721
-  _globals['_CLIENTQUOTAIMAGE']._serialized_end=2844
-  _globals['_METADATASERVICE']._serialized_start=2847
-  _globals['_METADATASERVICE']._serialized_end=5169
+  _globals['_REGISTERNODEREQUEST']._serialized_start=144
+  _globals['_REGISTERNODEREQUEST']._serialized_end=198
+  _globals['_REGISTERNODERESPONSE']._serialized_start=201
+  _globals['_REGISTERNODERESPONSE']._serialized_end=381
+  _globals['_ALLOCATEINCARNATIONREQUEST']._serialized_start=383
+  _globals['_ALLOCATEINCARNATIONREQUEST']._serialized_end=465
+  _globals['_ALLOCATEINCARNATIONRESPONSE']._serialized_start=467
+  _globals['_ALLOCATEINCARNATIONRESPONSE']._serialized_end=584
+  _globals['_HEARTBEATREQUEST']._serialized_start=587
+  _globals['_HEARTBEATREQUEST']._serialized_end=744
+  _globals['_REPLICASIZE']._serialized_start=746
+  _globals['_REPLICASIZE']._serialized_end=813
+  _globals['_HEARTBEATRESPONSE']._serialized_start=815
+  _globals['_HEARTBEATRESPONSE']._serialized_end=923
+  _globals['_UNREGISTERNODEREQUEST']._serialized_start=925
+  _globals['_UNREGISTERNODEREQUEST']._serialized_end=983
+  _globals['_UNREGISTERNODERESPONSE']._serialized_start=985
+  _globals['_UNREGISTERNODERESPONSE']._serialized_end=1076
+  _globals['_WATCHREQUEST']._serialized_start=1078
+  _globals['_WATCHREQUEST']._serialized_end=1109
+  _globals['_METADATAUPDATE']._serialized_start=1112
+  _globals['_METADATAUPDATE']._serialized_end=1550
+  _globals['_COORDINATORASSIGNMENT']._serialized_start=1552
+  _globals['_COORDINATORASSIGNMENT']._serialized_end=1678
+  _globals['_ALTERPARTITIONITEM']._serialized_start=1680
+  _globals['_ALTERPARTITIONITEM']._serialized_end=1798
+  _globals['_ALTERPARTITIONREQUEST']._serialized_start=1800
+  _globals['_ALTERPARTITIONREQUEST']._serialized_end=1919
+  _globals['_ALTERPARTITIONRESULT']._serialized_start=1922
+  _globals['_ALTERPARTITIONRESULT']._serialized_end=2089
+  _globals['_ALTERPARTITIONRESPONSE']._serialized_start=2092
+  _globals['_ALTERPARTITIONRESPONSE']._serialized_end=2238
+  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_start=2240
+  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_end=2311
+  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_start=2314
+  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_end=2462
+  _globals['_WATCHCLIENTQUOTASREQUEST']._serialized_start=2464
+  _globals['_WATCHCLIENTQUOTASREQUEST']._serialized_end=2507
+  _globals['_STOREDUSER']._serialized_start=2509
+  _globals['_STOREDUSER']._serialized_end=2602
+  _globals['_QUOTACONFIGENTRY']._serialized_start=2605
+  _globals['_QUOTACONFIGENTRY']._serialized_end=2743
+  _globals['_QUOTACONFIGENTRY_VALUESENTRY']._serialized_start=2698
+  _globals['_QUOTACONFIGENTRY_VALUESENTRY']._serialized_end=2743
+  _globals['_CLIENTQUOTAIMAGE']._serialized_start=2746
+  _globals['_CLIENTQUOTAIMAGE']._serialized_end=2908
+  _globals['_METADATASERVICE']._serialized_start=2911
+  _globals['_METADATASERVICE']._serialized_end=5476
 # @@protoc_insertion_point(module_scope)

@@ -1,3 +1,4 @@
+from riverlog.v1 import acls_pb2 as _acls_pb2
 from riverlog.v1 import admin_pb2 as _admin_pb2
 from riverlog.v1 import common_pb2 as _common_pb2
 from riverlog.v1 import errors_pb2 as _errors_pb2
@@ -249,11 +250,13 @@ class QuotaConfigEntry(_message.Message):
     def __init__(self, path: _Optional[str] = ..., values: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class ClientQuotaImage(_message.Message):
-    __slots__ = ("version", "configs", "users")
+    __slots__ = ("version", "configs", "users", "acls")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CONFIGS_FIELD_NUMBER: _ClassVar[int]
     USERS_FIELD_NUMBER: _ClassVar[int]
+    ACLS_FIELD_NUMBER: _ClassVar[int]
     version: int
     configs: _containers.RepeatedCompositeFieldContainer[QuotaConfigEntry]
     users: _containers.RepeatedCompositeFieldContainer[StoredUser]
-    def __init__(self, version: _Optional[int] = ..., configs: _Optional[_Iterable[_Union[QuotaConfigEntry, _Mapping]]] = ..., users: _Optional[_Iterable[_Union[StoredUser, _Mapping]]] = ...) -> None: ...
+    acls: _containers.RepeatedCompositeFieldContainer[_acls_pb2.AclBinding]
+    def __init__(self, version: _Optional[int] = ..., configs: _Optional[_Iterable[_Union[QuotaConfigEntry, _Mapping]]] = ..., users: _Optional[_Iterable[_Union[StoredUser, _Mapping]]] = ..., acls: _Optional[_Iterable[_Union[_acls_pb2.AclBinding, _Mapping]]] = ...) -> None: ...

@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from riverlog.v1 import acls_pb2 as riverlog_dot_v1_dot_acls__pb2
 from riverlog.v1 import admin_pb2 as riverlog_dot_v1_dot_admin__pb2
 from riverlog.v1 import metadata_pb2 as riverlog_dot_v1_dot_metadata__pb2
 
@@ -159,6 +160,21 @@ class MetadataServiceStub:
                 '/riverlog.v1.MetadataService/WatchClientQuotas',
                 request_serializer=riverlog_dot_v1_dot_metadata__pb2.WatchClientQuotasRequest.SerializeToString,
                 response_deserializer=riverlog_dot_v1_dot_metadata__pb2.ClientQuotaImage.FromString,
+                _registered_method=True)
+        self.CreateAcls = channel.unary_unary(
+                '/riverlog.v1.MetadataService/CreateAcls',
+                request_serializer=riverlog_dot_v1_dot_acls__pb2.CreateAclsRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_acls__pb2.CreateAclsResponse.FromString,
+                _registered_method=True)
+        self.DescribeAcls = channel.unary_unary(
+                '/riverlog.v1.MetadataService/DescribeAcls',
+                request_serializer=riverlog_dot_v1_dot_acls__pb2.DescribeAclsRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_acls__pb2.DescribeAclsResponse.FromString,
+                _registered_method=True)
+        self.DeleteAcls = channel.unary_unary(
+                '/riverlog.v1.MetadataService/DeleteAcls',
+                request_serializer=riverlog_dot_v1_dot_acls__pb2.DeleteAclsRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_acls__pb2.DeleteAclsResponse.FromString,
                 _registered_method=True)
 
 
@@ -327,6 +343,26 @@ class MetadataServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateAcls(self, request, context):
+        """ACLs (acls.proto, decision 0032): written by the controller in fenced transactions (any
+        instance forwards), read from any instance; pushed to gateways in ClientQuotaImage.acls.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MetadataServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -454,6 +490,21 @@ def add_MetadataServiceServicer_to_server(servicer, server):
                     servicer.WatchClientQuotas,
                     request_deserializer=riverlog_dot_v1_dot_metadata__pb2.WatchClientQuotasRequest.FromString,
                     response_serializer=riverlog_dot_v1_dot_metadata__pb2.ClientQuotaImage.SerializeToString,
+            ),
+            'CreateAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateAcls,
+                    request_deserializer=riverlog_dot_v1_dot_acls__pb2.CreateAclsRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_acls__pb2.CreateAclsResponse.SerializeToString,
+            ),
+            'DescribeAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeAcls,
+                    request_deserializer=riverlog_dot_v1_dot_acls__pb2.DescribeAclsRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_acls__pb2.DescribeAclsResponse.SerializeToString,
+            ),
+            'DeleteAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteAcls,
+                    request_deserializer=riverlog_dot_v1_dot_acls__pb2.DeleteAclsRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_acls__pb2.DeleteAclsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1131,6 +1182,87 @@ class MetadataService:
             '/riverlog.v1.MetadataService/WatchClientQuotas',
             riverlog_dot_v1_dot_metadata__pb2.WatchClientQuotasRequest.SerializeToString,
             riverlog_dot_v1_dot_metadata__pb2.ClientQuotaImage.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.MetadataService/CreateAcls',
+            riverlog_dot_v1_dot_acls__pb2.CreateAclsRequest.SerializeToString,
+            riverlog_dot_v1_dot_acls__pb2.CreateAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.MetadataService/DescribeAcls',
+            riverlog_dot_v1_dot_acls__pb2.DescribeAclsRequest.SerializeToString,
+            riverlog_dot_v1_dot_acls__pb2.DescribeAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.MetadataService/DeleteAcls',
+            riverlog_dot_v1_dot_acls__pb2.DeleteAclsRequest.SerializeToString,
+            riverlog_dot_v1_dot_acls__pb2.DeleteAclsResponse.FromString,
             options,
             channel_credentials,
             insecure,

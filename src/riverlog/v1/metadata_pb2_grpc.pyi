@@ -7,6 +7,7 @@ service talks to etcd; every other process registers here and follows the Watch 
 
 from collections import abc as _abc
 from grpc import aio as _aio
+from riverlog.v1 import acls_pb2 as _acls_pb2
 from riverlog.v1 import admin_pb2 as _admin_pb2
 from riverlog.v1 import metadata_pb2 as _metadata_pb2
 import abc as _abc_1
@@ -75,6 +76,12 @@ class MetadataServiceStub:
     DeleteUser: _grpc.UnaryUnaryMultiCallable[_admin_pb2.DeleteUserRequest, _admin_pb2.DeleteUserResponse]
     ListUsers: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ListUsersRequest, _admin_pb2.ListUsersResponse]
     WatchClientQuotas: _grpc.UnaryStreamMultiCallable[_metadata_pb2.WatchClientQuotasRequest, _metadata_pb2.ClientQuotaImage]
+    CreateAcls: _grpc.UnaryUnaryMultiCallable[_acls_pb2.CreateAclsRequest, _acls_pb2.CreateAclsResponse]
+    """ACLs (acls.proto, decision 0032): written by the controller in fenced transactions (any
+    instance forwards), read from any instance; pushed to gateways in ClientQuotaImage.acls.
+    """
+    DescribeAcls: _grpc.UnaryUnaryMultiCallable[_acls_pb2.DescribeAclsRequest, _acls_pb2.DescribeAclsResponse]
+    DeleteAcls: _grpc.UnaryUnaryMultiCallable[_acls_pb2.DeleteAclsRequest, _acls_pb2.DeleteAclsResponse]
 
 @_typing.type_check_only
 class MetadataServiceAsyncStub(MetadataServiceStub):
@@ -120,6 +127,12 @@ class MetadataServiceAsyncStub(MetadataServiceStub):
     DeleteUser: _aio.UnaryUnaryMultiCallable[_admin_pb2.DeleteUserRequest, _admin_pb2.DeleteUserResponse]  # type: ignore[assignment]
     ListUsers: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListUsersRequest, _admin_pb2.ListUsersResponse]  # type: ignore[assignment]
     WatchClientQuotas: _aio.UnaryStreamMultiCallable[_metadata_pb2.WatchClientQuotasRequest, _metadata_pb2.ClientQuotaImage]  # type: ignore[assignment]
+    CreateAcls: _aio.UnaryUnaryMultiCallable[_acls_pb2.CreateAclsRequest, _acls_pb2.CreateAclsResponse]  # type: ignore[assignment]
+    """ACLs (acls.proto, decision 0032): written by the controller in fenced transactions (any
+    instance forwards), read from any instance; pushed to gateways in ClientQuotaImage.acls.
+    """
+    DescribeAcls: _aio.UnaryUnaryMultiCallable[_acls_pb2.DescribeAclsRequest, _acls_pb2.DescribeAclsResponse]  # type: ignore[assignment]
+    DeleteAcls: _aio.UnaryUnaryMultiCallable[_acls_pb2.DeleteAclsRequest, _acls_pb2.DeleteAclsResponse]  # type: ignore[assignment]
 
 class MetadataServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -312,5 +325,29 @@ class MetadataServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _metadata_pb2.WatchClientQuotasRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_metadata_pb2.ClientQuotaImage], _abc.AsyncIterator[_metadata_pb2.ClientQuotaImage]]: ...
+
+    @_abc_1.abstractmethod
+    def CreateAcls(
+        self,
+        request: _acls_pb2.CreateAclsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_acls_pb2.CreateAclsResponse, _abc.Awaitable[_acls_pb2.CreateAclsResponse]]:
+        """ACLs (acls.proto, decision 0032): written by the controller in fenced transactions (any
+        instance forwards), read from any instance; pushed to gateways in ClientQuotaImage.acls.
+        """
+
+    @_abc_1.abstractmethod
+    def DescribeAcls(
+        self,
+        request: _acls_pb2.DescribeAclsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_acls_pb2.DescribeAclsResponse, _abc.Awaitable[_acls_pb2.DescribeAclsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def DeleteAcls(
+        self,
+        request: _acls_pb2.DeleteAclsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_acls_pb2.DeleteAclsResponse, _abc.Awaitable[_acls_pb2.DeleteAclsResponse]]: ...
 
 def add_MetadataServiceServicer_to_server(servicer: MetadataServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,1 @@
+"""Kafka's ACL model (`model.py`), its matcher (`authorizer.py`) and their protos (`convert.py`)."""
