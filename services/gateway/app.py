@@ -105,6 +105,7 @@ class Gateway:
             producer_ids=self.producer_ids,
             quotas=self.enforcement.quotas,
             auth=self.enforcement.auth,
+            authz=self.enforcement.authz,
             groups=GroupRouter(
                 self.cache,
                 self.coordinators,

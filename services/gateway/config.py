@@ -15,9 +15,22 @@ from typing import Any, Final
 from riverlog.common.errors import ErrorCode, RiverlogError
 
 _MIB: Final = 1024 * 1024
-_BOOL_KEYS: Final = frozenset({"allow_anonymous", "storage_zero_copy_enable"})
+_BOOL_KEYS: Final = frozenset(
+    {
+        "allow_anonymous",
+        "storage_zero_copy_enable",
+        "authorizer_enable",
+        "allow_everyone_if_no_acl_found",
+    }
+)
 _STR_KEYS: Final = frozenset(
-    {"ssl_certificate_location", "ssl_key_location", "ssl_ca_location", "ssl_client_auth"}
+    {
+        "ssl_certificate_location",
+        "ssl_key_location",
+        "ssl_ca_location",
+        "ssl_client_auth",
+        "super_users",
+    }
 )
 CLIENT_AUTH_CHOICES: Final = ("none", "required")
 """Kafka's `requested` is not offered: gRPC Python's server either requires and verifies a client
@@ -101,6 +114,21 @@ class GatewayConfig:
     """Kafka's ssl.client.auth: none or required (`requested` is refused: gRPC Python cannot
     ask for an optional certificate). A verified certificate's common name is the principal of
     a call without credentials in its metadata."""
+
+    authorizer_enable: bool = True
+    """Whether ACLs are enforced (true/false). Even when true, a cluster holding no ACL binding
+    at all authorizes everything, as before ACLs existed (decision 0032)."""
+
+    super_users: str = ""
+    """Kafka's super.users: principals allowed everything, `;`-separated (`User:admin;User:ops`)."""
+
+    allow_everyone_if_no_acl_found: bool = False
+    """Kafka's allow.everyone.if.no.acl.found, once the cluster holds any ACL: whether a
+    resource no binding covers is open to everyone (false: refused, as Kafka in production)."""
+
+    @property
+    def super_user_list(self) -> list[str]:
+        return [p.strip() for p in self.super_users.split(";") if p.strip()]
 
     @property
     def tls(self) -> bool:

@@ -1,14 +1,15 @@
-"""The quota and authentication components of one gateway, wired together, with one lifecycle.
+"""The quota, authentication and authorization components of one gateway, wired together.
 
-Three things follow the cluster: the users and quota configs (one WatchClientQuotas stream:
-`ClientQuotaWatcher`, whose every image swaps the resolver of the local view and the user table
-of the authenticator), the local measurement (`LocalQuotaView` behind `GatewayQuotas`, on the
+Three things follow the cluster: the users, quota configs and ACL bindings (one
+WatchClientQuotas stream: `ClientQuotaWatcher`, whose every image swaps the resolver of the
+local view and the user table of the authenticator, and whose ACL bindings swap the index of
+the authorizer), the local measurement (`LocalQuotaView` behind `GatewayQuotas`, on the
 request path), and the background exchange with the quota service (`QuotaReporter`). Start-up
 waits briefly for the first quota image so a restarted gateway does not serve a throttled client
-unthrottled, but never fails on it: with no image yet, no quota applies and only ANONYMOUS
-calls are served (credentials cannot be checked), which the log says. The watcher and the
-reporter are gRPC clients: the app makes them (`client_quota_watcher`, `peers/quota.py`) and
-hands them in, so this module stays free of transport code.
+unthrottled, but never fails on it: with no image yet, no quota applies, no ACL is enforced and
+only ANONYMOUS calls are served (credentials cannot be checked), which the log says. The watcher
+and the reporter are gRPC clients: the app makes them (`client_quota_watcher`, `peers/quota.py`)
+and hands them in, so this module stays free of transport code.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from riverlog.common.acl.authorizer import AclIndex
 from riverlog.common.clock import Clock, SystemClock
 from riverlog.common.quota.credentials import CredentialChecker, StoredCredential
 from riverlog.common.quota.exchange import LocalQuotaView
@@ -25,6 +27,7 @@ from riverlog.common.quota.resolver import QuotaResolver
 from riverlog.common.quota.window import WindowConfig
 
 from .auth import Authenticator
+from .authorization import GatewayAuthorizer
 from .config import GatewayConfig
 from .quotas import GatewayQuotas
 
@@ -45,6 +48,8 @@ class QuotaFeed(Protocol):
     def version(self) -> int: ...
 
     def add_listener(self, callback: QuotaListener) -> None: ...
+
+    def add_acl_listener(self, callback: Callable[[AclIndex], None]) -> None: ...
 
     async def start(self, timeout_s: float) -> bool: ...
 
@@ -81,8 +86,10 @@ class Enforcement:
         )
         self.quotas = GatewayQuotas(self.view, self.clock, _HOLD_RECHECK_MS)
         self.auth = Authenticator(CredentialChecker(), config.allow_anonymous)
+        self.authz = GatewayAuthorizer(config)
         self.watcher = watcher
         self.watcher.add_listener(self._on_image)
+        self.watcher.add_acl_listener(self.authz.update)
         self.reporter = reporter(self.view, self.clock, interval)
 
     def _on_image(self, resolver: QuotaResolver, users: dict[str, StoredCredential]) -> None:

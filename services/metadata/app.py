@@ -24,6 +24,7 @@ from riverlog.v1 import metadata_pb2_grpc
 
 from .client_quotas import ClientQuotaBook
 from .config import MetadataConfig
+from .controller.acls import AclController
 from .controller.balancer import ReplicaBalancer
 from .controller.cluster import NodeRegistry
 from .controller.coordinators import CoordinatorAssigner
@@ -36,6 +37,7 @@ from .controller.replication import ReplicationController
 from .controller.topics import TopicController, new_topic_id
 from .image import MetadataImage
 from .peers.controller import ControllerPeer
+from .rpc.acls import AclsRpc
 from .rpc.balancer import BalancerRpc
 from .rpc.reassignments import ReassignmentsRpc
 from .rpc.servicer import MetadataServicer
@@ -137,6 +139,9 @@ class MetadataInstance:
         servicer.reassignments = ReassignmentsRpc(reassignments)
         servicer.node_configs = NodeConfigController(election, image)
         servicer.balancer = BalancerRpc(balancer)
+        servicer.acls = AclsRpc(
+            AclController(election, self.client_quotas), self.client_quotas.acls
+        )
         await self.server.start()
         self.election = election
         await election.start(self.advertised_host, self.server.port)

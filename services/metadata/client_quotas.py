@@ -7,6 +7,7 @@ second etcd client, so the cluster image is untouched by quota changes:
     P client/quotas/config/users/<user>[/clients/<client-id>]   JSON {quota key: value}
     P client/quotas/config/clients/<client-id>                  (Kafka's config paths)
     P client/users/<name>                                       JSON salted PBKDF2 credential
+    P client/acls/<type>/<pattern type>/<name>                  ACL entries (`acl_records`)
 
 Quota and user writes do not depend on partitions or leadership, so any instance applies them
 (no forwarding to the controller); an entity's read-modify-write is one etcd transaction
@@ -35,6 +36,7 @@ from riverlog.common.quota.entity import (
     validate_quota_values,
 )
 
+from .acl_records import ACLS, AclTable
 from .follower import EtcdFollower
 from .store import Change, Compare, Entry, EtcdStore, Op
 
@@ -97,6 +99,9 @@ class ClientQuotaBook:
         self.version = 0
         self.configs: dict[QuotaEntity, dict[QuotaType, float]] = {}
         self.users: dict[str, StoredCredential] = {}
+        self.acls = AclTable()
+        """The ACL bindings (written by the controller, `controller/acls.py`; published with
+        the quotas and users so the gateways follow one stream)."""
         self._changed = asyncio.Event()
         self._follower = EtcdFollower(
             store, self._load, self._apply, what="client quotas", task_name="client-quota-book"
@@ -113,6 +118,7 @@ class ClientQuotaBook:
     def _load(self, revision: int, entries: dict[str, Entry]) -> None:
         self.configs.clear()
         self.users.clear()
+        self.acls.clear()
         for key, entry in entries.items():
             self._absorb(key, entry.value)
         self._bump(revision)
@@ -126,6 +132,9 @@ class ClientQuotaBook:
 
     def _absorb(self, key: str, value: bytes | None) -> None:
         rel = self.store.keys.relative(key)
+        if rel.startswith(ACLS):
+            self.acls.absorb(rel, value)
+            return
         try:
             if rel.startswith(_QUOTAS + "/"):
                 entity = QuotaEntity.parse(rel[len(_QUOTAS) :])
@@ -152,6 +161,10 @@ class ClientQuotaBook:
         """Return once the copy is newer than `version`."""
         while self.version <= version:
             await self._changed.wait()
+
+    async def visible(self, revision: int) -> None:
+        """Return once this copy shows `revision` (or after a few seconds)."""
+        await self._visible(revision)
 
     async def _visible(self, revision: int) -> None:
         with contextlib.suppress(TimeoutError):

@@ -41,6 +41,9 @@ PASSTHROUGH: Final = {
     "UpsertUser": "UpsertUser",
     "DeleteUser": "DeleteUser",
     "ListUsers": "ListUsers",
+    "CreateAcls": "CreateAcls",
+    "DescribeAcls": "DescribeAcls",
+    "DeleteAcls": "DeleteAcls",
 }
 
 # No instance answered at all: the request cannot have been applied, so it is safe to resend.

@@ -15,14 +15,17 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import grpc
 
+from riverlog.common.acl.model import AclOperation, ResourceType
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.producer_ids import ProducerIdAllocator
 from riverlog.common.rpc.convert import acks_from_proto, isolation_level_from_proto
 from riverlog.common.types import Acks, TopicPartition
 from riverlog.v1 import (
+    acls_pb2,
     admin_pb2,
     coordinator_pb2,
     data_pb2,
@@ -33,6 +36,7 @@ from riverlog.v1 import (
 
 from ..admin import Admin
 from ..auth import Authenticator
+from ..authorization import GatewayAuthorizer, denied
 from ..config import GatewayConfig
 from ..context import RequestContext
 from ..fetch import Fetcher, FetchOptions, FetchPart, FetchPartResult
@@ -46,6 +50,7 @@ from ..records import PlainRecords
 from ..streams import Pipeline
 from . import convert
 from .admin import AdminForwarder
+from .authorization import AuthorizationInterceptor
 from .groups import GroupForwarder
 from .request_context import RequestContexts
 from .request_quota import RequestQuotaInterceptor, after_fetch, before_fetch, produce_size
@@ -79,6 +84,7 @@ class Families:
     auth: Authenticator | None = None
     groups: GroupRouter | None = None
     progress: ReassignmentProgress | None = None
+    authz: GatewayAuthorizer | None = None
 
 
 class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
@@ -93,8 +99,14 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         self.transactions = TransactionForwarder(families.groups, self.contexts)
 
     def interceptors(self) -> list[grpc.aio.ServerInterceptor]:
-        """The server interceptors this servicer's calls need: the request quota."""
-        return [RequestQuotaInterceptor(self.contexts, self.f.quotas)]
+        """The server interceptors this servicer's calls need: the request quota, then (inside
+        it, with the context it made) the ACL checks."""
+        out: list[grpc.aio.ServerInterceptor] = [
+            RequestQuotaInterceptor(self.contexts, self.f.quotas)
+        ]
+        if self.f.authz is not None:
+            out.append(AuthorizationInterceptor(self.contexts, self.f.authz))
+        return out
 
     def _context(self, method: str, context: grpc.aio.ServicerContext) -> RequestContext:
         return self.contexts.of_call(method, context)
@@ -139,9 +151,22 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         quotas = self.f.quotas
         throttle = 0
         options, parts = convert.produce_from_proto(request)
+        authz = self.f.authz
+        refused: list[ProducePart] = []
+        if authz is not None and authz.active:  # nothing is written to a refused partition
+            parts, refused = authz.split(ctx, AclOperation.WRITE, parts, lambda p: p.tp.topic)
         if quotas is not None:
             throttle = await quotas.before_produce(ctx, produce_size(parts))
-        results = await produce(ctx, options, parts)
+        results = await produce(ctx, options, parts) if parts or not refused else []
+        if refused:
+            results = _in_order(
+                [p.tp for p in (*parts, *refused)],
+                results,
+                [
+                    ProducePartResult.failed(p, _refusal(ctx, AclOperation.WRITE, p.tp))
+                    for p in refused
+                ],
+            )
         if quotas is not None:
             throttle = quotas.after_request(ctx, throttle, ctx.work.elapsed_ns())
         return options, results, throttle
@@ -180,7 +205,20 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                     throttle_time_ms=held, correlation_id=request.correlation_id
                 )
         options, parts = convert.fetch_from_proto(request)
-        results = await fetch(ctx, options, parts)
+        authz = self.f.authz
+        refused: list[FetchPart] = []
+        if authz is not None and authz.active:
+            parts, refused = authz.split(ctx, AclOperation.READ, parts, lambda p: p.tp.topic)
+        results = await fetch(ctx, options, parts) if parts or not refused else []
+        if refused:
+            results = _in_order(
+                [p.tp for p in (*parts, *refused)],
+                results,
+                [
+                    FetchPartResult.failed(p, _refusal(ctx, AclOperation.READ, p.tp))
+                    for p in refused
+                ],
+            )
         response = convert.fetch_to_proto(results, request.correlation_id)
         if quotas is not None:
             size = sum(len(r.records) for r in results)
@@ -427,6 +465,32 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         )
         return response
 
+    # --- ACLs: passed through to the metadata service (checked by the interceptor) --------------
+
+    async def CreateAcls(
+        self, request: acls_pb2.CreateAclsRequest, context: grpc.aio.ServicerContext
+    ) -> acls_pb2.CreateAclsResponse:
+        response: acls_pb2.CreateAclsResponse = await self.admin.forward(
+            "CreateAcls", request, context
+        )
+        return response
+
+    async def DescribeAcls(
+        self, request: acls_pb2.DescribeAclsRequest, context: grpc.aio.ServicerContext
+    ) -> acls_pb2.DescribeAclsResponse:
+        response: acls_pb2.DescribeAclsResponse = await self.admin.forward(
+            "DescribeAcls", request, context
+        )
+        return response
+
+    async def DeleteAcls(
+        self, request: acls_pb2.DeleteAclsRequest, context: grpc.aio.ServicerContext
+    ) -> acls_pb2.DeleteAclsResponse:
+        response: acls_pb2.DeleteAclsResponse = await self.admin.forward(
+            "DeleteAcls", request, context
+        )
+        return response
+
     # --- transactions: delegated to the transaction forwarder ----------------------------------
 
     async def AddPartitionsToTxn(
@@ -547,6 +611,25 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             "OffsetFetch", request, coordinator_pb2.OffsetFetchResponse, context
         )
         return response
+
+
+_R = TypeVar("_R", ProducePartResult, FetchPartResult)
+
+
+def _refusal(ctx: RequestContext, op: AclOperation, tp: TopicPartition) -> RiverlogError:
+    return denied(ctx, op, ResourceType.TOPIC, tp.topic)
+
+
+def _in_order(
+    order: Sequence[TopicPartition], done: Sequence[_R], refused: Sequence[_R]
+) -> list[_R]:
+    """The results of the allowed and the refused partitions in the request's order (`order`
+    holds each partition once; a partition the leaders did not answer stays out)."""
+    by_tp: dict[TopicPartition, _R] = {}
+    for results in (done, refused):
+        for r in results:
+            by_tp[r.tp] = r
+    return [by_tp[tp] for tp in order if tp in by_tp]
 
 
 def add_to_server(servicer: GatewayServicer, server: grpc.aio.Server) -> None:

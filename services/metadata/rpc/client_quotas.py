@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from riverlog.common.acl.convert import bindings_to_proto
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.quota.convert import (
     CLIENT_ID,
@@ -147,5 +148,7 @@ class ClientQuotasRpc:
         log.debug("quota watch opened by %d at version %d", request.node_id, book.version)
         while True:
             version = book.version
-            yield image_to_proto(version, book.configs, book.users.values())
+            image = image_to_proto(version, book.configs, book.users.values())
+            image.acls.extend(bindings_to_proto(book.acls.bindings()))
+            yield image
             await book.changed(version)

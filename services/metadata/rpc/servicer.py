@@ -24,7 +24,7 @@ from riverlog.common.cluster.convert import (
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.rpc.convert import error_code_to_proto
 from riverlog.common.types import TopicPartition
-from riverlog.v1 import admin_pb2, metadata_pb2, metadata_pb2_grpc
+from riverlog.v1 import acls_pb2, admin_pb2, metadata_pb2, metadata_pb2_grpc
 
 from ..controller.cluster import NodeRegistry
 from ..controller.election import ControllerElection
@@ -36,6 +36,7 @@ from ..controller.topics import TopicController
 from ..image import MetadataImage
 from ..peers.controller import ControllerPeer, was_forwarded
 from . import convert as conv
+from .acls import AclsRpc
 from .balancer import BalancerRpc
 from .client_quotas import ClientQuotasRpc
 from .reassignments import ReassignmentsRpc
@@ -49,6 +50,7 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
     reassignments: ReassignmentsRpc  # set by the app, as client_quotas
     node_configs: NodeConfigController  # set by the app
     balancer: BalancerRpc  # set by the app
+    acls: AclsRpc  # set by the app
 
     def __init__(
         self,
@@ -207,6 +209,23 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
             )
 
         return await self._write("AlterConfigs", request, context, local)
+
+    # --- ACLs: written by the controller, read anywhere (decision 0032) --------------------------
+
+    async def CreateAcls(
+        self, request: acls_pb2.CreateAclsRequest, context: grpc.aio.ServicerContext
+    ) -> acls_pb2.CreateAclsResponse:
+        return await self._write("CreateAcls", request, context, lambda: self.acls.create(request))
+
+    async def DescribeAcls(
+        self, request: acls_pb2.DescribeAclsRequest, context: grpc.aio.ServicerContext
+    ) -> acls_pb2.DescribeAclsResponse:
+        return self.acls.describe(request)
+
+    async def DeleteAcls(
+        self, request: acls_pb2.DeleteAclsRequest, context: grpc.aio.ServicerContext
+    ) -> acls_pb2.DeleteAclsResponse:
+        return await self._write("DeleteAcls", request, context, lambda: self.acls.delete(request))
 
     # --- leadership and producer ids (controller) -----------------------------------------------
 

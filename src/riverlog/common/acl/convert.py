@@ -21,7 +21,6 @@ from .model import (
     ResourceType,
 )
 
-
 _E = TypeVar("_E", ResourceType, PatternType, AclOperation, AclPermission)
 
 

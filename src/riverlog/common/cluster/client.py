@@ -54,6 +54,9 @@ METADATA_RPCS: Final[Rpcs[metadata_pb2_grpc.MetadataServiceAsyncStub]] = {
     "UpsertUser": lambda s: s.UpsertUser,
     "DeleteUser": lambda s: s.DeleteUser,
     "ListUsers": lambda s: s.ListUsers,
+    "CreateAcls": lambda s: s.CreateAcls,
+    "DescribeAcls": lambda s: s.DescribeAcls,
+    "DeleteAcls": lambda s: s.DeleteAcls,
 }
 """MetadataService's unary methods by name (`call` takes a name: the gateway passes admin
 calls through, the controller forwarder passes writes on)."""

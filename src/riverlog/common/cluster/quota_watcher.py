@@ -1,11 +1,11 @@
-"""Follow the client quota configs and stored users by push: one WatchClientQuotas stream to a
-metadata instance, moving to another whenever the stream breaks.
+"""Follow the client quota configs, stored users and ACL bindings by push: one WatchClientQuotas
+stream to a metadata instance, moving to another whenever the stream breaks.
 
-Gateways (quotas and authentication) and quota service instances (quotas) keep their resolver
-and user table here. The metadata service sends the whole quota and user state at the start of
-the stream and again after every change (it is small: a few entries per configured entity and
-user), so a change reaches every follower within the etcd watch latency, without polling and
-without restarts.
+Gateways (quotas, authentication and authorization) and quota service instances (quotas) keep
+their resolver, user table and ACL index here. The metadata service sends the whole quota, user
+and ACL state at the start of the stream and again after every change (it is small: a few
+entries per configured entity, user and resource pattern), so a change reaches every follower
+within the etcd watch latency, without polling and without restarts.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from collections.abc import Callable
 
 import grpc
 
+from riverlog.common.acl.authorizer import AclIndex
+from riverlog.common.acl.convert import binding_from_proto
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.quota.convert import image_from_proto
 from riverlog.common.quota.credentials import StoredCredential
@@ -29,6 +31,7 @@ from .client import MetadataClient
 log = logging.getLogger(__name__)
 
 QuotaListener = Callable[[QuotaResolver, dict[str, StoredCredential]], None]
+AclListener = Callable[[AclIndex], None]
 _RECONNECT_START_S = 0.05
 _RECONNECT_MAX_S = 1.0
 
@@ -48,11 +51,17 @@ class ClientQuotaWatcher:
         self.users: dict[str, StoredCredential] = {}
         self.version = -1
         self._listeners: list[QuotaListener] = []
+        self.acls = AclIndex()
+        self._acl_listeners: list[AclListener] = []
         self._task: asyncio.Task[None] | None = None
         self._first = asyncio.Event()
 
     def add_listener(self, callback: QuotaListener) -> None:
         self._listeners.append(callback)
+
+    def add_acl_listener(self, callback: AclListener) -> None:
+        """`callback(index)` after every image whose ACL bindings differ from the last."""
+        self._acl_listeners.append(callback)
 
     async def start(self, timeout_s: float = 30.0) -> bool:
         """Start following; True once the first image is in, False on timeout."""
@@ -101,10 +110,19 @@ class ClientQuotaWatcher:
         if image.version < self.version:
             return
         self.resolver, self.users = image_from_proto(image)
+        acls = AclIndex(binding_from_proto(b) for b in image.acls)
+        acls_changed = acls.bindings != self.acls.bindings
+        self.acls = acls
         self.version = image.version
-        self._first.set()
         for listener in list(self._listeners):
             try:
                 listener(self.resolver, self.users)
             except Exception:
                 log.exception("quota listener failed")
+        if acls_changed or not self._first.is_set():
+            for acl_listener in list(self._acl_listeners):
+                try:
+                    acl_listener(self.acls)
+                except Exception:
+                    log.exception("ACL listener failed")
+        self._first.set()
