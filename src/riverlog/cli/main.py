@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from riverlog import __version__
 
 from .commands import (
+    acls,
     cluster,
     configs,
     consume,
@@ -42,6 +43,7 @@ COMMANDS = (
     transactions,
     quotas,
     users,
+    acls,
     produce,
     consume,
     dump_log,

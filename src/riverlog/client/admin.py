@@ -23,6 +23,7 @@ from riverlog.v1 import admin_pb2, common_pb2, data_pb2
 from ._closing import Closing
 from ._connection import GatewayConnection
 from ._offsets import OffsetAndTimestamp, list_offsets
+from .acl_admin import AclAdminMixin
 from .balance_admin import BalanceAdminMixin
 from .config import AdminConfig
 from .errors import ClientClosedError
@@ -116,11 +117,13 @@ class AdminClient(
     BalanceAdminMixin,
     TransactionAdminMixin,
     NodeConfigAdminMixin,
+    AclAdminMixin,
     Closing,
 ):
     """Administers topics, consumer groups (`group_admin.py`), client quotas and users
     (`quota_admin.py`), reassignments (`reassignment_admin.py`), transactions
-    (`transaction_admin.py`) and dynamic node configs (`node_config_admin.py`). Thread-safe
+    (`transaction_admin.py`), dynamic node configs (`node_config_admin.py`) and ACLs
+    (`acl_admin.py`). Thread-safe
     (any thread may call any method).
 
     with AdminClient({"bootstrap.servers": "127.0.0.1:9092"}) as admin:
