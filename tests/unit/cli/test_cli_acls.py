@@ -1,4 +1,4 @@
-"""`riverlog acls` parsing: kafka-acls.sh's options into bindings (principals by hosts ×
+"""`riverlog acls` parsing: kafka-acls.sh's options into bindings (principals by hosts by
 operations by resources, --producer / --consumer conveniences, pattern types) and usage errors."""
 
 from __future__ import annotations
