@@ -1,0 +1,324 @@
+"""ACLs through real processes (etcd, one metadata instance, a storage node, a coordinator and
+two gateways whose super users are User:admin and, for the fixtures' topic helper,
+User:ANONYMOUS): a principal without WRITE cannot produce and
+nothing is written, READ on a prefix reads and lists only the matching topics, a group ACL
+blocks joining, and a change applies on both gateways within a second."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from riverlog.client import AdminClient
+from riverlog.cluster import LocalCluster
+from riverlog.common.acl.model import (
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermission,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.records.builder import BatchBuilder
+from riverlog.common.rpc.status import from_rpc_error
+from riverlog.v1 import (
+    admin_pb2,
+    common_pb2,
+    coordinator_pb2,
+    data_pb2,
+    gateway_pb2,
+    gateway_pb2_grpc,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+USERS = {"admin": "pw-admin", "alice": "pw-alice", "bob": "pw-bob", "carol": "pw-carol"}
+
+
+@pytest.fixture(scope="module")
+def acl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(
+        Path(tmp_path_factory.mktemp("acls")),
+        storage_nodes=1,
+        metadata_nodes=1,
+        gateways=2,
+        coordinators=1,
+        extra_config={
+            # ANONYMOUS too: the cluster's own create_topic helper calls without credentials
+            "gateway": {"super.users": "User:admin;User:ANONYMOUS"},
+            "metadata": {"offsets.topic.num.partitions": "2"},
+            "coordinator": {"group.initial.rebalance.delay.ms": "0"},
+        },
+    ) as local:
+        with _admin(local, user="") as anonymous:  # users first (no ACL yet: anyone may)
+            for name, password in USERS.items():
+                anonymous.upsert_user(name, password)
+        for gateway in (0, 1):  # every gateway knows them
+            with Caller(local, "carol", gateway) as carol:
+                assert _until(lambda: _authenticates(carol), 10.0)
+        yield local
+
+
+def _authenticates(caller: Caller) -> bool:
+    try:
+        caller.list_topics()
+    except grpc.RpcError as exc:
+        assert exc.code() == grpc.StatusCode.UNAUTHENTICATED  # type: ignore[attr-defined]
+        return False
+    return True
+
+
+def _admin(cluster: LocalCluster, user: str = "admin", gateway: int = 0) -> AdminClient:
+    conf = {"bootstrap.servers": cluster.gateway_addresses[gateway]}
+    if user:
+        conf |= {"sasl.username": user, "sasl.password": USERS[user]}
+    return AdminClient(conf)
+
+
+class Caller:
+    """Raw Gateway calls as one user on one gateway."""
+
+    def __init__(self, cluster: LocalCluster, user: str, gateway: int = 0) -> None:
+        self.channel = grpc.insecure_channel(cluster.gateway_addresses[gateway])
+        self.stub = gateway_pb2_grpc.GatewayStub(self.channel)
+        self.metadata = (("riverlog-user", user), ("riverlog-password", USERS[user]))
+
+    def __enter__(self) -> Caller:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.channel.close()
+
+    def call(self, method: Callable[..., object], request: object) -> object:
+        return method(request, metadata=self.metadata, timeout=15)
+
+    def produce(self, topic: str) -> data_pb2.ProducePartitionResponse:
+        builder = BatchBuilder()
+        builder.append(1_700_000_000_000, b"k", b"v")
+        request = data_pb2.ProduceRequest(
+            acks=common_pb2.ACKS_LEADER,
+            timeout_ms=10_000,
+            partitions=[
+                data_pb2.ProducePartition(topic=topic, partition=0, records=builder.build())
+            ],
+        )
+        response = self.stub.Produce(request, metadata=self.metadata, timeout=15)
+        return response.partitions[0]
+
+    def end_offset(self, topic: str) -> int:
+        request = data_pb2.ListOffsetsRequest(
+            partitions=[
+                data_pb2.ListOffsetsPartition(
+                    topic=topic, partition=0, spec=common_pb2.OFFSET_SPEC_LATEST
+                )
+            ]
+        )
+        response = self.stub.ListOffsets(request, metadata=self.metadata, timeout=15)
+        assert response.partitions[0].error_code == 0, response
+        return response.partitions[0].offset
+
+    def fetch_records(self, topic: str) -> gateway_pb2.FetchRecordsResponse:
+        request = gateway_pb2.FetchRecordsRequest(topic=topic, partition=0, offset=0)
+        return self.stub.FetchRecords(request, metadata=self.metadata, timeout=15)
+
+    def list_topics(self) -> list[str]:
+        response = self.stub.ListTopics(
+            admin_pb2.ListTopicsRequest(), metadata=self.metadata, timeout=15
+        )
+        return list(response.names)
+
+
+def _binding(
+    name: str,
+    op: AclOperation,
+    principal: str,
+    rtype: ResourceType = ResourceType.TOPIC,
+    pattern: PatternType = PatternType.LITERAL,
+    permission: AclPermission = AclPermission.ALLOW,
+) -> AclBinding:
+    return AclBinding(
+        ResourcePattern(rtype, name, pattern), AccessControlEntry(principal, "*", op, permission)
+    )
+
+
+def _refused(call: Callable[[], object]) -> ErrorCode:
+    with pytest.raises(grpc.RpcError) as info:
+        call()
+    assert info.value.code() == grpc.StatusCode.PERMISSION_DENIED  # type: ignore[attr-defined]
+    return from_rpc_error(info.value).code  # type: ignore[arg-type]
+
+
+def _until(condition: Callable[[], bool], within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while True:
+        if condition():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)  # a bounded poll, not a wait for a race to end
+
+
+def test_without_write_nothing_is_written(acl_cluster: LocalCluster) -> None:
+    topic = "acl-orders"
+    acl_cluster.create_topic(topic, partitions=1)
+    with _admin(acl_cluster) as admin:
+        admin.create_acls([_binding(topic, AclOperation.READ, "User:alice")])
+    with (
+        Caller(acl_cluster, "admin") as admin,
+        Caller(acl_cluster, "alice") as alice,
+        Caller(acl_cluster, "carol") as carol,
+    ):
+        assert _until(lambda: topic not in carol.list_topics(), 5.0)  # ACLs are enforced
+        before = admin.end_offset(topic)
+        for caller in (alice, carol):  # READ only; nothing at all
+            result = caller.produce(topic)
+            assert result.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            assert "not authorized to WRITE" in result.error_message
+        code = _refused(
+            lambda: alice.call(
+                alice.stub.ProduceRecords,
+                gateway_pb2.ProduceRecordsRequest(
+                    topic=topic, records=[common_pb2.Record(value=b"x", has_value=True)]
+                ),
+            )
+        )
+        assert code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        assert admin.end_offset(topic) == before  # nothing was written
+        assert admin.produce(topic).error_code == 0  # the super user may
+        assert admin.end_offset(topic) == before + 1
+        with _admin(acl_cluster) as client:
+            client.create_acls([_binding(topic, AclOperation.WRITE, "User:alice")])
+        assert _until(lambda: alice.produce(topic).error_code == 0, 5.0)
+        assert admin.end_offset(topic) == before + 2
+
+
+def test_read_on_a_prefix_reads_and_lists_only_matching_topics(acl_cluster: LocalCluster) -> None:
+    for name in ("sales-eu", "sales-us", "hr-pay"):
+        acl_cluster.create_topic(name, partitions=1)
+    with Caller(acl_cluster, "admin") as admin:
+        for name in ("sales-eu", "sales-us", "hr-pay"):
+            assert admin.produce(name).error_code == 0
+    with _admin(acl_cluster) as client:
+        client.create_acls(
+            [_binding("sales-", AclOperation.READ, "User:bob", pattern=PatternType.PREFIXED)]
+        )
+    with Caller(acl_cluster, "bob") as bob:
+        assert _until(lambda: "sales-eu" in bob.list_topics(), 5.0)
+        listed = bob.list_topics()
+        assert {"sales-eu", "sales-us"} <= set(listed)
+        assert not [t for t in listed if not t.startswith("sales-")]
+        meta = bob.call(bob.stub.GetMetadata, gateway_pb2.GetMetadataRequest())
+        assert {t.name for t in meta.topics} == set(listed)  # type: ignore[attr-defined]
+        named = bob.call(
+            bob.stub.GetMetadata, gateway_pb2.GetMetadataRequest(topics=["sales-eu", "hr-pay"])
+        )
+        assert [t.name for t in named.topics] == ["sales-eu"]  # type: ignore[attr-defined]
+        errors = {e.name: e.error_code for e in named.errors}  # type: ignore[attr-defined]
+        assert errors == {"hr-pay": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+        read = bob.fetch_records("sales-eu")
+        assert read.error_code == 0 and [r.value for r in read.records] == [b"v"]
+        assert _refused(lambda: bob.fetch_records("hr-pay")) == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        fetch = bob.call(
+            bob.stub.Fetch,
+            data_pb2.FetchRequest(
+                max_bytes=1 << 20,
+                partitions=[
+                    data_pb2.FetchPartition(topic="hr-pay", partition=0, fetch_offset=0),
+                    data_pb2.FetchPartition(topic="sales-us", partition=0, fetch_offset=0),
+                ],
+            ),
+        )
+        codes = {p.topic: p.error_code for p in fetch.partitions}  # type: ignore[attr-defined]
+        assert codes == {"hr-pay": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "sales-us": 0}
+        assert bob.produce("sales-eu").error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def _join(caller: Caller, group: str) -> object:
+    request = coordinator_pb2.JoinGroupRequest(
+        group_id=group,
+        session_timeout_ms=10_000,
+        rebalance_timeout_ms=10_000,
+        protocol_type="consumer",
+        protocols=[coordinator_pb2.JoinGroupProtocol(name="range", metadata=b"")],
+    )
+    return caller.call(caller.stub.JoinGroup, request)
+
+
+def test_a_group_acl_blocks_joining(acl_cluster: LocalCluster) -> None:
+    group = "acl-group"
+    acl_cluster.create_topic("acl-group-topic", partitions=1)
+    with _admin(acl_cluster) as client:
+        client.create_acls(
+            [_binding("acl-", AclOperation.READ, "User:carol", pattern=PatternType.PREFIXED)]
+        )
+    with Caller(acl_cluster, "carol") as carol:
+        assert _until(lambda: "acl-group-topic" in carol.list_topics(), 5.0)
+        assert _refused(lambda: _join(carol, group)) == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        with _admin(acl_cluster) as client:
+            client.create_acls(
+                [_binding(group, AclOperation.READ, "User:carol", rtype=ResourceType.GROUP)]
+            )
+            found = client.describe_acls(AclBindingFilter(ResourceType.GROUP, group))
+            assert [b.entry.principal for b in found] == ["User:carol"]
+
+        def joined() -> bool:
+            try:
+                answer = _join(carol, group)
+            except grpc.RpcError as exc:
+                assert from_rpc_error(exc).code == ErrorCode.GROUP_AUTHORIZATION_FAILED  # type: ignore[arg-type]
+                return False
+            return answer.error_code in (0, ErrorCode.MEMBER_ID_REQUIRED)  # type: ignore[attr-defined]
+
+        assert _until(joined, 10.0)
+
+
+def test_a_change_applies_on_every_gateway_within_a_second(acl_cluster: LocalCluster) -> None:
+    topic = "acl-everywhere"
+    acl_cluster.create_topic(topic, partitions=1)
+    callers = [Caller(acl_cluster, "alice", gateway=i) for i in (0, 1)]
+    try:
+
+        def readable_everywhere(expected: bool) -> bool:
+            outcomes = []
+            for caller in callers:
+                try:
+                    outcomes.append(caller.fetch_records(topic).error_code == 0)
+                except grpc.RpcError:
+                    outcomes.append(False)
+            return all(o == expected for o in outcomes)
+
+        assert readable_everywhere(False)
+        binding = _binding(topic, AclOperation.READ, "User:alice")
+        with _admin(acl_cluster, gateway=1) as client:
+            client.create_acls([binding])
+        assert _until(lambda: readable_everywhere(True), 1.0)
+        with _admin(acl_cluster, gateway=0) as client:
+            deleted = client.delete_acls([AclBindingFilter(ResourceType.TOPIC, topic)])
+        assert deleted == [[binding]]
+        assert _until(lambda: readable_everywhere(False), 1.0)
+    finally:
+        for caller in callers:
+            caller.channel.close()
+
+
+def test_acl_calls_need_the_cluster_permission(acl_cluster: LocalCluster) -> None:
+    with _admin(acl_cluster, user="bob") as bob:
+        with pytest.raises(RiverlogError) as info:
+            bob.create_acls([_binding("x", AclOperation.ALL, "User:bob")])
+        assert info.value.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        with pytest.raises(RiverlogError) as info:
+            bob.describe_acls()
+        assert info.value.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    with _admin(acl_cluster) as admin:
+        assert not admin.describe_acls(AclBindingFilter(name="x"))
+        with pytest.raises(RiverlogError) as info:
+            admin.create_acls([_binding("x", AclOperation.ALL, "bob")])
+        assert info.value.code == ErrorCode.INVALID_REQUEST
+        assert not admin.describe_acls(AclBindingFilter(name="x"))
