@@ -6,6 +6,7 @@ blocks joining, and a change applies on both gateways within a second."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -322,3 +323,36 @@ def test_acl_calls_need_the_cluster_permission(acl_cluster: LocalCluster) -> Non
             admin.create_acls([_binding("x", AclOperation.ALL, "bob")])
         assert info.value.code == ErrorCode.INVALID_REQUEST
         assert not admin.describe_acls(AclBindingFilter(name="x"))
+
+
+def test_cli_adds_lists_and_removes(
+    acl_cluster: LocalCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from riverlog.cli.main import main
+
+    conn = ["--bootstrap", acl_cluster.gateway_addresses[0], "--user", "admin"]
+    conn += ["--password", USERS["admin"]]
+    resource = ["--topic", "cli-", "--resource-pattern-type", "PREFIXED"]
+    add = ["acls", "add", "--allow-principal", "User:dave", "--operation", "Read", *resource]
+    assert main([*add, *conn]) == 0
+    capsys.readouterr()
+    assert main(["acls", "list", *resource, "--json", *conn]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed == [
+        {
+            "resource_type": "TOPIC",
+            "resource_name": "cli-",
+            "pattern_type": "PREFIXED",
+            "principal": "User:dave",
+            "host": "*",
+            "operation": "READ",
+            "permission_type": "ALLOW",
+        }
+    ]
+    bob = ["--bootstrap", acl_cluster.gateway_addresses[0], "--user", "bob"]
+    assert main(["acls", "list", *bob, "--password", USERS["bob"]]) == 1
+    assert "CLUSTER_AUTHORIZATION_FAILED" in capsys.readouterr().err
+    assert main(["acls", "remove", *resource, *conn]) == 0
+    assert "Removed 1 ACL binding(s)." in capsys.readouterr().out
+    assert main(["acls", "list", *resource, "--json", *conn]) == 0
+    assert json.loads(capsys.readouterr().out) == []
