@@ -1,0 +1,138 @@
+"""The gateway's ACL rules on requests and answers, without a server: refused topic items
+are taken out before forwarding and answered in request order, a call with every item
+refused is not forwarded, whole-call refusals carry Kafka's codes, and listings are filtered.
+Dormant (no binding) the authorizer allows everything."""
+
+from __future__ import annotations
+
+import pytest
+
+from riverlog.common.acl.authorizer import AclIndex
+from riverlog.common.acl.model import (
+    AccessControlEntry,
+    AclBinding,
+    AclOperation,
+    AclPermission,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.services.gateway.authorization import GatewayAuthorizer, peer_host
+from riverlog.services.gateway.config import GatewayConfig
+from riverlog.services.gateway.context import Deadline, RequestContext
+from riverlog.services.gateway.rpc.authorization import RULES
+from riverlog.v1 import admin_pb2, coordinator_pb2, transactions_pb2
+
+
+def _allow(rtype: ResourceType, name: str, op: AclOperation, pattern=PatternType.LITERAL):
+    return AclBinding(
+        ResourcePattern(rtype, name, pattern),
+        AccessControlEntry("User:alice", "*", op, AclPermission.ALLOW),
+    )
+
+
+@pytest.fixture
+def authz() -> GatewayAuthorizer:
+    a = GatewayAuthorizer(GatewayConfig.from_overrides({"super.users": "User:root"}))
+    a.update(
+        AclIndex(
+            [
+                _allow(ResourceType.TOPIC, "ok-", AclOperation.ALL, PatternType.PREFIXED),
+                _allow(ResourceType.GROUP, "g", AclOperation.READ),
+            ]
+        )
+    )
+    return a
+
+
+def ctx(user: str = "alice") -> RequestContext:
+    return RequestContext("X", Deadline.after(5), peer="ipv4:127.0.0.1:5000", principal=user)
+
+
+def test_peer_host() -> None:
+    assert peer_host("ipv4:127.0.0.1:5000") == "127.0.0.1"
+    assert peer_host("ipv6:[::1]:5000") == "::1"
+
+
+def test_dormant_without_bindings() -> None:
+    a = GatewayAuthorizer(GatewayConfig())
+    a.update(AclIndex())
+    assert not a.active
+    assert a.allowed(ctx(), AclOperation.DELETE, ResourceType.TOPIC, "t")
+
+
+def test_disabled_authorizer_ignores_bindings() -> None:
+    a = GatewayAuthorizer(GatewayConfig.from_overrides({"authorizer.enable": "false"}))
+    a.update(AclIndex([_allow(ResourceType.TOPIC, "x", AclOperation.READ)]))
+    assert not a.active
+
+
+def test_refused_topics_are_answered_in_order_and_not_forwarded(authz: GatewayAuthorizer) -> None:
+    request = admin_pb2.DeleteTopicsRequest(names=["no-1", "ok-a", "no-2", "ok-b"])
+    plan = RULES["DeleteTopics"](authz, ctx(), request)
+    assert plan is not None and not plan.skip
+    assert list(request.names) == ["ok-a", "ok-b"]  # only these are forwarded
+    forwarded = admin_pb2.DeleteTopicsResponse(
+        topics=[admin_pb2.TopicResult(name="ok-b"), admin_pb2.TopicResult(name="ok-a")]
+    )
+    answer = plan.after(forwarded)
+    assert [(t.name, t.error_code) for t in answer.topics] == [
+        ("no-1", ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+        ("ok-a", 0),
+        ("no-2", ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+        ("ok-b", 0),
+    ]
+
+
+def test_every_item_refused_skips_the_call(authz: GatewayAuthorizer) -> None:
+    request = admin_pb2.CreateTopicsRequest(topics=[admin_pb2.CreatableTopic(name="no")])
+    plan = RULES["CreateTopics"](authz, ctx(), request)
+    assert plan is not None and plan.skip and plan.empty is not None
+    answer = plan.after(plan.empty())
+    assert [t.error_code for t in answer.topics] == [ErrorCode.TOPIC_AUTHORIZATION_FAILED]
+
+
+def test_node_configs_need_the_cluster(authz: GatewayAuthorizer) -> None:
+    request = admin_pb2.DescribeConfigsRequest(topics=["ok-a"], all_nodes=True)
+    with pytest.raises(RiverlogError) as info:
+        RULES["DescribeConfigs"](authz, ctx(), request)
+    assert info.value.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_whole_call_refusals_carry_kafka_codes(authz: GatewayAuthorizer) -> None:
+    cases = [
+        ("JoinGroup", coordinator_pb2.JoinGroupRequest(group_id="h"), 30),
+        ("ElectLeaders", admin_pb2.ElectLeadersRequest(), 31),
+        ("EndTxn", transactions_pb2.EndTxnRequest(transactional_id="tx"), 53),
+        ("OffsetCommit", coordinator_pb2.OffsetCommitRequest(
+            group_id="g", topics=[coordinator_pb2.OffsetCommitTopic(name="no")]), 29),
+    ]  # fmt: skip
+    for method, request, code in cases:
+        with pytest.raises(RiverlogError) as info:
+            RULES[method](authz, ctx(), request)
+        assert info.value.code == code, method
+    RULES["JoinGroup"](authz, ctx(), coordinator_pb2.JoinGroupRequest(group_id="g"))
+    RULES["ElectLeaders"](authz, ctx("root"), admin_pb2.ElectLeadersRequest())  # super user
+
+
+def test_idempotent_producer_needs_write_on_some_topic(authz: GatewayAuthorizer) -> None:
+    RULES["InitProducerId"](authz, ctx(), transactions_pb2.InitProducerIdRequest())
+    with pytest.raises(RiverlogError) as info:
+        RULES["InitProducerId"](authz, ctx("bob"), transactions_pb2.InitProducerIdRequest())
+    assert info.value.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_listings_show_only_what_may_be_described(authz: GatewayAuthorizer) -> None:
+    plan = RULES["ListTopics"](authz, ctx(), admin_pb2.ListTopicsRequest())
+    assert plan is not None and plan.after is not None
+    answer = plan.after(admin_pb2.ListTopicsResponse(names=["ok-a", "secret", "ok-b"]))
+    assert list(answer.names) == ["ok-a", "ok-b"]
+    groups = RULES["ListGroups"](authz, ctx(), coordinator_pb2.ListGroupsRequest())
+    assert groups is not None and groups.after is not None
+    listed = groups.after(
+        coordinator_pb2.ListGroupsResponse(
+            groups=[coordinator_pb2.ListedGroup(group_id=g) for g in ("g", "h")]
+        )
+    )
+    assert [g.group_id for g in listed.groups] == ["g"]
