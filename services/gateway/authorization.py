@@ -8,6 +8,9 @@ without credentials), its host the address the call came from.
 
 Dormant (everything allowed, as before ACLs existed) while `authorizer.enable` is false or the
 cluster holds no binding at all (decision 0032); `active` tells callers they may skip work.
+Until the first image arrives the gateway cannot know whether bindings exist, so it fails
+closed: only super users are allowed (as a Kafka broker serves nobody before its authorizer
+loaded the ACLs); the first image, with or without bindings, ends that.
 """
 
 from __future__ import annotations
@@ -64,6 +67,8 @@ class GatewayAuthorizer:
         self.super_users = config.super_user_list
         self.allow_if_no_acl = config.allow_everyone_if_no_acl_found
         self._authorizer: Authorizer | None = None
+        if self.enabled:  # closed until the first image says what the bindings are
+            self._authorizer = Authorizer(AclIndex(), self.super_users, allow_if_no_acl=False)
 
     @property
     def active(self) -> bool:

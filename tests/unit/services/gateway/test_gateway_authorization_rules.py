@@ -62,6 +62,15 @@ def test_dormant_without_bindings() -> None:
     assert a.allowed(ctx(), AclOperation.DELETE, ResourceType.TOPIC, "t")
 
 
+def test_closed_to_all_but_super_users_until_the_first_image() -> None:
+    a = GatewayAuthorizer(GatewayConfig.from_overrides({"super.users": "User:root"}))
+    assert a.active
+    assert not a.allowed(ctx(), AclOperation.READ, ResourceType.TOPIC, "t")
+    assert a.allowed(ctx("root"), AclOperation.READ, ResourceType.TOPIC, "t")
+    a.update(AclIndex())
+    assert a.allowed(ctx(), AclOperation.READ, ResourceType.TOPIC, "t")
+
+
 def test_disabled_authorizer_ignores_bindings() -> None:
     a = GatewayAuthorizer(GatewayConfig.from_overrides({"authorizer.enable": "false"}))
     a.update(AclIndex([_allow(ResourceType.TOPIC, "x", AclOperation.READ)]))
