@@ -21,7 +21,7 @@ from typing import Any, Final
 
 import grpc
 
-from riverlog.common.acl.model import AclOperation, ResourceType
+from riverlog.common.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 from riverlog.common.rpc.convert import error_code_to_proto
 from riverlog.v1 import (
     admin_pb2,
@@ -258,7 +258,10 @@ def _get_metadata(authz: GatewayAuthorizer, ctx: RequestContext, request: Any) -
     return Plan(after)
 
 
-def _list_groups(authz: GatewayAuthorizer, ctx: RequestContext, request: Any) -> Plan:
+def _list_groups(authz: GatewayAuthorizer, ctx: RequestContext, request: Any) -> Plan | None:
+    if authz.allowed(ctx, Op.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return None  # Kafka: DESCRIBE on the cluster lists every group
+
     def after(response: coordinator_pb2.ListGroupsResponse) -> Any:
         kept = [g for g in response.groups if authz.allowed(ctx, Op.DESCRIBE, GROUP, g.group_id)]
         del response.groups[:]
