@@ -253,6 +253,10 @@ def _get_metadata(authz: GatewayAuthorizer, ctx: RequestContext, request: Any) -
                 response.errors.add(name=topic.name, **refusal(topic.name))
         del response.topics[:]
         response.topics.extend(kept)
+        for error in response.errors:  # a hidden name does not say whether it exists
+            if not authz.allowed(ctx, Op.DESCRIBE, TOPIC, error.name):
+                row = refusal(error.name)
+                error.error_code, error.error_message = row["error_code"], row["error_message"]
         return response
 
     return Plan(after)

@@ -218,11 +218,13 @@ def test_read_on_a_prefix_reads_and_lists_only_matching_topics(acl_cluster: Loca
         meta = bob.call(bob.stub.GetMetadata, gateway_pb2.GetMetadataRequest())
         assert {t.name for t in meta.topics} == set(listed)  # type: ignore[attr-defined]
         named = bob.call(
-            bob.stub.GetMetadata, gateway_pb2.GetMetadataRequest(topics=["sales-eu", "hr-pay"])
+            bob.stub.GetMetadata,
+            gateway_pb2.GetMetadataRequest(topics=["sales-eu", "hr-pay", "hr-none"]),
         )
         assert [t.name for t in named.topics] == ["sales-eu"]  # type: ignore[attr-defined]
         errors = {e.name: e.error_code for e in named.errors}  # type: ignore[attr-defined]
-        assert errors == {"hr-pay": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+        denied = ErrorCode.TOPIC_AUTHORIZATION_FAILED  # existing or not: no leak
+        assert errors == {"hr-pay": denied, "hr-none": denied}
         read = bob.fetch_records("sales-eu")
         assert read.error_code == 0 and [r.value for r in read.records] == [b"v"]
         assert _refused(lambda: bob.fetch_records("hr-pay")) == ErrorCode.TOPIC_AUTHORIZATION_FAILED
