@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from riverlog.common.acl.model import (
@@ -38,6 +38,7 @@ from .election import ControllerElection
 log = logging.getLogger(__name__)
 
 WRITE_ATTEMPTS = 5
+PATTERNS_PER_TXN = 100
 
 
 class AclBook(Protocol):
@@ -101,35 +102,67 @@ class AclController:
                 outcomes.append(None)
             except RiverlogError as exc:
                 outcomes.append(exc)
-        if not valid:
-            return outcomes
+        patterns = sorted({b.pattern for b in valid}, key=str)
         async with self._writes:
-            for _ in range(WRITE_ATTEMPTS):
-                patterns = sorted({b.pattern for b in valid}, key=str)
-                state, compares = await self._read(patterns)
-                if await self._write(compares, after_create(state, valid)):
-                    log.info("created ACLs: %s", "; ".join(map(str, valid)))
-                    return outcomes
+            for chunk in _chunks(patterns):
+                await self._retried(chunk, _creating([b for b in valid if b.pattern in chunk]))
+        if valid:
+            log.info("created ACLs: %s", "; ".join(map(str, valid)))
+        return outcomes
+
+    async def delete(self, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding]]:
+        """The bindings each filter deleted, in request order."""
+        deleted: list[list[AclBinding]] = [[] for _ in filters]
+        async with self._writes:
+            candidates = sorted(
+                (
+                    p
+                    for p, entries in self.book.acls.patterns.items()
+                    if any(f.matches(AclBinding(p, e)) for f in filters for e in entries)
+                ),
+                key=str,
+            )
+            for chunk in _chunks(candidates):
+                gone = await self._retried(chunk, lambda state: after_delete(state, filters))
+                for rows, more in zip(deleted, gone or [], strict=False):
+                    rows.extend(more)
+        flat = [b for rows in deleted for b in rows]
+        if flat:
+            log.info("deleted ACLs: %s", "; ".join(map(str, flat)))
+        return deleted
+
+    async def _retried(
+        self,
+        patterns: Sequence[ResourcePattern],
+        build: Callable[
+            [dict[ResourcePattern, Entries]],
+            tuple[dict[ResourcePattern, Entries], list[list[AclBinding]] | None],
+        ],
+    ) -> list[list[AclBinding]] | None:
+        """Read `patterns`, `build` their new entries, write them compared with what was read;
+        again on a concurrent change. `build`'s second value is returned."""
+        for _ in range(WRITE_ATTEMPTS):
+            state, compares = await self._read(patterns)
+            changed, extra = build(state)
+            if await self._write(compares, changed):
+                return extra
         raise RiverlogError(
             "ACLs kept changing under concurrent writes; retry", ErrorCode.INVALID_REQUEST
         )
 
-    async def delete(self, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding]]:
-        """The bindings each filter deleted, in request order."""
-        async with self._writes:
-            for _ in range(WRITE_ATTEMPTS):
-                candidates = [
-                    p
-                    for p, entries in self.book.acls.patterns.items()
-                    if any(f.matches(AclBinding(p, e)) for f in filters for e in entries)
-                ]
-                state, compares = await self._read(sorted(candidates, key=str))
-                changed, deleted = after_delete(state, filters)
-                if await self._write(compares, changed):
-                    gone = [b for rows in deleted for b in rows]
-                    if gone:
-                        log.info("deleted ACLs: %s", "; ".join(map(str, gone)))
-                    return deleted
-        raise RiverlogError(
-            "ACLs kept changing under concurrent writes; retry", ErrorCode.INVALID_REQUEST
-        )
+
+def _creating(
+    bindings: Sequence[AclBinding],
+) -> Callable[[dict[ResourcePattern, Entries]], tuple[dict[ResourcePattern, Entries], None]]:
+    def build(state: dict[ResourcePattern, Entries]) -> tuple[dict[ResourcePattern, Entries], None]:
+        return after_create(state, bindings), None
+
+    return build
+
+
+def _chunks(patterns: Sequence[ResourcePattern]) -> list[Sequence[ResourcePattern]]:
+    """`patterns` in runs that fit one etcd transaction (etcd's --max-txn-ops, 128 by default,
+    bounds the compares and the operations, and the fence is one more compare). A request
+    spanning more patterns is written one run after another, each run atomic: per-binding
+    outcomes, as Kafka's CreateAcls, which is not atomic across bindings either."""
+    return [patterns[i : i + PATTERNS_PER_TXN] for i in range(0, len(patterns), PATTERNS_PER_TXN)]

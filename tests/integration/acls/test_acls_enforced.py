@@ -358,3 +358,14 @@ def test_cli_adds_lists_and_removes(
     assert "Removed 1 ACL binding(s)." in capsys.readouterr().out
     assert main(["acls", "list", *resource, "--json", *conn]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+def test_more_patterns_than_one_etcd_transaction_holds(acl_cluster: LocalCluster) -> None:
+    # etcd's --max-txn-ops (128) bounds one transaction: the controller writes in runs
+    many = [_binding(f"bulk-{i}", AclOperation.READ, "User:erin") for i in range(300)]
+    with _admin(acl_cluster) as admin:
+        assert set(admin.create_acls(many).values()) == {None}
+        assert len(admin.describe_acls(AclBindingFilter(principal="User:erin"))) == 300
+        deleted = admin.delete_acls([AclBindingFilter(principal="User:erin")])
+        assert sorted(deleted[0], key=str) == sorted(many, key=str)
+        assert admin.describe_acls(AclBindingFilter(principal="User:erin")) == []
