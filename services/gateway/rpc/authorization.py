@@ -443,7 +443,11 @@ RULES: Final[dict[str, Rule]] = {
 """Every unary Gateway method but Produce, Fetch (checked per partition by the servicer) and
 DescribeCluster (open: node addresses, asked before anyone holds credentials)."""
 
-UNCHECKED: Final = frozenset({"Produce", "Fetch", "DescribeCluster"})
+CHECKED_BY_SERVICER: Final = frozenset({"Produce", "Fetch", "ProduceStream", "FetchStream"})
+"""Checked per partition in the servicer (`GatewayServicer._produce` / `_fetch`)."""
+
+OPEN: Final = frozenset({"DescribeCluster"})
+"""Never checked (`auth.OPEN_METHODS`: readiness probes, `riverlog cluster status`)."""
 
 _SERVICE = gateway_pb2.DESCRIPTOR.services_by_name["Gateway"]
 

@@ -21,8 +21,8 @@ from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.services.gateway.authorization import GatewayAuthorizer, peer_host
 from riverlog.services.gateway.config import GatewayConfig
 from riverlog.services.gateway.context import Deadline, RequestContext
-from riverlog.services.gateway.rpc.authorization import RULES
-from riverlog.v1 import admin_pb2, coordinator_pb2, transactions_pb2
+from riverlog.services.gateway.rpc.authorization import CHECKED_BY_SERVICER, OPEN, RULES
+from riverlog.v1 import admin_pb2, coordinator_pb2, gateway_pb2, transactions_pb2
 
 
 def _allow(rtype: ResourceType, name: str, op: AclOperation, pattern=PatternType.LITERAL):
@@ -48,6 +48,13 @@ def authz() -> GatewayAuthorizer:
 
 def ctx(user: str = "alice") -> RequestContext:
     return RequestContext("X", Deadline.after(5), peer="ipv4:127.0.0.1:5000", principal=user)
+
+
+def test_every_gateway_rpc_has_an_acl_check() -> None:
+    """A new Gateway RPC (another branch's) fails here until it gets a rule in RULES."""
+    methods = {m.name for m in gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].methods}
+    unchecked = methods - set(RULES) - CHECKED_BY_SERVICER - OPEN
+    assert not unchecked, f"Gateway RPCs without an ACL rule: {sorted(unchecked)}"
 
 
 def test_peer_host() -> None:
