@@ -6,8 +6,8 @@
 1. Throughput: a cluster (etcd, one metadata instance, two storage nodes, one gateway); one SDK
    producer sends N records (default 200,000) of 100-byte values, then one consumer reads them
    back, alternately with no ACL at all (the authorizer dormant, as before ACLs) and with ACLs
-   enforced (ALLOW WRITE and READ on the topic for User:ANONYMOUS among 1,000 unrelated
-   bindings, so every partition of every request is decided). Best of `--rounds` each.
+   enforced (ALLOW WRITE and READ on the topic and ALTER on the cluster for User:ANONYMOUS
+   among 1,100 unrelated bindings, so every partition of every request is decided). Best of `--rounds` each.
 2. Per request: produce requests of one record, 32 in flight for 5 s (requests/s and the
    gateway's CPU per request), where the gateway's per-request work is what limits.
 
@@ -28,6 +28,7 @@ from riverlog.client import AdminClient, Consumer, Producer, TopicPartition
 from riverlog.cluster import LocalCluster
 from riverlog.common.acl.authorizer import AclIndex, Authorizer
 from riverlog.common.acl.model import (
+    CLUSTER_NAME,
     AccessControlEntry,
     AclBinding,
     AclBindingFilter,
@@ -111,6 +112,12 @@ def set_acls(admin: AdminClient, on: bool) -> None:
                 *unrelated(),
                 _binding(TOPIC, AclOperation.WRITE, "User:ANONYMOUS"),
                 _binding(TOPIC, AclOperation.READ, "User:ANONYMOUS"),
+                AclBinding(  # so this admin client may take them away again
+                    ResourcePattern(ResourceType.CLUSTER, CLUSTER_NAME),
+                    AccessControlEntry(
+                        "User:ANONYMOUS", "*", AclOperation.ALTER, AclPermission.ALLOW
+                    ),
+                ),
             ]
         )
     else:
