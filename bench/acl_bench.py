@@ -7,7 +7,8 @@
    producer sends N records (default 200,000) of 100-byte values, then one consumer reads them
    back, alternately with no ACL at all (the authorizer dormant, as before ACLs) and with ACLs
    enforced (ALLOW WRITE and READ on the topic and ALTER on the cluster for User:ANONYMOUS
-   among 1,100 unrelated bindings, so every partition of every request is decided). Best of `--rounds` each.
+   among 1,100 unrelated bindings, so every partition of every request is decided). Best of
+   `--rounds` each.
 2. Per request: produce requests of one record, 32 in flight for 5 s (requests/s and the
    gateway's CPU per request), where the gateway's per-request work is what limits.
 
