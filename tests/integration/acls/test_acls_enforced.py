@@ -40,7 +40,13 @@ from riverlog.v1 import (
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
-USERS = {"admin": "pw-admin", "alice": "pw-alice", "bob": "pw-bob", "carol": "pw-carol"}
+USERS = {
+    "admin": "pw-admin",
+    "alice": "pw-alice",
+    "bob": "pw-bob",
+    "carol": "pw-carol",
+    "erin": "pw-erin",
+}
 
 
 @pytest.fixture(scope="module")
@@ -369,3 +375,29 @@ def test_more_patterns_than_one_etcd_transaction_holds(acl_cluster: LocalCluster
         deleted = admin.delete_acls([AclBindingFilter(principal="User:erin")])
         assert sorted(deleted[0], key=str) == sorted(many, key=str)
         assert admin.describe_acls(AclBindingFilter(principal="User:erin")) == []
+
+
+def test_sdk_clients_see_kafkas_errors(acl_cluster: LocalCluster) -> None:
+    from riverlog.client import Consumer, Producer
+
+    topic = "acl-sdk"
+    acl_cluster.create_topic(topic, partitions=1)
+    with _admin(acl_cluster) as admin:
+        admin.create_acls([_binding(topic, AclOperation.READ, "User:erin")])
+    conf = {
+        "bootstrap.servers": acl_cluster.gateway_addresses[0],
+        "sasl.username": "erin",
+        "sasl.password": USERS["erin"],
+    }
+    with Producer({**conf, "enable.idempotence": False, "retries": 0}) as producer:
+        future = producer.send(topic, b"v", partition=0)
+        producer.flush(timeout=15)
+        with pytest.raises(RiverlogError) as info:
+            future.get(timeout=15)
+        assert info.value.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    with Consumer({**conf, "group.id": "acl-sdk-group", "auto.offset.reset": "earliest"}) as c:
+        c.subscribe([topic])
+        with pytest.raises(RiverlogError) as info:
+            for _ in range(20):
+                c.poll(timeout_ms=500)
+        assert info.value.code == ErrorCode.GROUP_AUTHORIZATION_FAILED
