@@ -1,4 +1,4 @@
-"""ACLs through real processes (etcd, one metadata instance, a storage node, a coordinator and
+"""ACLs through real processes (etcd, two metadata instances, a storage node, a coordinator and
 two gateways whose super users are User:admin and, for the fixtures' topic helper,
 User:ANONYMOUS): a principal without WRITE cannot produce and
 nothing is written, READ on a prefix reads and lists only the matching topics, a group ACL
@@ -16,6 +16,7 @@ import pytest
 
 from riverlog.client import AdminClient
 from riverlog.cluster import LocalCluster
+from riverlog.common.acl.convert import binding_to_proto, filter_to_proto
 from riverlog.common.acl.model import (
     AccessControlEntry,
     AclBinding,
@@ -30,12 +31,14 @@ from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.records.builder import BatchBuilder
 from riverlog.common.rpc.status import from_rpc_error
 from riverlog.v1 import (
+    acls_pb2,
     admin_pb2,
     common_pb2,
     coordinator_pb2,
     data_pb2,
     gateway_pb2,
     gateway_pb2_grpc,
+    metadata_pb2_grpc,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -54,7 +57,7 @@ def acl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClust
     with LocalCluster(
         Path(tmp_path_factory.mktemp("acls")),
         storage_nodes=1,
-        metadata_nodes=1,
+        metadata_nodes=2,  # one forwards ACL writes to the other, the controller
         gateways=2,
         coordinators=1,
         extra_config={
@@ -401,3 +404,29 @@ def test_sdk_clients_see_kafkas_errors(acl_cluster: LocalCluster) -> None:
             for _ in range(20):
                 c.poll(timeout_ms=500)
         assert info.value.code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+def test_every_metadata_instance_takes_acl_writes(acl_cluster: LocalCluster) -> None:
+    # the controller writes (fenced); the other instance forwards to it; both answer reads
+    addresses = acl_cluster.metadata_addresses
+    assert len(addresses) == 2
+    for i, address in enumerate(addresses):
+        binding = _binding(f"meta-{i}", AclOperation.READ, "User:frank")
+        with grpc.insecure_channel(address) as channel:
+            stub = metadata_pb2_grpc.MetadataServiceStub(channel)
+            created = stub.CreateAcls(
+                acls_pb2.CreateAclsRequest(creations=[binding_to_proto(binding)]), timeout=15
+            )
+            assert [r.error_code for r in created.results] == [0]
+    wanted = filter_to_proto(AclBindingFilter(principal="User:frank"))
+
+    def both_listed(stub: metadata_pb2_grpc.MetadataServiceStub) -> bool:
+        answer = stub.DescribeAcls(acls_pb2.DescribeAclsRequest(filter=wanted), timeout=15)
+        return sorted(b.resource_name for b in answer.bindings) == ["meta-0", "meta-1"]
+
+    for address in addresses:
+        with grpc.insecure_channel(address) as channel:
+            stub = metadata_pb2_grpc.MetadataServiceStub(channel)
+            assert _until(lambda: both_listed(stub), 5.0)  # noqa: B023
+    with _admin(acl_cluster) as admin:
+        admin.delete_acls([AclBindingFilter(principal="User:frank")])
