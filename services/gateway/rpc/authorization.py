@@ -355,14 +355,36 @@ def _require_topics(
         authz.require(ctx, op, TOPIC, name)
 
 
-def _offset_commit(authz: GatewayAuthorizer, ctx: RequestContext, request: Any) -> None:
+def _commit_topics(
+    authz: GatewayAuthorizer, ctx: RequestContext, request: Any, empty: Callable[[], Any]
+) -> Plan | None:
+    """READ on each committed topic: a refused topic's partitions are answered with
+    TOPIC_AUTHORIZATION_FAILED (Kafka's per-partition answer) and not committed."""
+    refusal = _refusal(authz, ctx, Op.READ, TOPIC)
+    return _screen(
+        request,
+        "topics",
+        lambda t: authz.allowed(ctx, Op.READ, TOPIC, t.name),
+        lambda t: {
+            "name": t.name,
+            "partitions": [{"partition": p.partition, **refusal(t.name)} for p in t.partitions],
+        },
+        lambda t: t.name,
+        lambda row: row.name,
+        "topics",
+        empty,
+    )
+
+
+def _offset_commit(authz: GatewayAuthorizer, ctx: RequestContext, request: Any) -> Plan | None:
     authz.require(ctx, Op.READ, GROUP, request.group_id)
-    _require_topics(authz, ctx, Op.READ, _topics_of(request))
+    return _commit_topics(authz, ctx, request, coordinator_pb2.OffsetCommitResponse)
 
 
-def _txn_offset_commit(authz: GatewayAuthorizer, ctx: RequestContext, request: Any) -> None:
+def _txn_offset_commit(authz: GatewayAuthorizer, ctx: RequestContext, request: Any) -> Plan | None:
     authz.require(ctx, Op.WRITE, TXN, request.transactional_id)
-    _offset_commit(authz, ctx, request)
+    authz.require(ctx, Op.READ, GROUP, request.group_id)
+    return _commit_topics(authz, ctx, request, coordinator_pb2.TxnOffsetCommitResponse)
 
 
 def _txn_write(authz: GatewayAuthorizer, ctx: RequestContext, request: Any) -> None:

@@ -121,8 +121,7 @@ def test_whole_call_refusals_carry_kafka_codes(authz: GatewayAuthorizer) -> None
         ("JoinGroup", coordinator_pb2.JoinGroupRequest(group_id="h"), 30),
         ("ElectLeaders", admin_pb2.ElectLeadersRequest(), 31),
         ("EndTxn", transactions_pb2.EndTxnRequest(transactional_id="tx"), 53),
-        ("OffsetCommit", coordinator_pb2.OffsetCommitRequest(
-            group_id="g", topics=[coordinator_pb2.OffsetCommitTopic(name="no")]), 29),
+        ("OffsetCommit", coordinator_pb2.OffsetCommitRequest(group_id="h"), 30),
     ]  # fmt: skip
     for method, request, code in cases:
         with pytest.raises(RiverlogError) as info:
@@ -130,6 +129,41 @@ def test_whole_call_refusals_carry_kafka_codes(authz: GatewayAuthorizer) -> None
         assert info.value.code == code, method
     RULES["JoinGroup"](authz, ctx(), coordinator_pb2.JoinGroupRequest(group_id="g"))
     RULES["ElectLeaders"](authz, ctx("root"), admin_pb2.ElectLeadersRequest())  # super user
+
+
+def test_offset_commit_refuses_per_partition(authz: GatewayAuthorizer) -> None:
+    topics = [
+        coordinator_pb2.OffsetCommitTopic(
+            name=name,
+            partitions=[coordinator_pb2.OffsetCommitPartition(partition=p) for p in (0, 1)],
+        )
+        for name in ("no", "ok-a")
+    ]
+    request = coordinator_pb2.OffsetCommitRequest(group_id="g", topics=topics)
+    plan = RULES["OffsetCommit"](authz, ctx(), request)
+    assert plan is not None and plan.after is not None and not plan.skip
+    assert [t.name for t in request.topics] == ["ok-a"]  # only this one is committed
+    committed = coordinator_pb2.OffsetCommitResponse(
+        topics=[
+            coordinator_pb2.OffsetCommitTopicResponse(
+                name="ok-a",
+                partitions=[coordinator_pb2.OffsetCommitPartitionResponse(partition=0)],
+            )
+        ]
+    )
+    answer = plan.after(committed)
+    assert [
+        (t.name, [(p.partition, p.error_code) for p in t.partitions]) for t in answer.topics
+    ] == [
+        (
+            "no",
+            [(0, ErrorCode.TOPIC_AUTHORIZATION_FAILED), (1, ErrorCode.TOPIC_AUTHORIZATION_FAILED)],
+        ),
+        ("ok-a", [(0, 0)]),
+    ]
+    only_refused = coordinator_pb2.OffsetCommitRequest(group_id="g", topics=topics[:1])
+    skipped = RULES["OffsetCommit"](authz, ctx(), only_refused)
+    assert skipped is not None and skipped.skip
 
 
 def test_idempotent_producer_needs_write_on_some_topic(authz: GatewayAuthorizer) -> None:
