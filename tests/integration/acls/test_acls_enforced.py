@@ -14,7 +14,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from riverlog.client import AdminClient
+from riverlog.client import AdminClient, TopicPartition
 from riverlog.cluster import LocalCluster
 from riverlog.common.acl.convert import binding_to_proto, filter_to_proto
 from riverlog.common.acl.model import (
@@ -430,3 +430,41 @@ def test_every_metadata_instance_takes_acl_writes(acl_cluster: LocalCluster) -> 
             assert _until(lambda: both_listed(stub), 5.0)  # noqa: B023
     with _admin(acl_cluster) as admin:
         admin.delete_acls([AclBindingFilter(principal="User:frank")])
+
+
+def test_a_consumer_with_read_on_topic_and_group_consumes_and_commits(
+    acl_cluster: LocalCluster,
+) -> None:
+    from riverlog.client import Consumer
+
+    topic, group = "acl-commit", "acl-commit-group"
+    acl_cluster.create_topic(topic, partitions=1)
+    with Caller(acl_cluster, "admin") as admin:
+        assert admin.produce(topic).error_code == 0
+    with _admin(acl_cluster) as client:
+        client.create_acls(
+            [
+                _binding(topic, AclOperation.READ, "User:erin"),
+                _binding(group, AclOperation.READ, "User:erin", rtype=ResourceType.GROUP),
+            ]
+        )
+    conf = {
+        "bootstrap.servers": acl_cluster.gateway_addresses[1],
+        "sasl.username": "erin",
+        "sasl.password": USERS["erin"],
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    }
+    tp = TopicPartition(topic, 0)
+    with Consumer(conf) as consumer:
+        consumer.subscribe([topic])
+        values: list[bytes | None] = []
+        deadline = time.monotonic() + 60
+        while not values and time.monotonic() < deadline:
+            for batch in consumer.poll(timeout_ms=500).values():
+                values.extend(r.value for r in batch)
+        assert values == [b"v"]
+        consumer.commit_sync()
+        committed = consumer.committed([tp])[tp]
+        assert committed is not None and committed.offset == 1
