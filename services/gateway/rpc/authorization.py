@@ -9,7 +9,7 @@ groups to delete) and returns a step that puts their refusals back into the answ
 order, or leaves the request whole and returns a step that filters the answer (metadata and
 list calls show only what the caller may DESCRIBE). A call whose every item was refused is not
 forwarded at all, so nothing is written. Produce and fetch (per partition, also on streams)
-are checked by the servicer itself (`split_parts`). With the authorizer dormant the
+are checked by the servicer itself (`GatewayAuthorizer.split`). With the authorizer dormant the
 interceptor passes every call straight through.
 """
 
