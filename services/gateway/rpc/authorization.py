@@ -69,6 +69,9 @@ CLUSTER_OPS: Final[dict[str, AclOperation]] = {
     "CreateAcls": Op.ALTER,
     "DescribeAcls": Op.DESCRIBE,
     "DeleteAcls": Op.ALTER,
+    # an operator's abort of someone's hanging transaction: Kafka's abort goes through
+    # WriteTxnMarkers (CLUSTER_ACTION, a broker's permission); an operator holds ALTER
+    "AbortTransaction": Op.ALTER,
 }
 """Kafka's cluster operations for the admin calls that change or read the cluster as a whole."""
 
