@@ -7,7 +7,7 @@ without a client certificate and one with a certificate from another CA are refu
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import grpc
@@ -155,3 +155,36 @@ async def test_an_internal_server_requires_a_certificate_of_the_cluster_ca(
         assert calls == {"server-1": 1}  # none of the refused ones reached the servicer
     finally:
         await server.stop(0)
+
+
+def test_a_service_command_line_installs_internal_tls_and_keeps_its_own_settings(
+    certs: ClusterCertificates,
+) -> None:
+    from riverlog.common.node import parse_node_args
+
+    paths = certs.for_process("quota-1", ["127.0.0.1"])
+    internal = tls.InternalTls("SSL", str(paths.certificate), str(paths.key), str(paths.ca))
+    items = [f"--config={k}={v}" for k, v in internal.to_overrides().items()]
+    seen: list[dict[str, str]] = []
+
+    def own_config(overrides: Mapping[str, str]) -> dict[str, str]:
+        seen.append(dict(overrides))
+        return dict(overrides)
+
+    try:
+        options, _ = parse_node_args(
+            "quota", own_config, ["--node-id", "1", *items, "--config", "a.b=1"], node_id_help=""
+        )
+        assert seen == [{"a.b": "1"}] and options.config == {"a.b": "1"}
+        assert tls.current() == internal and tls.channel_credentials() is not None
+    finally:
+        tls.install(tls.PLAINTEXT)
+    with pytest.raises(SystemExit) as exit_info:  # a bad setting: a usage error, nothing installed
+        parse_node_args(
+            "quota",
+            own_config,
+            ["--node-id", "1", "--config", "security.inter.broker.protocol=TLS"],
+            node_id_help="",
+        )
+    assert exit_info.value.code == 2
+    assert tls.current() == tls.PLAINTEXT
