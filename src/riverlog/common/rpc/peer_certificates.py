@@ -15,7 +15,7 @@ import inspect
 import json
 import logging
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, Final
 
 import grpc
@@ -28,20 +28,17 @@ COMMON_NAME_KEY: Final = "x509_common_name"
 TRANSPORT_KEY: Final = "transport_security_type"
 
 
-def peer_common_name(context: grpc.aio.ServicerContext) -> str:
-    """The verified client certificate's common name of a call ("" without one)."""
-    names = context.auth_context().get(COMMON_NAME_KEY) or []
-    for name in names:
-        return name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
+def _first(values: Iterable[bytes | str] | None) -> str:
+    for value in values or ():
+        return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
     return ""
 
 
-def peer_transport(context: grpc.aio.ServicerContext) -> str:
-    """The call's transport security as gRPC names it ("ssl"; "" on plaintext)."""
-    values = context.auth_context().get(TRANSPORT_KEY) or []
-    for value in values:
-        return value.decode() if isinstance(value, bytes) else str(value)
-    return ""
+def peer_identity(context: grpc.aio.ServicerContext) -> tuple[str, str]:
+    """(the verified client certificate's common name, the transport security type as gRPC
+    names it: "ssl") of a call; "" for what it does not have. One auth-context read."""
+    auth = context.auth_context()
+    return _first(auth.get(COMMON_NAME_KEY)), _first(auth.get(TRANSPORT_KEY))
 
 
 class PeerCertificates:
@@ -85,7 +82,7 @@ def _unary(
     seen: PeerCertificates, method: str, behavior: Callable[..., Awaitable[Any]]
 ) -> Callable[..., Awaitable[Any]]:
     async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        seen.record(method, peer_common_name(context), peer_transport(context))
+        seen.record(method, *peer_identity(context))
         return await behavior(request, context)
 
     return wrapped
@@ -98,7 +95,7 @@ def _stream(
         return _unary(seen, method, behavior)
 
     async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        seen.record(method, peer_common_name(context), peer_transport(context))
+        seen.record(method, *peer_identity(context))
         async for item in behavior(request, context):
             yield item
 
