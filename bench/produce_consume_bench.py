@@ -19,10 +19,12 @@ figures on a small machine: a sum near the number of cores means the machine is 
 
     .venv/bin/python bench/produce_consume_bench.py [--records N] [--linger-ms 5]
         [--batch-size 16384] [--compression none] [--latency-seconds 10] [--bootstrap host:port]
-        [--partitions 6] [--value-size 100]
+        [--partitions 6] [--value-size 100] [--tls]
 
-`--bootstrap` uses a running cluster instead of starting one (CPU figures then cover this
-process only). Clients use Kafka's defaults unless an option says otherwise.
+`--tls` starts the cluster as `riverlog cluster up --tls` does (mutual TLS between services,
+TLS from the client to the gateway; storage nodes then serve fetches over TLS gRPC, without the
+zero-copy channel). `--bootstrap` uses a running cluster instead of starting one (CPU figures
+then cover this process only). Clients use Kafka's defaults unless an option says otherwise.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from riverlog.cluster import LocalCluster
 
 VALUE_SIZE = 100
 PARTITIONS = 6
+CLIENT_TLS: dict[str, object] = {}  # SDK settings for a --tls cluster (its CA)
 _NS = struct.Struct(">q")
 _TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -72,6 +75,7 @@ def produce(
 ) -> float:
     value = b"x" * size
     config = {
+        **CLIENT_TLS,
         "bootstrap.servers": address,
         "acks": "1",
         "linger.ms": args.linger_ms,
@@ -95,7 +99,7 @@ def produce(
 
 
 def consume(address: str, topic: str, records: int) -> tuple[int, float]:
-    config = {"bootstrap.servers": address, "auto.offset.reset": "earliest"}
+    config = {**CLIENT_TLS, "bootstrap.servers": address, "auto.offset.reset": "earliest"}
     with Consumer(config) as consumer:
         consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
         count = 0
@@ -119,7 +123,7 @@ def latency(
     ready = threading.Event()
 
     def read() -> None:
-        with Consumer(bootstrap_servers=address, fetch_max_wait_ms=100) as consumer:
+        with Consumer(CLIENT_TLS, bootstrap_servers=address, fetch_max_wait_ms=100) as consumer:
             consumer.assign(tps)
             for tp in tps:
                 consumer.position(tp)  # at the end, before the first send
@@ -134,7 +138,7 @@ def latency(
     reader.start()
     ready.wait(60)
     padding = b"x" * (VALUE_SIZE - _NS.size)
-    settings: dict[str, object] = {"bootstrap.servers": address, "acks": "1"}
+    settings: dict[str, object] = {**CLIENT_TLS, "bootstrap.servers": address, "acks": "1"}
     if linger_ms is not None:
         settings["linger.ms"] = linger_ms
     with Producer(settings) as producer:
@@ -155,9 +159,9 @@ def percentile(values: list[float], q: float) -> float:
 
 def run(address: str, pids: dict[str, int], args: argparse.Namespace) -> None:
     topic = f"bench-{int(time.time())}"
-    with AdminClient(bootstrap_servers=address) as admin:
+    with AdminClient(CLIENT_TLS, bootstrap_servers=address) as admin:
         admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
-    Producer(bootstrap_servers=address, max_block_ms=60_000).close()
+    Producer(CLIENT_TLS, bootstrap_servers=address, max_block_ms=60_000).close()
     print(f"topic {topic}: {PARTITIONS} partitions, RF 1; acks=1, linger.ms={args.linger_ms}, "
           f"batch.size={args.batch_size}, compression={args.compression}")  # fmt: skip
 
@@ -200,13 +204,20 @@ def main(
     parser.add_argument("--bootstrap", help="use this running cluster's gateway instead")
     parser.add_argument("--partitions", type=int, default=PARTITIONS)
     parser.add_argument("--value-size", type=int, default=VALUE_SIZE, help="bytes (at least 8)")
+    parser.add_argument(
+        "--tls",
+        action="store_true",
+        help="a cluster with every channel encrypted (cluster up --tls)",
+    )
     args = parser.parse_args(argv)
     PARTITIONS, VALUE_SIZE = args.partitions, max(args.value_size, _NS.size)
     if args.bootstrap:
         run(args.bootstrap, {"client": os.getpid()}, args)
         return
     with tempfile.TemporaryDirectory(prefix="riverlog-bench-") as data_dir:
-        with LocalCluster(data_dir, storage_nodes=3, metadata_nodes=1, gateways=1) as cluster:
+        local = LocalCluster(data_dir, storage_nodes=3, metadata_nodes=1, gateways=1, tls=args.tls)
+        with local as cluster:
+            CLIENT_TLS.update(cluster.client_tls_config)
             if on_cluster is not None:
                 on_cluster(cluster)
             pids = {"client": os.getpid()}

@@ -17,9 +17,10 @@ import asyncio
 import logging
 import sys
 
-from riverlog.common.node import serve_process
+from riverlog.common.errors import RiverlogError
+from riverlog.common.node import parse_service_overrides, serve_process
 from riverlog.common.rpc.server import RpcServer
-from riverlog.common.service import base_arg_parser, parse_overrides, run, setup_logging
+from riverlog.common.service import base_arg_parser, run, setup_logging
 from riverlog.v1 import metadata_pb2_grpc
 
 from .client_quotas import ClientQuotaBook
@@ -208,9 +209,9 @@ def main(argv: list[str] | None = None) -> None:
     setup_logging(args.log_level, f"metadata-{args.instance_id}")
     try:
         config = MetadataConfig.from_args(
-            args.instance_id, args.host, args.port, args.etcd, parse_overrides(args.config)
+            args.instance_id, args.host, args.port, args.etcd, parse_service_overrides(args.config)
         )
-    except ValueError as exc:
+    except (ValueError, RiverlogError) as exc:
         print(f"metadata: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     log.info("config: %s", config.describe())

@@ -8,6 +8,7 @@ second etcd client, so the cluster image is untouched by quota changes:
     P client/quotas/config/clients/<client-id>                  (Kafka's config paths)
     P client/users/<name>                                       JSON salted PBKDF2 credential
     P client/acls/<type>/<pattern type>/<name>                  ACL entries (`acl_records`)
+    P client/users/<name>#<token id>                            (one per token of the user)
 
 Quota and user writes do not depend on partitions or leadership, so any instance applies them
 (no forwarding to the controller); an entity's read-modify-write is one etcd transaction
@@ -27,7 +28,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.quota.credentials import StoredCredential, hash_password, validate_user_name
+from riverlog.common.quota.credentials import (
+    StoredCredential,
+    owners,
+    slot_owner,
+    stored_credential,
+    validate_stored_name,
+)
 from riverlog.common.quota.entity import (
     ANONYMOUS,
     DEFAULT,
@@ -179,7 +186,7 @@ class ClientQuotaBook:
 
     def _check_user(self, entity: QuotaEntity) -> None:
         user = entity.user
-        if user is None or user in (DEFAULT, ANONYMOUS) or user in self.users:
+        if user is None or user in (DEFAULT, ANONYMOUS) or user in owners(self.users):
             return
         raise RiverlogError(
             f"unknown user {user!r} at {entity.path}: add it first (riverlog users add {user})"
@@ -245,17 +252,22 @@ class ClientQuotaBook:
     # --- users ------------------------------------------------------------------------------
 
     async def upsert_user(self, name: str, password: str) -> None:
-        credential = hash_password(name, password)
+        """Store a user's password, or under a token slot (`<user>#<id>`) one of its tokens;
+        the user's other credentials are kept."""
+        credential = stored_credential(name, password)
         key = f"{self.store.keys.prefix}{_USERS}{name}"
         revision = await self.store.txn([], [Op(key, _credential_encode(credential))])
         if revision is not None:
             await self._visible(revision)
 
     async def delete_user(self, name: str) -> None:
-        validate_user_name(name)
-        if name not in self.users:
+        """Delete a user's password and every token (`name` a user), or one token (`name` a
+        token slot)."""
+        validate_stored_name(name)
+        doomed = [n for n in self.users if n == name or slot_owner(n) == name]
+        if not doomed:
             raise RiverlogError(f"unknown user {name!r}", ErrorCode.INVALID_REQUEST)
-        key = f"{self.store.keys.prefix}{_USERS}{name}"
-        revision = await self.store.txn([], [Op(key)])
+        prefix = f"{self.store.keys.prefix}{_USERS}"
+        revision = await self.store.txn([], [Op(prefix + n) for n in sorted(doomed)])
         if revision is not None:
             await self._visible(revision)

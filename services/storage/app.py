@@ -38,10 +38,11 @@ from riverlog.common.cluster import (
     allocate_incarnation,
 )
 from riverlog.common.errors import RiverlogError
-from riverlog.common.node import serve_process, until_stopped_or_fenced
+from riverlog.common.node import parse_service_overrides, serve_process, until_stopped_or_fenced
 from riverlog.common.quota.window import WindowConfig
+from riverlog.common.rpc import tls
 from riverlog.common.rpc.server import RpcServer
-from riverlog.common.service import base_arg_parser, parse_overrides, run, setup_logging
+from riverlog.common.service import base_arg_parser, run, setup_logging
 from riverlog.common.types import TopicPartition
 from riverlog.v1 import storage_pb2_grpc
 
@@ -189,14 +190,15 @@ class StorageNode:
         )
         add = storage_pb2_grpc.add_StorageServiceServicer_to_server
         self.rpc = RpcServer(config.host, config.port, [(add, servicer, SERVICE_NAME)])
-        self.zero_copy = ZeroCopyServer(
-            config.host,
-            config.zero_copy_port,
-            fetch,
-            config.zero_copy_max_request_bytes,
-            produce=servicer.start_produce,
-        )
-        await self.zero_copy.start()
+        if tls.zero_copy_listener(config.zero_copy_port):  # off under internal TLS
+            self.zero_copy = ZeroCopyServer(
+                config.host,
+                config.zero_copy_port,
+                fetch,
+                config.zero_copy_max_request_bytes,
+                produce=servicer.start_produce,
+            )
+            await self.zero_copy.start()
         await self.rpc.start()
         self._schedule(log_manager)
         self.cleaner = LogCleaner(
@@ -216,7 +218,7 @@ class StorageNode:
             host=config.advertised_host or config.host,
             port=self.rpc.port,
             rack=config.rack,
-            zero_copy_port=self.zero_copy.port,
+            zero_copy_port=self.zero_copy.port if self.zero_copy is not None else 0,
             incarnation=self.incarnation,
         )
         self.membership = MembershipSession(
@@ -232,7 +234,7 @@ class StorageNode:
             "storage node %d serving on %s (zero-copy port %d)",
             config.node_id,
             self.rpc.address,
-            self.zero_copy.port,
+            self.zero_copy.port if self.zero_copy is not None else 0,
         )
 
     def _report_offline(self, _log_dir: Path) -> None:
@@ -335,10 +337,11 @@ def config_from_args(argv: Sequence[str] | None = None) -> tuple[StorageConfig, 
             metadata=args.metadata,
             rack=args.rack,
             ready_file=args.ready_file,
-            overrides=parse_overrides(args.config),
+            overrides=parse_service_overrides(args.config),
             advertised_host=args.advertised_host,
         )
         LogConfig.from_overrides(dict(config.log_defaults))
+        tls.zero_copy_listener(args.zero_copy_port)
     except (RiverlogError, ValueError) as exc:
         parser.error(str(exc))
     return config, args.log_level

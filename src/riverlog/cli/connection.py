@@ -84,6 +84,22 @@ def resolve_bootstrap(
     return local_cluster_bootstrap(data_dir or default_data_dir(env))
 
 
+def local_cluster_tls(
+    explicit: str | None,
+    env: Mapping[str, str] | None = None,
+    data_dir: Path | None = None,
+) -> dict[str, str]:
+    """The SDK's TLS settings (security.protocol, ssl.ca.location) when the bootstrap address
+    comes from a local cluster started with `cluster up --tls`; empty otherwise."""
+    env = os.environ if env is None else env
+    if explicit or env.get(BOOTSTRAP_ENV, "").strip():
+        return {}
+    try:
+        return LocalCluster.attach(data_dir or default_data_dir(env)).client_tls_config
+    except ClusterNotFoundError:
+        return {}
+
+
 def add_connection_args(parser: argparse.ArgumentParser, entity_options: bool = False) -> None:
     """`--bootstrap`, `--client-id`, `--user` and `--password`, for every command that talks to
     a gateway. With `entity_options` (the quotas command, whose `--user` and `--client-id` name
@@ -148,6 +164,7 @@ def client_config(
     token = getattr(args, "auth_token", "")
     if token and not user:
         conf["sasl.oauthbearer.token"] = token
+    conf.update(local_cluster_tls(args.bootstrap))
     conf.update(dict(overrides))
     return conf
 
@@ -167,6 +184,10 @@ def describe_topic(conf: dict[str, object], topic: str) -> TopicDescription:
             "sasl.username",
             "sasl.password",
             "sasl.oauthbearer.token",
+            "security.protocol",
+            "ssl.ca.location",
+            "ssl.certificate.location",
+            "ssl.key.location",
         )
         if k in conf
     }

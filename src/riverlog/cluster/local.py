@@ -20,8 +20,11 @@ from types import TracebackType
 
 import grpc
 
+from riverlog.common.rpc.channel import tls_channel_credentials
+from riverlog.common.rpc.tls import InternalTls
 from riverlog.v1 import admin_pb2, common_pb2
 
+from .certs import ClusterCertificates
 from .errors import ClusterError
 from .etcd import etcd_ports, etcd_spec
 from .placement import LOOPBACK, Placement
@@ -39,6 +42,8 @@ SERVICE_ROLES = ("metadata", "storage", "quota", "coordinator", "gateway")
 START_ORDER = ("etcd", *SERVICE_ROLES)
 STOP_ORDER = tuple(reversed(START_ORDER))
 DEFAULT_START_TIMEOUT = 120.0
+LOCALHOST = "127.0.0.1"
+LAUNCHER_CERTIFICATE = "launcher"
 
 
 class LocalCluster:
@@ -52,6 +57,9 @@ class LocalCluster:
     `service_modules` (role → module run with `python -m`) and `env` (added to each service's
     environment) exist for the launcher's own tests. `placement` says where each process runs
     (default: all on 127.0.0.1; fault tests give each its own network namespace and address).
+    With `tls` every channel is encrypted (decision 0035): a throwaway CA and a certificate per
+    process in `data_dir/tls/` (`certificates`), mutual TLS between services, and TLS on the
+    gateways' client listener (`client_tls_config` says how an SDK client reaches them).
     """
 
     def __init__(
@@ -71,6 +79,7 @@ class LocalCluster:
         env: Mapping[str, str] | None = None,
         placement: Placement | None = None,
         log_dirs_per_node: int = 1,
+        tls: bool = False,
     ) -> None:
         if log_dirs_per_node < 1:
             raise ValueError("a storage node needs at least one log dir")
@@ -90,6 +99,7 @@ class LocalCluster:
             extra_config={r: dict(c) for r, c in (extra_config or {}).items()},
             racks=list(racks) if racks else None,
             log_dirs_per_node=log_dirs_per_node,
+            tls=tls,
         )
         self.python = python or sys.executable
         self.service_modules = {r: f"riverlog.services.{r}" for r in SERVICE_ROLES}
@@ -117,6 +127,7 @@ class LocalCluster:
             quota_nodes=layout.quota_nodes,
             coordinators=layout.coordinators,
             log_dirs_per_node=layout.log_dirs_per_node,
+            tls=layout.tls,
         )
         cluster._etcd_url = etcd_url
         for proc in procs:
@@ -326,6 +337,8 @@ class LocalCluster:
                 raise ClusterError(f"cannot start {name}: no metadata instance is ready")
             args += ["--metadata", ",".join(self.metadata_addresses)]
         args += ["--ready-file", str(ready)]
+        if self.layout.tls:
+            args += self._tls_args(role, name, host)
         if role == "storage" and self.layout.racks:
             args += ["--rack", self.layout.racks[(node_id - 1) % len(self.layout.racks)]]
         for key, value in self.layout.extra_config.get(role, {}).items():
@@ -341,6 +354,31 @@ class LocalCluster:
             wrapper=self.placement.wrapper(name),
         )
 
+    @property
+    def certificates(self) -> ClusterCertificates:
+        """The cluster's CA and per-process certificates (made on first use)."""
+        return ClusterCertificates(self.data_dir)
+
+    def _tls_args(self, role: str, name: str, host: str) -> list[str]:
+        """`--config` items for mutual TLS with `name`'s own certificate; a gateway also serves
+        its client listener with it (clients verify it against the CA, no client certificate
+        asked: the gateway authenticates callers by their credentials)."""
+        paths = self.certificates.for_process(name, [host, LOCALHOST, "localhost"])
+        internal = InternalTls("SSL", str(paths.certificate), str(paths.key), str(paths.ca))
+        settings = internal.to_overrides()
+        if role == "gateway":
+            settings["ssl.certificate.location"] = str(paths.certificate)
+            settings["ssl.key.location"] = str(paths.key)
+            settings["ssl.ca.location"] = str(paths.ca)
+        return [item for k, v in settings.items() for item in ("--config", f"{k}={v}")]
+
+    @property
+    def client_tls_config(self) -> dict[str, str]:
+        """SDK settings for reaching the gateways of a TLS cluster (empty otherwise)."""
+        if not self.layout.tls:
+            return {}
+        return {"security.protocol": "SSL", "ssl.ca.location": str(self.certificates.ca_path)}
+
     def wait_ready(
         self, timeout: float = 60.0, storage_nodes: Collection[int] | None = None
     ) -> ClusterView | None:
@@ -355,7 +393,11 @@ class LocalCluster:
 
     @property
     def gateway_credentials(self) -> grpc.ChannelCredentials | None:
-        """TLS channel credentials for the gateways when their extra_config turns TLS on."""
+        """TLS channel credentials for the gateways when `tls` or their extra_config turns TLS
+        on (under `tls`, the launcher's own certificate from the cluster CA)."""
+        if self.layout.tls:
+            paths = self.certificates.for_process(LAUNCHER_CERTIFICATE, [LOCALHOST])
+            return tls_channel_credentials(str(paths.ca), str(paths.certificate), str(paths.key))
         return gateway_channel_credentials(self.layout.extra_config.get("gateway", {}))
 
     def describe_cluster(self, timeout: float = 5.0) -> admin_pb2.DescribeClusterResponse:

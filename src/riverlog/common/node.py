@@ -23,6 +23,7 @@ from typing import Generic, Protocol, TypeVar
 
 from riverlog.common.cluster import parse_addresses
 from riverlog.common.errors import RiverlogError
+from riverlog.common.rpc import tls as rpc_tls
 from riverlog.common.service import base_arg_parser, parse_overrides, run, write_ready_file
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,17 @@ class NodeOptions(Generic[C]):
         return self.advertised or self.host
 
 
+def parse_service_overrides(items: list[str]) -> dict[str, str]:
+    """A service process's `--config` items as a dict, with the internal TLS settings every
+    service shares (`rpc/tls.py`: security.inter.broker.protocol, listener.name.internal.ssl.*)
+    taken out and installed for the whole process; what is returned is the service's own.
+    ValueError naming a bad item; RiverlogError(INVALID_CONFIG) for bad TLS settings or an
+    unreadable PEM file."""
+    internal, rest = rpc_tls.split_overrides(parse_overrides(items))
+    rpc_tls.install(internal)
+    return rest
+
+
 def parse_node_args(
     kind: str,
     config_from_overrides: Callable[[Mapping[str, str]], C],
@@ -87,7 +99,7 @@ def parse_node_args(
     parser.add_argument("--node-id", type=int, required=True, help=node_id_help)
     args = parser.parse_args(argv)
     try:
-        config = config_from_overrides(parse_overrides(args.config))
+        config = config_from_overrides(parse_service_overrides(args.config))
         metadata = parse_addresses(args.metadata)
     except (ValueError, RiverlogError) as exc:
         parser.error(str(exc))

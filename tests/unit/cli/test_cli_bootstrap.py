@@ -15,6 +15,7 @@ import pytest
 from riverlog.cli.connection import (
     default_data_dir,
     key_value,
+    local_cluster_tls,
     parse_servers,
     resolve_bootstrap,
 )
@@ -123,3 +124,25 @@ def test_key_value() -> None:
     for bad in ("novalue", "=x"):
         with pytest.raises(argparse.ArgumentTypeError):
             key_value(bad)
+
+
+def test_a_tls_local_cluster_gives_commands_its_ca(tmp_path: Path) -> None:
+    write_state(tmp_path, [])
+    home = {"RIVERLOG_HOME": str(tmp_path)}
+    assert local_cluster_tls(None, home) == {}  # a plaintext cluster
+    document = json.loads((tmp_path / "cluster.json").read_text())
+    (tmp_path / "cluster.json").write_text(json.dumps({**document, "tls": True}))
+    ca = str(tmp_path.resolve() / "tls" / "ca.pem")
+    assert local_cluster_tls(None, home) == {"security.protocol": "SSL", "ssl.ca.location": ca}
+    # An address given by hand, or no local cluster at all: nothing is assumed.
+    assert local_cluster_tls("127.0.0.1:9092", home) == {}
+    assert local_cluster_tls(None, {**home, "RIVERLOG_BOOTSTRAP": "127.0.0.1:1"}) == {}
+    assert local_cluster_tls(None, {"RIVERLOG_HOME": str(tmp_path / "none")}) == {}
+
+
+def test_cluster_up_takes_tls() -> None:
+    from riverlog.cli.main import build_parser
+
+    args = build_parser().parse_args(["cluster", "up", "--tls"])
+    assert args.tls is True
+    assert build_parser().parse_args(["cluster", "up"]).tls is False

@@ -83,7 +83,7 @@ def test_token_option_and_env_send_a_bearer_token(monkeypatch) -> None:
 
 def test_users_add_new_token_prints_it_once_and_stores_it(monkeypatch, capsys) -> None:
     from riverlog.cli.commands import users
-    from riverlog.common.quota.credentials import token_user
+    from riverlog.common.quota.credentials import token_slot, token_user
 
     stored: list[tuple[str, str]] = []
 
@@ -101,6 +101,7 @@ def test_users_add_new_token_prints_it_once_and_stores_it(monkeypatch, capsys) -
     args = parse("users", "add", "svc", "--new-token", "--bootstrap", "127.0.0.1:9092")
     assert args.func(args) == 0
     printed = capsys.readouterr().out.strip()
-    assert token_user(printed) == "svc" and stored == [("svc", printed)]
+    # Stored under its own slot, beside svc's password (which is not touched).
+    assert token_user(printed) == "svc" and stored == [(token_slot(printed), printed)]
     with pytest.raises(SystemExit):
         parse("users", "add", "svc", "--new-token", "--new-password", "pw")

@@ -33,7 +33,7 @@ NODE_KINDS = {
     common_pb2.NODE_KIND_METADATA: "metadata",
 }
 # Subdirectories `cluster up --clean` may delete: only what the launcher itself creates.
-OWNED_PATHS = ("cluster.json", "logs", "run", "data")
+OWNED_PATHS = ("cluster.json", "logs", "run", "data", "tls")
 
 
 def role_config(text: str) -> tuple[str, str, str]:
@@ -83,6 +83,12 @@ def register(subparsers: Any) -> None:
         default=[],
         metavar="ROLE:KEY=VALUE",
         help="a setting for every process of a role, e.g. storage:log.segment.bytes=1048576",
+    )
+    up.add_argument(
+        "--tls",
+        action="store_true",
+        help="encrypt every channel: a throwaway CA and a certificate per process in "
+        "<data-dir>/tls, mutual TLS between services, TLS on the gateways",
     )
     up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for ready")
     start_mode = up.add_mutually_exclusive_group()
@@ -139,6 +145,7 @@ def run_up(args: argparse.Namespace) -> int:
         etcd_url=args.etcd,
         extra_config=extra,
         racks=racks,
+        tls=args.tls,
     )
     if args.clean:
         _clean(cluster.data_dir)
@@ -146,7 +153,7 @@ def run_up(args: argparse.Namespace) -> int:
         f"starting {args.metadata_nodes} metadata, {args.storage_nodes} storage,"
         f" {args.quota_nodes} quota, {args.coordinators} coordinator"
         f" and {args.gateways} gateway processes"
-        f" in {cluster.data_dir} ...",
+        f"{' over TLS' if args.tls else ''} in {cluster.data_dir} ...",
         file=sys.stderr,
     )
     cluster.start(timeout=args.timeout)
@@ -247,7 +254,9 @@ def status_document(
         document["error"] = "no gateway is running"
         return document
     try:
-        document["cluster"] = cluster_json(describe_cluster(target, timeout, client_id))
+        document["cluster"] = cluster_json(
+            describe_cluster(target, timeout, client_id, cluster.gateway_credentials)
+        )
     except Exception as e:  # shown in the status, not raised: the rest is still worth seeing
         document["error"] = f"gateway {target}: {describe(e)[0]}"
     return document

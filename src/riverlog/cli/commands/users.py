@@ -4,8 +4,11 @@
 The metadata service stores a salted PBKDF2-SHA256 hash, never the password. The new user's
 password is `--new-password` or, when absent, read from $RIVERLOG_NEW_PASSWORD or the first
 line of stdin (so it need not appear in the shell history). `--new-token` instead generates a
-random token (`<user>.<secret>`), prints it once, and stores its hash as the user's password:
-clients send it as `--token` / $RIVERLOG_TOKEN (SDK: `sasl.oauthbearer.token`). `--user` /
+random token (`<user>.<secret>`), prints it once, and stores its hash beside the user's password
+and earlier tokens (a user may hold a password and any number of tokens; each token is listed
+as `<user>#<token id>` and can be deleted alone by that name, `users delete <user>` deletes the
+password and every token): clients send it as `--token` / $RIVERLOG_TOKEN (SDK:
+`sasl.oauthbearer.token`). `--user` /
 `--password` / `--token` are, as on every command, the caller's own credentials.
 """
 
@@ -16,7 +19,7 @@ import os
 import sys
 from typing import Any
 
-from riverlog.common.quota.credentials import new_token
+from riverlog.common.quota.credentials import new_token, token_slot
 
 from ..connection import add_connection_args, admin_client
 from ..console import EXIT_OK, EXIT_USAGE, CliError, emit, to_json
@@ -35,11 +38,13 @@ def register(subparsers: Any) -> None:
     secret.add_argument(
         "--new-token",
         action="store_true",
-        help="generate a token for the user, print it once (its hash replaces the password)",
+        help="add a token to the user, print it once (its password and other tokens are kept)",
     )
     add.set_defaults(func=run_add)
 
-    delete = sub.add_parser("delete", help="delete a user")
+    delete = sub.add_parser(
+        "delete", help="delete a user (password and tokens), or one token by <user>#<id>"
+    )
     delete.add_argument("name", metavar="NAME")
     delete.set_defaults(func=run_delete)
 
@@ -67,12 +72,19 @@ def _new_password(args: argparse.Namespace) -> str:
 
 def run_add(args: argparse.Namespace) -> int:
     token = new_token(args.name) if args.new_token else None
-    password = token or _new_password(args)
+    slot = token_slot(token) if token is not None else None
     with admin_client(args) as admin:
-        admin.upsert_user(args.name, password)
+        if token is not None and slot is not None:
+            admin.upsert_user(slot, token)  # beside the password and other tokens
+        else:
+            admin.upsert_user(args.name, _new_password(args))
     if token is not None:
         emit(token)
-        print(f"Stored user {args.name} with a new token (shown once).", file=sys.stderr)
+        print(
+            f"Added token {slot} to user {args.name} (shown once; its password and other"
+            " tokens are kept).",
+            file=sys.stderr,
+        )
     else:
         print(f"Stored user {args.name}.", file=sys.stderr)
     return EXIT_OK

@@ -8,17 +8,21 @@ when on, protects it), so the check is a recomputation. PBKDF2 is deliberately s
 call carries its credentials on every request (Kafka authenticates a connection once), so
 `CredentialChecker` remembers which (user, password digest) pairs it has verified against which
 stored credential: a repeated call costs one SHA-256, and a changed or deleted user invalidates
-its entries at once. Pure: no grpc, no I/O.
+its entries at once. A user may hold a password and any number of tokens: a token
+(`<user>.<secret>`) is stored as its own credential under a slot `<user>#<digest id>` beside the
+password, and a call carrying a token is checked against the user's password and that token's
+slot. Pure: no grpc, no I/O.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import os
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -83,12 +87,16 @@ def hash_password(
 
 TOKEN_SEPARATOR: Final = "."
 TOKEN_SECRET_BYTES: Final = 32
+TOKEN_SLOT_SEPARATOR: Final = "#"
+"""Between a user's name and a token's id in the name a token is stored under (`alice#3f9c...`):
+not a character of user names, so a token slot never collides with a user."""
+_TOKEN_ID_HEX: Final = 12
 
 
 def new_token(name: str) -> str:
     """A fresh random token for user `name`: `<name>.<secret>` (the secret is URL-safe base64,
-    so it holds no dot). It is stored as that user's password (one PBKDF2 hash, never the
-    token), so a user has a password or a token, whichever was set last."""
+    so it holds no dot). It is stored under its own slot (`token_slot`), beside the user's
+    password and other tokens: a user may hold a password and any number of tokens."""
     validate_user_name(name)
     return f"{name}{TOKEN_SEPARATOR}{secrets.token_urlsafe(TOKEN_SECRET_BYTES)}"
 
@@ -97,6 +105,49 @@ def token_user(token: str) -> str | None:
     """The user a token names (the part before its last dot), or None when it names none."""
     name, sep, secret = token.rpartition(TOKEN_SEPARATOR)
     return name if sep and name and secret else None
+
+
+def token_slot(token: str) -> str | None:
+    """The name `token` is stored under: `<user>#<id>`, the id a digest of the token (so it
+    tells nothing of the secret); None when the token names no user."""
+    name = token_user(token)
+    if name is None:
+        return None
+    digest = hashlib.sha256(token.encode()).hexdigest()[:_TOKEN_ID_HEX]
+    return f"{name}{TOKEN_SLOT_SEPARATOR}{digest}"
+
+
+def slot_owner(name: str) -> str:
+    """The user a stored name belongs to: itself, or the user part of a token slot."""
+    return name.partition(TOKEN_SLOT_SEPARATOR)[0]
+
+
+def owners(names: Iterable[str]) -> set[str]:
+    """The users that hold a password or a token among stored names."""
+    return {slot_owner(n) for n in names}
+
+
+def validate_stored_name(name: str) -> None:
+    """RiverlogError(INVALID_REQUEST) unless `name` is a user name or a token slot of one."""
+    user, sep, token_id = name.partition(TOKEN_SLOT_SEPARATOR)
+    validate_user_name(user)
+    if sep and not re.fullmatch(f"[0-9a-f]{{{_TOKEN_ID_HEX}}}", token_id):
+        raise RiverlogError(
+            f"invalid token slot {name!r}: <user>{TOKEN_SLOT_SEPARATOR}<token id>",
+            ErrorCode.INVALID_REQUEST,
+        )
+
+
+def stored_credential(name: str, secret: str) -> StoredCredential:
+    """The credential to store under `name`: a user's password, or under a token slot the token
+    it was made from (INVALID_REQUEST when `secret` is not that slot's token)."""
+    validate_stored_name(name)
+    if TOKEN_SLOT_SEPARATOR in name and token_slot(secret) != name:
+        raise RiverlogError(
+            f"the secret given for {name!r} is not the token of that slot",
+            ErrorCode.INVALID_REQUEST,
+        )
+    return dataclasses.replace(hash_password(slot_owner(name), secret), name=name)
 
 
 class CredentialChecker:
@@ -120,16 +171,21 @@ class CredentialChecker:
         self._verified = {k: c for k, c in self._verified.items() if users.get(k[0]) == c}
 
     def check(self, name: str, password: str) -> bool:
-        """Whether `password` is `name`'s current password."""
-        stored = self._users.get(name)
+        """Whether `password` is `name`'s current password or one of `name`'s tokens."""
+        slot = token_slot(password)
+        candidates = [name] if slot is None or slot_owner(slot) != name else [name, slot]
+        return any(self._check_stored(key, password) for key in candidates)
+
+    def _check_stored(self, key: str, password: str) -> bool:
+        stored = self._users.get(key)
         if stored is None:
             return False
-        key = (name, hashlib.sha256(password.encode()).digest())
-        if self._verified.get(key) == stored:
+        cache_key = (key, hashlib.sha256(password.encode()).digest())
+        if self._verified.get(cache_key) == stored:
             return True
         if not stored.matches(password):
             return False
         if len(self._verified) >= _CACHE_MAX:
             self._verified.clear()
-        self._verified[key] = stored
+        self._verified[cache_key] = stored
         return True

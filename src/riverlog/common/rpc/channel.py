@@ -9,6 +9,8 @@ import grpc
 
 from riverlog.common import tracing
 
+from . import tls
+
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 CLIENT_ID_KEY = "riverlog-client-id"
 
@@ -33,9 +35,15 @@ CHANNEL_OPTIONS: list[tuple[str, Any]] = [
 
 
 def aio_channel(target: str) -> grpc.aio.Channel:
-    """An asyncio channel to `host:port`; traced when tracing is configured."""
-    return grpc.aio.insecure_channel(
-        target, options=CHANNEL_OPTIONS, interceptors=tracing.aio_client_interceptors()
+    """An asyncio channel to another service at `host:port`: mutual TLS with this process's
+    certificate when internal TLS is installed (`tls.install`), else plaintext; traced when
+    tracing is configured."""
+    credentials = tls.channel_credentials()
+    interceptors = tracing.aio_client_interceptors()
+    if credentials is None:
+        return grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS, interceptors=interceptors)
+    return grpc.aio.secure_channel(
+        target, credentials, options=CHANNEL_OPTIONS, interceptors=interceptors
     )
 
 

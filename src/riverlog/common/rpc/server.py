@@ -4,7 +4,7 @@ reflection, tracing and the error interceptor, so no service writes its own."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -12,8 +12,10 @@ from grpc_reflection.v1alpha import reflection
 
 from riverlog.common import tracing
 
+from . import tls
 from .channel import CHANNEL_OPTIONS, KEEPALIVE_TIME_MS
 from .interceptor import ErrorInterceptor
+from .peer_certificates import PeerCertificates
 
 SERVER_OPTIONS: list[tuple[str, Any]] = [
     *CHANNEL_OPTIONS,
@@ -25,6 +27,13 @@ SERVER_OPTIONS: list[tuple[str, Any]] = [
 ]
 
 AddServicer = Callable[[Any, grpc.aio.Server], None]
+
+
+class _Internal:
+    """The `credentials` of a server of an internal API: the installed internal TLS."""
+
+
+INTERNAL: Final = _Internal()
 
 
 class RpcServer:
@@ -39,11 +48,15 @@ class RpcServer:
         host: str,
         port: int,
         servicers: Sequence[tuple[AddServicer, Any, str]],
-        credentials: grpc.ServerCredentials | None = None,
+        credentials: grpc.ServerCredentials | _Internal | None = INTERNAL,
         interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     ) -> None:
         """`servicers`: (add_XServicer_to_server, servicer, full service name) triples;
-        `credentials`: serve TLS (grpc.ssl_server_credentials) instead of plaintext;
+        `credentials`: INTERNAL (the default) for a server of an internal API, which serves
+        mutual TLS when internal TLS is installed (`tls.install`: a client certificate signed
+        by the cluster CA is required, and every call's peer certificate is recorded, see
+        `peer_certificates`) and plaintext otherwise; a client-facing listener passes its own
+        (grpc.ssl_server_credentials) or None for plaintext;
         `interceptors`: a service's own, run inside the error interceptor (so what they raise
         is mapped to a status like anything a servicer raises)."""
         chain: list[grpc.aio.ServerInterceptor] = []
@@ -52,7 +65,15 @@ class RpcServer:
             chain.append(traced)
         chain.append(ErrorInterceptor())
         chain.extend(interceptors)
+        self.peer_certificates: PeerCertificates | None = None
+        if isinstance(credentials, _Internal):
+            credentials = tls.server_credentials()
+            if credentials is not None:
+                self.peer_certificates = PeerCertificates()
+                chain.append(self.peer_certificates.interceptor())
         self._server = grpc.aio.server(interceptors=chain, options=SERVER_OPTIONS)
+        if self.peer_certificates is not None:
+            self._server.add_generic_rpc_handlers((self.peer_certificates.handler(),))
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         self._names = [name for _, _, name in servicers]

@@ -11,6 +11,12 @@ from riverlog.common.quota.credentials import (
     CredentialChecker,
     StoredCredential,
     hash_password,
+    new_token,
+    owners,
+    slot_owner,
+    stored_credential,
+    token_slot,
+    validate_stored_name,
 )
 
 
@@ -66,3 +72,60 @@ def test_the_checker_remembers_verified_pairs_until_the_user_changes() -> None:
         assert not checker.check("alice", "two")  # deleted user
     finally:
         StoredCredential.matches = original  # type: ignore[method-assign]
+
+
+def test_a_user_holds_a_password_and_several_tokens_at_once() -> None:
+    first, second = new_token("svc"), new_token("svc")
+    slot1, slot2 = token_slot(first), token_slot(second)
+    assert slot1 and slot2 and slot1 != slot2
+    assert slot_owner(slot1) == "svc" and slot1.startswith("svc#")
+    assert first.rpartition(".")[2][:12] not in slot1  # the id is a digest, not the secret
+    users = {
+        "svc": stored_credential(
+            "svc",
+            "the-password",
+        ),
+        slot1: stored_credential(slot1, first),
+        slot2: stored_credential(slot2, second),
+    }
+    assert owners(users) == {"svc"}
+    checker = CredentialChecker(users)
+    assert checker.check("svc", "the-password")
+    assert checker.check("svc", first) and checker.check("svc", second)
+    assert not checker.check("svc", new_token("svc"))  # a token never stored
+    assert not checker.check("other", first)  # a token is its own user's only
+    # Deleting one token (its slot) leaves the password and the other token working.
+    checker.update({k: v for k, v in users.items() if k != slot1})
+    assert not checker.check("svc", first)
+    assert checker.check("svc", second) and checker.check("svc", "the-password")
+
+
+def test_a_legacy_token_stored_as_the_password_still_works() -> None:
+    token = new_token("svc")
+    checker = CredentialChecker({"svc": hash_password("svc", token)})
+    assert checker.check("svc", token)
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        ("svc#0123456789ab", "svc.not-the-token-of-this-slot"),  # the slot is not this token's
+        ("svc#xyz", "svc.abc"),  # not a token id
+        ("#0123456789ab", "x"),  # no user
+        ("<default>#0123456789ab", "y"),  # a reserved name
+    ],
+)
+def test_a_token_slot_takes_only_its_own_token(name: str, secret: str) -> None:
+    with pytest.raises(RiverlogError) as info:
+        stored_credential(name, secret)
+    assert info.value.code == ErrorCode.INVALID_REQUEST
+
+
+def test_a_token_slot_for_another_user_is_refused() -> None:
+    token = new_token("alice")
+    slot = token_slot(token)
+    assert slot is not None
+    with pytest.raises(RiverlogError):
+        stored_credential(slot.replace("alice", "mallory"), token)
+    with pytest.raises(RiverlogError):
+        validate_stored_name("a b#0123456789ab")

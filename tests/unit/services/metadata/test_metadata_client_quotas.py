@@ -11,6 +11,7 @@ import pytest
 
 from riverlog.common.errors import ErrorCode
 from riverlog.common.quota.convert import image_from_proto
+from riverlog.common.quota.credentials import new_token, token_slot
 from riverlog.services.metadata.client_quotas import ClientQuotaBook
 from riverlog.services.metadata.rpc.client_quotas import ClientQuotasRpc
 from riverlog.services.metadata.store import Change, Compare, Entry, Keys, Op
@@ -212,6 +213,42 @@ def test_users_are_stored_hashed_and_listed(servicer) -> None:
         assert gone.error_code == ErrorCode.INVALID_REQUEST
         assert (await s.DeleteUser(admin_pb2.DeleteUserRequest(name="bob"), None)).error_code == 0
         assert book.users == {}
+
+    run(scenario())
+
+
+def test_a_user_keeps_its_password_beside_tokens_and_deletes_them_together(servicer) -> None:
+    async def scenario() -> None:
+        s, book = await servicer()
+        tokens = [new_token("svc"), new_token("svc")]
+        slots = [token_slot(t) for t in tokens]
+        requests = [("svc", "pw"), *zip(slots, tokens, strict=True)]
+        for name, secret in requests:
+            reply = await s.UpsertUser(
+                admin_pb2.UpsertUserRequest(name=name, password=secret), None
+            )
+            assert reply.error_code == 0, reply.error_message
+        assert set(book.users) == {"svc", *slots}
+        assert book.users["svc"].matches("pw")  # a token did not replace the password
+        assert all(book.users[n].matches(t) for n, t in zip(slots, tokens, strict=True))
+        # A quota for a user that holds only tokens is accepted (the user is known).
+        only = new_token("bot")
+        await s.UpsertUser(admin_pb2.UpsertUserRequest(name=token_slot(only), password=only), None)
+        quota = await s.AlterClientQuotas(
+            alter((entity(user="bot"), {"producer_byte_rate": 1})), None
+        )
+        assert [r.error_code for r in quota.results] == [0]
+        # A slot takes only its own token, and changes nothing otherwise.
+        wrong = await s.UpsertUser(
+            admin_pb2.UpsertUserRequest(name=slots[0], password=tokens[1]), None
+        )
+        assert wrong.error_code == ErrorCode.INVALID_REQUEST
+        assert book.users[slots[0]].matches(tokens[0])
+        # One token alone, then the user with its password and remaining token.
+        await s.DeleteUser(admin_pb2.DeleteUserRequest(name=slots[0]), None)
+        assert set(book.users) == {"svc", slots[1], token_slot(only)}
+        assert (await s.DeleteUser(admin_pb2.DeleteUserRequest(name="svc"), None)).error_code == 0
+        assert set(book.users) == {token_slot(only)}
 
     run(scenario())
 
