@@ -16,6 +16,7 @@ from .admin import AdminClient, ClusterDescription, ConfigEntry, NewTopic, Topic
 from .balance_admin import BalancePlan
 from .config import AdminConfig, ConfigError, ConsumerConfig, ProducerConfig
 from .consumer import Consumer, ConsumerRebalanceListener, ConsumerRecord, OffsetAndMetadata
+from .consumer.group import ConsumerGroupMetadata
 from .errors import (
     ClientClosedError,
     ClientTimeoutError,
@@ -25,10 +26,18 @@ from .errors import (
     RebalanceInProgressError,
     RecordTooLargeError,
 )
-from .producer import Producer, RecordFuture, RecordMetadata
+from .producer import (
+    AbortableTransactionError,
+    FatalTransactionError,
+    Producer,
+    RecordFuture,
+    RecordMetadata,
+    TransactionStateError,
+)
 from .reassignment_admin import PartitionReassignment
 
 __all__ = [
+    "AbortableTransactionError",
     "AdminClient",
     "AdminConfig",
     "BalancePlan",
@@ -40,9 +49,11 @@ __all__ = [
     "ConfigError",
     "Consumer",
     "ConsumerConfig",
+    "ConsumerGroupMetadata",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "ErrorCode",
+    "FatalTransactionError",
     "NewTopic",
     "NoOffsetForPartitionError",
     "OffsetAndMetadata",
@@ -58,4 +69,5 @@ __all__ = [
     "RiverlogError",
     "TopicDescription",
     "TopicPartition",
+    "TransactionStateError",
 ]

@@ -151,9 +151,7 @@ def _choice(default: str, choices: tuple[str, ...], doc: str) -> str:
     return _key(default, _parse_choice(choices), doc)
 
 
-_UNSUPPORTED: dict[str, str] = {
-    "transactional.id": "transactions are not supported",
-}
+_UNSUPPORTED: dict[str, str] = {}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -257,6 +255,12 @@ class ProducerConfig(_ClientConfig):
         _parse_bool,
         "Exactly one copy of each record per partition, in order (needs acks=all)",
     )
+    transactional_id: str = _key(
+        "", _parse_str, "Makes the producer transactional (implies enable.idempotence, acks=all)"
+    )
+    transaction_timeout_ms: int = _int(
+        60_000, "The coordinator aborts a transaction open longer than this", lo=1
+    )
     key_serializer: Serializer | None = _callable("Turns a key into bytes")  # noqa: RUF009
     value_serializer: Serializer | None = _callable("Turns a value into bytes")  # noqa: RUF009
 
@@ -266,10 +270,11 @@ class ProducerConfig(_ClientConfig):
     ) -> ProducerConfig:
         """As `_ClientConfig.from_kafka`; enable.idempotence defaults to true, as in Kafka 3.x,
         but when it is not set and acks, retries or max.in.flight.requests.per.connection
-        conflict with it, it is off (Kafka 3.2+ does the same) rather than an error."""
+        conflict with it, it is off (Kafka 3.2+ does the same) rather than an error. A
+        transactional.id needs idempotence: the conflicts are errors then."""
         parse = _ClientConfig.from_kafka.__func__  # type: ignore[attr-defined]
         keys = [str(k).strip().replace("_", ".") for k in [*(conf or {}), *kwargs]]
-        if "enable.idempotence" not in keys:
+        if "enable.idempotence" not in keys and "transactional.id" not in keys:
             config: ProducerConfig = parse(
                 cls, {**(conf or {}), "enable.idempotence": False}, **kwargs
             )
@@ -280,6 +285,11 @@ class ProducerConfig(_ClientConfig):
 
     def validate(self) -> None:
         _ClientConfig.validate(self)
+        if self.transactional_id and not self.enable_idempotence:
+            raise ConfigError(
+                "Cannot set a transactional.id without also enabling idempotence "
+                "(enable.idempotence=true)."
+            )
         if self.enable_idempotence:
             conflicts = _idempotence_conflicts(self)
             if conflicts:

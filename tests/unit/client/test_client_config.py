@@ -60,9 +60,15 @@ def test_unknown_key_names_it_and_suggests() -> None:
     assert issubclass(ConfigError, ValueError)
 
 
-def test_unsupported_kafka_keys_say_why() -> None:
-    with pytest.raises(ConfigError, match=r"transactional\.id.*not supported"):
-        ProducerConfig.from_kafka(BOOT, transactional_id="t")
+def test_transactional_id_implies_idempotence_and_refuses_what_conflicts() -> None:
+    config = ProducerConfig.from_kafka(BOOT, transactional_id="t")
+    assert config.enable_idempotence and config.acks == -1
+    assert config.transaction_timeout_ms == 60_000
+    with pytest.raises(ConfigError, match=r"transactional\.id without also enabling idempotence"):
+        ProducerConfig.from_kafka(BOOT, transactional_id="t", enable_idempotence=False)
+    with pytest.raises(ConfigError, match="acks to all"):
+        ProducerConfig.from_kafka(BOOT, transactional_id="t", acks=1)
+    assert not ProducerConfig.from_kafka(BOOT, acks=1).enable_idempotence  # unchanged
 
 
 @pytest.mark.parametrize(

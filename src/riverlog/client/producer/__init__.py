@@ -3,5 +3,17 @@ the gateway's Produce. See `producer.py` for the API and `sender.py` for deliver
 
 from .future import RecordFuture, RecordMetadata
 from .producer import Producer
+from .transaction_state import (
+    AbortableTransactionError,
+    FatalTransactionError,
+    TransactionStateError,
+)
 
-__all__ = ["Producer", "RecordFuture", "RecordMetadata"]
+__all__ = [
+    "AbortableTransactionError",
+    "FatalTransactionError",
+    "Producer",
+    "RecordFuture",
+    "RecordMetadata",
+    "TransactionStateError",
+]

@@ -507,9 +507,12 @@ class RecordAccumulator:
                 batch.reserved = 0
 
     def abort_queued(self) -> list[ProducerBatch]:
-        """Remove and return every batch still queued (a forced close)."""
+        """Remove and return every batch still queued, closed (a forced close, an aborted
+        transaction: later appends open new batches)."""
         with self._lock:
             batches = [batch for dq in self._active.values() for batch in dq]
+            for batch in batches:
+                batch.closed = True
             self._active.clear()
             for parts in self._deques.values():
                 for dq in parts:
@@ -548,6 +551,12 @@ class RecordAccumulator:
 
     def has_queued(self) -> bool:
         return bool(self._active)
+
+    def queued_partitions(self) -> list[tuple[str, int]]:
+        """The partitions with batches waiting to be drained (the transactional sender adds
+        new ones to the transaction first)."""
+        with self._lock:
+            return list(self._active)
 
     @property
     def available_memory(self) -> int:

@@ -74,6 +74,7 @@ class ProducerBatch:
         "stamped",
         "topic",
         "trace_context",
+        "transactional",
     )
 
     def __init__(
@@ -109,6 +110,8 @@ class ProducerBatch:
         self.stamped: tuple[int, int, int] = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH, -1)
         # An attempt ended with no leader answer saying it was refused: it may be in the log.
         self.maybe_written = False
+        # Part of a transaction: the batch header's transactional bit (set before the build).
+        self.transactional = False
 
     def append(self, record: Record) -> bool:
         """Add one record (the general path; the accumulator inlines the common case). False,
@@ -141,6 +144,7 @@ class ProducerBatch:
                 producer_id=stamp[0],
                 producer_epoch=stamp[1],
                 base_sequence=stamp[2],
+                is_transactional=self.transactional,
             )
             self.result.set_records(timestamps, keys, values)
             self.records = []

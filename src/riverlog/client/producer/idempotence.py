@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -137,11 +138,15 @@ class IdempotenceManager:
     came back, and `on_success` / `can_retry` / `on_retry` / `on_failed` as it settles them.
     `producer_id_and_epoch` may be read from any thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_bump: Callable[[str], None] | None = None) -> None:
         self._lock = threading.Lock()
         self._current = ProducerIdAndEpoch()
         self._partitions: dict[TopicPartitionKey, _PartitionSequences] = {}
         self._bump_required = False
+        # A transactional producer never bumps its epoch alone: `on_bump` hears why instead
+        # (the transaction must abort), and `reset_producer_id` brings EndTxn's new epoch.
+        self._on_bump = on_bump
+        self._reset_to: ProducerIdAndEpoch | None = None
 
     # ---- producer id and epoch -----------------------------------------------------------
 
@@ -159,9 +164,20 @@ class IdempotenceManager:
         self._bump_required = False
         log.info("idempotent producer id %d, epoch %d", producer_id, epoch)
 
+    def reset_producer_id(self, producer_id: int, epoch: int) -> None:
+        """Any thread: the transactional producer's next id and epoch (InitProducerId, EndTxn).
+        The sender applies it before its next drain, when nothing of the old epoch is open:
+        every partition's sequences start again at 0."""
+        with self._lock:
+            self._reset_to = ProducerIdAndEpoch(producer_id, epoch)
+
     def request_epoch_bump(self, tp: TopicPartitionKey, why: str, rewrite: bool = False) -> None:
         """Ask for the next epoch; with `rewrite`, `tp`'s open batches were proven unwritten
         and take sequences of the new epoch once its requests on the wire are back."""
+        if self._on_bump is not None:
+            log.info("%s-%d: %s", tp[0], tp[1], why)
+            self._on_bump(f"{tp[0]}-{tp[1]}: {why}")
+            return
         log.info("%s-%d: %s; bumping the producer epoch", tp[0], tp[1], why)
         self._bump_required = True
         p = self._partitions.get(tp)
@@ -173,6 +189,12 @@ class IdempotenceManager:
         that InitProducerId is asked again when the epoch is at its maximum), resolve
         unresolved sequences whose partition has nothing left open, and give the batches of a
         rewritten partition new sequences once its requests are back."""
+        if self._reset_to is not None:
+            with self._lock:
+                self._current, self._reset_to = self._reset_to, None
+            self._partitions.clear()
+            self._bump_required = False
+            log.info("producer id and epoch now %s", self._current)
         for tp, p in self._partitions.items():
             if p.unresolved_end != _NONE and not p.sending and not p.open_batches():
                 if p.last_acked != _NONE and _after_or_at(p.last_acked, p.unresolved_end):

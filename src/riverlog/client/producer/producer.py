@@ -21,16 +21,20 @@ from riverlog.common.partitioner import murmur2
 from riverlog.common.records.builder import encode_headers
 from riverlog.common.records.compression import CompressionType
 from riverlog.common.records.record import Header
+from riverlog.common.types import TopicPartition
 
 from .._closing import Closing
 from .._connection import GatewayConnection
 from .._metadata import MetadataCache, TopicInfo
 from ..config import ProducerConfig
+from ..consumer.group.api import ConsumerGroupMetadata, OffsetAndMetadata
 from ..errors import ClientClosedError, ClientTimeoutError, RecordTooLargeError
 from .accumulator import RecordAccumulator, as_bytes
 from .future import Callback, RecordFuture, RecordFutures, delivery_callback
 from .idempotence import ProducerIdAndEpoch
 from .sender import Sender
+from .transaction_manager import TransactionManager
+from .transaction_state import TransactionStateError
 
 _ids = itertools.count(1)
 _INT64_MAX = (1 << 63) - 1
@@ -76,6 +80,14 @@ class Producer(Closing):
             wakeup=event.set,
         )
         self._sender.accumulator = self._accumulator
+        self._txn: TransactionManager | None = None
+        if config.transactional_id:
+            assert self._sender.idempotence is not None  # the config insists
+            self._txn = TransactionManager(config, self._conn, self._sender.idempotence, event.set)
+            self._sender.transactions = self._txn
+            # Only a transactional producer checks its state per record: its own send.
+            self.send = self._send_in_transaction  # type: ignore[method-assign]
+            self.send_many = self._send_many_in_transaction  # type: ignore[method-assign]
         self._append = self._accumulator.append
         self._append_sticky = self._accumulator.append_sticky
         self._max_block_ms = config.max_block_ms
@@ -153,6 +165,70 @@ class Producer(Closing):
                 f"({info.num_partitions} partitions)"
             )
         return self._append(topic, partition, timestamp_ms, key, value)
+
+    def _send_in_transaction(self, topic: str, *args: Any, **kwargs: Any) -> RecordFuture:
+        """`send` of a transactional producer: only between begin_transaction and the end."""
+        assert self._txn is not None
+        self._txn.check_can_send()
+        return Producer.send(self, topic, *args, **kwargs)
+
+    def _send_many_in_transaction(self, topic: str, *args: Any, **kwargs: Any) -> RecordFutures:
+        assert self._txn is not None
+        self._txn.check_can_send()
+        return Producer.send_many(self, topic, *args, **kwargs)
+
+    # ---- transactions (Kafka's KafkaProducer API, KIP-98) -----------------------------------
+
+    def _transactions(self, what: str) -> TransactionManager:
+        if self._txn is None:
+            raise TransactionStateError(f"{what} needs transactional.id")
+        if self._closed:
+            raise ClientClosedError("producer", f"cannot {what} after close()")
+        return self._txn
+
+    def _timeout_s(self, timeout: float | None) -> float:
+        return self._max_block_ms / 1000 if timeout is None else timeout
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Once, before the first transaction: get the transactional id's producer id and
+        epoch, fencing any older producer with the same transactional.id and aborting (or
+        completing) what it left open. `timeout` seconds (default max.block.ms); on
+        ClientTimeoutError call it again."""
+        self._transactions("init_transactions").init_transactions(self._timeout_s(timeout))
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: `send` is allowed until commit or abort. No call is made: the
+        coordinator hears of it with the first partition or offsets added."""
+        self._transactions("begin_transaction").begin_transaction()
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+        group_metadata: ConsumerGroupMetadata | str,
+        timeout: float | None = None,
+    ) -> None:
+        """Commit a consumer group's offsets (the position: the next record to read) with
+        the transaction: visible to the group only if it commits. `group_metadata` is
+        `consumer.group_metadata()` (the coordinator fences a consumer that fell out of its
+        generation) or a group id."""
+        self._transactions("send_offsets_to_transaction").send_offsets_to_transaction(
+            offsets, group_metadata, self._timeout_s(timeout)
+        )
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Send every record of the transaction, then commit it: read_committed consumers see
+        all of them and the offsets sent with it take effect. Raises the abortable error if a
+        record failed (abort, then go on) or FatalTransactionError when fenced (close)."""
+        self._transactions("commit_transaction").commit_transaction(
+            self.flush, self._timeout_s(timeout)
+        )
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the transaction: records not sent yet fail (their futures say so), records
+        written are never seen by read_committed consumers, the offsets are dropped."""
+        self._transactions("abort_transaction").abort_transaction(
+            self._accumulator.has_incomplete, self._timeout_s(timeout)
+        )
 
     def _topic_info(self, topic: str) -> TopicInfo:
         if self._closed:

@@ -37,6 +37,8 @@ from ..errors import ClientClosedError, ClientTimeoutError
 from .accumulator import RecordAccumulator
 from .batch import ProducerBatch
 from .idempotence import IdempotenceManager, leaves_outcome_unknown
+from .transaction_manager import TransactionManager
+from .txn_decisions import DrainAction
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +97,13 @@ class Sender(threading.Thread):
         self._forced = False
         self._next_expiry_check = 0.0
         self.accumulator: RecordAccumulator  # set by the producer before start()
-        self.idempotence = IdempotenceManager() if config.enable_idempotence else None
+        self.idempotence = (
+            IdempotenceManager(self._on_sequence_trouble if config.transactional_id else None)
+            if config.enable_idempotence
+            else None
+        )
+        self.transactions: TransactionManager | None = None  # set by a transactional producer
+        self._transactional_id = config.transactional_id
         self._next_init_attempt = 0.0
 
     def wakeup(self) -> None:
@@ -117,24 +125,16 @@ class Sender(threading.Thread):
                 for batch in acc.expire(now):
                     self._expire(batch, now)
             next_check = now + _IDLE_WAIT_S
-            idem = self.idempotence
-            ready = idem is None or self._ensure_producer_id(now)
             throttled_s = self._conn.throttle_remaining_s()
             if throttled_s > 0:  # the gateway asked for a pause (quota): send it nothing
-                ready = False
                 next_check = min(next_check, now + throttled_s)
-            while ready and len(self._in_flight) < self._max_in_flight:
-                muted = self._muted if idem is None else self._muted | idem.blocked()
-                batches, next_check = acc.drain(
-                    now,
-                    self._config.max_request_size,
-                    muted,
-                    None if idem is None else idem.capacity,
-                    min((f.sent_at for f in self._in_flight), default=math.inf),
-                )
-                if not batches:
-                    break
-                self._send(batches)
+            txn = self.transactions
+            if txn is None:
+                ready = self.idempotence is None or self._ensure_producer_id(now)
+                next_check = self._drain_and_send(now, next_check, ready and throttled_s <= 0)
+            else:
+                with txn.drain_lock:  # an end waits: no batch leaves with a stale epoch
+                    next_check = self._drain_transactional(txn, now, next_check, throttled_s)
             if len(self._in_flight) >= self._max_in_flight:
                 next_check = now + _IDLE_WAIT_S  # a completion wakes us
             wait = min(next_check - now, _IDLE_WAIT_S)
@@ -145,6 +145,55 @@ class Sender(threading.Thread):
                 for batches in inflight.groups.values():
                     for batch in batches:
                         self._fail(batch, ClientClosedError("producer", "closed before delivery"))
+
+    def _drain_and_send(
+        self,
+        now: float,
+        next_check: float,
+        ready: bool,
+        held: set[tuple[str, int]] | None = None,
+    ) -> float:
+        """Drain and send ready batches while requests may go out, leaving `held` partitions
+        (not in the transaction yet) alone. Returns when the next check is due."""
+        acc = self.accumulator
+        idem = self.idempotence
+        while ready and len(self._in_flight) < self._max_in_flight:
+            muted = self._muted if idem is None else self._muted | idem.blocked()
+            if held:
+                muted = muted | held
+            batches, next_check = acc.drain(
+                now,
+                self._config.max_request_size,
+                muted,
+                None if idem is None else idem.capacity,
+                min((f.sent_at for f in self._in_flight), default=math.inf),
+            )
+            if not batches:
+                break
+            self._send(batches)
+        return next_check
+
+    def _drain_transactional(
+        self, txn: TransactionManager, now: float, next_check: float, throttled_s: float
+    ) -> float:
+        """The transactional producer's turn: add new partitions to the transaction, then
+        drain the others; or fail every queued batch (aborting, or the transaction failed)."""
+        acc = self.accumulator
+        queued = acc.queued_partitions() if acc.has_queued() else []
+        action, held = txn.before_drain(queued, now)
+        if action is DrainAction.DROP:
+            error = txn.dropped_batch_error()
+            for batch in acc.abort_queued():
+                self._fail(batch, error)
+            return next_check
+        ready = self._ensure_producer_id(now) and action is DrainAction.SEND
+        if held and ready:
+            next_check = min(next_check, now + self._config.retry_backoff_ms / 1000)
+        return self._drain_and_send(now, next_check, ready and throttled_s <= 0, held)
+
+    def _on_sequence_trouble(self, why: str) -> None:
+        if self.transactions is not None:
+            self.transactions.on_sequence_trouble(why)
 
     def initiate_close(self) -> None:
         """Send everything pending, then stop (the accumulator is already closed)."""
@@ -166,8 +215,8 @@ class Sender(threading.Thread):
         idem = self.idempotence
         assert idem is not None
         idem.before_drain()
-        if idem.has_producer_id():
-            return True
+        if idem.has_producer_id() or self.transactions is not None:
+            return idem.has_producer_id()  # a transactional id's comes from init_transactions
         if now < self._next_init_attempt or not self.accumulator.has_queued():
             return False
         try:
@@ -189,6 +238,8 @@ class Sender(threading.Thread):
         for batch in batches:
             if idem is not None:
                 idem.assign(batch)
+            if self._transactional_id:
+                batch.transactional = True
             try:
                 batch.build()
             except Exception as e:  # send() checks records, so this is a bug, not bad input
@@ -212,7 +263,10 @@ class Sender(threading.Thread):
             for tp, group in groups.items()
         ]
         request = data_pb2.ProduceRequest(
-            acks=self._acks, timeout_ms=self._config.request_timeout_ms, partitions=partitions
+            acks=self._acks,
+            timeout_ms=self._config.request_timeout_ms,
+            partitions=partitions,
+            transactional_id=self._transactional_id,
         )
         contexts = [b.trace_context for b in batches if b.trace_context is not None]
         try:
@@ -360,5 +414,7 @@ class Sender(threading.Thread):
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
         if self.idempotence is not None:
             self.idempotence.on_failed(batch)
+        if self.transactions is not None:
+            self.transactions.on_batch_failed(error)
         batch.result.complete(-1, -1, error)
         self.accumulator.release(batch)
