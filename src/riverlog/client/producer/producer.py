@@ -109,7 +109,10 @@ class Producer(Closing):
     @property
     def producer_id_and_epoch(self) -> ProducerIdAndEpoch | None:
         """The idempotent producer's id and epoch (InitProducerId at the first send: id -1
-        until then); None with enable.idempotence=false."""
+        until then); None with enable.idempotence=false. A transactional producer's: from
+        init_transactions, then the one each commit or abort brings (KIP-890)."""
+        if self._txn is not None:
+            return self._txn.producer_id_and_epoch
         idem = self._sender.idempotence
         return None if idem is None else idem.producer_id_and_epoch
 

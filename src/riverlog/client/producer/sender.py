@@ -412,9 +412,9 @@ class Sender(threading.Thread):
         )
 
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
+        if self.transactions is not None:  # first: its error, not the sequences' trouble
+            self.transactions.on_batch_failed(error)
         if self.idempotence is not None:
             self.idempotence.on_failed(batch)
-        if self.transactions is not None:
-            self.transactions.on_batch_failed(error)
         batch.result.complete(-1, -1, error)
         self.accumulator.release(batch)

@@ -37,6 +37,7 @@ from ..errors import ClientTimeoutError
 from .idempotence import IdempotenceManager, ProducerIdAndEpoch
 from .transaction_state import (
     AbortableTransactionError,
+    FatalTransactionError,
     TxnState,
     TxnStateMachine,
 )
@@ -48,6 +49,7 @@ from .txn_decisions import (
     batch_failure,
     by_topic,
     drain_action,
+    fenced_or_same,
     offsets_by_topic,
     outcome_of,
     partitions_to_add,
@@ -346,8 +348,11 @@ class TransactionManager:
         or the producer is fenced (fatal)."""
         with self._lock:
             seen = batch_failure(self._sm.state, rpc_error(error))
-            if seen is not None and self._sm.state is not _S.ABORTABLE_ERROR:
-                self._sm.fail(seen)
+            if seen is None:
+                return
+            if self._sm.state is _S.ABORTABLE_ERROR and not isinstance(seen, FatalTransactionError):
+                return  # the first error says why the transaction must abort
+            self._sm.fail(seen)
 
     def on_sequence_trouble(self, why: str) -> None:
         """Sender thread: the idempotent bookkeeping needs a new epoch. A transactional
@@ -400,7 +405,7 @@ class TransactionManager:
         with self._lock:
             if self._sm.state is _S.FATAL_ERROR and self._sm.error is not None:
                 return self._sm.error
-            return self._sm.fail(error)
+            return self._sm.fail(fenced_or_same(error))
 
 
 def _answer_error(response: Any) -> RiverlogError | None:

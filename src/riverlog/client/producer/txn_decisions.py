@@ -85,7 +85,14 @@ def batch_failure(state: TxnState, error: RiverlogError) -> RiverlogError | None
     partition is PRODUCER_FENCED, fatal (Kafka, KIP-588)."""
     if state in (TxnState.ABORTING_TRANSACTION, TxnState.FATAL_ERROR):
         return None
-    if error.code in _FENCED_AT_PARTITION:
+    return fenced_or_same(error)
+
+
+def fenced_or_same(error: RiverlogError) -> RiverlogError:
+    """INVALID_PRODUCER_EPOCH, from a partition leader or the coordinator, means a newer
+    session holds the transactional id: the application sees PRODUCER_FENCED, fatal (Kafka,
+    KIP-588). Any other error is returned as it is."""
+    if error.code in _FENCED:
         return FatalTransactionError(
             f"fenced by a newer producer with the same transactional.id: {error.message}",
             ErrorCode.PRODUCER_FENCED,
@@ -93,7 +100,7 @@ def batch_failure(state: TxnState, error: RiverlogError) -> RiverlogError | None
     return error
 
 
-_FENCED_AT_PARTITION: Final = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH})
+_FENCED: Final = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED})
 
 
 def offsets_by_topic(

@@ -1,0 +1,313 @@
+"""The SDK's transactional producer and read_committed consumer on real processes (etcd,
+metadata, three storage nodes, two coordinators, a gateway): a committed transaction over
+several partitions is seen whole, an aborted one never by read_committed readers (markers in
+the log either way), a second producer with the same transactional.id fences the first, whose
+later calls fail fatally and whose late writes are refused; offsets sent with a transaction.
+
+What needs the other halves of issue 14: a read_committed fetch that answers the aborted
+transactions (storage) and TxnOffsetCommit (coordinator). Those tests check by behaviour and
+skip, saying so, while the cluster does not do it yet."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from riverlog.client import (
+    AbortableTransactionError,
+    Consumer,
+    FatalTransactionError,
+    Producer,
+    TopicPartition,
+    TransactionStateError,
+)
+from riverlog.cluster import LocalCluster, unique_topic_name
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.records.control import ControlRecordType, parse_end_txn_marker
+from riverlog.common.records.header import parse_header, peek_size
+from riverlog.common.rpc.channel import CLIENT_ID_KEY, sync_channel
+from riverlog.v1 import common_pb2, data_pb2, gateway_pb2_grpc
+
+pytestmark = pytest.mark.timeout(300)
+T = TypeVar("T")
+PARTITIONS = 3
+
+
+def wait_for(predicate: Callable[[], T | None], timeout_s: float = 60.0, what: str = "") -> T:
+    deadline = time.monotonic() + timeout_s
+    last: object = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last  # type: ignore[return-value]
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(
+        Path(tmp_path_factory.mktemp("txn-sdk")),
+        storage_nodes=3,
+        metadata_nodes=1,
+        gateways=1,
+        coordinators=2,
+        extra_config={
+            "metadata": {
+                "broker.heartbeat.interval.ms": "300",
+                "offsets.topic.num.partitions": "4",
+                "transaction.state.log.num.partitions": "6",
+            },
+            "storage": {"replica.fetch.wait.max.ms": "100"},
+        },
+    ) as local:
+        yield local
+
+
+@pytest.fixture
+def topic(cluster: LocalCluster) -> str:
+    name = unique_topic_name("txn-sdk")
+    cluster.create_topic(name, partitions=PARTITIONS, replication_factor=3, configs={
+        "min.insync.replicas": "2"
+    })  # fmt: skip
+    return name
+
+
+@pytest.fixture(scope="module")
+def gateway(cluster: LocalCluster) -> Iterator[gateway_pb2_grpc.GatewayStub]:
+    channel = sync_channel(cluster.gateway_address)
+    yield gateway_pb2_grpc.GatewayStub(channel)
+    channel.close()
+
+
+def producer(cluster: LocalCluster, tid: str, **conf: Any) -> Producer:
+    return Producer(bootstrap_servers=cluster.gateway_address, transactional_id=tid, **conf)
+
+
+def read_all(cluster: LocalCluster, topic: str, isolation: str) -> list[Any]:
+    """Every record a consumer with `isolation` reads from the start up to the end offsets
+    (the LSO under read_committed)."""
+    with Consumer(
+        bootstrap_servers=cluster.gateway_address,
+        auto_offset_reset="earliest",
+        isolation_level=isolation,
+    ) as consumer:
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        consumer.assign(tps)
+        ends = consumer.end_offsets(tps)
+        out: list[Any] = []
+        deadline = time.monotonic() + 60
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            assert time.monotonic() < deadline, "the consumer did not reach the end offsets"
+            for records in consumer.poll(timeout_ms=200).values():
+                out.extend(records)
+        return out
+
+
+def log_batches(stub: gateway_pb2_grpc.GatewayStub, topic: str, partition: int) -> list[Any]:
+    """(header, bytes) of every stored batch of the partition, markers included."""
+    request = data_pb2.FetchRequest(
+        max_wait_ms=0,
+        max_bytes=1 << 20,
+        isolation_level=common_pb2.READ_UNCOMMITTED,
+        partitions=[data_pb2.FetchPartition(
+            topic=topic, partition=partition, fetch_offset=0, partition_max_bytes=1 << 20
+        )],
+    )  # fmt: skip
+    answer = stub.Fetch(request, timeout=30, metadata=((CLIENT_ID_KEY, "txn-sdk-test"),))
+    part = answer.partitions[0]
+    assert part.error_code == ErrorCode.NONE, part
+    data, out, pos = bytes(part.records), [], 0
+    while (size := peek_size(data, pos)) > 0 and pos + size <= len(data):
+        out.append((parse_header(data, pos), data[pos : pos + size]))
+        pos += size
+    return out
+
+
+def markers(stub: gateway_pb2_grpc.GatewayStub, topic: str, partition: int) -> list[Any]:
+    return [
+        parse_end_txn_marker(raw).control_type
+        for header, raw in log_batches(stub, topic, partition)
+        if header.is_control
+    ]
+
+
+def test_calls_out_of_order_are_refused_and_change_nothing(cluster: LocalCluster) -> None:
+    with producer(cluster, unique_topic_name("order")) as p:
+        with pytest.raises(TransactionStateError, match="begin_transaction"):
+            p.begin_transaction()  # before init_transactions
+        p.init_transactions(timeout=60)
+        with pytest.raises(TransactionStateError, match="send outside a transaction"):
+            p.send("anything", b"v")
+        with pytest.raises(TransactionStateError, match="commit"):
+            p.commit_transaction()
+        p.begin_transaction()
+        with pytest.raises(TransactionStateError, match="begin_transaction"):
+            p.begin_transaction()
+        p.commit_transaction(timeout=30)  # nothing sent: no EndTxn, ready again
+        p.begin_transaction()
+        p.abort_transaction(timeout=30)
+    with Producer(bootstrap_servers=cluster.gateway_address) as plain:
+        with pytest.raises(TransactionStateError, match=r"needs transactional\.id"):
+            plain.init_transactions()
+
+
+def test_commit_shows_every_partition_of_the_transaction(
+    cluster: LocalCluster, gateway: gateway_pb2_grpc.GatewayStub, topic: str
+) -> None:
+    with producer(cluster, "commit-" + topic) as p:
+        p.init_transactions(timeout=60)
+        first = p.producer_id_and_epoch
+        assert first is not None and first.is_valid
+        p.begin_transaction()
+        futures = [p.send(topic, b"c%d" % i, partition=i % PARTITIONS) for i in range(30)]
+        p.commit_transaction(timeout=60)
+        assert all(f.result(timeout=0).offset >= 0 for f in futures)
+        after = p.producer_id_and_epoch
+        assert after is not None and after.epoch == first.epoch + 1  # KIP-890: bumped
+        # The next transaction writes under the new epoch, sequences from 0 again.
+        p.begin_transaction()
+        p.send(topic, b"second", partition=0).result(timeout=60)
+        p.commit_transaction(timeout=60)
+    for partition in range(PARTITIONS):
+        expected = [ControlRecordType.COMMIT] * (2 if partition == 0 else 1)
+        wait_for(lambda p=partition, e=expected: markers(gateway, topic, p) == e, what="markers")
+        data = [h for h, _ in log_batches(gateway, topic, partition) if not h.is_control]
+        assert data and all(h.is_transactional for h in data)
+    committed = sorted(r.value for r in read_all(cluster, topic, "read_committed"))
+    assert committed == sorted([b"c%d" % i for i in range(30)] + [b"second"])
+    assert len(read_all(cluster, topic, "read_uncommitted")) == 31  # markers never shown
+
+
+def test_abort_hides_the_transaction_from_read_committed(
+    cluster: LocalCluster, gateway: gateway_pb2_grpc.GatewayStub, topic: str
+) -> None:
+    with producer(cluster, "abort-" + topic, linger_ms=10_000) as p:
+        p.init_transactions(timeout=60)
+        p.begin_transaction()
+        written = [p.send(topic, b"aborted-%d" % i, partition=i % 2) for i in range(10)]
+        p.flush(timeout=60)  # on the leaders before the abort
+        assert all(f.result(timeout=0).offset >= 0 for f in written)
+        unsent = p.send(topic, b"never", partition=2)  # lingers: still queued at the abort
+        p.abort_transaction(timeout=60)
+        with pytest.raises(AbortableTransactionError, match="aborted"):
+            unsent.result(timeout=30)
+        p.begin_transaction()
+        p.send(topic, b"kept", partition=0)
+        p.commit_transaction(timeout=60)  # flushes: linger.ms does not hold a commit
+    for partition in (0, 1):
+        wait_for(
+            lambda p=partition: (
+                markers(gateway, topic, p)
+                == [ControlRecordType.ABORT, ControlRecordType.COMMIT][: 2 - p]
+            ),
+            what="abort and commit markers",
+        )
+    uncommitted = {r.value for r in read_all(cluster, topic, "read_uncommitted")}
+    assert {b"aborted-%d" % i for i in range(10)} | {b"kept"} <= uncommitted
+    committed = [r.value for r in read_all(cluster, topic, "read_committed")]
+    if any(v.startswith(b"aborted-") for v in committed):
+        pytest.skip(
+            "storage does not answer read_committed fetches yet (no aborted_transactions in "
+            "the fetch answer): issue 14 item 2, on the storage branch"
+        )
+    assert committed == [b"kept"]
+
+
+def test_a_second_producer_fences_the_first(
+    cluster: LocalCluster, gateway: gateway_pb2_grpc.GatewayStub, topic: str
+) -> None:
+    tid = "fence-" + topic
+    with producer(cluster, tid) as zombie, producer(cluster, tid) as successor:
+        zombie.init_transactions(timeout=60)
+        zombie.begin_transaction()
+        zombie.send(topic, b"zombie-1", partition=0).result(timeout=60)
+        successor.init_transactions(timeout=60)  # fences, aborts the zombie's transaction
+        # The zombie's late write to a partition of its transaction: refused by the leader
+        # (the abort marker carries a newer epoch); it fails fatally as PRODUCER_FENCED.
+        late = zombie.send(topic, b"zombie-2", partition=0)
+        with pytest.raises(RiverlogError) as refused:
+            late.result(timeout=60)
+        assert refused.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
+        with pytest.raises(FatalTransactionError) as fenced:
+            zombie.commit_transaction(timeout=60)
+        assert fenced.value.code == ErrorCode.PRODUCER_FENCED
+        with pytest.raises(FatalTransactionError):
+            zombie.begin_transaction()  # fatal: nothing more but close
+        successor.begin_transaction()
+        successor.send(topic, b"successor", partition=0)
+        successor.commit_transaction(timeout=60)
+    values = [r.value for r in read_all(cluster, topic, "read_uncommitted")]
+    assert b"zombie-2" not in values and b"successor" in values
+    assert markers(gateway, topic, 0) == [ControlRecordType.ABORT, ControlRecordType.COMMIT]
+
+
+def test_a_fenced_producer_cannot_add_a_partition(cluster: LocalCluster, topic: str) -> None:
+    """A zombie writing to a partition not yet in its transaction is refused by the
+    coordinator (AddPartitionsToTxn: PRODUCER_FENCED) before anything is written."""
+    tid = "fence-add-" + topic
+    with producer(cluster, tid) as zombie, producer(cluster, tid) as successor:
+        zombie.init_transactions(timeout=60)
+        successor.init_transactions(timeout=60)
+        zombie.begin_transaction()
+        record = zombie.send(topic, b"zombie", partition=1)
+        with pytest.raises(FatalTransactionError) as refused:
+            record.result(timeout=60)
+        assert refused.value.code == ErrorCode.PRODUCER_FENCED
+        with pytest.raises(FatalTransactionError):
+            zombie.commit_transaction(timeout=30)
+    assert not read_all(cluster, topic, "read_uncommitted")
+
+
+def test_a_failed_send_makes_the_transaction_abortable(cluster: LocalCluster, topic: str) -> None:
+    small = unique_topic_name("txn-small")
+    cluster.create_topic(small, partitions=1, replication_factor=3, configs={
+        "max.message.bytes": "200"
+    })  # fmt: skip
+    with producer(cluster, "abortable-" + topic) as p:
+        p.init_transactions(timeout=60)
+        p.begin_transaction()
+        ok = p.send(topic, b"ok", partition=0)
+        bad = p.send(small, b"x" * 1000, partition=0)
+        p.flush(timeout=60)
+        assert bad.exception(timeout=0) is not None  # MESSAGE_TOO_LARGE at the leader
+        with pytest.raises(AbortableTransactionError):
+            p.commit_transaction(timeout=60)
+        with pytest.raises(AbortableTransactionError):
+            p.send(topic, b"more", partition=0)  # only abort is allowed now
+        p.abort_transaction(timeout=60)
+        p.begin_transaction()
+        p.send(topic, b"after", partition=0)
+        p.commit_transaction(timeout=60)
+        assert ok.result(timeout=0).offset >= 0  # written, then aborted
+    values = [r.value for r in read_all(cluster, topic, "read_uncommitted")]
+    assert values == [b"ok", b"after"]
+
+
+def test_offsets_commit_with_the_transaction(cluster: LocalCluster, topic: str) -> None:
+    group = "copier-" + topic
+    with producer(cluster, "offsets-" + topic) as p:
+        p.init_transactions(timeout=60)
+        p.begin_transaction()
+        try:
+            p.send_offsets_to_transaction({TopicPartition(topic, 0): 5}, group, timeout=60)
+        except AbortableTransactionError as e:
+            # The coordinator's refusal (UNSUPPORTED_VERSION), or a gateway that does not
+            # route TxnOffsetCommit to it yet (INVALID_REQUEST naming the method).
+            if e.code == ErrorCode.UNSUPPORTED_VERSION or (
+                e.code == ErrorCode.INVALID_REQUEST and "TxnOffsetCommit" in e.message
+            ):
+                p.abort_transaction(timeout=60)
+                pytest.skip(f"the coordinator does not take TxnOffsetCommit yet: {e}")
+            raise
+        p.commit_transaction(timeout=60)
+    with Consumer(bootstrap_servers=cluster.gateway_address, group_id=group) as consumer:
+        committed = wait_for(
+            lambda: consumer.committed({TopicPartition(topic, 0)}).get(TopicPartition(topic, 0)),
+            what="the committed offset",
+        )
+        assert committed.offset == 5
