@@ -14,8 +14,11 @@ Python code runs per record unless deserializers are set.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from riverlog.common.records.aborted import AbortedFilter, AbortedTransaction
+from riverlog.common.records.header import peek_size
 from riverlog.common.records.reader import decode_rows, next_fetch_offset
 from riverlog.common.records.record import Header
 from riverlog.common.types import TopicPartition
@@ -43,6 +46,7 @@ class Chunk:
     assignment changes it, and the chunk is then stale)."""
 
     __slots__ = (
+        "aborted",
         "data",
         "done",
         "epoch",
@@ -62,17 +66,29 @@ class Chunk:
         self.max_bytes = max_bytes
         self.done = False
         self.data = b""
+        self.aborted: Sequence[AbortedTransaction] = ()
         self.start = fetch_offset
         self.next_offset = fetch_offset
         self.records: list[ConsumerRecord] | None = None
         self.index = 0
 
-    def answer(self, data: bytes) -> bool:
+    def answer(
+        self,
+        data: bytes,
+        stable_end: int | None = None,
+        aborted: Sequence[AbortedTransaction] = (),
+    ) -> bool:
         """Take the answer's bytes; False (and nothing taken) when they hold no complete batch
-        past the fetch offset."""
+        past the fetch offset. read_committed: `stable_end` is the last stable offset, and
+        batches at or past it are cut (the position stops there); `aborted` are the answer's
+        aborted transactions, whose records decode drops."""
         next_offset = next_fetch_offset(data, self.fetch_offset) if data else self.fetch_offset
+        if stable_end is not None and next_offset > stable_end:
+            data = _below(data, stable_end)
+            next_offset = next_fetch_offset(data, self.fetch_offset) if data else self.fetch_offset
         if next_offset == self.fetch_offset:
             return False
+        self.aborted = aborted
         self.data = data
         self.next_offset = next_offset
         self.start = min(self.fetch_offset, _BASE_OFFSET.unpack_from(data)[0])
@@ -86,7 +102,13 @@ class Chunk:
         if records is None:
             tp = self.tp
             records = self.records = decode_rows(
-                self.data, position, ConsumerRecord, tp.topic, tp.partition, validate_crc=check_crcs
+                self.data,
+                position,
+                ConsumerRecord,
+                tp.topic,
+                tp.partition,
+                validate_crc=check_crcs,
+                aborted=AbortedFilter(self.aborted) if self.aborted else None,
             )
             self.data = b""
         return records
@@ -94,3 +116,14 @@ class Chunk:
     def __repr__(self) -> str:
         state = f"[{self.start}, {self.next_offset})" if self.done else "in flight"
         return f"<Chunk {self.tp} @{self.fetch_offset} {state} epoch {self.epoch}>"
+
+
+def _below(data: bytes, end: int) -> bytes:
+    """The whole batches of `data` that start below `end` (the last stable offset is always a
+    batch's first offset: an open transaction's first batch, or the high watermark)."""
+    position = 0
+    while (size := peek_size(data, position)) > 0:
+        if _BASE_OFFSET.unpack_from(data, position)[0] >= end:
+            return data[:position]
+        position += size
+    return data

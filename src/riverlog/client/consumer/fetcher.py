@@ -238,10 +238,19 @@ class Fetcher:
                 state.high_watermark = answer.high_watermark
                 state.log_start_offset = answer.log_start_offset
                 lso = answer.last_stable_offset
-                self._ends[tp] = lso if self._read_committed and lso >= 0 else answer.high_watermark
+                stable = self._read_committed and lso >= 0
+                self._ends[tp] = lso if stable else answer.high_watermark
                 data = answer.records
+                if stable and chunk.fetch_offset >= lso:
+                    data = b""  # nothing stable yet: wait as at the end of the log
                 full = self._config.max_partition_fetch_bytes
-                if chunk.answer(data):
+                if chunk.answer(
+                    data,
+                    lso if stable else None,
+                    [(a.producer_id, a.first_offset) for a in answer.aborted_transactions]
+                    if stable
+                    else (),
+                ):
                     self._full_fills.discard(tp)
                     if len(data) * 2 >= full:
                         span = chunk.next_offset - chunk.fetch_offset
