@@ -73,6 +73,12 @@ def test_consume_options() -> None:
     assert parse("consume", "t", "--from-timestamp", "1700000000000").from_timestamp == (
         1_700_000_000_000
     )
+    assert parse("consume", "t").isolation_level is None  # the consumer's default
+    committed = parse("consume", "t", "--isolation-level", "read_committed")
+    assert committed.isolation_level == "read_committed"
+    assert parse("groups", "describe", "g").isolation_level == "read_uncommitted"
+    args = parse("transactions", "abort", "--transactional-id", "tx", "--fence")
+    assert (args.transactional_id, args.fence) == ("tx", True)
 
 
 def test_dump_log() -> None:

@@ -23,7 +23,7 @@ from riverlog.client import Consumer, ConsumerRecord, TopicPartition
 
 from ..connection import add_connection_args, client_config, describe_topic, key_value
 from ..console import EXIT_OK, EXIT_USAGE, CliError
-from .consume_group import run_group
+from .consume_group import isolation_option, run_group
 
 DEFAULT_IDLE_TIMEOUT_MS = 30_000
 POLL_MS = 200
@@ -66,6 +66,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--print-timestamp", action="store_true", help="prefix CreateTime:MS")
     parser.add_argument("--print-partition", action="store_true", help="prefix Partition:P")
     parser.add_argument("--print-offset", action="store_true", help="prefix Offset:N")
+    parser.add_argument(
+        "--isolation-level",
+        choices=("read_uncommitted", "read_committed"),
+        help="read_committed: only committed transactions' records, up to the last stable "
+        "offset (default read_uncommitted, as Kafka)",
+    )
     parser.add_argument(
         "--consumer-property",
         type=key_value,
@@ -194,7 +200,11 @@ def run(args: argparse.Namespace) -> int:
     if args.group:
         return run_group(args, RecordFormatter(args))
     check_options(args)
-    options: list[tuple[str, str]] = [("auto.offset.reset", "earliest"), *args.consumer_property]
+    options: list[tuple[str, str]] = [
+        ("auto.offset.reset", "earliest"),
+        *args.consumer_property,
+        *isolation_option(args),
+    ]
     conf = client_config(args, options)
     topic = describe_topic(conf, args.topic)
     partitions = [p.partition for p in topic.partitions]

@@ -151,12 +151,19 @@ def consume_group(
     return printed.count
 
 
+def isolation_option(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """--isolation-level as the consumer setting (it wins over --consumer-property)."""
+    level = getattr(args, "isolation_level", None)
+    return [] if level is None else [("isolation.level", level)]
+
+
 def run_group(args: argparse.Namespace, formatter: object) -> int:
     check_group_options(args)
     reset = "earliest" if args.from_beginning else "latest"
     options: list[tuple[str, str]] = [
         ("auto.offset.reset", reset),
         *args.consumer_property,
+        *isolation_option(args),
         ("group.id", args.group),
         ("enable.auto.commit", "false"),
     ]

@@ -39,6 +39,13 @@ def register(subparsers: Any) -> None:
     describe = sub.add_parser("describe", help="members, assignments, offsets and lag")
     describe.add_argument("group", metavar="GROUP")
     describe.add_argument("--json", action="store_true", help="print one JSON document")
+    describe.add_argument(
+        "--isolation-level",
+        choices=("read_uncommitted", "read_committed"),
+        default="read_uncommitted",
+        help="read_committed: the log end offset is the last stable offset, and the lag is "
+        "what a read_committed member can still read",
+    )
     add_connection_args(describe)
     describe.set_defaults(func=run_describe)
 
@@ -144,6 +151,11 @@ def describe_text(doc: dict[str, Any]) -> str:
             "Generation": doc["generation"],
             "Leader": doc["leader"] or None,
             "Members": len(doc["members"]),
+            **(
+                {"Isolation": "read_committed (log-end-offset: the last stable offset)"}
+                if doc.get("isolation_level") == "read_committed"
+                else {}
+            ),
         }
     )
     members = table(
@@ -169,10 +181,13 @@ def describe_text(doc: dict[str, Any]) -> str:
     return f"{head}\n\n{members}\n\n{partitions}"
 
 
-def log_end_offsets(admin: AdminClient, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+def log_end_offsets(
+    admin: AdminClient, tps: list[TopicPartition], read_committed: bool = False
+) -> dict[TopicPartition, int]:
+    """The high watermarks, or the last stable offsets (ListOffsets under read_committed)."""
     if not tps:
         return {}
-    found = admin.list_offsets(dict.fromkeys(tps, LATEST))
+    found = admin.list_offsets(dict.fromkeys(tps, LATEST), read_committed=read_committed)
     return {tp: hit.offset for tp, hit in found.items() if hit is not None}
 
 
@@ -181,8 +196,10 @@ def run_describe(args: argparse.Namespace) -> int:
         group = admin.describe_groups([args.group])[args.group]
         committed = {tp: om.offset for tp, om in admin.list_group_offsets(args.group).items()}
         assigned = {tp for m in group.members for tp in m.assignment}
-        ends = log_end_offsets(admin, sorted(set(committed) | assigned))
+        read_committed = args.isolation_level == "read_committed"
+        ends = log_end_offsets(admin, sorted(set(committed) | assigned), read_committed)
     doc = describe_document(group, committed, ends)
+    doc["isolation_level"] = args.isolation_level
     if group.state == "Dead" and not committed:
         raise CliError(f"consumer group {args.group!r} does not exist")
     emit(to_json(doc) if args.json else describe_text(doc))

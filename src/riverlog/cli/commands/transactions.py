@@ -1,6 +1,15 @@
-"""`riverlog transactions list | describe`: the transaction coordinators' view of transactional
-ids, as Kafka's `kafka-transactions.sh` (`list` with `--state` filters, `describe
---transactional-id`). `--json` prints one document instead of tables."""
+"""`riverlog transactions list | describe | abort`: the transaction coordinators' view of
+transactional ids, as Kafka's `kafka-transactions.sh` (`list` with `--state` filters, `describe
+--transactional-id`). `--json` prints one document instead of tables.
+
+`abort --transactional-id ID` ends what that id left open, by fencing it (Kafka's
+Admin.fenceProducers, KIP-618): InitProducerId as a new producer with that id would, so the
+coordinator bumps the epoch, aborts an ongoing transaction (one already PrepareCommit completes:
+its commit was decided) and the producer that held the id fails with PRODUCER_FENCED on its next
+call. An id with nothing open is left alone (no fence) unless `--fence` is given. Kafka's
+partition-level `abort --topic --partition --start-offset` (a marker for a hanging transaction
+the coordinator does not know) is not provided: here every transaction's partitions are in its
+coordinator's state, which aborts them."""
 
 from __future__ import annotations
 
@@ -30,6 +39,15 @@ def register(subparsers: Any) -> None:
     describe.add_argument("--json", action="store_true", help="print one JSON document")
     add_connection_args(describe)
     describe.set_defaults(func=run_describe)
+
+    abort = sub.add_parser("abort", help="fence a transactional id and abort its open transaction")
+    abort.add_argument("--transactional-id", required=True, metavar="ID")
+    abort.add_argument(
+        "--fence", action="store_true", help="fence the id even with no transaction open"
+    )
+    abort.add_argument("--json", action="store_true", help="print one JSON document")
+    add_connection_args(abort)
+    abort.set_defaults(func=run_abort)
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -71,6 +89,62 @@ def run_describe(args: argparse.Namespace) -> int:
                 "TransactionTimeoutMs": found.timeout_ms,
                 "TransactionStartTimeMs": found.start_time_ms,
                 "Partitions": ",".join(partitions) or "-",
+            }
+        )
+    )
+    return EXIT_OK
+
+
+OPEN_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
+
+
+def run_abort(args: argparse.Namespace) -> int:
+    tid = args.transactional_id
+    with admin_client(args) as admin:
+        before = admin.describe_transactions([tid]).get(tid)
+        if before is None:
+            raise CliError(f"no answer for transactional id {tid!r}")
+        if isinstance(before, RiverlogError):
+            raise CliError(f"transactional id {tid!r}: {before}")
+        if before.state not in OPEN_STATES and not args.fence:
+            document: dict[str, Any] = {
+                "transactional_id": tid,
+                "state_before": before.state,
+                "fenced": False,
+            }
+            emit(to_json(document) if args.json else f"{tid}: no open transaction "
+                 f"({before.state}); nothing done (--fence to fence it anyway)")  # fmt: skip
+            return EXIT_OK
+        fenced = admin.fence_producers([tid])[tid]
+        if isinstance(fenced, RiverlogError):
+            raise CliError(f"transactional id {tid!r}: {fenced}")
+        after = admin.describe_transactions([tid]).get(tid)
+    state_after = after.state if after is not None and not isinstance(after, RiverlogError) else "?"
+    partitions = [f"{tp.topic}-{tp.partition}" for tp in before.partitions]
+    outcome = "committed" if before.state == "PrepareCommit" else "aborted"
+    document = {
+        "transactional_id": tid,
+        "state_before": before.state,
+        "partitions": partitions,
+        "outcome": outcome if before.state in OPEN_STATES else "none",
+        "fenced": True,
+        "producer_id": fenced.producer_id,
+        "producer_epoch": fenced.producer_epoch,
+        "state_after": state_after,
+    }
+    if args.json:
+        emit(to_json(document))
+        return EXIT_OK
+    emit(
+        fields(
+            {
+                "TransactionalId": tid,
+                "StateBefore": before.state,
+                "Partitions": ",".join(partitions) or "-",
+                "Outcome": document["outcome"],
+                "ProducerId": fenced.producer_id,
+                "FencedAtEpoch": fenced.producer_epoch,
+                "StateAfter": state_after,
             }
         )
     )
