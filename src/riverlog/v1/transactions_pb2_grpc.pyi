@@ -3,22 +3,56 @@
 isort:skip_file
 Kafka's transaction protocol (KIP-98, with KIP-890's epoch bump on every EndTxn), served by
 the transaction coordinator in each coordinator instance and exposed by the gateway with the
-same messages. A transactional producer, step by step:
+same messages (Gateway service, gateway.proto). Any gRPC client can run transactions with
+the calls below, in this order; every answer carries an error_code (ErrorCode, errors.proto)
+rather than failing the call.
 
- 1. InitProducerId with its transactional_id and transaction_timeout_ms: a producer id and
-    epoch. A previous session with the same id is fenced, and what it left open is aborted
-    (answer CONCURRENT_TRANSACTIONS meanwhile: retry).
- 2. For each transaction: AddPartitionsToTxn before the first write to a partition, then
-    Produce batches marked transactional with that id and epoch (idempotent sequences as
-    usual); AddOffsetsToTxn and TxnOffsetCommit to commit a consumer's offsets with it.
- 3. EndTxn with committed=true or false: the answer carries the producer id and epoch for the
-    next transaction (the epoch is bumped on every end). The coordinator writes commit or
-    abort markers to every partition; read_committed consumers see the records once the
-    commit marker is written, and never see aborted ones.
+A transactional producer, step by step:
 
-Errors follow Kafka: PRODUCER_FENCED (another session took the id: fatal), INVALID_TXN_STATE,
-INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS and COORDINATOR_LOAD_IN_PROGRESS
-(retriable), NOT_COORDINATOR (find the coordinator again), TRANSACTION_ABORTABLE.
+ 1. InitProducerId(transactional_id, transaction_timeout_ms): the producer id and epoch of
+    this session. A previous session with the same id is fenced (its later calls answer
+    PRODUCER_FENCED, its writes INVALID_PRODUCER_EPOCH) and what it left open is aborted, or
+    completed if it was already PrepareCommit; meanwhile the answer is
+    CONCURRENT_TRANSACTIONS: call again after a pause. Once per session.
+ 2. Begin a transaction: nothing to send; the coordinator learns of it in step 3 or 5.
+ 3. AddPartitionsToTxn(transactional_id, producer_id, producer_epoch, topics) before the
+    first write of the transaction to each partition (any number at once). Only then:
+ 4. Produce (gateway.proto, ProduceRequest with transactional_id set) with record batches in
+    Kafka's v2 format whose attributes have the transactional bit (0x10) and whose header has
+    the producer id and epoch and a base sequence: per partition, sequences start at 0 with
+    each new epoch and go up by the record count, as an idempotent producer's; acks ALL, as
+    Kafka requires. A leader answers INVALID_PRODUCER_EPOCH to a batch of an older epoch.
+ 5. To commit a consumer group's offsets with the transaction (consume-transform-produce):
+    AddOffsetsToTxn(..., group_id) once per group and transaction, then TxnOffsetCommit
+    (coordinator.proto) through the gateway, which routes it to the group's coordinator: the
+    transactional_id, producer id and epoch, the group_id, the consumer's generation_id,
+    member_id and group_instance_id (or -1 and "" for a commit the group does not check),
+    and the offsets (the next record to read per partition). They take effect for the group
+    only if the transaction commits.
+ 6. EndTxn(committed=true to commit, false to abort) once every produce of the transaction
+    has its answer. The answer's producer_id and producer_epoch are for the next
+    transaction (the epoch is bumped on every end; at 32767 a new producer id comes back):
+    use them from step 2 on, with sequences from 0. An EndTxn whose answer was lost may be
+    sent again with the old epoch and gets the same answer, until the next transaction
+    begins. Aborting when nothing is open only bumps the epoch. Then back to step 2.
+
+The coordinator writes a commit or abort marker (a control batch) to every partition of the
+transaction and to the group's __consumer_offsets partition. A reader that wants only
+committed data fetches with isolation_level READ_COMMITTED (data.proto, FetchRequest): the
+answer stops at the last_stable_offset (the first offset of a transaction still open) and
+lists aborted_transactions (producer_id, first_offset) whose records may lie in it; walking
+the batches in offset order, a producer's transactional batches from its first_offset up to
+its ABORT marker are dropped, and every control batch is skipped (Kafka's consumer does the
+same; riverlog.common.records.aborted.AbortedFilter is that filter). ListOffsets LATEST with
+READ_COMMITTED answers the last stable offset.
+
+Errors follow Kafka. Fatal (stop using the transactional id in this session):
+PRODUCER_FENCED and INVALID_PRODUCER_EPOCH (a newer session has the id),
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, INVALID_PRODUCER_ID_MAPPING, INVALID_TXN_STATE (a call
+in the wrong order), INVALID_TRANSACTION_TIMEOUT. Retriable (the same call again after a
+back-off): CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE,
+NOT_COORDINATOR. Anything else failing a produce or TxnOffsetCommit (a record too large,
+ILLEGAL_GENERATION...) means the transaction cannot commit: abort it (step 6) and go on.
 """
 
 from collections import abc as _abc
