@@ -65,6 +65,8 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
         self.metadata_calls = 0
         self.next_producer_id = 1000
         self.init_producer_id_calls = 0
+        self.txn_ids: dict[str, tuple[int, int]] = {}  # transactional id -> producer id, epoch
+        self.txn_events: list[tuple[str, object]] = []
         # Idempotence, as a leader: (topic, partition, producer id) -> epoch and the last W
         # batches' (first seq, last seq, base offset, next offset).
         self.producers: dict[tuple[str, int, int], tuple[int, list[tuple[int, int, int, int]]]] = {}
@@ -106,6 +108,7 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
             time.sleep(delay)
         with self.lock:
             self.produce_requests.append(request)
+            self.txn_events.append(("Produce", request))
             for p in request.partitions:
                 self._track_window(p.topic, p.partition, p.records)
             if self.produce_errors:
@@ -243,11 +246,44 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
 
     def InitProducerId(self, request, context):
         self._client(context)
+        if request.transactional_id:
+            with self.lock:
+                self.txn_events.append(("InitProducerId", request))
+                pid, epoch = self.txn_ids.get(request.transactional_id, (self.next_producer_id, -1))
+                if request.transactional_id not in self.txn_ids:
+                    self.next_producer_id += 1
+                self.txn_ids[request.transactional_id] = (pid, epoch + 1)
+                return transactions_pb2.InitProducerIdResponse(
+                    producer_id=pid, producer_epoch=epoch + 1
+                )
         with self.lock:
             self.init_producer_id_calls += 1
             producer_id = self.next_producer_id
             self.next_producer_id += 1
         return transactions_pb2.InitProducerIdResponse(producer_id=producer_id, producer_epoch=0)
+
+    # A transaction coordinator that takes every call (what the SDK sends, in order, is in
+    # `txn_events` beside the produce requests); EndTxn bumps the epoch, as KIP-890's.
+
+    def AddPartitionsToTxn(self, request, context):
+        self._client(context)
+        with self.lock:
+            self.txn_events.append(("AddPartitionsToTxn", request))
+        return transactions_pb2.AddPartitionsToTxnResponse()
+
+    def AddOffsetsToTxn(self, request, context):
+        self._client(context)
+        with self.lock:
+            self.txn_events.append(("AddOffsetsToTxn", request))
+        return transactions_pb2.AddOffsetsToTxnResponse()
+
+    def EndTxn(self, request, context):
+        self._client(context)
+        with self.lock:
+            self.txn_events.append(("EndTxn", request))
+            pid, epoch = self.txn_ids[request.transactional_id]
+            self.txn_ids[request.transactional_id] = (pid, epoch + 1)
+        return transactions_pb2.EndTxnResponse(producer_id=pid, producer_epoch=epoch + 1)
 
     def Fetch(self, request, context):
         self._client(context)

@@ -214,17 +214,15 @@ def test_partitions_are_added_once_before_their_first_drain() -> None:
     gateway, clock = ScriptedGateway(), Clock()
     txn, _ = ready(gateway, clock)
     assert txn.before_drain([("t", 0)], clock()) == (DrainAction.HOLD, set())  # not begun
+    queued = [("t", 1), ("t", 0)]
     txn.begin_transaction()
     gateway.answer("AddPartitionsToTxn", E.CONCURRENT_TRANSACTIONS)
-    action, held = txn.before_drain([("t", 1), ("t", 0)], clock())
-    assert (action, held) == (DrainAction.SEND, {("t", 0), ("t", 1)})  # retry after a pause
-    assert txn.before_drain([("t", 1), ("t", 0)], clock()) == (
-        DrainAction.SEND,
-        {("t", 0), ("t", 1)},
-    )
+    assert txn.before_drain(queued, clock()) == (DrainAction.SEND, set())  # retry after a pause
+    assert txn.before_drain(queued, clock()) == (DrainAction.SEND, set())  # still pausing
     clock.now += 1
-    assert txn.before_drain([("t", 1), ("t", 0)], clock()) == (DrainAction.SEND, set())
-    assert txn.before_drain([("t", 0), ("u", 0)], clock()) == (DrainAction.SEND, set())
+    assert txn.before_drain(queued, clock()) == (DrainAction.SEND, set(queued))
+    both = {("t", 0), ("t", 1), ("u", 0)}
+    assert txn.before_drain([("t", 0), ("u", 0)], clock()) == (DrainAction.SEND, both)
     adds = [r for name, r in gateway.requests if name == "AddPartitionsToTxn"]
     assert [[(t.name, list(t.partitions)) for t in r.topics] for r in adds] == [
         [("t", [0, 1])], [("t", [0, 1])], [("u", [0])]

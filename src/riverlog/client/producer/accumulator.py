@@ -23,7 +23,7 @@ import threading
 import time
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from itertools import accumulate, repeat
 from operator import add
 from typing import Any, Final
@@ -406,7 +406,7 @@ class RecordAccumulator:
         self,
         now: float,
         max_bytes: int,
-        muted: frozenset[tuple[str, int]] | set[tuple[str, int]],
+        muted: Container[tuple[str, int]],
         capacity: Callable[[tuple[str, int]], int] | None = None,
         oldest_in_flight: float = -math.inf,
     ) -> tuple[list[ProducerBatch], float]:

@@ -20,7 +20,7 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any
 
 import grpc
@@ -38,12 +38,25 @@ from .accumulator import RecordAccumulator
 from .batch import ProducerBatch
 from .idempotence import IdempotenceManager, leaves_outcome_unknown
 from .transaction_manager import TransactionManager
-from .txn_decisions import DrainAction
+from .txn_decisions import DrainAction, TopicPartitionKey
 
 log = logging.getLogger(__name__)
 
 _IDLE_WAIT_S = 0.5  # the longest the loop sleeps without a wake-up
 _EXPIRY_CHECK_S = 0.05  # delivery.timeout.ms is enforced this precisely
+
+
+class _OnlyAllowed:
+    """The partitions a transactional drain skips: the muted ones and any not in `allowed`."""
+
+    __slots__ = ("allowed", "muted")
+
+    def __init__(self, muted: Container[TopicPartitionKey], allowed: frozenset[TopicPartitionKey]):
+        self.muted = muted
+        self.allowed = allowed
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.muted or key not in self.allowed
 
 
 class InFlight:
@@ -151,20 +164,18 @@ class Sender(threading.Thread):
         now: float,
         next_check: float,
         ready: bool,
-        held: set[tuple[str, int]] | None = None,
+        allowed: frozenset[tuple[str, int]] | None = None,
     ) -> float:
-        """Drain and send ready batches while requests may go out, leaving `held` partitions
-        (not in the transaction yet) alone. Returns when the next check is due."""
+        """Drain and send ready batches while requests may go out; with `allowed` (the
+        partitions in the transaction), only theirs. Returns when the next check is due."""
         acc = self.accumulator
         idem = self.idempotence
         while ready and len(self._in_flight) < self._max_in_flight:
             muted = self._muted if idem is None else self._muted | idem.blocked()
-            if held:
-                muted = muted | held
             batches, next_check = acc.drain(
                 now,
                 self._config.max_request_size,
-                muted,
+                muted if allowed is None else _OnlyAllowed(muted, allowed),
                 None if idem is None else idem.capacity,
                 min((f.sent_at for f in self._in_flight), default=math.inf),
             )
@@ -180,16 +191,18 @@ class Sender(threading.Thread):
         drain the others; or fail every queued batch (aborting, or the transaction failed)."""
         acc = self.accumulator
         queued = acc.queued_partitions() if acc.has_queued() else []
-        action, held = txn.before_drain(queued, now)
+        action, added = txn.before_drain(queued, now)
         if action is DrainAction.DROP:
             error = txn.dropped_batch_error()
             for batch in acc.abort_queued():
                 self._fail(batch, error)
             return next_check
         ready = self._ensure_producer_id(now) and action is DrainAction.SEND
-        if held and ready:
+        if ready and not added.issuperset(queued):  # an add to retry after its back-off
             next_check = min(next_check, now + self._config.retry_backoff_ms / 1000)
-        return self._drain_and_send(now, next_check, ready and throttled_s <= 0, held)
+        # Only partitions already in the transaction: one that got its first batch since
+        # `queued` was read waits for the next turn's AddPartitionsToTxn.
+        return self._drain_and_send(now, next_check, ready and throttled_s <= 0, added)
 
     def _on_sequence_trouble(self, why: str) -> None:
         if self.transactions is not None:

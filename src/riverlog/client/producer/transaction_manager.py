@@ -278,21 +278,22 @@ class TransactionManager:
 
     def before_drain(
         self, queued: Collection[TopicPartitionKey], now: float
-    ) -> tuple[DrainAction, set[TopicPartitionKey]]:
-        """Sender thread, holding `drain_lock`: what to do with the queued batches and which
-        partitions to leave alone (not added yet). Adds the new partitions first (one
-        AddPartitionsToTxn, a blocking call: only the first batch of a partition in a
-        transaction waits for it)."""
+    ) -> tuple[DrainAction, frozenset[TopicPartitionKey]]:
+        """Sender thread, holding `drain_lock`: what to do with the queued batches and the
+        partitions in the transaction (the only ones it may drain). Adds the new partitions
+        of `queued` first (one AddPartitionsToTxn, a blocking call: only the first batch of a
+        partition in a transaction waits for it)."""
         with self._lock:
             action = drain_action(self._sm.state)
             if action is not DrainAction.SEND or not self._pid.is_valid:
-                return (DrainAction.HOLD if action is DrainAction.SEND else action), set()
+                held = DrainAction.HOLD if action is DrainAction.SEND else action
+                return held, frozenset()
             new = partitions_to_add(queued, self._added)
             pid = self._pid
         if new and now >= self._next_add_at:
             self._add_partitions(new, pid, now)
         with self._lock:
-            return DrainAction.SEND, {tp for tp in queued if tp not in self._added}
+            return DrainAction.SEND, frozenset(self._added)
 
     def _add_partitions(
         self, new: list[TopicPartitionKey], pid: ProducerIdAndEpoch, now: float
