@@ -66,6 +66,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
                 "transaction.state.log.num.partitions": "6",
             },
             "storage": {"replica.fetch.wait.max.ms": "100"},
+            "coordinator": {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"},
         },
     ) as local:
         yield local
@@ -264,6 +265,22 @@ def test_a_fenced_producer_cannot_add_a_partition(cluster: LocalCluster, topic: 
         with pytest.raises(FatalTransactionError):
             zombie.commit_transaction(timeout=30)
     assert not read_all(cluster, topic, "read_uncommitted")
+
+
+def test_a_transaction_open_too_long_is_aborted_and_cannot_commit(
+    cluster: LocalCluster, gateway: gateway_pb2_grpc.GatewayStub, topic: str
+) -> None:
+    tid = "timeout-" + topic
+    with producer(cluster, tid, transaction_timeout_ms=1000) as p:
+        p.init_transactions(timeout=60)
+        p.begin_transaction()
+        p.send(topic, b"forgotten", partition=2).result(timeout=60)
+        wait_for(lambda: markers(gateway, topic, 2) == [ControlRecordType.ABORT], what="abort")
+        # The coordinator fenced the epoch when it aborted (decision 0028): the producer
+        # cannot commit (PRODUCER_FENCED today; KIP-890 part 2 would make it abortable).
+        with pytest.raises((FatalTransactionError, AbortableTransactionError)):
+            p.commit_transaction(timeout=60)
+    assert markers(gateway, topic, 2) == [ControlRecordType.ABORT]  # no commit after it
 
 
 def test_a_failed_send_makes_the_transaction_abortable(cluster: LocalCluster, topic: str) -> None:
