@@ -24,7 +24,7 @@ from ..console import EXIT_OK, CliError, emit, fields, table, to_json
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("transactions", help="list and describe transactions")
+    parser = subparsers.add_parser("transactions", help="list, describe and abort transactions")
     sub = parser.add_subparsers(dest="transactions_command", required=True, metavar="COMMAND")
 
     listing = sub.add_parser("list", help="list transactional ids and their states")
