@@ -30,6 +30,7 @@ from riverlog.client.producer.txn_decisions import (
     backoff_s,
     batch_failure,
     by_topic,
+    deciding_error,
     drain_action,
     offsets_by_topic,
     outcome_of,
@@ -62,6 +63,13 @@ S = TxnState
 def test_coordinator_answers_are_retried_or_failed_as_kafka(code: E, outcome: Outcome) -> None:
     assert outcome_of(error_for(code)) is outcome
     assert outcome_of(None) is Outcome.DONE
+
+
+def test_a_per_partition_answer_is_decided_by_its_worst_error() -> None:
+    loading, illegal = error_for(E.COORDINATOR_LOAD_IN_PROGRESS), error_for(E.ILLEGAL_GENERATION)
+    assert deciding_error([]) is None
+    assert deciding_error([loading]) is loading
+    assert deciding_error([loading, illegal]) is illegal
 
 
 def test_backoff_doubles_up_to_the_maximum() -> None:
@@ -120,6 +128,7 @@ class ScriptedGateway:
     def __init__(self) -> None:
         self.script: dict[str, deque[E]] = {}
         self.requests: list[tuple[str, Any]] = []
+        self.partition_codes: deque[E] = deque()  # TxnOffsetCommit's per-partition answers
         self.epoch = 4
 
     def answer(self, method: str, *codes: E) -> None:
@@ -138,7 +147,22 @@ class ScriptedGateway:
             self.epoch += 1
             return transactions_pb2.EndTxnResponse(producer_id=42, producer_epoch=self.epoch)
         if name == "TxnOffsetCommit":
-            return coordinator_pb2.TxnOffsetCommitResponse(error_code=code)
+            part = self.partition_codes.popleft() if self.partition_codes else E.NONE
+            return coordinator_pb2.TxnOffsetCommitResponse(
+                error_code=code,
+                topics=[
+                    coordinator_pb2.OffsetCommitTopicResponse(
+                        name=t.name,
+                        partitions=[
+                            coordinator_pb2.OffsetCommitPartitionResponse(
+                                partition=p.partition, error_code=part
+                            )
+                            for p in t.partitions
+                        ],
+                    )
+                    for t in request.topics
+                ],
+            )
         response_type = getattr(transactions_pb2, f"{name}Response")
         return response_type(error_code=code)
 
@@ -321,15 +345,16 @@ def test_offsets_go_to_the_transaction_then_to_the_group() -> None:
         txn.send_offsets_to_transaction({TopicPartition("t", 0): 3}, "g", 10)
     txn.begin_transaction()
     gateway.answer("TxnOffsetCommit", E.NOT_COORDINATOR)
+    gateway.partition_codes.extend([E.NONE, E.COORDINATOR_LOAD_IN_PROGRESS])
     metadata = ConsumerGroupMetadata("g", 7, "member-1", "static-1")
     txn.send_offsets_to_transaction({TopicPartition("t", 0): 3}, metadata, 10)
-    assert gateway.names()[1:] == ["AddOffsetsToTxn", "TxnOffsetCommit", "TxnOffsetCommit"]
+    assert gateway.names()[1:] == ["AddOffsetsToTxn"] + ["TxnOffsetCommit"] * 3
     commit = gateway.requests[-1][1]
     assert (commit.group_id, commit.generation_id, commit.member_id) == ("g", 7, "member-1")
     assert commit.group_instance_id == "static-1" and commit.producer_epoch == 4
     assert [(p.partition, p.committed_offset) for p in commit.topics[0].partitions] == [(0, 3)]
-    gateway.answer("TxnOffsetCommit", E.ILLEGAL_GENERATION)
-    with pytest.raises(AbortableTransactionError):
+    gateway.partition_codes.append(E.ILLEGAL_GENERATION)
+    with pytest.raises(AbortableTransactionError, match="t-0"):
         txn.send_offsets_to_transaction({TopicPartition("t", 0): 4}, metadata, 10)
     assert txn.state is S.ABORTABLE_ERROR
 

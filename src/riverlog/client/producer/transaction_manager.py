@@ -48,6 +48,7 @@ from .txn_decisions import (
     backoff_s,
     batch_failure,
     by_topic,
+    deciding_error,
     drain_action,
     fenced_or_same,
     offsets_by_topic,
@@ -195,16 +196,9 @@ class TransactionManager:
         )
         if metadata.group_instance_id is not None:
             request.group_instance_id = metadata.group_instance_id
-        response = self._call("TxnOffsetCommit", request, deadline)
-        for topic in response.topics:
-            for part in topic.partitions:
-                if part.error_code != ErrorCode.NONE:
-                    # Kafka: a failed partition fails the call, and the transaction must abort.
-                    raise self._fail(
-                        error_for(
-                            part.error_code, f"{topic.name}-{part.partition}: {part.error_message}"
-                        )
-                    )
+        # A partition's retriable answer sends the request again; any other fails the call,
+        # and the transaction must abort (Kafka's TxnOffsetCommitHandler).
+        self._call("TxnOffsetCommit", request, deadline, _offsets_answer_error)
 
     def commit_transaction(self, flush: Callable[[float], None], timeout_s: float) -> None:
         """Flush every record of the transaction, then EndTxn(commit). A timeout leaves the
@@ -366,7 +360,13 @@ class TransactionManager:
 
     # ---- calling the coordinator ---------------------------------------------------------
 
-    def _call(self, method: str, request: Any, deadline: float) -> Any:
+    def _call(
+        self,
+        method: str,
+        request: Any,
+        deadline: float,
+        answer_error: Callable[[Any], RiverlogError | None] | None = None,
+    ) -> Any:
         """`method` until an answer that is not retriable or the deadline; raises the
         state machine's error (fatal or abortable) for a failing answer, ClientTimeoutError
         (state unchanged) when the deadline passes."""
@@ -380,7 +380,7 @@ class TransactionManager:
                     request,
                     max(min(self._request_timeout_s, remaining), 0.001),
                 )
-                error = _answer_error(response)
+                error = (answer_error or _answer_error)(response)
             except Exception as e:
                 response, error = None, rpc_error(e)
             outcome = outcome_of(error)
@@ -412,3 +412,17 @@ class TransactionManager:
 def _answer_error(response: Any) -> RiverlogError | None:
     code = int(response.error_code)
     return None if code == ErrorCode.NONE else error_for(code, response.error_message)
+
+
+def _offsets_answer_error(response: Any) -> RiverlogError | None:
+    """TxnOffsetCommit's answer: the whole request's error, else its partitions' (the one
+    that decides: a failing one before a retriable one)."""
+    whole = _answer_error(response)
+    if whole is not None:
+        return whole
+    return deciding_error(
+        error_for(p.error_code, f"{t.name}-{p.partition}: {p.error_message}")
+        for t in response.topics
+        for p in t.partitions
+        if p.error_code != ErrorCode.NONE
+    )

@@ -37,6 +37,17 @@ def outcome_of(error: RiverlogError | None) -> Outcome:
     return Outcome.FAIL
 
 
+def deciding_error(errors: Iterable[RiverlogError]) -> RiverlogError | None:
+    """The error that decides a call answered per partition (TxnOffsetCommit): one that fails
+    it if any, else a retriable one (the whole request again: it is idempotent), else None."""
+    retriable = None
+    for error in errors:
+        if outcome_of(error) is Outcome.FAIL:
+            return error
+        retriable = retriable or error
+    return retriable
+
+
 def backoff_s(attempt: int, base_ms: int, max_ms: int) -> float:
     """The pause before retry `attempt` (1, 2, ...): retry.backoff.ms doubling up to
     retry.backoff.max.ms (the caller adds jitter)."""
