@@ -1,5 +1,6 @@
 """Transactions for `AdminClient` (Kafka's Admin listTransactions and describeTransactions,
-KIP-664, and fenceProducers, KIP-618), over the gateway's transaction RPCs.
+KIP-664, and fenceProducers, KIP-618) and the operator's abort of a hanging transaction, over
+the gateway's transaction RPCs.
 `TransactionAdminMixin` needs only the admin client's `_call`. Thread-safe, as the admin
 client."""
 
@@ -12,7 +13,7 @@ from typing import Any
 
 from riverlog.common.errors import ErrorCode, RiverlogError, error_for
 from riverlog.common.types import TopicPartition
-from riverlog.v1 import transactions_pb2
+from riverlog.v1 import coordinator_pb2, transactions_pb2
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +44,18 @@ class FencedProducer:
     producer_epoch: int
 
 
+@dataclass(frozen=True, slots=True)
+class AbortedTransaction:
+    """What `abort_transaction` found and left: the state the id was in (Ongoing: it was
+    aborted; anything else: nothing was open, nothing changed) and its producer id and epoch
+    now (bumped when it aborted)."""
+
+    transactional_id: str
+    previous_state: str
+    producer_id: int
+    producer_epoch: int
+
+
 _FENCE_RETRIABLE = frozenset(
     {
         ErrorCode.CONCURRENT_TRANSACTIONS,
@@ -59,6 +72,42 @@ class TransactionAdminMixin:
     _call: Callable[[Callable[[Any], Any], Any], Any]
     config: Any
 
+    def abort_transaction(self, transactional_id: str) -> AbortedTransaction:
+        """An operator's abort of a hanging transaction (the coordinator's AbortTransaction,
+        decision 0031): an Ongoing one is fenced and aborted as transaction.timeout.ms would
+        (the producer that held it gets PRODUCER_FENCED on its next call); one already ending
+        is waited for (CONCURRENT_TRANSACTIONS, retried up to default.api.timeout.ms); with
+        nothing open nothing changes. Raises TRANSACTIONAL_ID_NOT_FOUND for an unknown id.
+        (Kafka's Admin.abortTransaction writes a marker to one partition instead; here the
+        coordinator knows every partition of the transaction.)"""
+        request = coordinator_pb2.AbortTransactionRequest(transactional_id=transactional_id)
+        response = self._retrying(lambda: self._call(lambda s: s.AbortTransaction, request))
+        if isinstance(response, RiverlogError):
+            raise response
+        return AbortedTransaction(
+            transactional_id, response.previous_state, response.producer_id, response.producer_epoch
+        )
+
+    def _retrying(self, call: Callable[[], Any]) -> Any:
+        """`call()` while its answer is a retriable coordinator error, up to
+        default.api.timeout.ms: the answer, or the last error."""
+        config = self.config
+        deadline = time.monotonic() + config.default_api_timeout_ms / 1000
+        attempt = 0
+        while True:
+            response = call()
+            code = int(response.error_code)
+            if code == ErrorCode.NONE:
+                return response
+            error = error_for(code, response.error_message)
+            if code not in _FENCE_RETRIABLE or time.monotonic() >= deadline:
+                return error
+            attempt += 1
+            pause = min(
+                config.retry_backoff_ms * 2 ** min(attempt, 16), config.retry_backoff_max_ms
+            )
+            time.sleep(min(pause / 1000, max(deadline - time.monotonic(), 0.0)))
+
     def fence_producers(
         self, transactional_ids: Iterable[str]
     ) -> dict[str, FencedProducer | RiverlogError]:
@@ -74,26 +123,14 @@ class TransactionAdminMixin:
         return out
 
     def _fence(self, tid: str) -> FencedProducer | RiverlogError:
-        config = self.config
-        deadline = time.monotonic() + config.default_api_timeout_ms / 1000
         # Kafka's FenceProducersHandler asks for a 1 ms timeout: no transaction is begun.
         request = transactions_pb2.InitProducerIdRequest(
             transactional_id=tid, transaction_timeout_ms=1
         )
-        attempt = 0
-        while True:
-            response = self._call(lambda s: s.InitProducerId, request)
-            code = int(response.error_code)
-            if code == ErrorCode.NONE:
-                return FencedProducer(tid, response.producer_id, response.producer_epoch)
-            error = error_for(code, response.error_message)
-            if code not in _FENCE_RETRIABLE or time.monotonic() >= deadline:
-                return error
-            attempt += 1
-            pause = min(
-                config.retry_backoff_ms * 2 ** min(attempt, 16), config.retry_backoff_max_ms
-            )
-            time.sleep(min(pause / 1000, max(deadline - time.monotonic(), 0.0)))
+        response = self._retrying(lambda: self._call(lambda s: s.InitProducerId, request))
+        if isinstance(response, RiverlogError):
+            return response
+        return FencedProducer(tid, response.producer_id, response.producer_epoch)
 
     def list_transactions(
         self, states: Iterable[str] = (), producer_ids: Iterable[int] = ()

@@ -2,14 +2,14 @@
 transactional ids, as Kafka's `kafka-transactions.sh` (`list` with `--state` filters, `describe
 --transactional-id`). `--json` prints one document instead of tables.
 
-`abort --transactional-id ID` ends what that id left open, by fencing it (Kafka's
-Admin.fenceProducers, KIP-618): InitProducerId as a new producer with that id would, so the
-coordinator bumps the epoch, aborts an ongoing transaction (one already PrepareCommit completes:
-its commit was decided) and the producer that held the id fails with PRODUCER_FENCED on its next
-call. An id with nothing open is left alone (no fence) unless `--fence` is given. Kafka's
-partition-level `abort --topic --partition --start-offset` (a marker for a hanging transaction
-the coordinator does not know) is not provided: here every transaction's partitions are in its
-coordinator's state, which aborts them."""
+`abort --transactional-id ID` is the operator's abort of a hanging transaction (the
+coordinator's AbortTransaction, decision 0031): an Ongoing transaction is fenced and aborted as
+transaction.timeout.ms would do it, and the producer that held the id fails with PRODUCER_FENCED
+on its next call; one already ending is waited for; an id with nothing open is left alone
+unless `--fence` is given, which then fences it as a new producer would (Kafka's
+Admin.fenceProducers, KIP-618). Kafka's partition-level `abort --topic --partition
+--start-offset` (a marker for a hanging transaction the coordinator does not know) is not
+provided: here every transaction's partitions are in its coordinator's state."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import argparse
 from dataclasses import asdict
 from typing import Any
 
+from riverlog.client.transaction_admin import FencedProducer
 from riverlog.common.errors import RiverlogError
 
 from ..connection import add_connection_args, admin_client
@@ -95,56 +96,49 @@ def run_describe(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-OPEN_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
-
-
 def run_abort(args: argparse.Namespace) -> int:
     tid = args.transactional_id
     with admin_client(args) as admin:
         before = admin.describe_transactions([tid]).get(tid)
-        if before is None:
-            raise CliError(f"no answer for transactional id {tid!r}")
         if isinstance(before, RiverlogError):
             raise CliError(f"transactional id {tid!r}: {before}")
-        if before.state not in OPEN_STATES and not args.fence:
-            document: dict[str, Any] = {
-                "transactional_id": tid,
-                "state_before": before.state,
-                "fenced": False,
-            }
-            emit(to_json(document) if args.json else f"{tid}: no open transaction "
-                 f"({before.state}); nothing done (--fence to fence it anyway)")  # fmt: skip
-            return EXIT_OK
-        fenced = admin.fence_producers([tid])[tid]
-        if isinstance(fenced, RiverlogError):
-            raise CliError(f"transactional id {tid!r}: {fenced}")
-        after = admin.describe_transactions([tid]).get(tid)
-    state_after = after.state if after is not None and not isinstance(after, RiverlogError) else "?"
-    partitions = [f"{tp.topic}-{tp.partition}" for tp in before.partitions]
-    outcome = "committed" if before.state == "PrepareCommit" else "aborted"
+        try:
+            aborted = admin.abort_transaction(tid)
+        except RiverlogError as e:
+            raise CliError(f"transactional id {tid!r}: {e}") from None
+        fenced: FencedProducer | None = None
+        if aborted.previous_state != "Ongoing" and args.fence:
+            found = admin.fence_producers([tid])[tid]
+            if isinstance(found, RiverlogError):
+                raise CliError(f"transactional id {tid!r}: {found}")
+            fenced = found
+    was_open = aborted.previous_state == "Ongoing"
+    partitions = [f"{tp.topic}-{tp.partition}" for tp in before.partitions] if before else []
     document = {
         "transactional_id": tid,
-        "state_before": before.state,
-        "partitions": partitions,
-        "outcome": outcome if before.state in OPEN_STATES else "none",
-        "fenced": True,
-        "producer_id": fenced.producer_id,
-        "producer_epoch": fenced.producer_epoch,
-        "state_after": state_after,
+        "previous_state": aborted.previous_state,
+        "outcome": "aborted" if was_open else "nothing open",
+        "partitions": partitions if was_open else [],
+        "fenced": was_open or fenced is not None,
+        "producer_id": fenced.producer_id if fenced else aborted.producer_id,
+        "producer_epoch": fenced.producer_epoch if fenced else aborted.producer_epoch,
     }
     if args.json:
         emit(to_json(document))
+        return EXIT_OK
+    if not document["fenced"]:
+        emit(f"{tid}: no open transaction ({aborted.previous_state}); nothing done "
+             "(--fence to fence the id anyway)")  # fmt: skip
         return EXIT_OK
     emit(
         fields(
             {
                 "TransactionalId": tid,
-                "StateBefore": before.state,
-                "Partitions": ",".join(partitions) or "-",
+                "PreviousState": aborted.previous_state,
                 "Outcome": document["outcome"],
-                "ProducerId": fenced.producer_id,
-                "FencedAtEpoch": fenced.producer_epoch,
-                "StateAfter": state_after,
+                "Partitions": ",".join(document["partitions"]) or "-",
+                "ProducerId": document["producer_id"],
+                "FencedAtEpoch": document["producer_epoch"],
             }
         )
     )
