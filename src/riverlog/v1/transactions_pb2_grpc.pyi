@@ -46,6 +46,10 @@ its ABORT marker are dropped, and every control batch is skipped (Kafka's consum
 same; riverlog.common.records.aborted.AbortedFilter is that filter). ListOffsets LATEST with
 READ_COMMITTED answers the last stable offset.
 
+An operator ends a hanging transaction with AbortTransaction(transactional_id)
+(coordinator.proto, through the gateway): it is fenced and aborted as
+transaction_timeout_ms would; with nothing open nothing changes.
+
 Errors follow Kafka. Fatal (stop using the transactional id in this session):
 PRODUCER_FENCED and INVALID_PRODUCER_EPOCH (a newer session has the id),
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, INVALID_PRODUCER_ID_MAPPING, INVALID_TXN_STATE (a call
