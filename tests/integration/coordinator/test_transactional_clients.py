@@ -6,9 +6,9 @@ later calls fail fatally and whose late writes are refused; offsets sent with a 
 the README's consume-transform-produce loop copies a topic exactly once across a copier that
 crashes holding an open transaction; the CLI's abort, read_committed consume and lag.
 
-What needs the other halves of issue 14: a read_committed fetch that answers the aborted
-transactions (storage) and TxnOffsetCommit (coordinator). Those tests check by behaviour and
-skip, saying so, while the cluster does not do it yet."""
+What needs the storage half of issue 14 (a read_committed fetch that stops at the last stable
+offset and answers the aborted transactions) checks by behaviour and skips, saying so, while the
+cluster does not do it yet."""
 
 from __future__ import annotations
 
