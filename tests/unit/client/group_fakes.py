@@ -263,10 +263,14 @@ class FakeGroupCoordinator:
             return dict.fromkeys(request.offsets, code)
 
     def offset_fetch(
-        self, group_id: str, partitions: Sequence[TopicPartition], timeout_s: float
+        self,
+        group_id: str,
+        partitions: Sequence[TopicPartition],
+        timeout_s: float,
+        require_stable: bool = False,
     ) -> dict[TopicPartition, CommittedOffset]:
         with self.cond:
-            self.calls.append(("fetch", ""))
+            self.calls.append(("fetch", "stable" if require_stable else ""))
             out: dict[TopicPartition, CommittedOffset] = {}
             for tp in partitions:
                 offset, metadata = self.offsets.get(tp, (-1, ""))
@@ -381,7 +385,7 @@ class GroupGateway(FakeGateway):
         if request.all_topics:
             with self.group.cond:
                 tps = sorted(self.group.offsets)
-        found = self.group.offset_fetch(request.group_id, tps, 5.0)
+        found = self.group.offset_fetch(request.group_id, tps, 5.0, request.require_stable)
         topics: dict[str, list[pb.OffsetFetchPartitionResponse]] = {}
         for tp, c in found.items():
             topics.setdefault(tp.topic, []).append(

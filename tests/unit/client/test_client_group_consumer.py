@@ -164,3 +164,15 @@ def test_position_of_a_group_partition_comes_from_the_committed_offset(
         assert c.position(TP0) >= 3
         assert c.group_metadata().generation_id >= 1
         assert c.group_metadata().member_id.startswith("member-")
+
+
+def test_read_committed_members_fetch_only_stable_offsets(server: FakeServer) -> None:
+    """KIP-447: under read_committed the committed offsets are asked with require_stable, so
+    a member never starts from an offset a pending transaction is replacing."""
+    calls = server.gateway.group.calls  # type: ignore[attr-defined]
+    with member(server, isolation_level="read_committed") as c:
+        c.commit_sync({TP0: 1})
+        c.committed([TP0])
+    with member(server) as c:
+        c.committed([TP0])
+    assert [mode for name, mode in calls if name == "fetch"] == ["stable", ""]

@@ -137,8 +137,15 @@ class GroupApi(Protocol):
     ) -> dict[TopicPartition, ErrorCode]: ...
 
     def offset_fetch(
-        self, group_id: str, partitions: Sequence[TopicPartition], timeout_s: float
-    ) -> dict[TopicPartition, CommittedOffset]: ...
+        self,
+        group_id: str,
+        partitions: Sequence[TopicPartition],
+        timeout_s: float,
+        require_stable: bool = False,
+    ) -> dict[TopicPartition, CommittedOffset]:
+        """`require_stable` (KIP-447): a partition with offsets of a transaction still open
+        answers UNSTABLE_OFFSET_COMMIT (retriable) instead of the offset before it."""
+        ...
 
     def close(self) -> None: ...
 

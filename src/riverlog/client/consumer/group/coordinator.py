@@ -92,6 +92,7 @@ class ConsumerCoordinator(JoinCycle):
             retry_backoff_ms=config.retry_backoff_ms,
             member=self._commit_member,
             on_error=self._on_commit_error,
+            require_stable=config.isolation_level == "read_committed",
         )
 
     # ---- subscription --------------------------------------------------------------------

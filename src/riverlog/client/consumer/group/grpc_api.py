@@ -161,7 +161,11 @@ class GatewayGroupApi:
         return results
 
     def offset_fetch(
-        self, group_id: str, partitions: Sequence[TopicPartition], timeout_s: float
+        self,
+        group_id: str,
+        partitions: Sequence[TopicPartition],
+        timeout_s: float,
+        require_stable: bool = False,
     ) -> dict[TopicPartition, CommittedOffset]:
         topics: dict[str, list[int]] = {}
         for tp in partitions:
@@ -170,6 +174,7 @@ class GatewayGroupApi:
             group_id=group_id,
             topics=[pb.OffsetFetchTopic(name=t, partitions=p) for t, p in topics.items()],
             all_topics=not partitions,
+            require_stable=require_stable,
         )
         response = self._conn.call(lambda s: s.OffsetFetch, message, timeout_s)
         if response.error_code != ErrorCode.NONE:

@@ -68,8 +68,11 @@ class OffsetCommitter:
         retry_backoff_ms: int,
         member: Callable[[], GroupMember],
         on_error: Callable[[ErrorCode], None],
+        require_stable: bool = False,
     ) -> None:
         self._api = api
+        # read_committed (KIP-447): never start from an offset a pending transaction replaces.
+        self._require_stable = require_stable
         self._group_id = group_id
         self._clock = clock
         self.auto_commit = auto_commit
@@ -211,13 +214,16 @@ class OffsetCommitter:
         self, partitions: Sequence[TopicPartition], timeout_s: float
     ) -> dict[TopicPartition, CommittedOffset]:
         """The committed offsets of `partitions` (offset -1: none), retrying retriable errors
-        (coordinator loading or moving) until `timeout_s`."""
+        (coordinator loading or moving; UNSTABLE_OFFSET_COMMIT while a transaction with offsets
+        of the partition is open, under read_committed) until `timeout_s`."""
         deadline = time.monotonic() + timeout_s
         pending = list(partitions)
         found: dict[TopicPartition, CommittedOffset] = {}
         while pending:
             try:
-                results = self._api.offset_fetch(self._group_id, pending, self._request_timeout_s)
+                results = self._api.offset_fetch(
+                    self._group_id, pending, self._request_timeout_s, self._require_stable
+                )
             except RiverlogError as e:
                 if not e.retriable:
                     raise
