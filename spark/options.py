@@ -24,6 +24,8 @@ BOOTSTRAP = "riverlog.bootstrap"
 CONSUMER_PREFIX = "riverlog.consumer."
 PRODUCER_PREFIX = "riverlog.producer."
 KAFKA_PREFIX = "kafka."
+TRANSACTIONAL = "riverlog.transactional"
+TRANSACTIONAL_ID_PREFIX = "riverlog.transactional.id.prefix"
 
 EARLIEST = -2
 LATEST = -1
@@ -263,17 +265,38 @@ class WriteOptions:
     bootstrap: str
     topic: str | None
     producer_conf: Mapping[str, str]
+    transactional: bool = False  # riverlog.transactional: exactly-once streaming (txn_writer)
+    transactional_id_prefix: str = "riverlog-spark"
 
     def producer_config(self) -> dict[str, str]:
         return {**self.producer_conf, "bootstrap.servers": self.bootstrap}
 
+    def admin_config(self) -> dict[str, str]:
+        """The producer's connection and credentials, for the admin calls of a write."""
+        shared = ("security.", "sasl.", "ssl.", "client.id")
+        conf = {k: v for k, v in self.producer_conf.items() if k.startswith(shared)}
+        return {**conf, "bootstrap.servers": self.bootstrap}
+
 
 def parse_write_options(raw: Mapping[str, str]) -> WriteOptions:
     options = _lower(raw)
+    transactional = options.get(TRANSACTIONAL, "false").strip().lower()
+    if transactional not in ("true", "false"):
+        raise RiverlogOptionError(
+            f"option {TRANSACTIONAL!r} must be true or false, not {transactional!r}"
+        )
+    producer_conf = _client_conf(options, PRODUCER_PREFIX)
+    if transactional == "true" and "transactional.id" in producer_conf:
+        raise RiverlogOptionError(
+            f"with {TRANSACTIONAL} the sink names its transactional ids itself (one per query "
+            f"and partition, after {TRANSACTIONAL_ID_PREFIX!r}); do not set transactional.id"
+        )
     write = WriteOptions(
         bootstrap=bootstrap(options),
         topic=options.get("topic") or None,
-        producer_conf=_client_conf(options, PRODUCER_PREFIX),
+        producer_conf=producer_conf,
+        transactional=transactional == "true",
+        transactional_id_prefix=options.get(TRANSACTIONAL_ID_PREFIX) or "riverlog-spark",
     )
     try:
         ProducerConfig.from_kafka(write.producer_config())

@@ -19,8 +19,9 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from .fetch import SPARK_SCHEMA
-from .options import parse_read_options, parse_write_options
+from .options import RiverlogOptionError, parse_read_options, parse_write_options
 from .reader import RiverlogBatchReader, RiverlogStreamReader
+from .txn_writer import RiverlogTransactionalStreamWriter
 from .writer import RiverlogBatchWriter, RiverlogStreamWriter, check_schema
 
 SHORT_NAME = "riverlog"
@@ -52,9 +53,16 @@ class RiverlogDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         options = parse_write_options(self.options)
         check_schema(schema, options)
+        if options.transactional:
+            raise RiverlogOptionError(
+                "riverlog.transactional is for streaming writes (writeStream): a batch write has "
+                "no micro-batch id to make a retry idempotent"
+            )
         return RiverlogBatchWriter(options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         options = parse_write_options(self.options)
         check_schema(schema, options)
+        if options.transactional:
+            return RiverlogTransactionalStreamWriter(options)
         return RiverlogStreamWriter(options)

@@ -9,7 +9,7 @@ is planned, so a missing or mistyped column fails before any task starts. Tasks 
 batches (Spark's Arrow writer interface: no per-row Spark objects), send every row, flush, and
 fail if any record failed; their commit messages carry how many records and bytes they wrote,
 which the driver logs. Delivery is at least once, as with Spark's Kafka sink: a retried task
-sends its rows again.
+sends its rows again; `riverlog.transactional` makes a stream exactly once (`txn_writer.py`).
 """
 
 from __future__ import annotations
@@ -122,7 +122,16 @@ def _first_error(futures: list[RecordFuture]) -> tuple[int, BaseException | None
 
 
 def produce_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> WriteResult:
-    """Send every row of `batches`; raise if any record failed (runs in a Spark worker).
+    """Send every row of `batches` with a producer of its own; raise if any record failed
+    (runs in a Spark worker)."""
+    with Producer(options.producer_config()) as producer:
+        return produce_rows(producer, options, batches)
+
+
+def produce_rows(
+    producer: Producer, options: WriteOptions, batches: Iterator[pa.RecordBatch]
+) -> WriteResult:
+    """Send every row of `batches` with `producer` and flush; raise if any record failed.
 
     The futures of one Arrow batch are checked after the next one has been sent, so the check
     overlaps with sending instead of waiting for each batch's acknowledgements (a callback per
@@ -131,30 +140,29 @@ def produce_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) ->
     size = 0
     previous: list[RecordFuture] = []
     failed, first = 0, None
-    with Producer(options.producer_config()) as producer:
-        send = producer.send
-        for batch in batches:
-            values = _column(batch, "value")
-            assert values is not None  # checked on the driver
-            n = len(values)
-            keys = _column(batch, "key") or [None] * n
-            topics = _column(batch, "topic") or [options.topic] * n
-            partitions = _column(batch, "partition") or [None] * n
-            headers = _column(batch, "headers")
-            if headers is None:
-                pairs: list[Any] = [None] * n
-            else:
-                pairs = [[(h["key"], h["value"]) for h in hs] if hs else None for hs in headers]
-            if None in topics:
-                raise RiverlogOptionError("a row has a null 'topic' and there is no 'topic' option")
-            futures = list(map(send, topics, values, keys, pairs, partitions))
-            failed, first = _first_error(previous)
-            if failed:
-                break
-            previous = futures
-            sent += n
-            size += batch.nbytes
-        producer.flush()
+    send = producer.send
+    for batch in batches:
+        values = _column(batch, "value")
+        assert values is not None  # checked on the driver
+        n = len(values)
+        keys = _column(batch, "key") or [None] * n
+        topics = _column(batch, "topic") or [options.topic] * n
+        partitions = _column(batch, "partition") or [None] * n
+        headers = _column(batch, "headers")
+        if headers is None:
+            pairs: list[Any] = [None] * n
+        else:
+            pairs = [[(h["key"], h["value"]) for h in hs] if hs else None for hs in headers]
+        if None in topics:
+            raise RiverlogOptionError("a row has a null 'topic' and there is no 'topic' option")
+        futures = list(map(send, topics, values, keys, pairs, partitions))
+        failed, first = _first_error(previous)
+        if failed:
+            break
+        previous = futures
+        sent += n
+        size += batch.nbytes
+    producer.flush()
     if not failed:
         failed, first = _first_error(previous)
     if failed:

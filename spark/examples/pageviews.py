@@ -10,8 +10,9 @@ Structured Streaming job with an event-time watermark, into another Riverlog top
    out of order, then a handful that arrive ten minutes late, which the watermark drops;
 3. runs the streaming job with trigger(availableNow=True): read `page-views` → parse the JSON →
    watermark of 1 minute on the event time → count per (1-minute window, page) → in append
-   mode, each window once the watermark has passed it, written in each micro-batch
-   (foreachBatch) to the topic `page-view-counts` (key page, JSON value) and to Parquet;
+   mode, each window once the watermark has passed it, written exactly once to the topic
+   `page-view-counts` (key page, JSON value) by Riverlog's transactional sink, and to Parquet
+   by Spark's file sink (two queries, one checkpoint each);
 4. prints the busiest pages per minute from the Parquet output and the topic's record count.
 
 The checkpoint lives under `--out`, so running the script again resumes the same query: it reads
@@ -71,8 +72,8 @@ def generate(bootstrap: str, events: int, seed: int) -> int:
     return len(on_time) + len(late)
 
 
-def build_job(spark: Any, bootstrap: str, out: Path, max_per_trigger: int) -> Any:
-    """The streaming query, started: Riverlog → windowed counts → Riverlog + Parquet."""
+def build_jobs(spark: Any, bootstrap: str, out: Path, max_per_trigger: int) -> list[Any]:
+    """The streaming queries, started: Riverlog → windowed counts → Riverlog, and → Parquet."""
     from pyspark.sql import functions as F
 
     events = (
@@ -96,34 +97,34 @@ def build_job(spark: Any, bootstrap: str, out: Path, max_per_trigger: int) -> An
             F.col("count").alias("views"),
         )
     )
-    parquet_dir = str(out / "counts.parquet")
-
-    def write_batch(batch: Any, batch_id: int) -> None:
-        batch.persist()
-        batch.write.mode("append").parquet(parquet_dir)
-        (
-            batch.select(
-                F.col("page").cast("binary").alias("key"),
-                F.to_json(F.struct("window_start", "window_end", "page", "views"))
-                .cast("binary")
-                .alias("value"),
-            )
-            .write.format("riverlog")
-            .option("riverlog.bootstrap", bootstrap)
-            .option("topic", COUNTS_TOPIC)
-            .option("riverlog.producer.acks", "all")
-            .mode("append")
-            .save()
-        )
-        batch.unpersist()
-
-    return (
+    # Two queries over the same counts, each exactly once: Spark's file sink (its own commit
+    # log), and Riverlog's transactional sink (each micro-batch one set of transactions,
+    # committed by the driver; a replayed batch is recognised and not written again).
+    to_parquet = (
         counts.writeStream.outputMode("append")
-        .foreachBatch(write_batch)
+        .format("parquet")
+        .option("path", str(out / "counts.parquet"))
+        .option("checkpointLocation", str(out / "checkpoint-parquet"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    to_topic = (
+        counts.select(
+            F.col("page").cast("binary").alias("key"),
+            F.to_json(F.struct("window_start", "window_end", "page", "views"))
+            .cast("binary")
+            .alias("value"),
+        )
+        .writeStream.outputMode("append")
+        .format("riverlog")
+        .option("riverlog.bootstrap", bootstrap)
+        .option("topic", COUNTS_TOPIC)
+        .option("riverlog.transactional", "true")
         .option("checkpointLocation", str(out / "checkpoint"))
         .trigger(availableNow=True)
         .start()
     )
+    return [to_topic, to_parquet]
 
 
 def report(spark: Any, bootstrap: str, out: Path) -> None:
@@ -152,6 +153,7 @@ def report(spark: Any, bootstrap: str, out: Path) -> None:
         spark.read.format("riverlog")
         .option("riverlog.bootstrap", bootstrap)
         .option("subscribe", COUNTS_TOPIC)
+        .option("kafka.isolation.level", "read_committed")
         .load()
     )
     print(f"{topic_rows.count()} count records in the topic {COUNTS_TOPIC!r}; the latest:")
@@ -199,9 +201,12 @@ def run_job(spark: Any, bootstrap: str, out: Path, max_per_trigger: int) -> dict
     """Run the streaming job until it has read what is there (availableNow); print and return
     how many events it read, in how many micro-batches, and how many the watermark dropped."""
     started = time.monotonic()
-    query = build_job(spark, bootstrap, out, max_per_trigger)
-    query.awaitTermination()
-    progress = query.recentProgress
+    queries = build_jobs(spark, bootstrap, out, max_per_trigger)
+    for query in queries:
+        query.awaitTermination()
+        if query.exception() is not None:
+            raise RuntimeError(f"the streaming query failed: {query.exception()}")
+    progress = queries[0].recentProgress
     batches = [p for p in progress if p["numInputRows"] > 0]
     rows = sum(p["numInputRows"] for p in batches)
     dropped = sum(

@@ -42,6 +42,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         storage_nodes=SESSION_STORAGE_NODES,
         metadata_nodes=SESSION_METADATA_NODES,
         gateways=SESSION_GATEWAYS,
+        # One coordinator, so groups and transactions (the Spark transactional sink) work on
+        # the session cluster; few internal partitions keep its start cheap.
+        coordinators=1,
+        extra_config={
+            "metadata": {
+                "offsets.topic.num.partitions": "4",
+                "transaction.state.log.num.partitions": "4",
+            }
+        },
     ) as local:
         yield local
 

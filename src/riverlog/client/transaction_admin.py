@@ -88,6 +88,24 @@ class TransactionAdminMixin:
             transactional_id, response.previous_state, response.producer_id, response.producer_epoch
         )
 
+    def complete_transaction(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+    ) -> None:
+        """EndTxn for a transaction another process left open, by its id, producer id and
+        epoch (the prepared half of a two-phase commit, as KIP-939 does for Kafka): used by
+        the Spark sink's driver to commit the transactions its tasks wrote. Retried while the
+        coordinator is busy (up to default.api.timeout.ms); raises its error otherwise (e.g.
+        PRODUCER_FENCED when the transaction timed out or was fenced)."""
+        request = transactions_pb2.EndTxnRequest(
+            transactional_id=transactional_id,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            committed=commit,
+        )
+        response = self._retrying(lambda: self._call(lambda s: s.EndTxn, request))
+        if isinstance(response, RiverlogError):
+            raise response
+
     def _retrying(self, call: Callable[[], Any]) -> Any:
         """`call()` while its answer is a retriable coordinator error, up to
         default.api.timeout.ms: the answer, or the last error."""

@@ -34,9 +34,10 @@ def test_pageviews_pipeline(spark, gateway_address, tmp_path):
         spark.read.format("riverlog")
         .option("riverlog.bootstrap", gateway_address)
         .option("subscribe", pageviews.COUNTS_TOPIC)
+        .option("kafka.isolation.level", "read_committed")
         .load()
     )
-    assert topic.count() == len(rows)
+    assert topic.count() == len(rows)  # exactly once: the transactional sink
 
     pageviews.generate(gateway_address, 500, seed=8)
     second = pageviews.run_job(spark, gateway_address, tmp_path, max_per_trigger=1_500)
