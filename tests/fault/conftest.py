@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,17 +70,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture
 def start_cluster(tmp_path: Path) -> Iterator[StartCluster]:
-    """Factory: `start_cluster(storage_nodes=3, metadata_nodes=2)` starts a LocalCluster with
-    the fault tests' short leases in this test's tmp dir; all are stopped at teardown."""
+    """Factory: `start_cluster(storage_nodes=3, metadata_nodes=2, coordinators=0,
+    extra_config=None)` starts a LocalCluster with the fault tests' short leases (plus
+    `extra_config`) in this test's tmp dir; all are stopped at teardown."""
     started: list[LocalCluster] = []
 
-    def start(storage_nodes: int = 3, metadata_nodes: int = 2) -> LocalCluster:
+    def start(
+        storage_nodes: int = 3,
+        metadata_nodes: int = 2,
+        coordinators: int = 0,
+        extra_config: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> LocalCluster:
+        config = lease_config()
+        for role, values in (extra_config or {}).items():
+            config.setdefault(role, {}).update(values)
         cluster = LocalCluster(
             tmp_path / f"cluster-{len(started)}",
             storage_nodes=storage_nodes,
             metadata_nodes=metadata_nodes,
             gateways=1,
-            extra_config=lease_config(),
+            extra_config=config,
+            coordinators=coordinators,
         )
         started.append(cluster)
         cluster.start(timeout=START_TIMEOUT_S)
