@@ -48,6 +48,7 @@ from ..quotas import GatewayQuotas
 from ..reassignment_progress import ReassignmentProgress
 from ..records import PlainRecords
 from ..streams import Pipeline
+from ..traffic import fetched, produced
 from . import convert
 from .admin import AdminForwarder
 from .authorization import AuthorizationInterceptor
@@ -167,6 +168,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                     for p in refused
                 ],
             )
+        produced(parts, results)
         if quotas is not None:
             throttle = quotas.after_request(ctx, throttle, ctx.work.elapsed_ns())
         return options, results, throttle
@@ -219,6 +221,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                     for p in refused
                 ],
             )
+        fetched(parts, results)
         response = convert.fetch_to_proto(results, request.correlation_id)
         if quotas is not None:
             size = sum(len(r.records) for r in results)
