@@ -96,6 +96,14 @@ def register(key: str, collector: Collector) -> None:
 Family = CounterMetricFamily | GaugeMetricFamily
 
 
+def unregister(key: str) -> None:
+    """Remove the collector registered under `key`, if any."""
+    with _lock:
+        old = _collectors.pop(key, None)
+        if old is not None:
+            REGISTRY.unregister(old)
+
+
 def family(name: str) -> Family:
     """An empty family of catalog metric `name`, labelled as the catalog says."""
     s = spec(name)
