@@ -6,11 +6,13 @@ integer additions per partition, and nothing at all when the process serves no `
 
 Records in are the offsets of acknowledged appends (`last_offset - base_offset + 1`; acks=0
 answers carry no offsets and add bytes only); records out are the offsets a fetch moves its
-consumer forward (`offsets_delivered`)."""
+consumer forward (`offsets_delivered`). The plain-record API (ProduceRecords, FetchRecords) is
+counted too, its bytes being the encoded request or answer."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from riverlog.common.errors import ErrorCode
 from riverlog.common.metrics import endpoint
@@ -18,6 +20,7 @@ from riverlog.common.metrics.traffic import TopicTraffic, offsets_delivered
 
 from .fetch import FetchPart, FetchPartResult
 from .produce import ProducePart, ProducePartResult
+from .records import RecordResult
 
 _traffic: TopicTraffic | None = None
 
@@ -52,3 +55,24 @@ def fetched(parts: Sequence[FetchPart], results: Sequence[FetchPartResult]) -> N
         if data:
             start = offsets.get(result.tp, 0)
             traffic.fetched(result.tp.topic, len(data), offsets_delivered(data, start))
+
+
+class Encoded(Protocol):
+    """A protobuf message (only its size is read, and only when counting)."""
+
+    def ByteSize(self) -> int: ...
+
+
+def produced_plain(topic: str, request: Encoded, results: Sequence[RecordResult]) -> None:
+    """ProduceRecords (the plain-record API); its bytes are the encoded request's."""
+    traffic = _traffic
+    if traffic is not None:
+        ok = sum(1 for r in results if r.error_code == ErrorCode.NONE)
+        traffic.produced(topic, request.ByteSize() if ok else 0, ok)
+
+
+def fetched_plain(topic: str, response: Encoded, offset: int, next_offset: int) -> None:
+    """FetchRecords; its bytes are the encoded answer's."""
+    traffic = _traffic
+    if traffic is not None and next_offset > offset:
+        traffic.fetched(topic, response.ByteSize(), next_offset - offset)

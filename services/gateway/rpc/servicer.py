@@ -49,7 +49,7 @@ from ..quotas import GatewayQuotas
 from ..reassignment_progress import ReassignmentProgress
 from ..records import PlainRecords
 from ..streams import Pipeline
-from ..traffic import fetched, produced
+from ..traffic import fetched, fetched_plain, produced, produced_plain
 from . import convert
 from .admin import AdminForwarder
 from .authorization import AuthorizationInterceptor
@@ -275,6 +275,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         results = await self.f.records.produce(
             ctx, request.topic, partition, records, options, request.compression_type
         )
+        produced_plain(request.topic, request, results)
         response = convert.produce_records_to_proto(results)
         if quotas is not None:
             elapsed = ctx.work.elapsed_ns()
@@ -310,6 +311,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 del response.records[:]
                 response.next_offset = request.offset
             response.throttle_time_ms = throttle
+        fetched_plain(request.topic, response, request.offset, response.next_offset)
         return response
 
     # --- metadata and offsets -----------------------------------------------------------------

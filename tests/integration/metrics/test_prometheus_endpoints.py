@@ -196,6 +196,4 @@ def test_traffic_and_consumer_lag_match_groups_describe(
     assert (value(fetched, count, service="Gateway", api="Fetch") or 0) >= 1
     storage = [scrape(u) for u in urls(metrics_cluster, "storage")]
     assert sum(value(s, count, service="StorageService", api="Produce") or 0 for s in storage)
-    assert sum(
-        value(s, count, service="StorageService", api="FetchConsumer") or 0 for s in storage
-    )
+    assert sum(value(s, count, service="StorageService", api="FetchConsumer") or 0 for s in storage)
