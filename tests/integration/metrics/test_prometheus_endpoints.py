@@ -1,8 +1,9 @@
 """Prometheus `/metrics` of every process of one real cluster (decision 0033): scraped with a
 real HTTP GET and parsed with prometheus-client's own parser. Traffic counters move when
 records are produced and consumed, a group's lag served by its coordinator is what `riverlog
-groups describe` shows (N - M after committing at M, 0 once consumed to the end), and exactly
-one metadata instance counts itself the active controller. One cluster for the module: two
+groups describe` shows (N - M after committing at M, 0 once consumed to the end), exactly one
+metadata instance counts itself the active controller, and a client over its produce quota
+shows up in the quota service's throttle time. One cluster for the module: two
 metadata instances, two storage nodes, a coordinator, a quota instance and a gateway."""
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from riverlog.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from riverlog.cluster import LocalCluster, unique_topic_name
 from riverlog.common.metrics.catalog import CATALOG, family_of
+from riverlog.common.quota.entity import QuotaEntity
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -197,3 +199,33 @@ def test_traffic_and_consumer_lag_match_groups_describe(
     storage = [scrape(u) for u in urls(metrics_cluster, "storage")]
     assert sum(value(s, count, service="StorageService", api="Produce") or 0 for s in storage)
     assert sum(value(s, count, service="StorageService", api="FetchConsumer") or 0 for s in storage)
+
+
+def test_a_throttled_client_shows_in_the_quota_throttle_time(
+    metrics_cluster: LocalCluster,
+) -> None:
+    bootstrap = metrics_cluster.gateway_address
+    client_id = f"{unique_topic_name('throttled')}-client"
+    topic = unique_topic_name("metrics-throttle")
+    metrics_cluster.create_topic(topic, 1, 1)
+    with AdminClient(bootstrap_servers=bootstrap) as admin:
+        admin.alter_client_quotas([(QuotaEntity(None, client_id), {"producer_byte_rate": 10_000})])
+    conf = {"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 100}
+    with Producer({**conf, "batch.size": 2_000_000}) as producer:
+        # one request of 400 kB against 10 kB/s: accepted, then the client is held for seconds
+        producer.send_many(topic, [b"x" * 20_000 for _ in range(20)], partition=0)
+        producer.flush(60)
+    (quota_url,) = urls(metrics_cluster, "quota")
+
+    def held_ms() -> float:
+        return max(
+            (
+                v
+                for (name, labels), v in scrape(quota_url).items()
+                if name == "riverlog_client_throttle_time_ms"
+                and dict(labels) == {"quota_type": "produce", "user": "", "client_id": client_id}
+            ),
+            default=0.0,
+        )
+
+    assert wait_for(lambda: held_ms() > 0, f"a produce throttle for {client_id}")
