@@ -68,10 +68,10 @@ def start(default_host: str) -> str | None:
         return None
     with _lock:
         if _server is None:
-            host = _settings.host or default_host
+            host = (_settings.host or default_host).strip("[]")  # an IPv6 literal unbracketed
             _server, _thread = start_http_server(_settings.port, addr=host)
         host, port = _server.server_address[:2]
-        return f"{host}:{port}"
+        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
 
 
 def stop() -> None:
