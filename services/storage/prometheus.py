@@ -10,10 +10,14 @@ import asyncio
 
 from prometheus_client.core import Metric
 
+from riverlog.common.cluster.image import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from riverlog.common.metrics import endpoint
 from riverlog.common.metrics.endpoint import LoopCollector, family
 
 from .replica.replica_manager import ReplicaManager
+
+# Written by the coordinators under their own producer ids: not clients' producers.
+_COORDINATOR_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 NAMES = (
     "riverlog_under_replicated_partitions",
@@ -42,7 +46,8 @@ def snapshot(replicas: ReplicaManager) -> list[Metric]:
         labels = [node, p.tp.topic, str(p.tp.partition)]
         size.add_metric(labels, p.log.size_bytes)
         end.add_metric(labels, p.log.log_end_offset)
-        producer_ids += len(p.producer_state.producers)
+        if p.tp.topic not in _COORDINATOR_TOPICS:
+            producer_ids += len(p.producer_state.producers)
     producers.add_metric([node], producer_ids)
     return [urp, shrinks, expands, count, leaders, size, end, producers]
 

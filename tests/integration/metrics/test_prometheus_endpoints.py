@@ -148,6 +148,13 @@ def test_traffic_and_consumer_lag_match_groups_describe(
         bytes_in = value(produced, "riverlog_topic_bytes_in_total", topic=topic)
         assert bytes_in is not None and bytes_in >= 20 * 4
 
+        storage_urls = urls(metrics_cluster, "storage")
+        producer_ids = sum(
+            value(scrape(u), "riverlog_producer_ids", node_id=str(n)) or 0
+            for n, u in enumerate(storage_urls, start=1)
+        )
+        assert producer_ids >= 1  # the SDK's producer is idempotent by default
+
         committed = {0: 3, 1: 7}
         admin.alter_group_offsets(
             group, {TopicPartition(topic, p): o for p, o in committed.items()}

@@ -123,7 +123,9 @@ _SPECS = (
     ),
     MetricSpec(
         "riverlog_producer_ids", G, ("node_id",), ("storage",),
-        "idempotent/transactional producer ids with state on this node's replicas",
+        "client producer ids (idempotent or transactional) with state on this node's replicas "
+        "(a producer writing to several partitions here counts once per partition; the "
+        "coordinators' own ids on __consumer_offsets and __transaction_state are left out)",
         "kafka.server:type=ReplicaManager,name=ProducerIdCount",
     ),
     MetricSpec(
