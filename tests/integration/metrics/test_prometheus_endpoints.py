@@ -154,6 +154,27 @@ def test_traffic_and_consumer_lag_match_groups_describe(
             for n, u in enumerate(storage_urls, start=1)
         )
         assert producer_ids >= 1  # the SDK's producer is idempotent by default
+        storage = [scrape(u) for u in storage_urls]
+        for p in (0, 1):  # replication factor 1: one replica of each, on one of the nodes
+            ends = [
+                v
+                for s in storage
+                for (name, labels), v in s.items()
+                if name == "riverlog_log_end_offset"
+                and dict(labels).items() >= {("topic", topic), ("partition", str(p))}
+            ]
+            sizes = [
+                v
+                for s in storage
+                for (name, labels), v in s.items()
+                if name == "riverlog_log_size_bytes"
+                and dict(labels).items() >= {("topic", topic), ("partition", str(p))}
+            ]
+            assert ends == [per_partition] and len(sizes) == 1 and sizes[0] > 0
+        assert all(
+            value(s, "riverlog_under_replicated_partitions", node_id=str(n)) == 0
+            for n, s in enumerate(storage, start=1)
+        )
 
         committed = {0: 3, 1: 7}
         admin.alter_group_offsets(
