@@ -30,8 +30,10 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from riverlog.common.errors import ErrorCode, RiverlogError
+
 from .catalog import Kind, spec
-from .settings import PrometheusSettings
+from .settings import HOST, PORT, PrometheusSettings
 
 log = logging.getLogger(__name__)
 
@@ -62,14 +64,22 @@ def enabled() -> bool:
 
 
 def start(default_host: str) -> str | None:
-    """Serve `/metrics` (idempotent); the bound `host:port`, None when not configured."""
+    """Serve `/metrics` (idempotent); the bound `host:port`, None when not configured.
+    RiverlogError(INVALID_CONFIG) when the address cannot be bound (a port in use)."""
     global _server
     if _settings is None:
         return None
     with _lock:
         if _server is None:
             host = (_settings.host or default_host).strip("[]")  # an IPv6 literal unbracketed
-            _server, _thread = start_http_server(_settings.port, addr=host)
+            try:
+                _server, _thread = start_http_server(_settings.port, addr=host)
+            except OSError as exc:
+                raise RiverlogError(
+                    f"cannot serve /metrics on {host}:{_settings.port} "
+                    f"({PORT}, {HOST}): {exc.strerror or exc}",
+                    ErrorCode.INVALID_CONFIG,
+                ) from None
         host, port = _server.server_address[:2]
         return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
 

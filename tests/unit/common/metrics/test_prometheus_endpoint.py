@@ -5,6 +5,7 @@ self-timed methods left alone, and errors counted by Kafka error name."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
@@ -117,3 +118,15 @@ def test_nothing_is_instrumented_without_an_endpoint() -> None:
     servicer = Servicer()
     assert instrument(servicer, "riverlog.v1.TestService") is servicer
     assert endpoint.start("127.0.0.1") is None
+
+
+def test_a_port_in_use_is_a_clear_config_error(served: str) -> None:
+    endpoint.stop()  # the fixture's endpoint; the fixture still resets the settings
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        endpoint.configure(PrometheusSettings(port=taken.getsockname()[1]))
+        with pytest.raises(RiverlogError) as info:
+            endpoint.start("127.0.0.1")
+    assert info.value.code == ErrorCode.INVALID_CONFIG
+    assert "metrics.prometheus.port" in str(info.value)
