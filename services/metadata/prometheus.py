@@ -18,8 +18,8 @@ from .controller.replication import ReplicationController
 from .image import MetadataImage
 
 NAMES = (
-    "riverlog_active_controller_count",
-    "riverlog_offline_partitions_count",
+    "riverlog_controller_active",
+    "riverlog_offline_partitions",
     "riverlog_leader_elections",
 )
 

@@ -99,7 +99,7 @@ def test_every_process_serves_catalog_names_and_one_active_controller(
 
     def one_controller() -> bool:
         counts = [
-            value(scrape(u), "riverlog_active_controller_count", instance_id=str(i))
+            value(scrape(u), "riverlog_controller_active", instance_id=str(i))
             for i, u in enumerate(urls(metrics_cluster, "metadata"), start=1)
         ]
         return counts.count(1.0) == 1 and counts.count(0.0) == len(counts) - 1

@@ -129,12 +129,12 @@ _SPECS = (
         "kafka.server:type=ReplicaManager,name=ProducerIdCount",
     ),
     MetricSpec(
-        "riverlog_active_controller_count", G, ("instance_id",), ("metadata",),
+        "riverlog_controller_active", G, ("instance_id",), ("metadata",),
         "1 on the metadata instance that is the active controller, else 0 (sums to 1)",
         "kafka.controller:type=KafkaController,name=ActiveControllerCount",
     ),
     MetricSpec(
-        "riverlog_offline_partitions_count", G, (), ("metadata",),
+        "riverlog_offline_partitions", G, (), ("metadata",),
         "partitions without a leader (served by the active controller only)",
         "kafka.controller:type=KafkaController,name=OfflinePartitionsCount",
     ),
