@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -105,6 +106,18 @@ def test_every_process_serves_catalog_names_and_one_active_controller(
         return counts.count(1.0) == 1 and counts.count(0.0) == len(counts) - 1
 
     wait_for(one_controller, "exactly one active controller")
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Prometheus) not installed")
+def test_every_process_passes_promtool_check_metrics(metrics_cluster: LocalCluster) -> None:
+    for role in ("metadata", "storage", "coordinator", "quota", "gateway"):
+        for url in urls(metrics_cluster, role):
+            with urllib.request.urlopen(url, timeout=10) as response:
+                text = response.read()
+            done = subprocess.run(
+                ["promtool", "check", "metrics"], input=text, capture_output=True, timeout=60
+            )
+            assert done.returncode == 0, f"{url}: {done.stdout!r} {done.stderr!r}"
 
 
 def describe_lags(cluster: LocalCluster, group: str, home: Path) -> dict[int, int]:
