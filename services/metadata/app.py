@@ -38,8 +38,8 @@ from .controller.replication import ReplicationController
 from .controller.topics import TopicController, new_topic_id
 from .image import MetadataImage
 from .peers.controller import ControllerPeer
-from .rpc.acls import AclsRpc
 from .prometheus import register_prometheus_metrics
+from .rpc.acls import AclsRpc
 from .rpc.balancer import BalancerRpc
 from .rpc.reassignments import ReassignmentsRpc
 from .rpc.servicer import MetadataServicer

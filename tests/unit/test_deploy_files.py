@@ -13,6 +13,7 @@ import importlib.util
 import json
 import re
 import shlex
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,10 @@ import pytest
 import yaml
 
 from riverlog.cli.main import build_parser
+from riverlog.common.metrics import endpoint as metrics_endpoint
 from riverlog.common.metrics.catalog import CATALOG, family_of
 from riverlog.common.metrics.settings import take_prometheus_settings
-from riverlog.common.node import parse_node_args
+from riverlog.common.node import parse_node_args, parse_service_overrides
 from riverlog.common.service import parse_overrides
 from riverlog.services.coordinator.app import parse_args as coordinator_args
 from riverlog.services.gateway.app import parse_args as gateway_args
@@ -42,6 +44,14 @@ K8S_KINDS = {
     ("apps/v1", "Deployment"),
     ("kustomize.config.k8s.io/v1beta1", "Kustomization"),
 }
+
+
+@pytest.fixture(autouse=True)
+def _no_metrics_endpoint_left_configured() -> Iterator[None]:
+    """The services' parsers configure this process's /metrics endpoint (decision 0033):
+    leave none configured for the tests that run after these."""
+    yield
+    metrics_endpoint.configure(None)
 
 
 def _compose() -> dict[str, Any]:
@@ -83,8 +93,7 @@ def _parse(role: str, args: list[str]) -> None:
     try:
         if role == "metadata":
             ns = metadata_parser().parse_args(args)
-            overrides = parse_overrides(ns.config)
-            take_prometheus_settings(overrides)  # as the metadata service's main() does
+            overrides = parse_service_overrides(ns.config)  # as the service's main() does
             MetadataConfig.from_args(ns.instance_id, ns.host, ns.port, ns.etcd, overrides)
         elif role == "storage":
             storage_args(args)

@@ -23,9 +23,9 @@ from typing import Generic, Protocol, TypeVar
 
 from riverlog.common.cluster import parse_addresses
 from riverlog.common.errors import RiverlogError
-from riverlog.common.rpc import tls as rpc_tls
 from riverlog.common.metrics import endpoint as metrics_endpoint
 from riverlog.common.metrics.settings import take_prometheus_settings
+from riverlog.common.rpc import tls as rpc_tls
 from riverlog.common.service import base_arg_parser, parse_overrides, run, write_ready_file
 
 log = logging.getLogger(__name__)
