@@ -19,7 +19,7 @@ figures on a small machine: a sum near the number of cores means the machine is 
 
     .venv/bin/python bench/produce_consume_bench.py [--records N] [--linger-ms 5]
         [--batch-size 16384] [--compression none] [--latency-seconds 10] [--bootstrap host:port]
-        [--partitions 6] [--value-size 100] [--tls]
+        [--partitions 6] [--value-size 100] [--tls] [--no-metrics]
 
 `--tls` starts the cluster as `riverlog cluster up --tls` does (mutual TLS between services,
 TLS from the client to the gateway; storage nodes then serve fetches over TLS gRPC, without the
@@ -209,13 +209,23 @@ def main(
         action="store_true",
         help="a cluster with every channel encrypted (cluster up --tls)",
     )
+    parser.add_argument(
+        "--no-metrics", action="store_true", help="processes serve no Prometheus /metrics"
+    )
     args = parser.parse_args(argv)
     PARTITIONS, VALUE_SIZE = args.partitions, max(args.value_size, _NS.size)
     if args.bootstrap:
         run(args.bootstrap, {"client": os.getpid()}, args)
         return
     with tempfile.TemporaryDirectory(prefix="riverlog-bench-") as data_dir:
-        local = LocalCluster(data_dir, storage_nodes=3, metadata_nodes=1, gateways=1, tls=args.tls)
+        local = LocalCluster(
+            data_dir,
+            storage_nodes=3,
+            metadata_nodes=1,
+            gateways=1,
+            tls=args.tls,
+            metrics=not args.no_metrics,
+        )
         with local as cluster:
             CLIENT_TLS.update(cluster.client_tls_config)
             if on_cluster is not None:

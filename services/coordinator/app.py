@@ -29,6 +29,8 @@ from riverlog.common.cluster import (
 from riverlog.common.cluster.image import TRANSACTION_STATE_TOPIC
 from riverlog.common.cluster.producer_ids import block_source
 from riverlog.common.errors import RiverlogError
+from riverlog.common.metrics.endpoint import settings as metrics_settings
+from riverlog.common.metrics.settings import DEFAULT_LAG_INTERVAL_MS
 from riverlog.common.node import NodeOptions, parse_node_args, run_node
 from riverlog.common.producer_ids import ProducerIdAllocator
 from riverlog.common.rpc.server import RpcServer
@@ -42,6 +44,8 @@ from .peers.coordinators import PeerCoordinators
 from .peers.markers import StorageMarkerChannel
 from .peers.metadata import TopicConfigs
 from .peers.storage import StorageClient
+from .peers.watermarks import high_watermarks
+from .prometheus import LagMonitor
 from .rpc.servicer import SERVICE_NAME, CoordinatorServicer, add_to_server
 from .rpc.transactions import TransactionRpc
 from .txn.coordinator import TransactionCoordinator
@@ -107,6 +111,12 @@ class CoordinatorProcess:
             options.host, options.port, [(add_to_server, servicer, SERVICE_NAME)]
         )
         self.membership: MembershipSession | None = None
+        settings = metrics_settings()
+        self.lag = LagMonitor(
+            self.ownership,
+            lambda tps: high_watermarks(self.storage, self.watcher.image, tps),
+            (settings.lag_interval_ms if settings else DEFAULT_LAG_INTERVAL_MS) / 1000,
+        )
 
     def _new_groups(self, _notify: object) -> GroupCoordinator:
         return GroupCoordinator(self.options.config, SYSTEM_CLOCK, self._partition_count)
@@ -145,6 +155,7 @@ class CoordinatorProcess:
         )
         self.membership = MembershipSession(self.client, node)
         await self.membership.start()
+        self.lag.start()
         log.info("coordinator %d serving on %s", self.options.node_id, self.address)
 
     @property
@@ -152,6 +163,7 @@ class CoordinatorProcess:
         return self.membership is not None and self.membership.fenced
 
     async def stop(self) -> None:
+        await self.lag.stop()
         self.ownership.begin_stop()
         self.transactions.begin_stop()
         await self.compaction.stop()

@@ -32,6 +32,7 @@ from riverlog.common.producer_ids import ProducerIdAllocator
 from riverlog.common.rpc.server import RpcServer
 from riverlog.common.service import setup_logging
 
+from . import traffic
 from .admin import Admin
 from .config import GatewayConfig
 from .context import ClientIdLogFilter
@@ -114,6 +115,7 @@ class Gateway:
             ),
             progress=ReassignmentProgress(self.cache, self.storage),
         )
+        traffic.register()
         servicer = GatewayServicer(families)
         self.server = RpcServer(
             options.host,

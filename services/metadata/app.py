@@ -38,6 +38,7 @@ from .controller.replication import ReplicationController
 from .controller.topics import TopicController, new_topic_id
 from .image import MetadataImage
 from .peers.controller import ControllerPeer
+from .prometheus import register_prometheus_metrics
 from .rpc.acls import AclsRpc
 from .rpc.balancer import BalancerRpc
 from .rpc.reassignments import ReassignmentsRpc
@@ -150,6 +151,7 @@ class MetadataInstance:
         self.assigner.start()
         self.replication = replication
         replication.start()
+        register_prometheus_metrics(config.instance_id, election, image, replication)
         self.reassignments = reassignments
         reassignments.start()
         self.balancer = balancer

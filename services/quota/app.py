@@ -40,6 +40,7 @@ from riverlog.common.service import setup_logging
 from .config import QuotaConfig
 from .ledger import QuotaLedger
 from .peers.handover import WindowHandoff
+from .prometheus import register_prometheus_metrics
 from .rpc.servicer import SERVICE_NAME, QuotaServicer, add_to_server
 
 log = logging.getLogger("riverlog.services.quota")
@@ -59,6 +60,7 @@ class QuotaProcess:
         clock = SystemClock()
         self.client = MetadataClient(options.metadata)
         self.ledger = QuotaLedger(QuotaResolver(), clock, config.window)
+        self._clock = clock
         self.watcher = ClientQuotaWatcher(self.client, options.node_id)
         ledger = self.ledger
         self.watcher.add_listener(lambda resolver, _users: ledger.update_resolver(resolver))
@@ -83,6 +85,7 @@ class QuotaProcess:
             log.warning("no quota configs from the metadata service yet; serving without bounds")
         await self.cluster.start(timeout_s=30.0)
         await self.server.start()
+        register_prometheus_metrics(self.ledger, self._clock)
         node = NodeInfo(
             kind=KIND,
             node_id=node_id,

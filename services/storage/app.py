@@ -54,6 +54,7 @@ from .log.dir_failure import LogDirFailureChannel
 from .metrics import register_replication_metrics
 from .peers.controller import ControllerClient
 from .peers.leader import LeaderClient, leader_channels
+from .prometheus import register_prometheus_metrics
 from .replica.alter_partition import AlterPartitionManager
 from .replica.fetch import FetchHandler
 from .replica.fetcher import FetcherSettings, ReplicaFetcherManager
@@ -175,6 +176,7 @@ class StorageNode:
         failures.on_offline.append(lambda _dir: self.fetchers.update() if self.fetchers else None)
         replicas.on_partitions_changed.append(self.fetchers.update)
         register_replication_metrics(replicas)
+        register_prometheus_metrics(replicas)
         self.watcher.add_listener(lambda _old, new: leader_quota.update(new))
         self.watcher.add_listener(lambda _old, new: follower_quota.update(new))
         self.watcher.add_listener(replicas.on_image)

@@ -3,13 +3,17 @@ command names a Riverlog module that exists and passes that service's own argume
 the Kubernetes objects are of known kinds with gRPC probes on the serving port, compose starts
 etcd first and the tiers in the local launcher's order, the addresses the processes are
 given are ones the files define, and scaling a StatefulSet maps onto the cluster's steps (the
-README's commands parse, storage drops the claims of pods scaled away)."""
+README's commands parse, storage drops the claims of pods scaled away), and monitoring: every
+process serves /metrics on the port Prometheus scrapes, and the Grafana dashboard uses only
+metric names the code serves."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import shlex
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +21,10 @@ import pytest
 import yaml
 
 from riverlog.cli.main import build_parser
-from riverlog.common.node import parse_node_args
+from riverlog.common.metrics import endpoint as metrics_endpoint
+from riverlog.common.metrics.catalog import CATALOG, family_of
+from riverlog.common.metrics.settings import take_prometheus_settings
+from riverlog.common.node import parse_node_args, parse_service_overrides
 from riverlog.common.service import parse_overrides
 from riverlog.services.coordinator.app import parse_args as coordinator_args
 from riverlog.services.gateway.app import parse_args as gateway_args
@@ -37,6 +44,14 @@ K8S_KINDS = {
     ("apps/v1", "Deployment"),
     ("kustomize.config.k8s.io/v1beta1", "Kustomization"),
 }
+
+
+@pytest.fixture(autouse=True)
+def _no_metrics_endpoint_left_configured() -> Iterator[None]:
+    """The services' parsers configure this process's /metrics endpoint (decision 0033):
+    leave none configured for the tests that run after these."""
+    yield
+    metrics_endpoint.configure(None)
 
 
 def _compose() -> dict[str, Any]:
@@ -78,9 +93,8 @@ def _parse(role: str, args: list[str]) -> None:
     try:
         if role == "metadata":
             ns = metadata_parser().parse_args(args)
-            MetadataConfig.from_args(
-                ns.instance_id, ns.host, ns.port, ns.etcd, parse_overrides(ns.config)
-            )
+            overrides = parse_service_overrides(ns.config)  # as the service's main() does
+            MetadataConfig.from_args(ns.instance_id, ns.host, ns.port, ns.etcd, overrides)
         elif role == "storage":
             storage_args(args)
         elif role == "gateway":
@@ -370,3 +384,100 @@ def test_scaling_stateless_tiers_get_time_for_a_clean_stop() -> None:
         # a quota instance hands its windows over, a coordinator unregisters, a storage node
         # closes its logs: each needs more than the gRPC grace plus one handover call
         assert grace >= 15, role
+
+
+# -- monitoring (deploy/prometheus, deploy/grafana; decision 0033) ----------------------------
+
+METRICS_PORT = 9404
+METRIC_NAME = re.compile(r"\briverlog_[a-z0-9_]+")
+
+
+def _metrics_port(args: list[str]) -> int:
+    overrides = parse_overrides([a.split("=", 1)[1] for a in args if a.startswith("--config=")])
+    settings = take_prometheus_settings(overrides)
+    assert settings is not None, f"no metrics.prometheus.port in {args}"
+    return settings.port
+
+
+def _yaml(path: Path) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def test_compose_processes_are_the_prometheus_targets() -> None:
+    services = _compose()["services"]
+    expected = set()
+    for name, role in _compose_roles().items():
+        if role != "etcd":
+            assert _metrics_port([str(a) for a in services[name]["command"][1:]]) == METRICS_PORT
+            expected.add((f"riverlog-{role}", f"{name}:{METRICS_PORT}"))
+    config = _yaml(DEPLOY / "prometheus" / "prometheus.yml")
+    targets = {
+        (job["job_name"], target)
+        for job in config["scrape_configs"]
+        for static in job["static_configs"]
+        for target in static["targets"]
+    }
+    assert targets == expected
+
+
+def test_k8s_pods_are_annotated_for_the_prometheus_config() -> None:
+    for workload, container, role in _riverlog_containers():
+        port = _metrics_port([str(a) for a in container["args"]])
+        assert port == METRICS_PORT
+        assert port in {p["containerPort"] for p in container["ports"]}
+        template = workload["spec"]["template"]["metadata"]
+        annotations = template["annotations"]
+        assert annotations["prometheus.io/scrape"] == "true"
+        assert annotations["prometheus.io/port"] == str(port)
+        assert annotations["prometheus.io/path"] == "/metrics"
+        assert template["labels"]["app.kubernetes.io/name"] == f"riverlog-{role}"
+        assert template["labels"]["app.kubernetes.io/part-of"] == "riverlog"
+    config = _yaml(DEPLOY / "prometheus" / "prometheus-k8s.yml")
+    (job,) = config["scrape_configs"]
+    sources = {tuple(r["source_labels"]) for r in job["relabel_configs"]}
+    assert ("__meta_kubernetes_pod_annotation_prometheus_io_scrape",) in sources
+    assert ("__meta_kubernetes_pod_label_app_kubernetes_io_name",) in sources
+
+
+def test_monitoring_overlay_mounts_files_that_exist() -> None:
+    overlay = _yaml(DEPLOY / "compose.monitoring.yaml")
+    assert set(overlay["services"]) == {"prometheus", "grafana"}
+    for service in overlay["services"].values():
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("./"):
+                assert (DEPLOY / source).exists(), source
+    datasource = _yaml(DEPLOY / "grafana" / "provisioning" / "datasources" / "prometheus.yaml")
+    assert datasource["datasources"][0]["url"] == "http://prometheus:9090"
+
+
+def _dashboard_queries(dashboard: dict[str, Any]) -> list[str]:
+    queries = [
+        target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])
+    ]
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] == "query":
+            queries.append(variable["definition"])
+    return queries
+
+
+def test_grafana_dashboard_uses_only_served_metric_names() -> None:
+    dashboard = json.loads((DEPLOY / "grafana" / "riverlog-dashboard.json").read_text())
+    datasource = _yaml(DEPLOY / "grafana" / "provisioning" / "datasources" / "prometheus.yaml")
+    uid = datasource["datasources"][0]["uid"]
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["datasource"]["current"]["value"] == uid
+    used = set()
+    for query in _dashboard_queries(dashboard):
+        for name in METRIC_NAME.findall(query):
+            family = family_of(name)
+            assert family is not None, f"{name} (in {query!r}) is not a served metric"
+            used.add(family)
+    assert used == set(CATALOG), f"not on the dashboard: {set(CATALOG) - used}"
+    ids = [panel["id"] for panel in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
+    for panel in dashboard["panels"]:
+        if panel["type"] != "row":
+            assert panel["targets"] and panel["datasource"]["uid"] == "${datasource}"

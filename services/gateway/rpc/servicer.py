@@ -21,6 +21,7 @@ import grpc
 
 from riverlog.common.acl.model import AclOperation, ResourceType
 from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.metrics.rpc import RequestTimer
 from riverlog.common.producer_ids import ProducerIdAllocator
 from riverlog.common.rpc.convert import acks_from_proto, isolation_level_from_proto
 from riverlog.common.types import Acks, TopicPartition
@@ -48,6 +49,7 @@ from ..quotas import GatewayQuotas
 from ..reassignment_progress import ReassignmentProgress
 from ..records import PlainRecords
 from ..streams import Pipeline
+from ..traffic import fetched, fetched_plain, produced, produced_plain
 from . import convert
 from .admin import AdminForwarder
 from .authorization import AuthorizationInterceptor
@@ -91,12 +93,16 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     """One per gateway process; grpc calls its methods from the event loop, one task per call.
     Owns the admin and group forwarders it delegates those RPCs to."""
 
+    METRICS_TIMED_INSIDE = frozenset({"Produce", "Fetch"})  # per request, streams included
+
     def __init__(self, families: Families) -> None:
         self.f = families
         self.contexts = RequestContexts(families.config, families.auth)
         self.admin = AdminForwarder(families.admin, families.metadata, self.contexts)
         self.groups = GroupForwarder(families.groups, families.config, self.contexts)
         self.transactions = TransactionForwarder(families.groups, self.contexts)
+        self._produce_timer = RequestTimer(SERVICE_NAME, "Produce")
+        self._fetch_timer = RequestTimer(SERVICE_NAME, "Fetch")
 
     def interceptors(self) -> list[grpc.aio.ServerInterceptor]:
         """The server interceptors this servicer's calls need: the request quota, then (inside
@@ -148,6 +154,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     ) -> tuple[ProduceOptions, list[ProducePartResult], int]:
         """`produce` the request between the quota checks: its options, results and the
         throttle time to answer with."""
+        start = RequestTimer.start()
         quotas = self.f.quotas
         throttle = 0
         options, parts = convert.produce_from_proto(request)
@@ -167,8 +174,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                     for p in refused
                 ],
             )
+        produced(parts, results)
         if quotas is not None:
             throttle = quotas.after_request(ctx, throttle, ctx.work.elapsed_ns())
+        self._produce_timer.done(start)
         return options, results, throttle
 
     async def Fetch(
@@ -197,10 +206,12 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     ) -> data_pb2.FetchResponse:
         """`fetch` the request between the quota checks; answered empty while the client is
         held (it waits, then asks again)."""
+        start = RequestTimer.start()
         quotas = self.f.quotas
         if quotas is not None:
             held = await before_fetch(quotas, ctx, request)
             if held > 0:
+                self._fetch_timer.done(start)
                 return data_pb2.FetchResponse(
                     throttle_time_ms=held, correlation_id=request.correlation_id
                 )
@@ -219,11 +230,13 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                     for p in refused
                 ],
             )
+        fetched(parts, results)
         response = convert.fetch_to_proto(results, request.correlation_id)
         if quotas is not None:
             size = sum(len(r.records) for r in results)
             elapsed = ctx.work.elapsed_ns()
             response.throttle_time_ms = after_fetch(quotas, ctx, response, elapsed, size)
+        self._fetch_timer.done(start)
         return response
 
     async def InitProducerId(
@@ -262,6 +275,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         results = await self.f.records.produce(
             ctx, request.topic, partition, records, options, request.compression_type
         )
+        produced_plain(request.topic, request, results)
         response = convert.produce_records_to_proto(results)
         if quotas is not None:
             elapsed = ctx.work.elapsed_ns()
@@ -297,6 +311,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 del response.records[:]
                 response.next_offset = request.offset
             response.throttle_time_ms = throttle
+        fetched_plain(request.topic, response, request.offset, response.next_offset)
         return response
 
     # --- metadata and offsets -----------------------------------------------------------------

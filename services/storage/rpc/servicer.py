@@ -17,6 +17,7 @@ from typing import Any
 
 from riverlog.common.clock import SYSTEM_CLOCK
 from riverlog.common.errors import ErrorCode
+from riverlog.common.metrics.rpc import RequestTimer
 from riverlog.v1 import data_pb2, storage_pb2, storage_pb2_grpc
 
 from ..replica.fetch import FetchHandler, close_results
@@ -37,6 +38,7 @@ from .convert import (
     produce_params_from_proto,
     produce_response_to_proto,
 )
+from .timers import RequestTimers
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,8 @@ _STREAM_MAX_IN_FLIGHT = 1024
 
 
 class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
+    METRICS_TIMED_INSIDE = frozenset({"Produce", "Fetch"})  # per request: `timers.py`
+
     def __init__(
         self,
         node_id: int,
@@ -57,6 +61,7 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
         self._produce = produce
         self._fetch = fetch
         self._offsets = offsets
+        self._timers = RequestTimers()
 
     async def Produce(
         self, request: data_pb2.ProduceRequest, context: Any
@@ -72,14 +77,16 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
     ) -> Awaitable[data_pb2.ProduceResponse]:
         """Appends now (so a transport that calls this in arrival order appends in that order)
         and returns what waits for the acknowledgement."""
+        start = RequestTimer.start()
         params = produce_params_from_proto(request)
         pending = self._produce.append(params)
-        return self._acknowledged(pending, request.correlation_id)
+        return self._acknowledged(pending, request.correlation_id, start)
 
     async def _acknowledged(
-        self, pending: PendingProduce, correlation_id: int
+        self, pending: PendingProduce, correlation_id: int, start: float
     ) -> data_pb2.ProduceResponse:
         if pending.acks is Acks.NONE:
+            self._timers.produce.done(start)
             if all(r.error == ErrorCode.NONE for r in pending.results):
                 return data_pb2.ProduceResponse(correlation_id=correlation_id)
             # A refused acks=0 append is reported to the gateway (not to the client, as Kafka
@@ -87,6 +94,7 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
             # instead of losing the records (a new topic whose leader had not yet taken over).
             return produce_response_to_proto(pending.results, correlation_id)
         results = await self._produce.complete(pending)
+        self._timers.produce.done(start)
         return produce_response_to_proto(results, correlation_id)
 
     async def ProduceStream(
@@ -96,9 +104,10 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
         slots = asyncio.Semaphore(_STREAM_MAX_IN_FLIGHT)
         tasks: set[asyncio.Task[None]] = set()
 
-        async def acknowledge(pending: PendingProduce, correlation_id: int) -> None:
+        async def acknowledge(pending: PendingProduce, correlation_id: int, start: float) -> None:
             try:
                 results = await self._produce.complete(pending)
+                self._timers.produce.done(start)
                 await out.put(produce_response_to_proto(results, correlation_id))
             finally:
                 slots.release()
@@ -106,13 +115,14 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
         async def read_requests() -> None:
             try:
                 async for request in request_iterator:
+                    start = RequestTimer.start()
                     params = produce_params_from_proto(request)
                     await slots.acquire()
                     pending = self._produce.append(params)  # in arrival order
                     if params.acks is Acks.NONE:
                         slots.release()
                         continue
-                    task = asyncio.create_task(acknowledge(pending, request.correlation_id))
+                    task = asyncio.create_task(acknowledge(pending, request.correlation_id, start))
                     tasks.add(task)
                     task.add_done_callback(tasks.discard)
                 if tasks:
@@ -133,11 +143,14 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
                 await reader
 
     async def Fetch(self, request: data_pb2.FetchRequest, context: Any) -> data_pb2.FetchResponse:
-        results = await self._fetch.fetch(fetch_params_from_proto(request))
+        start = RequestTimer.start()
+        params = fetch_params_from_proto(request)
+        results = await self._fetch.fetch(params)
         try:
             return fetch_response_to_proto(results, request.correlation_id)
         finally:
             close_results(results)
+            self._timers.fetch(params.replica_id).done(start)
 
     async def ListOffsets(
         self, request: data_pb2.ListOffsetsRequest, context: Any

@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from riverlog.common.errors import RiverlogError
+from riverlog.common.metrics.rpc import RequestTimer
 from riverlog.common.zerocopy import (
     FRAME_HEADER,
     KIND_FETCH,
@@ -45,6 +46,7 @@ from ..log import FetchSlice
 from ..replica.fetch import FetchHandler, close_results
 from ..replica.requests import FetchPartitionResult, StoredRecords
 from .convert import fetch_params_from_proto, fetch_response_to_proto
+from .timers import RequestTimers
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +91,7 @@ class ZeroCopyServer:
         self._accept_task: asyncio.Task[None] | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._sendfile_ok = True
+        self._timers = RequestTimers()
         self.port = 0
 
     async def start(self) -> None:
@@ -207,6 +210,7 @@ class ZeroCopyServer:
         writing: asyncio.Lock,
         request: data_pb2.FetchRequest,
     ) -> None:
+        start = RequestTimer.start()
         params = fetch_params_from_proto(request)
         try:
             results = await _unless_peer_closes(loop, conn, self._fetch.fetch(params))
@@ -223,6 +227,7 @@ class ZeroCopyServer:
                         await self._send_records(loop, conn, result.records)
         finally:
             close_results(results)
+            self._timers.fetch(params.replica_id).done(start)
 
     async def _send_records(
         self, loop: asyncio.AbstractEventLoop, conn: socket.socket, records: StoredRecords

@@ -38,6 +38,7 @@ from .readiness import (
 from .state import ClusterLayout, read_state, state_path, write_state
 from .topics import create_topic
 
+METRICS_PORT = "metrics.prometheus.port"
 SERVICE_ROLES = ("metadata", "storage", "quota", "coordinator", "gateway")
 START_ORDER = ("etcd", *SERVICE_ROLES)
 STOP_ORDER = tuple(reversed(START_ORDER))
@@ -54,12 +55,14 @@ class LocalCluster:
     inspect or stop it. `extra_config` maps a role ("metadata", "storage", "gateway") to
     settings passed as `--config key=value`; `racks` are dealt to storage nodes in turn;
     each storage node gets `log_dirs_per_node` log dirs (`log_dirs(node_id)`).
-    `service_modules` (role → module run with `python -m`) and `env` (added to each service's
-    environment) exist for the launcher's own tests. `placement` says where each process runs
-    (default: all on 127.0.0.1; fault tests give each its own network namespace and address).
-    With `tls` every channel is encrypted (decision 0035): a throwaway CA and a certificate per
-    process in `data_dir/tls/` (`certificates`), mutual TLS between services, and TLS on the
-    gateways' client listener (`client_tls_config` says how an SDK client reaches them).
+    `metrics`: every service serves Prometheus `/metrics` on a free port (`metrics_url` of
+    each process). `service_modules` (role → module run with `python -m`) and `env` (added to
+    each service's environment) exist for the launcher's own tests. `placement` says where each
+    process runs (default: all on 127.0.0.1; fault tests give each its own network namespace
+    and address). With `tls` every channel is encrypted (decision 0035): a throwaway CA and a
+    certificate per process in `data_dir/tls/` (`certificates`), mutual TLS between services,
+    and TLS on the gateways' client listener (`client_tls_config` says how an SDK client
+    reaches them).
     """
 
     def __init__(
@@ -80,6 +83,7 @@ class LocalCluster:
         placement: Placement | None = None,
         log_dirs_per_node: int = 1,
         tls: bool = False,
+        metrics: bool = True,
     ) -> None:
         if log_dirs_per_node < 1:
             raise ValueError("a storage node needs at least one log dir")
@@ -106,6 +110,7 @@ class LocalCluster:
         self.service_modules.update(service_modules or {})
         self.env = dict(env or {})
         self.placement: Placement = placement or LOOPBACK
+        self.metrics = metrics
         self.processes: dict[str, ManagedProcess] = {}
         self._etcd_url = etcd_url
         self._previous_etcd_ports: tuple[int | None, int | None] = (None, None)
@@ -341,6 +346,8 @@ class LocalCluster:
             args += self._tls_args(role, name, host)
         if role == "storage" and self.layout.racks:
             args += ["--rack", self.layout.racks[(node_id - 1) % len(self.layout.racks)]]
+        if self.metrics:  # /metrics on a free port, reported in the ready file (decision 0033)
+            args += ["--config", f"{METRICS_PORT}=0"]
         for key, value in self.layout.extra_config.get(role, {}).items():
             args += ["--config", f"{key}={value}"]
         return ProcessSpec(

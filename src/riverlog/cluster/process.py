@@ -140,6 +140,18 @@ class ManagedProcess:
         return str(value) if value is not None else None
 
     @property
+    def metrics_address(self) -> str | None:
+        """`host:port` of its Prometheus `/metrics` endpoint, once ready (None: it serves
+        none; decision 0033)."""
+        value = self.info.get("metrics_address")
+        return str(value) if value is not None else None
+
+    @property
+    def metrics_url(self) -> str | None:
+        address = self.metrics_address
+        return f"http://{address}/metrics" if address is not None else None
+
+    @property
     def alive(self) -> bool:
         """Running (a paused process counts as alive)."""
         if self.pid is None:

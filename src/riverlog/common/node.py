@@ -3,13 +3,13 @@
 Every service's `app.py` builds one process object (`start()`, `stop()`, `address`) and serves
 it with `serve_process`: start it, write the ready file (`{"pid", "address", ...}`, which the
 local-cluster launcher reads), serve until told to stop (or until the service's own `serving`
-hook returns), and stop it on the way out, whatever happened. The metadata service uses it as it
-is; storage adds its fencing wait as the hook. Registered nodes with nothing more to parse
-(gateway, coordinator, quota) go through `run_node`: the `--node-id` command line, the config
-type parsed from `--config key=value` by its `from_overrides`, and serving until SIGTERM or
-until a newer incarnation of the same node id fences this one (`fenced`, checked every second).
-Start-up failures (RiverlogError) exit with status 1.
-"""
+hook returns), and stop it on the way out, whatever happened (with `metrics.prometheus.port` set
+it also serves `/metrics` and adds `metrics_address` to the ready file: decision 0033). The
+metadata service uses it as it is; storage adds its fencing wait as the hook. Registered nodes
+with nothing more to parse (gateway, coordinator, quota) go through `run_node`: the `--node-id`
+command line, the config type parsed from `--config key=value` by its `from_overrides`, and
+serving until SIGTERM or until a newer incarnation of the same node id fences this one
+(`fenced`, checked every second). Start-up failures (RiverlogError) exit with status 1."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ from typing import Generic, Protocol, TypeVar
 
 from riverlog.common.cluster import parse_addresses
 from riverlog.common.errors import RiverlogError
+from riverlog.common.metrics import endpoint as metrics_endpoint
+from riverlog.common.metrics.settings import take_prometheus_settings
 from riverlog.common.rpc import tls as rpc_tls
 from riverlog.common.service import base_arg_parser, parse_overrides, run, write_ready_file
 
@@ -78,12 +80,14 @@ class NodeOptions(Generic[C]):
 
 def parse_service_overrides(items: list[str]) -> dict[str, str]:
     """A service process's `--config` items as a dict, with the internal TLS settings every
-    service shares (`rpc/tls.py`: security.inter.broker.protocol, listener.name.internal.ssl.*)
-    taken out and installed for the whole process; what is returned is the service's own.
-    ValueError naming a bad item; RiverlogError(INVALID_CONFIG) for bad TLS settings or an
-    unreadable PEM file."""
+    service shares (`rpc/tls.py`: security.inter.broker.protocol, listener.name.internal.ssl.*;
+    `metrics/settings.py`: metrics.prometheus.*) taken out and installed for the whole process;
+    what is returned is the service's own.
+    ValueError naming a bad item; RiverlogError(INVALID_CONFIG) for bad TLS or metrics settings
+    or an unreadable PEM file."""
     internal, rest = rpc_tls.split_overrides(parse_overrides(items))
     rpc_tls.install(internal)
+    metrics_endpoint.configure(take_prometheus_settings(rest))  # decision 0033
     return rest
 
 
@@ -169,11 +173,16 @@ async def serve_process(
         elif not await until_stopped(process.start(), stop):
             log.info("%s stopped before it was serving", label)
             return
-        write_ready_file(ready_file, {"address": process.address, **ready_info()})
+        info = {"address": process.address, **ready_info()}
+        metrics_address = metrics_endpoint.start(process.address.rpartition(":")[0])
+        if metrics_address is not None:
+            info["metrics_address"] = metrics_address
+        write_ready_file(ready_file, info)
         await (stop.wait() if serving is None else serving())
     finally:
         log.info("%s stopping", label)
         await process.stop()
+        metrics_endpoint.stop()
 
 
 async def serve_node(

@@ -56,6 +56,9 @@ def test_up_status_down(tmp_path: Path) -> None:
         assert roles == [("gateway", 1), ("metadata", 1), ("metadata", 2), ("storage", 1),
                          ("storage", 2)]  # fmt: skip
         assert all(p["alive"] and p["pid"] > 0 for p in document["processes"])
+        services = [p for p in document["processes"] if p["role"] != "etcd"]
+        assert all(str(p["metrics"]).startswith("http://127.0.0.1:") for p in services)
+        assert all(str(p["metrics"]).endswith("/metrics") for p in services)
         view = document["cluster"]
         assert view["controller_id"] in (1, 2) and view["controller_epoch"] >= 1
         assert view["offline_partitions"] == 0 and view["under_replicated_partitions"] == 0

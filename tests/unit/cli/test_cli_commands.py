@@ -308,13 +308,15 @@ def test_cluster_json_and_status_text() -> None:
     document = {
         "data_dir": "/d",
         "processes": [{"name": "storage-1", "role": "storage", "node_id": 1,
-                       "address": "h:2", "pid": 42, "alive": True}],
+                       "address": "h:2", "pid": 42, "alive": True,
+                       "metrics": "http://h:9404/metrics"}],
         "cluster": view,
         "error": None,
     }  # fmt: skip
     text = cluster_cmd.status_text(document)
     assert "Controller: metadata instance 2 (epoch 5)" in text
     assert "storage-1" in text and "42" in text
+    assert "METRICS" in text and "http://h:9404/metrics" in text
     document["cluster"] = None
     document["error"] = "gateway h:3: NETWORK_EXCEPTION"
     assert "Cluster view unavailable: gateway h:3" in cluster_cmd.status_text(document)

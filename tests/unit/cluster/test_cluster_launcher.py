@@ -56,7 +56,9 @@ def test_start_runs_every_role_with_the_agreed_command_line(cluster: LocalCluste
     assert args[args.index("--node-id") + 1] == "2"
     assert args[args.index("--metadata") + 1] == ",".join(cluster.metadata_addresses)
     assert args[args.index("--rack") + 1] == "r2"
-    assert args[args.index("--config") + 1] == "log.segment.bytes=1024"
+    configs = [args[i + 1] for i, arg in enumerate(args) if arg == "--config"]
+    # every process serves /metrics on a free port; extra_config comes after (and wins)
+    assert configs == ["metrics.prometheus.port=0", "log.segment.bytes=1024"]
     assert Path(args[args.index("--log-dirs") + 1]).is_dir()
     meta_args = cluster.metadata(1).spec.args
     assert meta_args[meta_args.index("--etcd") + 1] == FAKE_ETCD

@@ -3,9 +3,10 @@ directory (default `$RIVERLOG_HOME` or `~/.riverlog`) by `riverlog.cluster.Local
 
 `up` returns once the gateway reports every storage node live and prints the bootstrap address
 on stdout (details on stderr), leaving the processes running in their own sessions. `status`
-reads the state file, checks every PID, and asks a gateway for the controller and the live
-nodes. `down` stops every recorded process by PID. `start | stop | restart | add | remove`
-change a running cluster one process at a time (`cluster_shape.py`).
+reads the state file, checks every PID, lists each process's Prometheus `/metrics` URL, and
+asks a gateway for the controller and the live nodes. `down` stops every recorded process by
+PID. `start | stop | restart | add | remove` change a running cluster one process at a time
+(`cluster_shape.py`).
 """
 
 from __future__ import annotations
@@ -236,6 +237,7 @@ def status_document(
             "address": p.address,
             "pid": p.pid,
             "alive": p.alive,
+            "metrics": p.metrics_url,
             "log": str(p.log_path),
         }
         for p in cluster.processes.values()
@@ -264,11 +266,11 @@ def status_document(
 
 def status_text(document: dict[str, Any]) -> str:
     rows = [
-        (p["name"], p["role"], p["node_id"], p["address"], p["pid"], p["alive"])
+        (p["name"], p["role"], p["node_id"], p["address"], p["pid"], p["alive"], p.get("metrics"))
         for p in document["processes"]
     ]
     lines = [f"Local cluster in {document['data_dir']}"]
-    lines.append(table(("name", "role", "node", "address", "pid", "alive"), rows))
+    lines.append(table(("name", "role", "node", "address", "pid", "alive", "metrics"), rows))
     view = document["cluster"]
     if view is None:
         lines.append(f"Cluster view unavailable: {document['error']}")

@@ -11,6 +11,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from riverlog.common import tracing
+from riverlog.common.metrics.rpc import instrument
 
 from . import tls
 from .channel import CHANNEL_OPTIONS, KEEPALIVE_TIME_MS
@@ -77,8 +78,8 @@ class RpcServer:
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         self._names = [name for _, _, name in servicers]
-        for add, servicer, _ in servicers:
-            add(servicer, self._server)
+        for add, servicer, name in servicers:
+            add(instrument(servicer, name), self._server)
         reflection.enable_server_reflection(
             [*self._names, health.SERVICE_NAME, reflection.SERVICE_NAME], self._server
         )

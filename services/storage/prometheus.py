@@ -1,0 +1,60 @@
+"""The storage node's gauges and counters for Prometheus (decision 0033): under-replicated
+partitions, ISR shrinks and expands, partition and leader counts, log size and end offset per
+replica, and the producer ids with state on this node (Kafka's ReplicaManager and Log
+metrics). Read from the replica manager on the event loop at scrape time, so the produce and
+fetch paths pay nothing for them."""
+
+from __future__ import annotations
+
+import asyncio
+
+from prometheus_client.core import Metric
+
+from riverlog.common.cluster.image import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from riverlog.common.metrics import endpoint
+from riverlog.common.metrics.endpoint import LoopCollector, family
+
+from .replica.replica_manager import ReplicaManager
+
+# Written by the coordinators under their own producer ids: not clients' producers.
+_COORDINATOR_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+
+NAMES = (
+    "riverlog_under_replicated_partitions",
+    "riverlog_isr_shrinks",
+    "riverlog_isr_expands",
+    "riverlog_partitions",
+    "riverlog_leader_partitions",
+    "riverlog_log_size_bytes",
+    "riverlog_log_end_offset",
+    "riverlog_producer_ids",
+)
+
+
+def snapshot(replicas: ReplicaManager) -> list[Metric]:
+    """The families, from the replica manager's state now (event loop only)."""
+    node = str(replicas.node_id)
+    urp, shrinks, expands, count, leaders, size, end, producers = (family(n) for n in NAMES)
+    partitions = list(replicas.partitions.values())
+    urp.add_metric([node], replicas.under_replicated_partitions)
+    shrinks.add_metric([node], replicas.isr_shrinks)
+    expands.add_metric([node], replicas.isr_expands)
+    count.add_metric([node], len(partitions))
+    leaders.add_metric([node], sum(1 for p in partitions if p.is_leader))
+    producer_ids = 0
+    for p in partitions:
+        labels = [node, p.tp.topic, str(p.tp.partition)]
+        size.add_metric(labels, p.log.size_bytes)
+        end.add_metric(labels, p.log.log_end_offset)
+        if p.tp.topic not in _COORDINATOR_TOPICS:
+            producer_ids += len(p.producer_state.producers)
+    producers.add_metric([node], producer_ids)
+    return [urp, shrinks, expands, count, leaders, size, end, producers]
+
+
+def register_prometheus_metrics(replicas: ReplicaManager) -> None:
+    """Serve the families on `/metrics` (no-op when this process serves none)."""
+    if not endpoint.enabled():
+        return
+    loop = asyncio.get_running_loop()
+    endpoint.register("storage", LoopCollector(loop, NAMES, lambda: snapshot(replicas)))
