@@ -1,0 +1,141 @@
+"""The cluster page (nodes by role and rack, the controller and its epoch, health), client
+quotas, users, and ACLs (only where the SDK has `describe_acls`)."""
+
+from __future__ import annotations
+
+import importlib
+from collections import defaultdict
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.quota.entity import DEFAULT, QUOTA_KEYS, QuotaEntity
+
+from .forms import acl_rows, quota_value
+from .sessions import Session
+from .web import back, form_action, has_acls, page, render
+
+ROLE_ORDER = ("metadata", "storage", "coordinator", "quota", "gateway")
+
+
+@page
+async def cluster(request: Request, session: Session) -> Response:
+    described = await run_in_threadpool(session.admin.describe_cluster)
+    by_role: dict[str, list[Any]] = defaultdict(list)
+    for node in sorted(described.nodes, key=lambda n: (n.kind, n.node_id)):
+        by_role[node.kind].append(node)
+    roles = sorted(by_role, key=lambda r: (ROLE_ORDER.index(r) if r in ROLE_ORDER else 99, r))
+    racks = sorted({n.rack for n in described.nodes if n.rack})
+    problems = []
+    if described.controller_id < 0:
+        problems.append("no active controller")
+    if described.offline_partitions:
+        problems.append(f"{described.offline_partitions} offline partition(s)")
+    if described.under_replicated_partitions:
+        problems.append(f"{described.under_replicated_partitions} under-replicated partition(s)")
+    context = {
+        "cluster": described,
+        "roles": [(r, by_role[r]) for r in roles],
+        "racks": racks,
+        "problems": problems,
+    }
+    return render(request, session, "cluster.html", context)
+
+
+def _entity_name(name: str | None) -> str:
+    if name is None:
+        return ""
+    return "<default>" if name == DEFAULT else name
+
+
+@page
+async def quotas(request: Request, session: Session) -> Response:
+    found = await run_in_threadpool(session.admin.describe_client_quotas)
+    rows = [
+        {"user": _entity_name(e.user), "client_id": _entity_name(e.client_id), "values": values}
+        for e, values in sorted(
+            found.items(), key=lambda kv: (str(kv[0].user), str(kv[0].client_id))
+        )
+    ]
+    return render(request, session, "quotas.html", {"rows": rows, "keys": QUOTA_KEYS})
+
+
+def _entity_part(text: str) -> str | None:
+    text = text.strip()
+    if not text:
+        return None
+    return DEFAULT if text == "<default>" else text
+
+
+async def set_quota(request: Request, session: Session) -> Response:
+    form = await request.form()
+    key = str(form.get("key", ""))
+    if key not in QUOTA_KEYS:
+        raise RiverlogError(f"unknown quota key {key!r}", ErrorCode.INVALID_CONFIG)
+    value = quota_value(str(form.get("value", "")))
+    entity = QuotaEntity(
+        _entity_part(str(form.get("user", ""))), _entity_part(str(form.get("client_id", "")))
+    )
+    await run_in_threadpool(session.admin.alter_client_quotas, [(entity, {key: value})])
+    session.flash("ok", f"{key} {'removed' if value is None else f'set to {value:g}'}")
+    return back("/quotas")
+
+
+@page
+async def users(request: Request, session: Session) -> Response:
+    names = await run_in_threadpool(session.admin.list_users)
+    return render(request, session, "users.html", {"users": sorted(names)})
+
+
+async def add_user(request: Request, session: Session) -> Response:
+    form = await request.form()
+    name, password = str(form.get("name", "")).strip(), str(form.get("password", ""))
+    if not name or not password:
+        raise RiverlogError("a user needs a name and a password", ErrorCode.INVALID_REQUEST)
+    await run_in_threadpool(session.admin.upsert_user, name, password)
+    session.flash("ok", f"user {name!r} saved")
+    return back("/users")
+
+
+async def delete_user(request: Request, session: Session) -> Response:
+    name = request.path_params["name"]
+    await run_in_threadpool(session.admin.delete_user, name)
+    session.flash("ok", f"user {name!r} deleted")
+    return back("/users")
+
+
+def describe_acls(admin: Any) -> list[Any]:
+    """Every binding the principal may see: `describe_acls()`, or with Kafka's match-all
+    filter where the SDK's method takes one."""
+    try:
+        return list(admin.describe_acls())
+    except TypeError:
+        model = importlib.import_module("riverlog.common.acl.model")
+        return list(admin.describe_acls(model.AclBindingFilter()))
+
+
+@page
+async def acls(request: Request, session: Session) -> Response:
+    if not has_acls(session):
+        raise RiverlogError(
+            "this Riverlog's SDK has no ACL support (AdminClient.describe_acls)",
+            ErrorCode.UNSUPPORTED_VERSION,
+        )
+    bindings = await run_in_threadpool(describe_acls, session.admin)
+    return render(request, session, "acls.html", {"rows": acl_rows(bindings)})
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Route("/cluster", cluster),
+        Route("/quotas", quotas, methods=["GET"]),
+        Route("/quotas", page(form_action(set_quota, "/quotas")), methods=["POST"]),
+        Route("/users", users, methods=["GET"]),
+        Route("/users", page(form_action(add_user, "/users")), methods=["POST"]),
+        Route("/users/{name}/delete", page(form_action(delete_user, "/users")), methods=["POST"]),
+        Route("/acls", acls),
+    ]

@@ -1,0 +1,347 @@
+"""The web console in a real headless browser (Debian's chromium and chromedriver, driven by
+selenium) against the module's real cluster (with a group coordinator): `riverlog console`
+runs as its own process on 127.0.0.1 and is stopped by PID. A user signs in with their own
+password (a wrong one is refused), every page loads, a topic is created and deleted from the
+page (a bad config line is refused and changes nothing), a produced record shows up decoded as
+JSON and as hex, and a group's lag is shown and falls to zero as the group consumes.
+
+Set RIVERLOG_CONSOLE_SCREENSHOTS=docs/console to save a screenshot of each page there.
+Skipped, saying why, where chromium or chromedriver is not installed (`make browser-tools`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from riverlog.client import AdminClient, Consumer, Producer
+from riverlog.cluster import LocalCluster, unique_topic_name
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.timeout(120),
+    pytest.mark.skipif(
+        CHROMIUM is None or CHROMEDRIVER is None,
+        reason="needs Debian's chromium and chromium-driver "
+        "(apt-get install -y chromium chromium-driver, or `make browser-tools` as root)",
+    ),
+]
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+PASSWORD = "console-pw"
+WAIT_S = 30.0
+SCREENSHOTS = os.environ.get("RIVERLOG_CONSOLE_SCREENSHOTS", "")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _wait_http(url: str, proc: subprocess.Popen[bytes], deadline_s: float = 30.0) -> None:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"riverlog console exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError(f"{url} did not answer within {deadline_s} s")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """The module's cluster, as tests/integration/groups' (the session's has no coordinator)."""
+    with LocalCluster(
+        tmp_path_factory.mktemp("console-cluster"),
+        storage_nodes=3,
+        metadata_nodes=1,
+        gateways=1,
+        coordinators=1,
+        extra_config={
+            "metadata": {"offsets.topic.num.partitions": "3"},
+            "coordinator": {"group.initial.rebalance.delay.ms": "0"},
+        },
+    ) as local:
+        yield local
+
+
+@pytest.fixture
+def new_topic(cluster: LocalCluster) -> Callable[[int], str]:
+    def create(partitions: int = 1) -> str:
+        name = unique_topic_name("console")
+        cluster.create_topic(name, partitions, 1)
+        return name
+
+    return create
+
+
+@pytest.fixture(scope="module")
+def console_url(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = _free_port()
+    log = tmp_path_factory.mktemp("console") / "console.log"
+    command = [
+        sys.executable, "-m", "riverlog.cli.main", "console",
+        "--bootstrap", cluster.gateway_address,
+        "--host", "127.0.0.1", "--port", str(port),
+        "--sample-interval", "1",
+    ]  # fmt: skip
+    with log.open("wb") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_http(f"{url}/healthz", proc)
+        yield url
+    finally:
+        proc.terminate()  # by PID
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    # uvicorn exits by re-raising SIGTERM once its graceful shutdown (the lifespan closing every
+    # session) is done
+    assert proc.returncode in (0, -signal.SIGTERM), log.read_text()[-2000:]
+    assert "Application shutdown complete" in log.read_text()
+
+
+@pytest.fixture(scope="module")
+def user(cluster: LocalCluster) -> str:
+    name = unique_topic_name("console-user")
+    with AdminClient({"bootstrap.servers": cluster.gateway_address}) as admin:
+        admin.upsert_user(name, PASSWORD)
+    return name
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[WebDriver]:
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    options.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                "--disable-gpu", "--window-size=1400,1000"):  # fmt: skip
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _wait(browser: WebDriver, condition, what: str):  # type: ignore[no-untyped-def]
+    return WebDriverWait(browser, WAIT_S, poll_frequency=0.2).until(
+        lambda d: condition(d), message=f"waiting for {what}"
+    )
+
+
+def _text(browser: WebDriver, css: str) -> str:
+    return str(browser.find_element(By.CSS_SELECTOR, css).text)
+
+
+def _shot(browser: WebDriver, name: str) -> None:
+    if SCREENSHOTS:
+        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(Path(SCREENSHOTS) / f"{name}.png"))
+
+
+def _sign_in(browser: WebDriver, url: str, user: str, password: str) -> None:
+    browser.delete_all_cookies()
+    browser.get(f"{url}/cluster")
+    _wait(browser, lambda d: "/login" in d.current_url, "the login page")
+    browser.find_element(By.NAME, "username").send_keys(user)
+    browser.find_element(By.NAME, "password").send_keys(password)
+    browser.find_element(By.ID, "sign-in").click()
+
+
+@pytest.fixture
+def signed_in(browser: WebDriver, console_url: str, user: str) -> WebDriver:
+    _sign_in(browser, console_url, user, PASSWORD)
+    _wait(browser, lambda d: d.current_url.endswith("/cluster"), "the cluster page")
+    return browser
+
+
+def test_a_wrong_password_is_refused_and_the_right_one_signs_in_as_the_user(
+    browser: WebDriver, console_url: str, user: str
+) -> None:
+    _sign_in(browser, console_url, user, "not-the-password")
+    error = _wait(browser, lambda d: d.find_elements(By.ID, "login-error"), "the login error")
+    assert "SASL_AUTHENTICATION_FAILED" in error[0].text
+    _shot(browser, "login")
+    _sign_in(browser, console_url, user, PASSWORD)
+    _wait(browser, lambda d: d.current_url.endswith("/cluster"), "the cluster page")
+    assert _text(browser, "#principal") == user
+    browser.find_element(By.CSS_SELECTOR, "nav form button").click()  # sign out
+    _wait(browser, lambda d: "/login" in d.current_url, "the login page")
+    browser.get(f"{console_url}/topics")
+    assert "/login" in browser.current_url  # the session is gone
+
+
+def test_every_page_loads(signed_in: WebDriver, console_url: str, cluster: LocalCluster) -> None:
+    browser = signed_in
+    with AdminClient({"bootstrap.servers": cluster.gateway_address}) as admin:
+        described = admin.describe_cluster()
+    assert _text(browser, "#controller") == str(described.controller_id)
+    assert _text(browser, "#controller-epoch") == str(described.controller_epoch)
+    rows = browser.find_elements(By.CSS_SELECTOR, "#nodes tbody tr")
+    storage = [r for r in rows if r.text.startswith("storage")]
+    assert len(storage) == sum(n.kind == "storage" for n in described.nodes) == 3
+    _shot(browser, "cluster")
+    for path, table in [("/topics", "#topics"), ("/groups", "#groups"),
+                        ("/quotas", "#quotas"), ("/users", "#users")]:  # fmt: skip
+        browser.get(f"{console_url}{path}")
+        assert browser.find_elements(By.CSS_SELECTOR, table), path
+        _shot(browser, path.strip("/"))
+    assert _text(browser, "#principal") in _text(browser, "#users")
+
+
+def test_a_topic_is_created_altered_and_deleted_from_the_page(
+    signed_in: WebDriver, console_url: str, cluster: LocalCluster, topic_name: str
+) -> None:
+    browser = signed_in
+    browser.get(f"{console_url}/topics")
+    form = browser.find_element(By.ID, "create-topic")
+    form.find_element(By.NAME, "name").send_keys(topic_name)
+    form.find_element(By.NAME, "partitions").send_keys("2")
+    form.find_element(By.NAME, "replication_factor").send_keys("1")
+    form.find_element(By.NAME, "configs").send_keys("retention.ms=3600000")
+    form.find_element(By.CSS_SELECTOR, "button").click()
+    _wait(browser, lambda d: d.find_elements(By.ID, "topic-name"), "the topic page")
+    assert _text(browser, "#topic-name") == topic_name
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#partitions tbody tr")) == 2
+    with AdminClient({"bootstrap.servers": cluster.gateway_address}) as admin:
+        topic = admin.describe_topics([topic_name])[topic_name]
+        assert len(topic.partitions) == 2
+        assert topic.configs.get("retention.ms") == "3600000"
+        # a bad config line is refused with Kafka's code and changes nothing
+        form = browser.find_element(By.ID, "alter-configs")
+        form.find_element(By.NAME, "set").send_keys("cleanup.policy")
+        form.find_element(By.CSS_SELECTOR, "button").click()
+        flash = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".flash-error"), "error")
+        assert "INVALID_CONFIG" in flash[0].text
+        assert admin.describe_topics([topic_name])[topic_name].configs == topic.configs
+        form = browser.find_element(By.ID, "alter-configs")
+        form.find_element(By.NAME, "set").send_keys("retention.ms=7200000")
+        form.find_element(By.CSS_SELECTOR, "button").click()
+        _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".flash-ok"), "the change")
+        assert admin.describe_topics([topic_name])[topic_name].configs["retention.ms"] == "7200000"
+        row = browser.find_element(By.CSS_SELECTOR, "#configs tr[data-config='retention.ms']")
+        assert "7200000" in row.text
+        _shot(browser, "topic")
+        form = browser.find_element(By.ID, "delete-topic")
+        form.find_element(By.NAME, "confirm").send_keys(topic_name)
+        form.find_element(By.CSS_SELECTOR, "button").click()
+        _wait(browser, lambda d: d.current_url.endswith("/topics"), "the topics page")
+        assert topic_name not in admin.list_topics()
+    assert not browser.find_elements(By.CSS_SELECTOR, f"#topics tr[data-topic='{topic_name}']")
+
+
+def test_a_produced_record_shows_up_decoded(
+    signed_in: WebDriver, console_url: str, cluster: LocalCluster, new_topic: Callable[[int], str]
+) -> None:
+    browser = signed_in
+    topic = new_topic(1)
+    value = json.dumps({"order": 42, "item": "kayak"}).encode()
+    with Producer({"bootstrap.servers": cluster.gateway_address}) as producer:
+        producer.send(topic, value, key=b"user-7", headers=[("trace", b"\x00\xff")]).result(30)
+    browser.get(f"{console_url}/topics/{topic}/messages?partition=0&format=auto")
+    row = _wait(
+        browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#records tr[data-offset='0']"), "row"
+    )[0]
+    assert row.find_element(By.CSS_SELECTOR, "td.key").text.startswith("user-7")
+    cell = row.find_element(By.CSS_SELECTOR, "td.value")
+    assert cell.get_attribute("data-format") == "json"
+    assert '"item": "kayak"' in cell.text
+    assert "00 ff" in row.find_element(By.CSS_SELECTOR, "td.headers").text  # not UTF-8: hex
+    _shot(browser, "messages")
+    Select(browser.find_element(By.NAME, "format")).select_by_visible_text("hex")
+    browser.find_element(By.CSS_SELECTOR, "#browse-form button").click()
+    cell = _wait(
+        browser,
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#records td.value[data-format='hex']"),
+        "the hex value",
+    )[0]
+    assert value[:4].hex(" ") in cell.text  # 7b 22 6f 72: {"or
+    # by time: a timestamp after the record finds nothing, one before it finds it
+    browser.get(f"{console_url}/topics/{topic}/messages?partition=0&mode=timestamp&timestamp=0")
+    assert browser.find_elements(By.CSS_SELECTOR, "#records tr[data-offset='0']")
+    later = int(time.time() * 1000) + 3_600_000
+    browser.get(f"{console_url}/topics/{topic}/messages?mode=timestamp&timestamp={later}")
+    assert not browser.find_elements(By.CSS_SELECTOR, "#records tr[data-offset]")
+
+
+def test_a_groups_lag_is_shown_and_falls_to_zero_as_it_consumes(
+    signed_in: WebDriver, console_url: str, cluster: LocalCluster, new_topic: Callable[[int], str]
+) -> None:
+    browser = signed_in
+    topic = new_topic(1)
+    group = unique_topic_name("console-group")
+    with Producer({"bootstrap.servers": cluster.gateway_address}) as producer:
+        producer.send_many(topic, [f"record-{i}".encode() for i in range(20)])
+        producer.flush(30)
+    conf = {
+        "bootstrap.servers": cluster.gateway_address,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    }
+    with Consumer(conf) as consumer:
+        consumer.subscribe([topic])
+
+        def consume(count: int) -> None:
+            got = 0
+            deadline = time.monotonic() + WAIT_S
+            while got < count and time.monotonic() < deadline:
+                got += sum(map(len, consumer.poll(500, max_records=count - got).values()))
+            assert got == count
+            consumer.commit_sync()
+
+        consume(5)
+        browser.get(f"{console_url}/groups/{group}")
+        _wait(browser, lambda d: _text(d, "#total-lag") == "15", "lag 15")
+        assert _text(browser, f"#lag-table tr[data-tp='{topic}-0'] td.lag") == "15"
+        assert _text(browser, "#group-state") == "Stable"
+        _wait(
+            browser,
+            lambda d: (
+                int(d.find_element(By.ID, "lag-chart").get_attribute("data-points") or 0) >= 1
+            ),
+            "a point on the lag graph",
+        )
+        consume(15)
+        _wait(browser, lambda d: _text(d, "#total-lag") == "0", "lag 0")  # refreshed by htmx
+        _wait(
+            browser,
+            lambda d: (
+                int(d.find_element(By.ID, "lag-chart").get_attribute("data-points") or 0) >= 2
+            ),
+            "more points on the lag graph",
+        )
+        _shot(browser, "group")
+        browser.get(f"{console_url}/groups")
+        assert browser.find_elements(By.CSS_SELECTOR, f"#groups tr[data-group='{group}']")
