@@ -5,7 +5,8 @@ password (a wrong one is refused), every page loads, a topic is created and dele
 page (a bad config line is refused and changes nothing), a produced record shows up decoded as
 JSON and as hex, and a group's lag is shown and falls to zero as the group consumes.
 
-Set RIVERLOG_CONSOLE_SCREENSHOTS=docs/console to save a screenshot of each page there.
+Set RIVERLOG_CONSOLE_SCREENSHOTS=DIR to save a screenshot of each page the test saw there
+(docs/console/ is made by scripts/console_screenshots.py, on a cluster with more to show).
 Skipped, saying why, where chromium or chromedriver is not installed (`make browser-tools`).
 """
 
@@ -165,7 +166,7 @@ def _text(browser: WebDriver, css: str) -> str:
 
 
 def _shot(browser: WebDriver, name: str) -> None:
-    if SCREENSHOTS:
+    if SCREENSHOTS:  # a look at what the test saw (docs/console comes from the script)
         Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
         browser.save_screenshot(str(Path(SCREENSHOTS) / f"{name}.png"))
 
@@ -261,14 +262,28 @@ def test_a_topic_is_created_altered_and_deleted_from_the_page(
     assert not browser.find_elements(By.CSS_SELECTOR, f"#topics tr[data-topic='{topic_name}']")
 
 
-def test_a_produced_record_shows_up_decoded(
+def _throughput(browser: WebDriver, url: str, topic: str) -> list[list[float]]:
+    """The topic's sampled records per second, as the page's graph fetches them."""
+    browser.get(f"{url}/topics/{topic}/throughput.json")
+    points: list[list[float]] = json.loads(browser.find_element(By.TAG_NAME, "body").text)["points"]
+    return points
+
+
+def test_a_produced_record_shows_up_in_the_throughput_graph_and_decoded(
     signed_in: WebDriver, console_url: str, cluster: LocalCluster, new_topic: Callable[[int], str]
 ) -> None:
     browser = signed_in
     topic = new_topic(1)
+    browser.get(f"{console_url}/topics/{topic}")  # the console starts sampling its throughput
+    _wait(browser, lambda d: len(_throughput(d, console_url, topic)) >= 1, "a throughput point")
     value = json.dumps({"order": 42, "item": "kayak"}).encode()
     with Producer({"bootstrap.servers": cluster.gateway_address}) as producer:
         producer.send(topic, value, key=b"user-7", headers=[("trace", b"\x00\xff")]).result(30)
+    _wait(
+        browser,
+        lambda d: any(rate > 0 for _, rate in _throughput(d, console_url, topic)),
+        "the record in the throughput graph",
+    )
     browser.get(f"{console_url}/topics/{topic}/messages?partition=0&format=auto")
     row = _wait(
         browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#records tr[data-offset='0']"), "row"
