@@ -3,9 +3,9 @@ offsets, taken in the console process with one signed-in user's client (so a gra
 what that principal may not describe) into bounded series.
 
 Sampling is on demand: a page that shows a graph asks for its key (`watch`), and a key no page
-has asked for in `idle_s` is dropped with its series, so the console samples only what
-someone is looking at. One daemon thread per session; a failed sample is remembered as the
-key's error (shown beside the graph) and sampling goes on.
+has asked for in `idle_s` is dropped with its series (and at most MAX_KEYS are kept), so the
+console samples only what someone is looking at. One daemon thread per session; a failed
+sample is remembered as the key's error (shown beside the graph) and sampling goes on.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from .series import Point, Series, rates, total_lag
 LAG: Final = "lag"
 ENDS: Final = "ends"
 Key = tuple[str, str]  # (LAG, group id) or (ENDS, topic)
+MAX_KEYS: Final = 100  # per session; the least recently asked for goes first
 
 
 class Sampler:
@@ -58,6 +59,11 @@ class Sampler:
     def watch(self, key: Key) -> None:
         """Sample `key` from now on (again), and keep it while pages ask for it."""
         with self._lock:
+            if key not in self._asked and len(self._asked) >= MAX_KEYS:
+                oldest = min(self._asked, key=self._asked.__getitem__)
+                del self._asked[oldest]
+                self._series.pop(oldest, None)
+                self._errors.pop(oldest, None)
             self._asked[key] = time.monotonic()
             self._series.setdefault(key, Series(self._capacity))
 

@@ -203,6 +203,27 @@ def test_a_wrong_password_is_refused_and_the_right_one_signs_in_as_the_user(
     assert "/login" in browser.current_url  # the session is gone
 
 
+def test_every_call_carries_the_users_own_credentials(
+    browser: WebDriver, console_url: str, cluster: LocalCluster
+) -> None:
+    """Deleting the signed-in user makes the next page fail authentication at the gateway:
+    the console calls as that user on every page, not only at sign-in."""
+    doomed = unique_topic_name("console-doomed")
+    with AdminClient({"bootstrap.servers": cluster.gateway_address}) as admin:
+        admin.upsert_user(doomed, PASSWORD)
+        _sign_in(browser, console_url, doomed, PASSWORD)
+        _wait(browser, lambda d: d.current_url.endswith("/cluster"), "the cluster page")
+        assert _text(browser, "#principal") == doomed
+        admin.delete_user(doomed)
+
+    def refused(d: WebDriver) -> bool:
+        d.get(f"{console_url}/topics")
+        return bool(d.find_elements(By.ID, "error-message"))
+
+    _wait(browser, refused, "the gateway to refuse the deleted user")
+    assert "SASL_AUTHENTICATION_FAILED" in browser.find_element(By.TAG_NAME, "h2").text
+
+
 def test_every_page_loads(signed_in: WebDriver, console_url: str, cluster: LocalCluster) -> None:
     browser = signed_in
     with AdminClient({"bootstrap.servers": cluster.gateway_address}) as admin:
@@ -305,6 +326,8 @@ def test_a_produced_record_shows_up_in_the_throughput_graph_and_decoded(
     # by time: a timestamp after the record finds nothing, one before it finds it
     browser.get(f"{console_url}/topics/{topic}/messages?partition=0&mode=timestamp&timestamp=0")
     assert browser.find_elements(By.CSS_SELECTOR, "#records tr[data-offset='0']")
+    browser.get(f"{console_url}/topics/{topic}/messages?partition=7")  # bad input: an error
+    assert "has partitions 0 to 0, not 7" in _text(browser, "#error-message")
     later = int(time.time() * 1000) + 3_600_000
     browser.get(f"{console_url}/topics/{topic}/messages?mode=timestamp&timestamp={later}")
     assert not browser.find_elements(By.CSS_SELECTOR, "#records tr[data-offset]")
