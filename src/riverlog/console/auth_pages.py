@@ -24,6 +24,7 @@ async def login(request: Request) -> Response:
     form = await request.form()
     user, password, token = (str(form.get(k, "")) for k in ("username", "password", "token"))
     target = safe_next(str(form.get("next", "")))
+    store_of(request).logout(request.cookies.get(COOKIE))  # a new sign-in ends the old session
     try:
         session = await run_in_threadpool(store_of(request).login, user.strip(), password, token)
     except RiverlogError as e:

@@ -7,7 +7,7 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from riverlog.client import AdminClient
@@ -69,6 +69,15 @@ async def lag_fragment(request: Request, session: Session) -> Response:
 
 
 @page
+async def total_lag_fragment(request: Request, session: Session) -> Response:
+    """The group's total lag alone, which the groups list loads per row (htmx, on load) so the
+    list itself costs one call whatever the number of groups."""
+    group_id = request.path_params["group_id"]
+    lags = await run_in_threadpool(reads.group_lag, session.admin, group_id)
+    return PlainTextResponse(str(total_lag(p.lag for p in lags)))
+
+
+@page
 async def lag_json(request: Request, session: Session) -> Response:
     """The group's total lag as sampled: {"points": [[ms, lag], ...], "error": ""}."""
     key = (LAG, request.path_params["group_id"])
@@ -86,5 +95,6 @@ def routes() -> list[BaseRoute]:
         Route("/groups", groups),
         Route("/groups/{group_id}/lag.json", lag_json),
         Route("/groups/{group_id}/lag", lag_fragment),
+        Route("/groups/{group_id}/total-lag", total_lag_fragment),
         Route("/groups/{group_id}", group),
     ]

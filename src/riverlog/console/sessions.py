@@ -17,12 +17,13 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from riverlog.client import AdminClient, AdminConfig
+from riverlog.client import AdminClient, AdminConfig, ConsumerConfig
 from riverlog.common.quota.entity import ANONYMOUS
 
 from .sampler import Sampler
 
 CLIENT_ID = "riverlog-console"
+DEFAULT_API_TIMEOUT_MS = 15_000  # a page waits this long at most for a retried call (SDK: 60 s)
 CREDENTIAL_KEYS = frozenset({"sasl.username", "sasl.password", "sasl.oauthbearer.token"})
 
 
@@ -79,9 +80,13 @@ class SessionStore:
         self.base_conf: dict[str, object] = {
             "bootstrap.servers": bootstrap,
             "client.id": CLIENT_ID,
+            "default.api.timeout.ms": DEFAULT_API_TIMEOUT_MS,
             **extra,
         }
-        AdminConfig.from_kafka(self.base_conf)  # a bad -X key fails at start (ConfigError)
+        # the admin client and the message browser's consumer share these settings: a key
+        # either one does not know, or a bad value, fails at start (ConfigError)
+        AdminConfig.from_kafka(self.base_conf)
+        ConsumerConfig.from_kafka(self.base_conf)
         self.sample_interval_s = sample_interval_s
         self.history = history
         self.idle_timeout_s = idle_timeout_s

@@ -382,4 +382,5 @@ def test_a_groups_lag_is_shown_and_falls_to_zero_as_it_consumes(
         )
         _shot(browser, "group")
         browser.get(f"{console_url}/groups")
-        assert browser.find_elements(By.CSS_SELECTOR, f"#groups tr[data-group='{group}']")
+        row = f"#groups tr[data-group='{group}']"
+        _wait(browser, lambda d: _text(d, f"{row} td.lag") == "0", "the group's lag in the list")

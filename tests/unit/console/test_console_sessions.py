@@ -32,8 +32,11 @@ def test_sdk_settings_are_checked_at_start() -> None:
     store = SessionStore("127.0.0.1:9092", {"request.timeout.ms": "5000"})
     assert store.base_conf["request.timeout.ms"] == "5000"
     assert store.base_conf["client.id"] == "riverlog-console"
+    assert store.base_conf["default.api.timeout.ms"] == 15_000  # pages do not hang a minute
     with pytest.raises(ConfigError, match=r"request\.timeout\.ms"):
         SessionStore("127.0.0.1:9092", {"request.timeout.ms": "soon"})
+    with pytest.raises(ConfigError, match="unknown consumer config 'retries'"):
+        SessionStore("127.0.0.1:9092", {"retries": "3"})  # the browser's consumer has no such key
     assert store.get(None) is None and store.get("unknown") is None
     store.close()
 

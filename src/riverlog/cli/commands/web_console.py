@@ -79,7 +79,8 @@ def register(subparsers: Any) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="an SDK setting for the console's clients (TLS to the gateway, timeouts); repeat",
+        help="an SDK setting for the console's admin client and consumers (TLS to the gateway, "
+        "timeouts; keys both know); repeat",
     )
     parser.add_argument(
         "--log-level",
