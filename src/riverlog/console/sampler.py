@@ -52,9 +52,10 @@ class Sampler:
         self._thread.start()
 
     def stop(self) -> None:
+        """Ask the thread to end, without waiting: this runs on the event loop (sign-out,
+        expiry), and the session closes its client next, which ends a sample in progress
+        with ClientClosedError."""
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=self.interval_s + 5)
 
     def watch(self, key: Key) -> None:
         """Sample `key` from now on (again), and keep it while pages ask for it."""
@@ -94,11 +95,17 @@ class Sampler:
                 self._errors.pop(key, None)
             keys = list(self._asked)
         for key in keys:
+            if self._stop.is_set():
+                return
             try:
                 value = self._value(key)
             except RiverlogError as e:
                 with self._lock:
                     self._errors[key] = f"{e.code.name}: {e.message}"
+                continue
+            except Exception as e:  # a bug must not end sampling for every other key
+                with self._lock:
+                    self._errors[key] = f"{type(e).__name__}: {e}"
                 continue
             with self._lock:
                 series = self._series.get(key)
@@ -108,7 +115,7 @@ class Sampler:
                 self._errors.pop(key, None)
 
     def _run(self) -> None:
-        while not self._stop.is_set():
+        while not self._stop.is_set():  # (a sample cut short by close() fails and ends here)
             started = time.monotonic()
             self.sample_once()
             self._stop.wait(max(self.interval_s - (time.monotonic() - started), 0.0))
