@@ -93,8 +93,9 @@ async def lag_json(request: Request, session: Session) -> Response:
 def routes() -> list[BaseRoute]:
     return [
         Route("/groups", groups),
-        Route("/groups/{group_id}/lag.json", lag_json),
-        Route("/groups/{group_id}/lag", lag_fragment),
-        Route("/groups/{group_id}/total-lag", total_lag_fragment),
-        Route("/groups/{group_id}", group),
+        # group ids may hold "/" (Kafka allows it): the suffixed routes come first
+        Route("/groups/{group_id:path}/lag.json", lag_json),
+        Route("/groups/{group_id:path}/lag", lag_fragment),
+        Route("/groups/{group_id:path}/total-lag", total_lag_fragment),
+        Route("/groups/{group_id:path}", group),
     ]

@@ -28,6 +28,17 @@ templates = Jinja2Templates(directory=HERE / "templates")
 
 Handler = Callable[[Request, Session], Awaitable[Response]]
 
+PAGE_HEADERS: Final = {
+    # pages show what one user may see: no shared caches, no framing of the forms, scripts
+    # only from the console itself (the vendored files; no inline script anywhere)
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": (
+        "default-src 'self'; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
 NOT_FOUND: Final = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.GROUP_ID_NOT_FOUND})
 
 
@@ -68,7 +79,9 @@ def render(
         "refresh_s": max(2, round(store_of(request).sample_interval_s)),
         "path": request.url.path,
     }
-    return templates.TemplateResponse(request, name, {**base, **(context or {})}, status_code)
+    response = templates.TemplateResponse(request, name, {**base, **(context or {})}, status_code)
+    response.headers.update(PAGE_HEADERS)
+    return response
 
 
 def back(to: str) -> RedirectResponse:

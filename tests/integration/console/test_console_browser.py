@@ -338,7 +338,7 @@ def test_a_groups_lag_is_shown_and_falls_to_zero_as_it_consumes(
 ) -> None:
     browser = signed_in
     topic = new_topic(1)
-    group = unique_topic_name("console-group")
+    group = "billing/" + unique_topic_name("console-group")  # a "/" in the id, as Kafka allows
     with Producer({"bootstrap.servers": cluster.gateway_address}) as producer:
         producer.send_many(topic, [f"record-{i}".encode() for i in range(20)])
         producer.flush(30)
