@@ -51,13 +51,15 @@ def _json(text: str | None) -> str | None:
 
 
 def hexdump(data: bytes) -> str:
-    """xxd's layout: offset, 16 bytes in hex, the printable ASCII of them."""
+    """xxd's layout: offset, 16 bytes in hex, the printable ASCII of them (a dump of one row
+    is not padded to the full width, so short keys stay narrow)."""
     lines = []
+    width = HEX_ROW * 3 - 1 if len(data) > HEX_ROW else 0
     for start in range(0, len(data), HEX_ROW):
         row = data[start : start + HEX_ROW]
         hexes = " ".join(f"{b:02x}" for b in row)
         ascii_ = "".join(chr(b) if 32 <= b < 127 else "." for b in row)
-        lines.append(f"{start:08x}  {hexes:<{HEX_ROW * 3 - 1}}  {ascii_}")
+        lines.append(f"{start:08x}  {hexes:<{width}}  {ascii_}")
     return "\n".join(lines)
 
 

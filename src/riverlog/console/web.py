@@ -33,7 +33,8 @@ PAGE_HEADERS: Final = {
     # only from the console itself (the vendored files; no inline script anywhere)
     "Cache-Control": "no-store",
     "Content-Security-Policy": (
-        "default-src 'self'; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'"
+        "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+        "frame-ancestors 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",

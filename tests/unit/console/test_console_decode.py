@@ -54,7 +54,8 @@ def test_hex_is_an_xxd_style_dump() -> None:
     lines = decode(data, "hex").text.splitlines()
     assert lines[0].startswith("00000000  00 01 02 03")
     assert lines[1].startswith("00000010  10 11 12 13")
-    assert hexdump(b"AB\x00") == "00000000  41 42 00" + " " * 39 + "  AB."
+    assert lines[1] == "00000010  10 11 12 13" + " " * 36 + "  ...."  # rows aligned
+    assert hexdump(b"AB\x00") == "00000000  41 42 00  AB."  # one row: not padded
 
 
 def test_long_values_are_cut_and_the_note_says_how_much() -> None:
