@@ -17,7 +17,7 @@ from riverlog.common.quota.entity import DEFAULT, QUOTA_KEYS, QuotaEntity
 
 from .forms import acl_rows, quota_value
 from .sessions import Session
-from .web import back, form_action, has_acls, page, render
+from .web import back, form_action, has_acls, number, page, render
 
 ROLE_ORDER = ("metadata", "storage", "coordinator", "quota", "gateway")
 
@@ -81,7 +81,7 @@ async def set_quota(request: Request, session: Session) -> Response:
         _entity_part(str(form.get("user", ""))), _entity_part(str(form.get("client_id", "")))
     )
     await run_in_threadpool(session.admin.alter_client_quotas, [(entity, {key: value})])
-    session.flash("ok", f"{key} {'removed' if value is None else f'set to {value:g}'}")
+    session.flash("ok", f"{key} {'removed' if value is None else f'set to {number(value)}'}")
     return back("/quotas")
 
 

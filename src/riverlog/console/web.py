@@ -26,6 +26,14 @@ HERE = Path(__file__).resolve().parent
 COOKIE: Final = "riverlog_console"
 templates = Jinja2Templates(directory=HERE / "templates")
 
+
+def number(value: float) -> str:
+    """A quota or rate for people: 1,048,576 rather than 1.04858e+06."""
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.3g}"
+
+
+templates.env.filters["number"] = number
+
 Handler = Callable[[Request, Session], Awaitable[Response]]
 
 PAGE_HEADERS: Final = {

@@ -23,6 +23,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 
@@ -44,6 +45,7 @@ pytestmark = [
 ]
 
 webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
@@ -156,8 +158,21 @@ def browser() -> Iterator[WebDriver]:
 
 
 def _wait(browser: WebDriver, condition, what: str):  # type: ignore[no-untyped-def]
-    return WebDriverWait(browser, WAIT_S, poll_frequency=0.2).until(
-        lambda d: condition(d), message=f"waiting for {what}"
+    # a page being replaced (a form's redirect, an htmx swap) leaves stale elements: look again
+    return WebDriverWait(
+        browser, WAIT_S, poll_frequency=0.2, ignored_exceptions=(StaleElementReferenceException,)
+    ).until(lambda d: condition(d), message=f"waiting for {what}")
+
+
+def _wait_path(browser: WebDriver, path: str) -> None:
+    """Until the browser shows the page at `path` (not /login?next=<path>), loaded."""
+    _wait(
+        browser,
+        lambda d: (
+            urlparse(d.current_url).path == path
+            and d.execute_script("return document.readyState") == "complete"
+        ),
+        f"the page {path}",
     )
 
 
@@ -183,7 +198,7 @@ def _sign_in(browser: WebDriver, url: str, user: str, password: str) -> None:
 @pytest.fixture
 def signed_in(browser: WebDriver, console_url: str, user: str) -> WebDriver:
     _sign_in(browser, console_url, user, PASSWORD)
-    _wait(browser, lambda d: d.current_url.endswith("/cluster"), "the cluster page")
+    _wait_path(browser, "/cluster")
     return browser
 
 
@@ -195,7 +210,7 @@ def test_a_wrong_password_is_refused_and_the_right_one_signs_in_as_the_user(
     assert "SASL_AUTHENTICATION_FAILED" in error[0].text
     _shot(browser, "login")
     _sign_in(browser, console_url, user, PASSWORD)
-    _wait(browser, lambda d: d.current_url.endswith("/cluster"), "the cluster page")
+    _wait_path(browser, "/cluster")
     assert _text(browser, "#principal") == user
     browser.find_element(By.CSS_SELECTOR, "nav form button").click()  # sign out
     _wait(browser, lambda d: "/login" in d.current_url, "the login page")
@@ -212,7 +227,7 @@ def test_every_call_carries_the_users_own_credentials(
     with AdminClient({"bootstrap.servers": cluster.gateway_address}) as admin:
         admin.upsert_user(doomed, PASSWORD)
         _sign_in(browser, console_url, doomed, PASSWORD)
-        _wait(browser, lambda d: d.current_url.endswith("/cluster"), "the cluster page")
+        _wait_path(browser, "/cluster")
         assert _text(browser, "#principal") == doomed
         admin.delete_user(doomed)
 
@@ -240,6 +255,49 @@ def test_every_page_loads(signed_in: WebDriver, console_url: str, cluster: Local
         assert browser.find_elements(By.CSS_SELECTOR, table), path
         _shot(browser, path.strip("/"))
     assert _text(browser, "#principal") in _text(browser, "#users")
+
+
+def test_quotas_and_users_are_changed_from_their_pages(
+    signed_in: WebDriver, console_url: str, cluster: LocalCluster, user: str
+) -> None:
+    browser = signed_in
+    newcomer = unique_topic_name("console-newcomer")
+    with AdminClient({"bootstrap.servers": cluster.gateway_address}) as admin:
+        browser.get(f"{console_url}/quotas")
+        form = browser.find_element(By.ID, "set-quota")
+        form.find_element(By.NAME, "user").send_keys(user)
+        Select(form.find_element(By.NAME, "key")).select_by_visible_text("producer_byte_rate")
+        form.find_element(By.NAME, "value").send_keys("1048576")
+        form.find_element(By.CSS_SELECTOR, "button").click()
+        _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".flash-ok"), "the change")
+        assert "1,048,576" in _text(browser, "#quotas")
+        assert list(admin.describe_client_quotas(user=user).values()) == [
+            {"producer_byte_rate": 1048576.0}
+        ]
+        form = browser.find_element(By.ID, "set-quota")  # a bad value: refused, nothing changed
+        form.find_element(By.NAME, "user").send_keys(user)
+        form.find_element(By.NAME, "value").send_keys("fast")
+        form.find_element(By.CSS_SELECTOR, "button").click()
+        flash = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".flash-error"), "error")
+        assert "INVALID_CONFIG" in flash[0].text
+        assert len(admin.describe_client_quotas(user=user)) == 1
+        form = browser.find_element(By.ID, "set-quota")  # empty: removed
+        form.find_element(By.NAME, "user").send_keys(user)
+        Select(form.find_element(By.NAME, "key")).select_by_visible_text("producer_byte_rate")
+        form.find_element(By.CSS_SELECTOR, "button").click()
+        _wait(browser, lambda d: not admin.describe_client_quotas(user=user), "the removal")
+
+        browser.get(f"{console_url}/users")
+        form = browser.find_element(By.ID, "add-user")
+        form.find_element(By.NAME, "name").send_keys(newcomer)
+        form.find_element(By.NAME, "password").send_keys("newcomer-pw")
+        form.find_element(By.CSS_SELECTOR, "button").click()
+        _wait(browser, lambda d: newcomer in _text(d, "#users"), "the new user")
+        assert newcomer in admin.list_users()
+    # the new user's password works: sign in as them
+    _sign_in(browser, console_url, newcomer, "newcomer-pw")
+    _wait_path(browser, "/cluster")
+    assert _text(browser, "#principal") == newcomer
 
 
 def test_a_topic_is_created_altered_and_deleted_from_the_page(
@@ -278,7 +336,7 @@ def test_a_topic_is_created_altered_and_deleted_from_the_page(
         form = browser.find_element(By.ID, "delete-topic")
         form.find_element(By.NAME, "confirm").send_keys(topic_name)
         form.find_element(By.CSS_SELECTOR, "button").click()
-        _wait(browser, lambda d: d.current_url.endswith("/topics"), "the topics page")
+        _wait_path(browser, "/topics")
         assert topic_name not in admin.list_topics()
     assert not browser.find_elements(By.CSS_SELECTOR, f"#topics tr[data-topic='{topic_name}']")
 
@@ -362,7 +420,8 @@ def test_a_groups_lag_is_shown_and_falls_to_zero_as_it_consumes(
         consume(5)
         browser.get(f"{console_url}/groups/{group}")
         _wait(browser, lambda d: _text(d, "#total-lag") == "15", "lag 15")
-        assert _text(browser, f"#lag-table tr[data-tp='{topic}-0'] td.lag") == "15"
+        cell = f"#lag-table tr[data-tp='{topic}-0'] td.lag"  # (inside the part htmx swaps)
+        _wait(browser, lambda d: _text(d, cell) == "15", "lag 15 on partition 0")
         assert _text(browser, "#group-state") == "Stable"
         _wait(
             browser,

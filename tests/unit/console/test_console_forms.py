@@ -17,6 +17,7 @@ from riverlog.console.forms import (
     timestamp_ms,
     whole_number,
 )
+from riverlog.console.web import number
 
 
 def test_whole_number_checks_bounds_and_names_the_field() -> None:
@@ -54,6 +55,12 @@ def test_timestamps_are_milliseconds_or_iso_dates_utc_by_default() -> None:
         with pytest.raises(RiverlogError) as info:
             timestamp_ms(bad)
         assert info.value.code == ErrorCode.INVALID_TIMESTAMP
+
+
+def test_numbers_are_shown_whole_with_separators() -> None:
+    assert number(1048576.0) == "1,048,576"
+    assert number(50.0) == "50"
+    assert number(0.25) == "0.25"
 
 
 def test_quota_values_empty_removes() -> None:
