@@ -3,7 +3,6 @@ quotas, users, and ACLs (only where the SDK has `describe_acls`)."""
 
 from __future__ import annotations
 
-import importlib
 from collections import defaultdict
 from typing import Any
 
@@ -108,16 +107,6 @@ async def delete_user(request: Request, session: Session) -> Response:
     return back("/users")
 
 
-def describe_acls(admin: Any) -> list[Any]:
-    """Every binding the principal may see: `describe_acls()`, or with Kafka's match-all
-    filter where the SDK's method takes one."""
-    try:
-        return list(admin.describe_acls())
-    except TypeError:
-        model = importlib.import_module("riverlog.common.acl.model")
-        return list(admin.describe_acls(model.AclBindingFilter()))
-
-
 @page
 async def acls(request: Request, session: Session) -> Response:
     if not has_acls(session):
@@ -125,7 +114,7 @@ async def acls(request: Request, session: Session) -> Response:
             "this Riverlog's SDK has no ACL support (AdminClient.describe_acls)",
             ErrorCode.UNSUPPORTED_VERSION,
         )
-    bindings = await run_in_threadpool(describe_acls, session.admin)
+    bindings = await run_in_threadpool(session.admin.describe_acls)
     return render(request, session, "acls.html", {"rows": acl_rows(bindings)})
 
 

@@ -51,6 +51,8 @@ from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 PASSWORD = "console-pw"
+ADMIN = "console-admin"
+VIEWER = "console-viewer"
 WAIT_S = 30.0
 SCREENSHOTS = os.environ.get("RIVERLOG_CONSOLE_SCREENSHOTS", "")
 
@@ -86,6 +88,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         gateways=1,
         coordinators=1,
         extra_config={
+            # as tests/integration/acls: ANONYMOUS for the fixtures' helpers; the console's
+            # admin user is a super user, so the ACL test's first binding locks nobody out
+            "gateway": {"super.users": f"User:ANONYMOUS;User:{ADMIN}"},
             "metadata": {"offsets.topic.num.partitions": "3"},
             "coordinator": {"group.initial.rebalance.delay.ms": "0"},
         },
@@ -134,10 +139,10 @@ def console_url(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory)
 
 @pytest.fixture(scope="module")
 def user(cluster: LocalCluster) -> str:
-    name = unique_topic_name("console-user")
+    """The user most tests sign in as: a super user of the module's gateways."""
     with AdminClient({"bootstrap.servers": cluster.gateway_address}) as admin:
-        admin.upsert_user(name, PASSWORD)
-    return name
+        admin.upsert_user(ADMIN, PASSWORD)
+    return ADMIN
 
 
 @pytest.fixture(scope="module")
@@ -443,3 +448,65 @@ def test_a_groups_lag_is_shown_and_falls_to_zero_as_it_consumes(
         browser.get(f"{console_url}/groups")
         row = f"#groups tr[data-group='{group}']"
         _wait(browser, lambda d: _text(d, f"{row} td.lag") == "0", "the group's lag in the list")
+
+
+def test_acls_are_shown_and_the_gateway_authorizes_each_user_as_themselves(
+    signed_in: WebDriver, console_url: str, cluster: LocalCluster
+) -> None:
+    """Last in the module: its binding turns enforcement on. A viewer with READ on a prefix
+    sees only those topics, is refused the others, ACLs and topic creation, with Kafka's
+    codes, while the super user sees the binding on the ACLs page."""
+    from riverlog.common.acl.model import (
+        AccessControlEntry,
+        AclBinding,
+        AclOperation,
+        AclPermission,
+        PatternType,
+        ResourcePattern,
+        ResourceType,
+    )
+
+    browser = signed_in
+    prefix = unique_topic_name("console-open")
+    shown, hidden = f"{prefix}-a", unique_topic_name("console-hidden")
+    for topic in (shown, hidden):
+        cluster.create_topic(topic, 1, 1)
+    binding = AclBinding(
+        ResourcePattern(ResourceType.TOPIC, prefix, PatternType.PREFIXED),
+        AccessControlEntry(f"User:{VIEWER}", "*", AclOperation.READ, AclPermission.ALLOW),
+    )
+    with AdminClient({"bootstrap.servers": cluster.gateway_address}) as admin:
+        admin.upsert_user(VIEWER, PASSWORD)
+        admin.create_acls([binding])
+
+    def shows_binding(d: WebDriver) -> bool:
+        d.get(f"{console_url}/acls")
+        return f"User:{VIEWER}" in _text(d, "#acls")
+
+    browser.find_element(By.CSS_SELECTOR, "nav a[href='/acls']")  # the SDK has describe_acls
+    _wait(browser, shows_binding, "the binding on the ACLs page")
+    row = _text(browser, "#acls tbody")
+    assert all(word in row for word in ("READ", "ALLOW", "TOPIC", "PREFIXED", prefix))
+    _shot(browser, "acls")
+
+    _sign_in(browser, console_url, VIEWER, PASSWORD)
+    _wait_path(browser, "/cluster")
+
+    def lists_only_the_prefix(d: WebDriver) -> bool:
+        d.get(f"{console_url}/topics")
+        rows = d.find_elements(By.CSS_SELECTOR, "#topics tr[data-topic]")
+        return [r.get_attribute("data-topic") for r in rows] == [shown]
+
+    _wait(browser, lists_only_the_prefix, "the viewer's topics: the prefix's only")
+    browser.get(f"{console_url}/topics/{hidden}")
+    assert _text(browser, "h2") == "TOPIC_AUTHORIZATION_FAILED"
+    browser.get(f"{console_url}/acls")
+    assert _text(browser, "h2") == "CLUSTER_AUTHORIZATION_FAILED"
+    browser.get(f"{console_url}/topics")
+    form = browser.find_element(By.ID, "create-topic")
+    form.find_element(By.NAME, "name").send_keys(f"{prefix}-new")
+    form.find_element(By.CSS_SELECTOR, "button").click()
+    flash = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".flash-error"), "refusal")
+    assert "AUTHORIZATION_FAILED" in flash[0].text
+    with AdminClient({"bootstrap.servers": cluster.gateway_address}) as admin:
+        assert f"{prefix}-new" not in admin.list_topics()
