@@ -1,10 +1,11 @@
 """Screenshots of every page of the web console for docs/console/*.png.
 
 Starts a throwaway local cluster (3 storage nodes on 3 racks, 3 metadata instances, a
-coordinator), a user, topics with records flowing, a consumer group that lags and catches up,
-and a quota; runs `riverlog console` as a process on a free loopback port; signs in through the
-login page with headless chromium (Debian's chromium and chromium-driver, driven by selenium)
-and saves one full-page PNG per page. Every process it started is stopped by PID at the end.
+coordinator), users, topics with records flowing, a consumer group that lags and catches up,
+quotas and ACLs (the signed-in user is a super user); runs `riverlog console` as a process on
+a free loopback port; signs in through the login page with headless chromium (Debian's
+chromium and chromium-driver, driven by selenium) and saves one full-page PNG per page. Every
+process it started is stopped by PID at the end.
 
     python scripts/console_screenshots.py [--out docs/console]
 """
@@ -32,10 +33,33 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from riverlog.client import AdminClient, Consumer, NewTopic, Producer
 from riverlog.cluster import LocalCluster
+from riverlog.common.acl.model import (
+    AccessControlEntry,
+    AclBinding,
+    AclOperation,
+    AclPermission,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
 from riverlog.common.quota.entity import DEFAULT, QuotaEntity
 
 USER, PASSWORD = "alice", "alice-secret"
 WIDTH = 1400
+
+
+def _acl(
+    principal: str,
+    resource_type: ResourceType,
+    name: str,
+    pattern: PatternType,
+    operation: str,
+    permission: AclPermission = AclPermission.ALLOW,
+) -> AclBinding:
+    return AclBinding(
+        ResourcePattern(resource_type, name, pattern),
+        AccessControlEntry(principal, "*", AclOperation[operation], permission),
+    )
 
 
 def _free_port() -> int:
@@ -121,7 +145,10 @@ def main() -> int:
             metadata_nodes=3,
             racks=["rack-a", "rack-b", "rack-c"],
             coordinators=1,
-            extra_config={"coordinator": {"group.initial.rebalance.delay.ms": "0"}},
+            extra_config={
+                "coordinator": {"group.initial.rebalance.delay.ms": "0"},
+                "gateway": {"super.users": f"User:{USER};User:ANONYMOUS"},  # the ACLs below
+            },
         ) as cluster,
     ):
         bootstrap = cluster.gateway_address
@@ -140,6 +167,21 @@ def main() -> int:
                     (QuotaEntity(USER, None), {"producer_byte_rate": 1048576.0}),
                     (QuotaEntity(DEFAULT, None), {"consumer_byte_rate": 4194304.0}),
                     (QuotaEntity(None, "batch-jobs"), {"request_percentage": 50.0}),
+                ]
+            )
+            admin.create_acls(
+                [
+                    _acl("User:bob", ResourceType.TOPIC, "orders", PatternType.LITERAL, "READ"),
+                    _acl("User:bob", ResourceType.GROUP, "billing", PatternType.LITERAL, "READ"),
+                    _acl("User:*", ResourceType.TOPIC, "click", PatternType.PREFIXED, "DESCRIBE"),
+                    _acl(
+                        "User:bob",
+                        ResourceType.TOPIC,
+                        "customers",
+                        PatternType.LITERAL,
+                        "WRITE",
+                        AclPermission.DENY,
+                    ),
                 ]
             )
         threads = [
@@ -192,6 +234,7 @@ def main() -> int:
                 ("group", "/groups/billing"),
                 ("quotas", "/quotas"),
                 ("users", "/users"),
+                ("acls", "/acls"),
             ]:
                 browser.get(f"{url}{path}")
                 time.sleep(2.5)  # the graphs' first fetch
