@@ -1,5 +1,5 @@
 """The cluster page (nodes by role and rack, the controller and its epoch, health), client
-quotas, users, and ACLs (only where the SDK has `describe_acls`)."""
+quotas, users, and ACLs (listed, added and removed; only where the SDK has `describe_acls`)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,19 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from riverlog.common.acl.model import AclBinding, AclBindingFilter
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.quota.entity import DEFAULT, QUOTA_KEYS, QuotaEntity
 
-from .forms import acl_rows, quota_value
+from .forms import (
+    ACL_OPERATIONS,
+    ACL_PATTERN_TYPES,
+    ACL_PERMISSIONS,
+    ACL_RESOURCE_TYPES,
+    acl_binding,
+    acl_rows,
+    quota_value,
+)
 from .sessions import Session
 from .web import back, form_action, has_acls, number, page, render
 
@@ -115,7 +124,48 @@ async def acls(request: Request, session: Session) -> Response:
             ErrorCode.UNSUPPORTED_VERSION,
         )
     bindings = await run_in_threadpool(session.admin.describe_acls)
-    return render(request, session, "acls.html", {"rows": acl_rows(bindings)})
+    context = {
+        "rows": acl_rows(bindings),
+        "resource_types": ACL_RESOURCE_TYPES,
+        "pattern_types": ACL_PATTERN_TYPES,
+        "operations": ACL_OPERATIONS,
+        "permissions": ACL_PERMISSIONS,
+    }
+    return render(request, session, "acls.html", context)
+
+
+def _binding_of(form: Any) -> AclBinding:
+    def field(name: str) -> str:
+        return str(form.get(name, ""))
+
+    return acl_binding(
+        field("principal"),
+        field("host"),
+        field("permission"),
+        field("operation"),
+        field("resource_type"),
+        field("pattern_type"),
+        field("resource"),
+    )
+
+
+async def add_acl(request: Request, session: Session) -> Response:
+    binding = _binding_of(await request.form())
+    await run_in_threadpool(session.admin.create_acls, [binding])
+    session.flash("ok", f"added {binding}")
+    return back("/acls")
+
+
+async def remove_acl(request: Request, session: Session) -> Response:
+    """Delete exactly the binding of the row (a filter naming every field)."""
+    binding = _binding_of(await request.form())
+    p, e = binding.pattern, binding.entry
+    exact = AclBindingFilter(
+        p.resource_type, p.name, p.pattern_type, e.principal, e.host, e.operation, e.permission
+    )
+    [deleted] = await run_in_threadpool(session.admin.delete_acls, [exact])
+    session.flash("ok", f"removed {binding}" if deleted else f"no such binding: {binding}")
+    return back("/acls")
 
 
 def routes() -> list[BaseRoute]:
@@ -126,5 +176,7 @@ def routes() -> list[BaseRoute]:
         Route("/users", users, methods=["GET"]),
         Route("/users", page(form_action(add_user, "/users")), methods=["POST"]),
         Route("/users/{name}/delete", page(form_action(delete_user, "/users")), methods=["POST"]),
-        Route("/acls", acls),
+        Route("/acls", acls, methods=["GET"]),
+        Route("/acls", page(form_action(add_acl, "/acls")), methods=["POST"]),
+        Route("/acls/delete", page(form_action(remove_acl, "/acls")), methods=["POST"]),
     ]

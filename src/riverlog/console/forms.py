@@ -8,7 +8,23 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from riverlog.common.acl.model import (
+    CLUSTER_NAME,
+    AccessControlEntry,
+    AclBinding,
+    AclOperation,
+    AclPermission,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+    validate_binding,
+)
 from riverlog.common.errors import ErrorCode, RiverlogError
+
+ACL_RESOURCE_TYPES = ("TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID")
+ACL_PATTERN_TYPES = ("LITERAL", "PREFIXED")
+ACL_OPERATIONS = tuple(op.name for op in AclOperation if op is not AclOperation.ANY)
+ACL_PERMISSIONS = ("ALLOW", "DENY")
 
 
 def whole_number(
@@ -112,3 +128,44 @@ def acl_rows(bindings: Iterable[Any]) -> list[dict[str, str]]:
             }
         )
     return rows
+
+
+def _choice(field: str, value: str, choices: tuple[str, ...]) -> str:
+    value = value.strip().upper()
+    if value not in choices:
+        raise RiverlogError(
+            f"{field} must be one of {', '.join(choices)}, not {value!r}", ErrorCode.INVALID_REQUEST
+        )
+    return value
+
+
+def acl_binding(
+    principal: str,
+    host: str,
+    permission: str,
+    operation: str,
+    resource_type: str,
+    pattern_type: str,
+    resource: str,
+) -> AclBinding:
+    """A binding from the ACL form, checked as CreateAcls checks it (kafka-acls.sh's
+    defaults: host `*`; the cluster resource needs no name). A bare user name is taken as
+    `User:<name>`."""
+    principal = principal.strip()
+    if principal and ":" not in principal:
+        principal = f"User:{principal}"
+    kind = ResourceType[_choice("resource type", resource_type, ACL_RESOURCE_TYPES)]
+    name = resource.strip() or (CLUSTER_NAME if kind is ResourceType.CLUSTER else "")
+    binding = AclBinding(
+        ResourcePattern(
+            kind, name, PatternType[_choice("pattern type", pattern_type, ACL_PATTERN_TYPES)]
+        ),
+        AccessControlEntry(
+            principal,
+            host.strip() or "*",
+            AclOperation[_choice("operation", operation, ACL_OPERATIONS)],
+            AclPermission[_choice("permission", permission, ACL_PERMISSIONS)],
+        ),
+    )
+    validate_binding(binding)
+    return binding

@@ -477,17 +477,37 @@ def test_acls_are_shown_and_the_gateway_authorizes_each_user_as_themselves(
     )
     with AdminClient({"bootstrap.servers": cluster.gateway_address}) as admin:
         admin.upsert_user(VIEWER, PASSWORD)
-        admin.create_acls([binding])
-
-    def shows_binding(d: WebDriver) -> bool:
-        d.get(f"{console_url}/acls")
-        return f"User:{VIEWER}" in _text(d, "#acls")
-
-    browser.find_element(By.CSS_SELECTOR, "nav a[href='/acls']")  # the SDK has describe_acls
-    _wait(browser, shows_binding, "the binding on the ACLs page")
-    row = _text(browser, "#acls tbody")
-    assert all(word in row for word in ("READ", "ALLOW", "TOPIC", "PREFIXED", prefix))
-    _shot(browser, "acls")
+        browser.find_element(By.CSS_SELECTOR, "nav a[href='/acls']").click()  # describe_acls
+        _wait_path(browser, "/acls")
+        form = browser.find_element(By.ID, "add-acl")  # the ACL, added from the page
+        form.find_element(By.NAME, "principal").send_keys(VIEWER)
+        Select(form.find_element(By.NAME, "operation")).select_by_visible_text("READ")
+        Select(form.find_element(By.NAME, "pattern_type")).select_by_visible_text("PREFIXED")
+        form.find_element(By.NAME, "resource").send_keys(prefix)
+        form.find_element(By.CSS_SELECTOR, "button").click()
+        _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".flash-ok"), "the ACL")
+        assert admin.describe_acls() == [binding]
+        row = _text(browser, "#acls tbody")
+        assert all(word in row for word in ("READ", "ALLOW", "TOPIC", "PREFIXED", prefix))
+        _shot(browser, "acls")
+        # and one to remove from the page again: a bad one first, refused, nothing added
+        form = browser.find_element(By.ID, "add-acl")
+        form.find_element(By.NAME, "principal").send_keys("Group:nobody")
+        form.find_element(By.NAME, "resource").send_keys("x")
+        form.find_element(By.CSS_SELECTOR, "button").click()
+        flash = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".flash-error"), "error")
+        assert "INVALID_REQUEST" in flash[0].text and "invalid principal" in flash[0].text
+        form = browser.find_element(By.ID, "add-acl")
+        form.find_element(By.NAME, "principal").send_keys(VIEWER)
+        Select(form.find_element(By.NAME, "operation")).select_by_visible_text("WRITE")
+        form.find_element(By.NAME, "resource").send_keys(shown)
+        form.find_element(By.CSS_SELECTOR, "button").click()
+        _wait(browser, lambda d: len(admin.describe_acls()) == 2, "the second ACL")
+        _wait_path(browser, "/acls")
+        rows = browser.find_elements(By.CSS_SELECTOR, "#acls tbody tr")
+        [write] = [r for r in rows if "WRITE" in r.text]
+        write.find_element(By.CSS_SELECTOR, "button").click()
+        _wait(browser, lambda d: admin.describe_acls() == [binding], "the removal")
 
     _sign_in(browser, console_url, VIEWER, PASSWORD)
     _wait_path(browser, "/cluster")

@@ -11,6 +11,7 @@ import pytest
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.console.browse import start_offset
 from riverlog.console.forms import (
+    acl_binding,
     acl_rows,
     config_lines,
     quota_value,
@@ -119,3 +120,24 @@ def test_acl_rows_read_kafka_shaped_bindings_and_show_anything_else_whole() -> N
         },
         {"binding": "odd"},
     ]
+
+
+def test_the_acl_form_becomes_a_checked_binding_with_kafka_acls_defaults() -> None:
+    binding = acl_binding("bob", "", "allow", "read", "topic", "prefixed", "orders-")
+    assert str(binding) == "(TOPIC:PREFIXED:orders-) ALLOW User:bob from * to READ"
+    cluster = acl_binding("User:*", "10.0.0.1", "DENY", "ALTER", "CLUSTER", "LITERAL", "")
+    assert cluster.pattern.name == "kafka-cluster"  # the one cluster resource
+    assert cluster.entry.host == "10.0.0.1"
+    for args, expected in [
+        (("bob", "*", "ALLOW", "READ", "TOPIC", "MATCH", "x"), "pattern type must be one of"),
+        (("bob", "*", "ALLOW", "ANY", "TOPIC", "LITERAL", "x"), "operation must be one of"),
+        (("bob", "*", "MAYBE", "READ", "TOPIC", "LITERAL", "x"), "permission must be one of"),
+        (("bob", "*", "ALLOW", "READ", "TOPIC", "LITERAL", ""), "needs a resource name"),
+        (("Group:x", "*", "ALLOW", "READ", "TOPIC", "LITERAL", "x"), "invalid principal"),
+        (("", "*", "ALLOW", "READ", "TOPIC", "LITERAL", "x"), "invalid principal"),
+        (("bob", "*", "ALLOW", "READ", "TOPIC", "PREFIXED", "*"), "wildcard name * is LITERAL"),
+    ]:
+        with pytest.raises(RiverlogError) as info:
+            acl_binding(*args)
+        assert info.value.code == ErrorCode.INVALID_REQUEST
+        assert expected in info.value.message, args
