@@ -81,13 +81,20 @@ async def create_topic(request: Request, session: Session) -> Response:
 
 
 def _detail(admin: AdminClient, name: str) -> dict[str, Any]:
+    """The topic's page; its configs need DESCRIBE_CONFIGS, which a reader may lack (READ
+    implies only DESCRIBE): then the page says so in their place instead of failing whole."""
     description = admin.describe_topics([name])[name]
-    configs = admin.describe_configs([name])[name]
     offsets = reads.topic_offsets(admin, name, len(description.partitions))
+    configs_error = ""
+    try:
+        configs = admin.describe_configs([name])[name]
+    except RiverlogError as e:
+        configs, configs_error = {}, f"{e.code.name}: {e.message}"
     return {
         "topic": description,
         "offsets": offsets,
         "configs": sorted(configs.values(), key=lambda c: (c.is_default, c.name)),
+        "configs_error": configs_error,
         "records": sum(o.records for o in offsets.values()),
     }
 

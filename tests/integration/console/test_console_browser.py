@@ -518,6 +518,11 @@ def test_acls_are_shown_and_the_gateway_authorizes_each_user_as_themselves(
         return [r.get_attribute("data-topic") for r in rows] == [shown]
 
     _wait(browser, lists_only_the_prefix, "the viewer's topics: the prefix's only")
+    browser.get(f"{console_url}/topics/{shown}")  # READ implies DESCRIBE, not DESCRIBE_CONFIGS
+    assert _text(browser, "#topic-name") == shown
+    assert _text(browser, "#configs-error").startswith("TOPIC_AUTHORIZATION_FAILED")
+    browser.get(f"{console_url}/topics/{shown}/messages")  # READ: the browser reads
+    assert "0 record(s) shown" in _text(browser, "p.note")
     browser.get(f"{console_url}/topics/{hidden}")
     assert _text(browser, "h2") == "TOPIC_AUTHORIZATION_FAILED"
     browser.get(f"{console_url}/acls")
