@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..connection import key_value, resolve_bootstrap
+from ..connection import key_value, local_cluster_tls, resolve_bootstrap
 from ..console import EXIT_OK, EXIT_USAGE, CliError
 
 DEFAULT_PORT = 8080
@@ -104,10 +104,12 @@ def run(args: argparse.Namespace) -> int:
     if args.history < 2:
         raise CliError("--history must keep at least 2 points", EXIT_USAGE)
     bootstrap = resolve_bootstrap(args.bootstrap)
+    # a local cluster of `cluster up --tls`: its CA, as every other command does
+    client_conf = {**local_cluster_tls(args.bootstrap), **dict(args.client_config)}
     try:
         store = SessionStore(
             bootstrap,
-            dict(args.client_config),
+            client_conf,
             sample_interval_s=args.sample_interval,
             history=args.history,
             idle_timeout_s=args.session_idle_timeout,
