@@ -80,7 +80,8 @@ def _wait_http(url: str, proc: subprocess.Popen[bytes], deadline_s: float = 30.0
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """The module's cluster, as tests/integration/groups' (the session's has no coordinator)."""
+    """The module's own cluster, as tests/integration/acls': the last test's ACL turns
+    enforcement on, which on the shared session cluster would restrict every later test."""
     with LocalCluster(
         tmp_path_factory.mktemp("console-cluster"),
         storage_nodes=3,
