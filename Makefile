@@ -18,7 +18,7 @@ PYTEST_ARGS ?=
 DEMO_TOPIC ?= demo
 UP_ARGS ?=
 
-.PHONY: help venv install install-test up down test faults fault-tools check protos bench bench-compare pipeline clean-venv
+.PHONY: help venv install install-test up down test faults fault-tools browser-tools console check protos bench bench-compare pipeline clean-venv
 
 help:
 	@echo "make up        start a local cluster (etcd, 3 metadata, 3 storage, 1 gateway) and run a demo"
@@ -29,6 +29,7 @@ help:
 	@echo "make protos    regenerate src/riverlog/v1 from proto/"
 	@echo "make bench     run every bench/*_bench.py and print its figures"
 	@echo "make bench-compare BASE=<rev>  quick benchmarks of HEAD against <rev>, as ratios"
+	@echo "make console   the web console on http://127.0.0.1:8080 for the local cluster ('make up' first)"
 	@echo "make pipeline  the Spark example (page views per minute) on the local cluster ('make up' first)"
 
 $(PY):
@@ -41,7 +42,7 @@ $(STAMP): pyproject.toml setup.py | $(PY)
 	touch $@
 
 $(STAMP_TEST): pyproject.toml setup.py | $(PY)
-	$(PY) -m pip install --quiet -e '.[test,spark]'
+	$(PY) -m pip install --quiet -e '.[test,spark,console]'
 	touch $@ $(STAMP)
 
 install: $(STAMP)
@@ -80,7 +81,7 @@ check: $(STAMP_TEST)
 # pytest exits 5 when it collected no test: that is a failure here, not a pass. The long fault
 # matrix (marker long_fault) is left out; `make faults` runs it. PYTEST_ARGS come last, so a
 # -m there replaces this one.
-test: $(STAMP_TEST) fault-tools
+test: $(STAMP_TEST) fault-tools browser-tools
 	$(MAKE) --no-print-directory check
 	@rc=0; $(BIN)/pytest tests -m "not long_fault" $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; fi; \
@@ -108,6 +109,20 @@ fault-tools:
 		echo "note: no iptables/iproute2 and cannot install them: network fault tests will skip"; \
 	fi
 
+# What the web console's browser tests (tests/integration/console) need from the system:
+# Debian's chromium and its chromedriver, driven by selenium. Installed when missing and we are
+# root with apt-get; otherwise those tests skip and say why. `install-test` never needs apt.
+browser-tools:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing chromium and chromium-driver for the web console's browser tests"; \
+		{ DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; } || \
+		echo "note: installing chromium failed: the web console's browser tests will skip"; \
+	else \
+		echo "note: no chromium/chromedriver and cannot install them: browser tests will skip"; \
+	fi
+
 protos: $(PY)
 	PYTHON=$(PY) ./scripts/gen-protos.sh
 
@@ -124,6 +139,11 @@ COMPARE_ARGS ?=
 bench-compare: $(STAMP)
 	@if [ -z "$(BASE)" ]; then echo "usage: make bench-compare BASE=<rev>" >&2; exit 2; fi
 	$(PY) bench/compare.py $(BASE) $(COMPARE_ARGS)
+
+# The web console (decision 0034) for the local cluster; CONSOLE_ARGS e.g. "--port 9000".
+CONSOLE_ARGS ?=
+console: $(STAMP_TEST)
+	$(RIVERLOG) console $(CONSOLE_ARGS)
 
 # The Spark example pipeline (spark/examples/pageviews.py) in local mode against the local
 # cluster; PIPELINE_ARGS e.g. "--events 50000 --master spark://host:7077".

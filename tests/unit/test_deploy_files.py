@@ -37,7 +37,16 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 K8S = DEPLOY / "k8s"
 MODULE = re.compile(r"^riverlog\.services\.(\w+)$")
 # The local launcher's start order (riverlog.cluster.local.START_ORDER), etcd first.
-RANK = {"etcd": 0, "metadata": 1, "storage": 2, "quota": 3, "coordinator": 3, "gateway": 4}
+RANK = {
+    "etcd": 0,
+    "metadata": 1,
+    "storage": 2,
+    "quota": 3,
+    "coordinator": 3,
+    "gateway": 4,
+    "console": 5,
+}
+CONSOLE_COMMAND = ["riverlog.cli.main", "console"]  # after the image's `python -m`
 K8S_KINDS = {
     ("v1", "Service"),
     ("apps/v1", "StatefulSet"),
@@ -150,6 +159,8 @@ def _compose_roles() -> dict[str, str]:
         command = service.get("command") or []
         if str(service.get("image", "")).find("etcd") >= 0 and command[:1] == ["etcd"]:
             roles[name] = "etcd"
+        elif command[:2] == CONSOLE_COMMAND:
+            roles[name] = "console"
         else:
             roles[name] = _role(command[0])
     return roles
@@ -160,14 +171,14 @@ def test_compose_has_the_expected_processes() -> None:
     for role in _compose_roles().values():
         counts[role] = counts.get(role, 0) + 1
     expected = {"etcd": 1, "metadata": 3, "storage": 3, "coordinator": 2, "quota": 1}
-    assert counts == {**expected, "gateway": 1}
+    assert counts == {**expected, "gateway": 1, "console": 1}
 
 
 def test_compose_commands_pass_the_service_parsers() -> None:
     services = _compose()["services"]
     roles = _compose_roles()
     for name, role in roles.items():
-        if role == "etcd":
+        if role in ("etcd", "console"):  # the console: test_compose_console_*
             continue
         args = [_compose_env(str(a)) for a in services[name]["command"][1:]]
         _parse(role, args)
@@ -188,7 +199,7 @@ def test_compose_node_ids_are_unique_per_kind() -> None:
     services = _compose()["services"]
     seen: set[tuple[str, str]] = set()
     for name, role in _compose_roles().items():
-        if role == "etcd":
+        if role in ("etcd", "console"):
             continue
         args = services[name]["command"][1:]
         key = (role, _flag(args, "--instance-id" if role == "metadata" else "--node-id"))
@@ -226,6 +237,32 @@ def test_compose_gateway_is_published() -> None:
     for name in gateways:
         ports = [_compose_env(str(p)) for p in services[name].get("ports", [])]
         assert any(p.endswith(":9090") for p in ports)
+
+
+def _console_args(argv: list[str]) -> Any:
+    """The `riverlog console` arguments, parsed by the CLI's own parser."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:
+        pytest.fail(f"riverlog rejects {argv}: exit {exc.code}")
+    assert args.command == "console"
+    return args
+
+
+def test_compose_console_parses_reaches_the_gateway_and_holds_no_credentials() -> None:
+    services = _compose()["services"]
+    roles = _compose_roles()
+    [name] = [n for n, r in roles.items() if r == "console"]
+    command = [_compose_env(str(a)) for a in services[name]["command"]]
+    args = _console_args(command[1:])
+    assert args.host == "0.0.0.0"
+    gateway_host = args.bootstrap.split(":")[0]
+    assert roles.get(gateway_host) == "gateway"
+    assert not args.client_config  # no -X sasl.*: people sign in as themselves
+    assert set(services[name]["depends_on"]) == {gateway_host}
+    ports = [_compose_env(str(p)) for p in services[name]["ports"]]
+    assert ports == [f"127.0.0.1:8080:{args.port}"]  # the host's loopback only
+    assert f":{args.port}/healthz" in " ".join(services[name]["healthcheck"]["test"])
 
 
 # -- Kubernetes ----------------------------------------------------------------------------
@@ -327,6 +364,24 @@ def test_k8s_services_select_existing_pods() -> None:
             assert workload["spec"]["serviceName"] in _services()
     gateway = _services()["riverlog-gateway"]
     assert gateway["spec"].get("clusterIP") != "None"
+
+
+def test_k8s_console_parses_reaches_the_gateway_service_and_probes_http() -> None:
+    [workload] = [w for w in _workloads() if w["metadata"]["name"] == "riverlog-console"]
+    assert workload["kind"] == "Deployment" and workload["spec"]["replicas"] == 1
+    [container] = workload["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["riverlog", "console"]
+    args = _console_args(["console", *container["args"]])
+    assert args.host == "0.0.0.0" and not args.client_config
+    gateway, _, port = args.bootstrap.partition(":")
+    service = _services()[gateway]
+    assert service["spec"].get("clusterIP") != "None"
+    assert int(port) in {p["port"] for p in service["spec"]["ports"]}
+    assert args.port in {p["containerPort"] for p in container["ports"]}
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": args.port}
+    console = _services()["riverlog-console"]
+    assert console["spec"]["ports"][0]["port"] == args.port
 
 
 # -- scaling (deploy/README.md, "Scaling") -------------------------------------------------

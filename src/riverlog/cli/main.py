@@ -30,6 +30,7 @@ from .commands import (
     topics,
     transactions,
     users,
+    web_console,
 )
 from .console import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, PROG, report_error
 
@@ -47,6 +48,7 @@ COMMANDS = (
     produce,
     consume,
     dump_log,
+    web_console,
 )
 
 
