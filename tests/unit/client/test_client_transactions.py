@@ -371,3 +371,14 @@ def test_an_end_refused_as_fenced_is_fatal() -> None:
     with pytest.raises(FatalTransactionError):
         txn.begin_transaction()
     assert isinstance(fenced.value, RiverlogError)
+
+
+def test_concurrent_transactions_is_retried_from_20_ms_as_kafka() -> None:
+    from riverlog.client.producer.txn_decisions import backoff_s
+
+    busy = RiverlogError("markers being written", ErrorCode.CONCURRENT_TRANSACTIONS)
+    other = RiverlogError("loading", ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+    assert backoff_s(1, 100, 1000, busy) == 0.02
+    assert backoff_s(3, 100, 1000, busy) == 0.08
+    assert backoff_s(1, 100, 1000, other) == 0.1
+    assert backoff_s(1, 10, 1000, busy) == 0.01  # a smaller retry.backoff.ms stays

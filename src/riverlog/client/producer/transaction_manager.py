@@ -320,7 +320,10 @@ class TransactionManager:
             assert error is not None
             self._add_attempts += 1
             pause = backoff_s(
-                self._add_attempts, self._config.retry_backoff_ms, self._config.retry_backoff_max_ms
+                self._add_attempts,
+                self._config.retry_backoff_ms,
+                self._config.retry_backoff_max_ms,
+                error,
             )
             self._next_add_at = now + pause * random.uniform(0.8, 1.2)
             log.info("AddPartitionsToTxn %s: %s; retrying", new, error)
@@ -391,7 +394,7 @@ class TransactionManager:
                 raise self._fail(error)
             attempt += 1
             pause = backoff_s(
-                attempt, self._config.retry_backoff_ms, self._config.retry_backoff_max_ms
+                attempt, self._config.retry_backoff_ms, self._config.retry_backoff_max_ms, error
             )
             pause *= random.uniform(0.8, 1.2)
             if self._clock() + pause >= deadline:

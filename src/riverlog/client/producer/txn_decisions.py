@@ -48,9 +48,17 @@ def deciding_error(errors: Iterable[RiverlogError]) -> RiverlogError | None:
     return retriable
 
 
-def backoff_s(attempt: int, base_ms: int, max_ms: int) -> float:
+CONCURRENT_TRANSACTIONS_BACKOFF_MS = 20
+"""Kafka's ADD_PARTITIONS_RETRY_BACKOFF_MS: CONCURRENT_TRANSACTIONS right after a commit means
+the previous transaction's markers are being written, which takes milliseconds, not
+retry.backoff.ms."""
+
+
+def backoff_s(attempt: int, base_ms: int, max_ms: int, error: RiverlogError | None = None) -> float:
     """The pause before retry `attempt` (1, 2, ...): retry.backoff.ms doubling up to
-    retry.backoff.max.ms (the caller adds jitter)."""
+    retry.backoff.max.ms (the caller adds jitter); from 20 ms for CONCURRENT_TRANSACTIONS."""
+    if error is not None and error.code == ErrorCode.CONCURRENT_TRANSACTIONS:
+        base_ms = min(base_ms, CONCURRENT_TRANSACTIONS_BACKOFF_MS)
     pause_ms: int = min(base_ms * 2 ** min(max(attempt - 1, 0), 16), max_ms)
     return pause_ms / 1000
 
