@@ -16,11 +16,12 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from txn_cluster import gateway_stub, txn_cluster, wait_for
 
 from riverlog.client import (
     AbortableTransactionError,
@@ -34,7 +35,7 @@ from riverlog.cluster import LocalCluster, unique_topic_name
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.records.control import ControlRecordType, parse_end_txn_marker
 from riverlog.common.records.header import parse_header, peek_size
-from riverlog.common.rpc.channel import CLIENT_ID_KEY, sync_channel
+from riverlog.common.rpc.channel import CLIENT_ID_KEY
 from riverlog.v1 import common_pb2, data_pb2, gateway_pb2_grpc
 
 pytestmark = pytest.mark.timeout(300)
@@ -42,35 +43,9 @@ T = TypeVar("T")
 PARTITIONS = 3
 
 
-def wait_for(predicate: Callable[[], T | None], timeout_s: float = 60.0, what: str = "") -> T:
-    deadline = time.monotonic() + timeout_s
-    last: object = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last  # type: ignore[return-value]
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(
-        Path(tmp_path_factory.mktemp("txn-sdk")),
-        storage_nodes=3,
-        metadata_nodes=1,
-        gateways=1,
-        coordinators=2,
-        extra_config={
-            "metadata": {
-                "broker.heartbeat.interval.ms": "300",
-                "offsets.topic.num.partitions": "4",
-                "transaction.state.log.num.partitions": "6",
-            },
-            "storage": {"replica.fetch.wait.max.ms": "100"},
-            "coordinator": {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"},
-        },
-    ) as local:
+    with txn_cluster(Path(tmp_path_factory.mktemp("txn-sdk"))) as local:
         yield local
 
 
@@ -85,9 +60,8 @@ def topic(cluster: LocalCluster) -> str:
 
 @pytest.fixture(scope="module")
 def gateway(cluster: LocalCluster) -> Iterator[gateway_pb2_grpc.GatewayStub]:
-    channel = sync_channel(cluster.gateway_address)
-    yield gateway_pb2_grpc.GatewayStub(channel)
-    channel.close()
+    with gateway_stub(cluster) as stub:
+        yield stub
 
 
 def producer(cluster: LocalCluster, tid: str, **conf: Any) -> Producer:

@@ -9,20 +9,20 @@ hanging transaction (AbortTransaction) and AddPartitionsToTxn's verify_only."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
 import pytest
+from txn_cluster import gateway_stub, txn_cluster, wait_for
 
 from riverlog.cluster import LocalCluster, unique_topic_name
 from riverlog.common.cluster.image import OFFSETS_TOPIC
 from riverlog.common.errors import ErrorCode
 from riverlog.common.records.control import ControlRecordType, parse_end_txn_marker
 from riverlog.common.records.header import iter_batches
-from riverlog.common.rpc.channel import CLIENT_ID_KEY, sync_channel
+from riverlog.common.rpc.channel import CLIENT_ID_KEY
 from riverlog.v1 import coordinator_pb2 as cpb
 from riverlog.v1 import data_pb2, gateway_pb2_grpc
 from riverlog.v1 import transactions_pb2 as pb
@@ -41,42 +41,16 @@ RETRIABLE = {
 }
 
 
-def wait_for(predicate: Callable[[], T | None], timeout_s: float = 90.0, what: str = "") -> T:
-    deadline = time.monotonic() + timeout_s
-    last: object = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last  # type: ignore[return-value]
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(
-        Path(tmp_path_factory.mktemp("txn-offsets")),
-        storage_nodes=3,
-        metadata_nodes=1,
-        gateways=1,
-        coordinators=2,
-        extra_config={
-            "metadata": {
-                "broker.heartbeat.interval.ms": "300",
-                "offsets.topic.num.partitions": "4",
-                "transaction.state.log.num.partitions": "6",
-            },
-            "storage": {"replica.fetch.wait.max.ms": "100"},
-        },
-    ) as local:
+    with txn_cluster(Path(tmp_path_factory.mktemp("txn-offsets"))) as local:
         yield local
 
 
 @pytest.fixture(scope="module")
 def gateway(cluster: LocalCluster) -> Iterator[gateway_pb2_grpc.GatewayStub]:
-    channel = sync_channel(cluster.gateway_address)
-    yield gateway_pb2_grpc.GatewayStub(channel)
-    channel.close()
+    with gateway_stub(cluster) as stub:
+        yield stub
 
 
 def call(stub: gateway_pb2_grpc.GatewayStub, method: str, request: Any) -> Any:

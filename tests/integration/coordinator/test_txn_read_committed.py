@@ -16,13 +16,13 @@ from typing import Any
 import grpc
 import pytest
 from test_transaction_coordinator import add, call, end, init, produce, txn_batch, wait_for
+from txn_cluster import gateway_stub, txn_cluster
 
 from riverlog.cluster import LocalCluster, unique_topic_name
 from riverlog.common.errors import ErrorCode
 from riverlog.common.records import BatchBuilder, CompressionType
 from riverlog.common.records.aborted import AbortedFilter
 from riverlog.common.records.reader import iter_batches_records
-from riverlog.common.rpc.channel import sync_channel
 from riverlog.v1 import common_pb2, data_pb2, gateway_pb2, gateway_pb2_grpc
 
 pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]
@@ -33,29 +33,14 @@ UNCOMMITTED = common_pb2.READ_UNCOMMITTED
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(
-        Path(tmp_path_factory.mktemp("txn-rc")),
-        storage_nodes=3,
-        metadata_nodes=1,
-        gateways=1,
-        coordinators=2,
-        extra_config={
-            "metadata": {
-                "broker.heartbeat.interval.ms": "300",
-                "offsets.topic.num.partitions": "4",
-                "transaction.state.log.num.partitions": "6",
-            },
-            "storage": {"replica.fetch.wait.max.ms": "100"},
-        },
-    ) as local:
+    with txn_cluster(Path(tmp_path_factory.mktemp("txn-rc"))) as local:
         yield local
 
 
 @pytest.fixture(scope="module")
 def gateway(cluster: LocalCluster) -> Iterator[gateway_pb2_grpc.GatewayStub]:
-    channel = sync_channel(cluster.gateway_address)
-    yield gateway_pb2_grpc.GatewayStub(channel)
-    channel.close()
+    with gateway_stub(cluster) as stub:
+        yield stub
 
 
 def plain_batch(*values: bytes) -> bytes:
