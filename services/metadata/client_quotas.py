@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -104,6 +103,8 @@ class ClientQuotaBook:
     def __init__(self, store: EtcdStore) -> None:
         self.store = store
         self.version = 0
+        # Waits for a revision that gave up: a write the watch never delivered.
+        self.wait_timeouts = 0
         self.configs: dict[QuotaEntity, dict[QuotaType, float]] = {}
         self.users: dict[str, StoredCredential] = {}
         self.acls = AclTable()
@@ -174,10 +175,18 @@ class ClientQuotaBook:
         await self._visible(revision)
 
     async def _visible(self, revision: int) -> None:
-        with contextlib.suppress(TimeoutError):
+        try:
             async with asyncio.timeout(_VISIBLE_TIMEOUT_S):
                 while self.version < revision:
                     await self.changed(self.version)
+        except TimeoutError:
+            self.wait_timeouts += 1
+            log.warning(
+                "the client quota copy waited %.1f s for revision %d and is still at %d",
+                _VISIBLE_TIMEOUT_S,
+                revision,
+                self.version,
+            )
 
     # --- quotas -----------------------------------------------------------------------------
 

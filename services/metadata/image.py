@@ -90,6 +90,8 @@ class MetadataImage:
         self._subscribers: set[Subscription] = set()
         self._listeners: list[Callable[[], None]] = []
         self._changed = asyncio.Event()
+        # Waits for a version that gave up: a write whose revision the watch never delivered.
+        self.wait_timeouts = 0
         self._follower = EtcdFollower(
             store, self._load, self._apply, what="image", task_name="metadata-image"
         )
@@ -122,6 +124,13 @@ class MetadataImage:
         while self.cluster.version < version:
             remaining = deadline - loop.time()
             if remaining <= 0:
+                self.wait_timeouts += 1
+                log.warning(
+                    "the image waited %.1f s for revision %d and is still at %d",
+                    timeout_s,
+                    version,
+                    self.cluster.version,
+                )
                 return False
             self._changed.clear()
             with contextlib.suppress(TimeoutError):

@@ -132,8 +132,24 @@ class Keys:
         return key[len(self.prefix) :] if key.startswith(self.prefix) else key
 
 
+def _delivered_revision(header_revision: int, changes: Sequence[Change]) -> int:
+    """The revision a watch response brings a follower up to: its last event's. A catch-up
+    response's header names etcd's current revision even when the events stop short of it
+    (etcd sends at most 1000 revisions per response and the rest in the next, under the same
+    header): taking the header would make the follower skip that next response as old."""
+    return max((c.mod_revision for c in changes), default=header_revision)
+
+
 def _unavailable(exc: Exception) -> RiverlogError:
     return RiverlogError(f"etcd is unavailable: {exc!r}", ErrorCode.NETWORK_EXCEPTION)
+
+
+def _changed(ops: Sequence[Op], responses: Sequence[Any]) -> bool:
+    """Whether a succeeded transaction wrote: a put always does, a delete only when it
+    removed a key."""
+    return any(op.value is not None for op in ops) or any(
+        r.response_delete_range.deleted > 0 for r in responses
+    )
 
 
 class EtcdStore:
@@ -202,7 +218,15 @@ class EtcdStore:
         return tx.delete(op.key)
 
     async def txn(self, compares: Sequence[Compare], ops: Sequence[Op]) -> int | None:
-        """Apply `ops` atomically if every compare holds; the new revision, or None."""
+        """Apply `ops` atomically if every compare holds: the revision of the change, 0 when
+        it held but changed nothing, or None when a compare failed.
+
+        A transaction that changes nothing (only deletes of absent keys) does not advance
+        etcd's revision, and its header then names the store's current revision: that may be
+        a write under another prefix (the replica sizes, another cluster sharing etcd) that
+        no watch of this prefix ever delivers. Waiting for it stalled every such write until
+        an unrelated event arrived (decision 0037), so it is reported as 0: nothing to wait
+        for."""
 
         def run() -> int | None:
             response = self._client.kvstub.Txn(
@@ -215,7 +239,9 @@ class EtcdStore:
                 credentials=self._client.call_credentials,
                 metadata=self._client.metadata,
             )
-            return int(response.header.revision) if response.succeeded else None
+            if not response.succeeded:
+                return None
+            return int(response.header.revision) if _changed(ops, response.responses) else 0
 
         try:
             result: int | None = await self._run(run)
@@ -302,7 +328,7 @@ class EtcdStore:
                 )
                 for ev in response.events
             ]
-            callback(int(response.header.revision), changes)
+            callback(_delivered_revision(int(response.header.revision), changes), changes)
 
         self.cancel_watch()
         self._watch_id = await self._run(
