@@ -132,7 +132,7 @@ class Keys:
         return key[len(self.prefix) :] if key.startswith(self.prefix) else key
 
 
-def _delivered_revision(header_revision: int, changes: Sequence[Change]) -> int:
+def delivered_revision(header_revision: int, changes: Sequence[Change]) -> int:
     """The revision a watch response brings a follower up to: its last event's. A catch-up
     response's header names etcd's current revision even when the events stop short of it
     (etcd sends at most 1000 revisions per response and the rest in the next, under the same
@@ -144,7 +144,7 @@ def _unavailable(exc: Exception) -> RiverlogError:
     return RiverlogError(f"etcd is unavailable: {exc!r}", ErrorCode.NETWORK_EXCEPTION)
 
 
-def _changed(ops: Sequence[Op], responses: Sequence[Any]) -> bool:
+def txn_changed(ops: Sequence[Op], responses: Sequence[Any]) -> bool:
     """Whether a succeeded transaction wrote: a put always does, a delete only when it
     removed a key."""
     return any(op.value is not None for op in ops) or any(
@@ -225,7 +225,7 @@ class EtcdStore:
         etcd's revision, and its header then names the store's current revision: that may be
         a write under another prefix (the replica sizes, another cluster sharing etcd) that
         no watch of this prefix ever delivers. Waiting for it stalled every such write until
-        an unrelated event arrived (decision 0037), so it is reported as 0: nothing to wait
+        an unrelated event arrived (decision 0007), so it is reported as 0: nothing to wait
         for."""
 
         def run() -> int | None:
@@ -241,7 +241,7 @@ class EtcdStore:
             )
             if not response.succeeded:
                 return None
-            return int(response.header.revision) if _changed(ops, response.responses) else 0
+            return int(response.header.revision) if txn_changed(ops, response.responses) else 0
 
         try:
             result: int | None = await self._run(run)
@@ -328,7 +328,7 @@ class EtcdStore:
                 )
                 for ev in response.events
             ]
-            callback(_delivered_revision(int(response.header.revision), changes), changes)
+            callback(delivered_revision(int(response.header.revision), changes), changes)
 
         self.cancel_watch()
         self._watch_id = await self._run(
