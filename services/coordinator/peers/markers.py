@@ -33,8 +33,15 @@ from .storage import StorageClient
 
 log = logging.getLogger(__name__)
 
+# Final answers: retrying cannot change them. TRANSACTION_COORDINATOR_FENCED means a newer
+# coordinator already wrote a marker for this producer, so ours is obsolete (Kafka's
+# TransactionMarkerRequestCompletionHandler drops the partition on it too).
 _GIVE_UP: Final = frozenset(
-    {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_PRODUCER_EPOCH}
+    {
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+        ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+    }
 )
 _TIMEOUT_MS: Final = 10_000
 _BACKOFF_S: Final = 0.1
