@@ -54,6 +54,7 @@ from .log.dir_failure import LogDirFailureChannel
 from .metrics import register_replication_metrics
 from .peers.controller import ControllerClient
 from .peers.leader import LeaderClient, leader_channels
+from .peers.txn_coordinator import TxnCoordinatorClient, coordinator_channels
 from .prometheus import register_prometheus_metrics
 from .replica.alter_partition import AlterPartitionManager
 from .replica.fetch import FetchHandler
@@ -92,6 +93,7 @@ class StorageNode:
         self.alter_partition: AlterPartitionManager | None = None
         self.fetchers: ReplicaFetcherManager | None = None
         self.leader_channels = leader_channels()
+        self.coordinator_channels = coordinator_channels()
         self.cleaner: LogCleaner | None = None
         self.offline_replicas: Callable[[], frozenset[TopicPartition]] = frozenset
         self.replica_sizes: Callable[[], dict[TopicPartition, int]] = dict
@@ -181,12 +183,19 @@ class StorageNode:
         self.watcher.add_listener(lambda _old, new: follower_quota.update(new))
         self.watcher.add_listener(replicas.on_image)
         self.watcher.add_listener(self.leader_channels.on_image)
+        self.watcher.add_listener(self.coordinator_channels.on_image)
         await self.watcher.start(timeout_s=None)
 
         fetch = FetchHandler(replicas, self.purgatory, config.fetch_max_bytes, leader_quota)
         servicer = StorageServicer(
             config.node_id,
-            ProduceHandler(replicas, self.purgatory),
+            ProduceHandler(
+                replicas,
+                self.purgatory,
+                TxnCoordinatorClient(self.coordinator_channels, lambda: self.watcher.image)
+                if config.transaction_partition_verification_enable
+                else None,
+            ),
             fetch,
             OffsetsHandler(replicas, config.log_dirs),
         )
@@ -281,6 +290,7 @@ class StorageNode:
         if self.fetchers is not None:
             await self.fetchers.close()
         await self.leader_channels.close()
+        await self.coordinator_channels.close()
         if self.alter_partition is not None:
             await self.alter_partition.stop()
         if self.replicas is not None:

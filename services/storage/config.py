@@ -81,6 +81,9 @@ _NODE_FLAGS: Final[Mapping[str, bool]] = MappingProxyType(
         "replica.fetch.zero.copy.enable": True,
         # Run the log cleaner (compaction of cleanup.policy=compact topics).
         "log.cleaner.enable": True,
+        # KIP-890 part 1: a partition leader verifies with the transaction coordinator that
+        # a transactional write belongs to an ongoing transaction before appending it.
+        "transaction.partition.verification.enable": True,
     }
 )
 _NODE_MINIMUMS: Final[Mapping[str, int]] = MappingProxyType(
@@ -146,6 +149,7 @@ class StorageConfig:
     replication_quota_window_size_seconds: int = 1
     producer_id_expiration_ms: int = 86_400_000
     log_cleaner_enable: bool = True
+    transaction_partition_verification_enable: bool = True
     log_cleaner_backoff_ms: int = 15_000
     log_cleaner_dedupe_buffer_size: int = 134_217_728
     # Topic-level keys (`segment.bytes`, ...) with the broker's defaults for them.
@@ -230,6 +234,9 @@ class StorageConfig:
             ],
             producer_id_expiration_ms=node_values["producer.id.expiration.ms"],
             log_cleaner_enable=flags["log.cleaner.enable"],
+            transaction_partition_verification_enable=flags[
+                "transaction.partition.verification.enable"
+            ],
             log_cleaner_backoff_ms=node_values["log.cleaner.backoff.ms"],
             log_cleaner_dedupe_buffer_size=node_values["log.cleaner.dedupe.buffer.size"],
             log_defaults=MappingProxyType(log_defaults),

@@ -26,6 +26,7 @@ from collections.abc import Iterator, Mapping
 from typing import Final
 
 from riverlog.common.clock import SYSTEM_CLOCK, Clock
+from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.records.control import ControlRecordType, EndTxnMarker
 from riverlog.common.records.header import HEADER_SIZE, BatchHeader, parse_header
 
@@ -49,6 +50,12 @@ from .snapshot import (
     write_snapshot,
 )
 from .transactions import OngoingTxns
+from .verification import (
+    VerificationGuard,
+    VerificationNeeded,
+    guard_valid,
+    verification_needed,
+)
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +85,9 @@ class ProducerStateManager:
         self._next_expiration_check = clock.time_ms() + expiration_check_interval_ms
         self._producers: dict[int, ProducerStateEntry] = {}
         self._txns = OngoingTxns()
+        # KIP-890: the verification in flight per producer (Kafka's VerificationGuard); a
+        # marker for the producer, or its transaction starting here, removes it.
+        self._guards: dict[int, VerificationGuard] = {}
         # Aborted transactions whose marker is at or after this offset are indexed as they are
         # applied: every one on the append paths, the recovered segments' ones on a replay.
         self._index_from: int | None = 0
@@ -128,6 +138,38 @@ class ProducerStateManager:
             self._next_expiration_check = now + self._check_interval_ms
             self.remove_expired(now)
         return check_leader_append(self._tp, payload, self._producers)
+
+    # --- KIP-890 verification -----------------------------------------------------------------
+
+    def verification_needed(self, payload: Payload) -> VerificationNeeded | None:
+        """The producer whose transactional batch needs the coordinator's verification
+        before this payload is appended (no transaction open here at that epoch), or None."""
+        headers = read_headers(payload)
+        return verification_needed(headers, self._producers) if headers else None
+
+    def verification_guard(self, needed: VerificationNeeded) -> VerificationGuard:
+        """The guard a verification starts with: the producer's current one if it is for the
+        same epoch (verifications of one producer share it), else a new one."""
+        guard = self._guards.get(needed.producer_id)
+        if guard is None or guard.producer_epoch != needed.producer_epoch:
+            guard = self._guards[needed.producer_id] = VerificationGuard(
+                needed.producer_id, needed.producer_epoch
+            )
+        return guard
+
+    def check_verified(self, check: LeaderCheck, guard: VerificationGuard | None) -> None:
+        """Raise INVALID_TXN_STATE when the checked payload still needs a verification and
+        `guard` is not the producer's current one (never verified, or a marker arrived while
+        the verification was in flight)."""
+        needed = verification_needed(check.headers, self._producers)
+        current = self._guards.get(needed.producer_id) if needed is not None else None
+        if not guard_valid(needed, guard, current):
+            assert needed is not None
+            raise RiverlogError(
+                f"{self._tp}: producer {needed.producer_id} (epoch {needed.producer_epoch}) has "
+                "no verified ongoing transaction at this partition",
+                ErrorCode.INVALID_TXN_STATE,
+            )
 
     def on_leader_append(self, check: LeaderCheck, info: AppendInfo) -> None:
         """The log appended the checked payload at `info.first_offset` onwards."""
@@ -190,9 +232,11 @@ class ProducerStateManager:
         if entry is None:
             entry = self._producers[pid] = ProducerStateEntry(pid)
         if header.is_control:
+            self._guards.pop(pid, None)
             if marker is not None:
                 self._complete_txn(entry, first, marker)
         elif header.is_transactional and entry.current_txn_first_offset == NO_OFFSET:
+            self._guards.pop(pid, None)
             entry.current_txn_first_offset = first
             self._txns.begin(pid, first)
         meta = BatchMetadata(header.base_sequence, header.last_sequence, first, last, timestamp)
@@ -271,6 +315,7 @@ class ProducerStateManager:
         end = self._log.log_end_offset
         self._producers = {}
         self._txns.clear()
+        self._guards.clear()
         start = self._log.segments[0].base_offset
         # Recovery emptied the .txnindex from here on: replay from a snapshot at or below it.
         rebuild_from = self._log.txn_index_rebuild_from
@@ -323,6 +368,7 @@ class ProducerStateManager:
             delete_snapshot(self._dir, old)
         self._producers = {}
         self._txns.clear()
+        self._guards.clear()
         self.map_end_offset = offset
 
     def _headers_from(self, start: int) -> Iterator[tuple[BatchHeader, EndTxnMarker | None]]:

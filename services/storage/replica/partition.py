@@ -28,6 +28,7 @@ from ..log import AppendInfo, AppendOrigin, FetchSlice, LogConfig, PartitionLog
 from ..log.txn_index import AbortedTxn
 from ..producer import ProducerStateManager
 from ..producer.manager import DEFAULT_PRODUCER_ID_EXPIRATION_MS
+from ..producer.verification import VerificationGuard
 from .isr import AlterIsrRequest
 from .leader_replication import LeaderReplication
 from .role import NO_LEADER, Role
@@ -230,12 +231,20 @@ class Partition:
         return self.log.config
 
     def append_as_leader(
-        self, records: bytes, origin: AppendOrigin = AppendOrigin.CLIENT
+        self,
+        records: bytes,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        *,
+        verify: bool = False,
+        guard: VerificationGuard | None = None,
     ) -> AppendInfo:
         """Validate and append one produce payload (or, from the transaction coordinator, a
         marker) at our epoch; moves the high watermark. Raises RiverlogError with nothing
-        written when the payload is bad."""
+        written when the payload is bad. With `verify` (KIP-890), a transactional batch with no
+        transaction open here needs `guard`, still current, from a successful verification."""
         check = self.producer_state.check_leader_append(records)
+        if verify:
+            self.producer_state.check_verified(check, guard)
         if check.duplicate is not None:  # a retry: the offsets of the first write
             return self.producer_state.duplicate_info(check.duplicate)
         info = self.log.append_as_leader(records, self.leader_epoch, origin)

@@ -70,6 +70,8 @@ class ProduceParams:
     partitions: list[ProducePartitionData]
     correlation_id: int = 0
     origin: AppendOrigin = AppendOrigin.CLIENT
+    # The producer's transactional.id: names its coordinator for KIP-890 verification.
+    transactional_id: str = ""
 
 
 @dataclass(slots=True)

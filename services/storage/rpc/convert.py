@@ -57,6 +57,7 @@ def produce_params_from_proto(request: data_pb2.ProduceRequest) -> ProduceParams
             for p in request.partitions
         ],
         correlation_id=request.correlation_id,
+        transactional_id=request.transactional_id,
     )
 
 

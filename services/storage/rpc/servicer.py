@@ -86,6 +86,8 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
         self, pending: PendingProduce, correlation_id: int, start: float
     ) -> data_pb2.ProduceResponse:
         if pending.acks is Acks.NONE:
+            if pending.deferred:  # KIP-890: appended once verified
+                await self._produce.finish_deferred(pending)
             self._timers.produce.done(start)
             if all(r.error == ErrorCode.NONE for r in pending.results):
                 return data_pb2.ProduceResponse(correlation_id=correlation_id)
