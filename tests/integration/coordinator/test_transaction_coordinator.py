@@ -81,10 +81,15 @@ def txn_batch(pid: int, epoch: int, seq: int, tag: bytes, count: int = 2) -> byt
     return builder.build()
 
 
-def produce(stub: gateway_pb2_grpc.GatewayStub, topic: str, partition: int, records: bytes) -> Any:
+def produce(
+    stub: gateway_pb2_grpc.GatewayStub, topic: str, partition: int, records: bytes, tid: str = ""
+) -> Any:
+    """A raw Produce; transactional batches carry their `tid` (the leader verifies them with
+    its coordinator, KIP-890)."""
     request = data_pb2.ProduceRequest(
         acks=common_pb2.ACKS_ALL,
         timeout_ms=int(TIMEOUT_S * 1000),
+        transactional_id=tid,
         partitions=[data_pb2.ProducePartition(topic=topic, partition=partition, records=records)],
     )
     return call(stub, "Produce", request).partitions[0]
@@ -170,7 +175,7 @@ def test_commit_then_abort_mark_every_partition_and_fence_late_writes(
     assert add(gateway, tid, producer, topic, 0, 1).error_code == E.NONE
     assert describe(gateway, tid).transaction_state == "Ongoing"
     for partition in (0, 1):
-        written = produce(gateway, topic, partition, txn_batch(pid, epoch, 0, b"one"))
+        written = produce(gateway, topic, partition, txn_batch(pid, epoch, 0, b"one"), tid)
         assert written.error_code == E.NONE, written
 
     ended = end(gateway, tid, pid, epoch, True)
@@ -182,11 +187,13 @@ def test_commit_then_abort_mark_every_partition_and_fence_late_writes(
     assert (retried.error_code, retried.producer_epoch) == (E.NONE, epoch + 1)
 
     # The next transaction runs with the bumped epoch; a late batch of the first is fenced.
-    late = produce(gateway, topic, 0, txn_batch(pid, epoch, 2, b"late"))
+    late = produce(gateway, topic, 0, txn_batch(pid, epoch, 2, b"late"), tid)
     assert late.error_code == E.INVALID_PRODUCER_EPOCH, late
     second = pb.InitProducerIdResponse(producer_id=pid, producer_epoch=epoch + 1)
     assert add(gateway, tid, second, topic, 0).error_code == E.NONE
-    assert produce(gateway, topic, 0, txn_batch(pid, epoch + 1, 0, b"two")).error_code == E.NONE
+    assert (
+        produce(gateway, topic, 0, txn_batch(pid, epoch + 1, 0, b"two"), tid).error_code == E.NONE
+    )
     aborted = end(gateway, tid, pid, epoch + 1, False)
     assert (aborted.error_code, aborted.producer_epoch) == (E.NONE, epoch + 2)
     wait_for(in_state(gateway, tid, "CompleteAbort"), what="CompleteAbort")
@@ -205,7 +212,9 @@ def test_a_new_session_fences_the_old_one_and_aborts_what_it_left_open(
     tid = "fenced-" + topic
     old = init(gateway, tid)
     assert add(gateway, tid, old, topic, 1).error_code == E.NONE
-    ok = produce(gateway, topic, 1, txn_batch(old.producer_id, old.producer_epoch, 0, b"zombie"))
+    ok = produce(
+        gateway, topic, 1, txn_batch(old.producer_id, old.producer_epoch, 0, b"zombie"), tid
+    )
     assert ok.error_code == E.NONE
 
     new = init(gateway, tid)  # CONCURRENT_TRANSACTIONS until the old one is aborted
@@ -214,7 +223,7 @@ def test_a_new_session_fences_the_old_one_and_aborts_what_it_left_open(
     assert (old.producer_epoch + 1, ControlRecordType.ABORT) in markers(gateway, topic, 1)
     zombie = end(gateway, tid, old.producer_id, old.producer_epoch, True)
     assert zombie.error_code == E.PRODUCER_FENCED
-    late = produce(gateway, topic, 1, txn_batch(old.producer_id, old.producer_epoch, 2, b"z"))
+    late = produce(gateway, topic, 1, txn_batch(old.producer_id, old.producer_epoch, 2, b"z"), tid)
     assert late.error_code == E.INVALID_PRODUCER_EPOCH
 
 
@@ -273,3 +282,57 @@ def test_grpc_errors_never_escape(gateway: gateway_pb2_grpc.GatewayStub) -> None
     except grpc.RpcError as exc:  # pragma: no cover - the assertion below explains
         raise AssertionError(f"EndTxn raised {exc.code()}") from exc
     assert answer.error_code != E.NONE
+
+
+def partition_state(stub: gateway_pb2_grpc.GatewayStub, topic: str, partition: int) -> Any:
+    """The partition's log end offset, high watermark and LSO (a read_committed Fetch)."""
+    request = data_pb2.FetchRequest(
+        max_wait_ms=0,
+        max_bytes=1 << 20,
+        isolation_level=common_pb2.READ_COMMITTED,
+        partitions=[data_pb2.FetchPartition(topic=topic, partition=partition, fetch_offset=0)],
+    )
+    part = call(stub, "Fetch", request).partitions[0]
+    assert part.error_code == E.NONE, part
+    return part
+
+
+def test_leaders_verify_transactional_writes_with_the_coordinator(
+    cluster: LocalCluster, gateway: gateway_pb2_grpc.GatewayStub
+) -> None:
+    """KIP-890 part 1: a transactional write to a partition not in the transaction is refused
+    with INVALID_TXN_STATE and writes nothing; once added it is written; a write of an ended
+    transaction (Jepsen's hanging transaction) is refused and never holds the LSO."""
+    topic = unique_topic_name("verify")
+    cluster.create_topic(topic, partitions=2, replication_factor=3, configs={
+        "min.insync.replicas": "2"
+    })  # fmt: skip
+    tid = "verify-" + topic
+    producer = init(gateway, tid)
+    pid, epoch = producer.producer_id, producer.producer_epoch
+    before = partition_state(gateway, topic, 0)
+
+    refused = produce(gateway, topic, 0, txn_batch(pid, epoch, 0, b"unadded"), tid)
+    assert refused.error_code == E.INVALID_TXN_STATE, refused
+    after = partition_state(gateway, topic, 0)
+    assert after.log_end_offset == before.log_end_offset
+    assert after.last_stable_offset == after.high_watermark == before.high_watermark
+
+    assert add(gateway, tid, producer, topic, 0).error_code == E.NONE
+    written = produce(gateway, topic, 0, txn_batch(pid, epoch, 0, b"added"), tid)
+    assert (written.error_code, written.base_offset) == (E.NONE, before.log_end_offset)
+    more = produce(gateway, topic, 0, txn_batch(pid, epoch, 2, b"more"), tid)  # no call
+    assert more.error_code == E.NONE, more
+    assert partition_state(gateway, topic, 0).last_stable_offset == before.log_end_offset
+
+    assert end(gateway, tid, pid, epoch, True).error_code == E.NONE
+    wait_for(in_state(gateway, tid, "CompleteCommit"), what="CompleteCommit")
+    ended = partition_state(gateway, topic, 0)
+    assert ended.last_stable_offset == ended.high_watermark == ended.log_end_offset
+
+    # The hanging transaction: a late first write of the ended transaction at a partition it
+    # never touched. Without verification it would open a transaction nobody ends.
+    hanging = produce(gateway, topic, 1, txn_batch(pid, epoch, 0, b"hanging"), tid)
+    assert hanging.error_code == E.INVALID_PRODUCER_EPOCH, hanging
+    late = partition_state(gateway, topic, 1)
+    assert late.log_end_offset == 0 and late.last_stable_offset == late.high_watermark

@@ -123,14 +123,14 @@ def test_read_committed_across_commit_abort_and_a_storage_restart(
     tid_a = "rc-a-" + topic
     a = init(gateway, tid_a)
     assert add(gateway, tid_a, a, topic, 0).error_code == E.NONE
-    written = produce(gateway, topic, 0, txn_batch(a.producer_id, a.producer_epoch, 0, b"a"))
+    written = produce(gateway, topic, 0, txn_batch(a.producer_id, a.producer_epoch, 0, b"a"), tid_a)
     assert (written.error_code, written.base_offset) == (E.NONE, 2)  # 2-3
 
     # Transaction B writes 4-5 and aborts (its marker at 6).
     tid_b = "rc-b-" + topic
     b = init(gateway, tid_b)
     assert add(gateway, tid_b, b, topic, 0).error_code == E.NONE
-    written = produce(gateway, topic, 0, txn_batch(b.producer_id, b.producer_epoch, 0, b"b"))
+    written = produce(gateway, topic, 0, txn_batch(b.producer_id, b.producer_epoch, 0, b"b"), tid_b)
     assert (written.error_code, written.base_offset) == (E.NONE, 4)
     assert end(gateway, tid_b, b.producer_id, b.producer_epoch, False).error_code == E.NONE
     wait_for(lambda: raw_fetch(gateway, topic, UNCOMMITTED).high_watermark == 7, what="abort")
@@ -187,10 +187,10 @@ def test_a_new_leader_has_the_same_lso_and_aborted_transactions(
     tid_a, tid_b = "rcf-a-" + topic, "rcf-b-" + topic
     a, b = init(gateway, tid_a), init(gateway, tid_b)
     assert add(gateway, tid_b, b, topic, 0).error_code == E.NONE
-    written = produce(gateway, topic, 0, txn_batch(b.producer_id, b.producer_epoch, 0, b"b"))
+    written = produce(gateway, topic, 0, txn_batch(b.producer_id, b.producer_epoch, 0, b"b"), tid_b)
     assert (written.error_code, written.base_offset) == (E.NONE, 1)
     assert add(gateway, tid_a, a, topic, 0).error_code == E.NONE
-    written = produce(gateway, topic, 0, txn_batch(a.producer_id, a.producer_epoch, 0, b"a"))
+    written = produce(gateway, topic, 0, txn_batch(a.producer_id, a.producer_epoch, 0, b"a"), tid_a)
     assert (written.error_code, written.base_offset) == (E.NONE, 3)  # b at 1-2, a at 3-4
     assert end(gateway, tid_b, b.producer_id, b.producer_epoch, False).error_code == E.NONE
     wait_for(lambda: raw_fetch(gateway, topic, UNCOMMITTED).high_watermark == 6, what="abort")
