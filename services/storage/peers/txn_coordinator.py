@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Final
+from typing import Final, TypeAlias
 
 import grpc
 
@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 _TIMEOUT_S: Final = 10.0
 
-CoordinatorChannels = ChannelCache[coordinator_pb2_grpc.CoordinatorAsyncStub]
+CoordinatorChannels: TypeAlias = "ChannelCache[coordinator_pb2_grpc.CoordinatorAsyncStub]"
 
 
 def coordinator_channels() -> CoordinatorChannels:

@@ -126,3 +126,12 @@ def test_log_cleaner_keys() -> None:
         "min.compaction.lag.ms": "5",
         "max.compaction.lag.ms": "60000",
     }
+
+
+def test_transaction_partition_verification_key() -> None:
+    default, _ = config_from_args(list(BASE))
+    assert default.transaction_partition_verification_enable is True  # Kafka's default
+    config, _ = config_from_args(
+        [*BASE, "--config", "transaction.partition.verification.enable=false"]
+    )
+    assert config.transaction_partition_verification_enable is False
