@@ -22,6 +22,9 @@ A transactional producer, step by step:
     the producer id and epoch and a base sequence: per partition, sequences start at 0 with
     each new epoch and go up by the record count, as an idempotent producer's; acks ALL, as
     Kafka requires. A leader answers INVALID_PRODUCER_EPOCH to a batch of an older epoch.
+    The leader verifies a transaction's first write to each partition with the coordinator
+    (KIP-890): a partition not added in step 3 gets INVALID_TXN_STATE and nothing is written
+    (a retriable NOT_ENOUGH_REPLICAS while the coordinator is unavailable).
  5. To commit a consumer group's offsets with the transaction (consume-transform-produce):
     AddOffsetsToTxn(..., group_id) once per group and transaction, then TxnOffsetCommit
     (coordinator.proto) through the gateway, which routes it to the group's coordinator: the
