@@ -115,6 +115,9 @@ class TxnProducer:
     producer_id: int
     producer_epoch: int
     base_sequence: int
+    # Sent with the produce: the partition leader verifies the write with the transaction
+    # coordinator (KIP-890 part 1), as Kafka's group coordinator does for TxnOffsetCommit.
+    transactional_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -228,7 +228,7 @@ class OffsetStore:
             reply(results)
             return NOTHING
         sequence = self.pending.next_sequence(req.producer_id, req.producer_epoch)
-        producer = TxnProducer(req.producer_id, req.producer_epoch, sequence)
+        producer = TxnProducer(req.producer_id, req.producer_epoch, sequence, req.transactional_id)
 
         def after(error: ErrorCode) -> None:
             reply([(tp, error if code == E.NONE else code) for tp, code in results])

@@ -178,6 +178,7 @@ class StorageClient:
             partitions=[
                 data_pb2.ProducePartition(topic=self.topic, partition=partition, records=payload)
             ],
+            transactional_id=producer.transactional_id if producer is not None else "",
         )
         node = self._leader(partition)
         try:
