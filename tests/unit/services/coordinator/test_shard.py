@@ -244,7 +244,10 @@ async def test_txn_offsets_are_the_producers_batch_and_count_once_the_marker_is_
         assert await shard.submit(txn_commit("g", 10)) == [(TP, ErrorCode.NONE)]
         assert await shard.submit(txn_commit("g", 11)) == [(TP, ErrorCode.NONE)]
         # the producer's own id, epoch and sequences, each behind a batch of the owner
-        assert storage.txn_appends == [TxnProducer(900, 0, 0), TxnProducer(900, 0, 1)]
+        assert storage.txn_appends == [
+            TxnProducer(900, 0, 0, "tx"),
+            TxnProducer(900, 0, 1, "tx"),
+        ]
         assert storage.appends == [(2, 5, 0), (2, 5, 1), (2, 5, 2)]
         assert await shard.submit(fetch("g")) == 3
         assert await shard.submit(end_txn(True)) == ErrorCode.NONE
