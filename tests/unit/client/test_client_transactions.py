@@ -382,3 +382,21 @@ def test_concurrent_transactions_is_retried_from_20_ms_as_kafka() -> None:
     assert backoff_s(3, 100, 1000, busy) == 0.08
     assert backoff_s(1, 100, 1000, other) == 0.1
     assert backoff_s(1, 10, 1000, busy) == 0.01  # a smaller retry.backoff.ms stays
+
+
+def test_a_leaders_invalid_txn_state_is_abortable_and_a_fence_fatal() -> None:
+    from riverlog.client.producer.transaction_state import (
+        AbortableTransactionError,
+        FatalTransactionError,
+        TxnState,
+    )
+    from riverlog.client.producer.txn_decisions import batch_failure
+
+    verification = RiverlogError("not in the transaction", ErrorCode.INVALID_TXN_STATE)
+    seen = batch_failure(TxnState.IN_TRANSACTION, verification)
+    assert isinstance(seen, AbortableTransactionError) and seen.code == ErrorCode.INVALID_TXN_STATE
+    fenced = batch_failure(
+        TxnState.IN_TRANSACTION, RiverlogError("old epoch", ErrorCode.INVALID_PRODUCER_EPOCH)
+    )
+    assert isinstance(fenced, FatalTransactionError)
+    assert batch_failure(TxnState.ABORTING_TRANSACTION, verification) is None

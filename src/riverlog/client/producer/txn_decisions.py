@@ -15,7 +15,12 @@ from typing import Final
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 
-from .transaction_state import RETRIABLE, FatalTransactionError, TxnState
+from .transaction_state import (
+    RETRIABLE,
+    AbortableTransactionError,
+    FatalTransactionError,
+    TxnState,
+)
 
 TopicPartitionKey = tuple[str, int]
 
@@ -101,9 +106,17 @@ def batch_failure(state: TxnState, error: RiverlogError) -> RiverlogError | None
     """The error a failed batch puts the transaction in, or None when it changes nothing: a
     batch failing while the transaction aborts was dropped on purpose. A leader refusing the
     epoch means a newer session holds the transactional id, so INVALID_PRODUCER_EPOCH from a
-    partition is PRODUCER_FENCED, fatal (Kafka, KIP-588)."""
+    partition is PRODUCER_FENCED, fatal (Kafka, KIP-588). INVALID_TXN_STATE from a partition
+    is its leader's KIP-890 verification failing (the partition is not in the transaction
+    the coordinator knows): abortable, as Kafka 3.6+ clients take it, unlike the coordinator's
+    INVALID_TXN_STATE (a call in the wrong state), which stays fatal."""
     if state in (TxnState.ABORTING_TRANSACTION, TxnState.FATAL_ERROR):
         return None
+    if error.code == ErrorCode.INVALID_TXN_STATE:
+        return AbortableTransactionError(
+            f"a partition leader found the write outside the transaction: {error.message}",
+            error.code,
+        )
     return fenced_or_same(error)
 
 
