@@ -202,14 +202,15 @@ class Fetcher:
                     assert replicas is not None
                     replicas.pass_over(tp, node.node_id, exc.message)
                 raise
-            if replicas is not None and followed:
+            if replicas is not None:
                 for part, result in zip(batch, results, strict=False):
-                    if part.tp in followed:
+                    if part.tp not in followed:
+                        served.pop(part.tp, None)  # the leader's answer stands
+                    else:
                         served[part.tp] = node.node_id
                         if result.error_code != ErrorCode.NONE:
-                            replicas.pass_over(
-                                part.tp, node.node_id, ErrorCode(result.error_code).name
-                            )
+                            why = f"error {result.error_code}: {result.error_message}"
+                            replicas.pass_over(part.tp, node.node_id, why)
             return results
 
         route_fn: RouteFn | None = None

@@ -116,3 +116,17 @@ async def test_an_error_from_the_leader_is_the_answer() -> None:
     result = await fetch(h, "a")
     assert result.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
     assert h.storage.nodes_called("fetch") == [1]
+
+
+async def test_the_leaders_answer_after_a_follower_route_error_is_final() -> None:
+    h = harness()
+
+    def answer(node_id: int, item: FetchPart) -> FetchPartResult:
+        if node_id == 2:  # e.g. the follower no longer hosts the partition
+            return FetchPartResult(item.tp, int(ErrorCode.NOT_LEADER_OR_FOLLOWER), "moved")
+        return FetchPartResult(item.tp, int(ErrorCode.OFFSET_OUT_OF_RANGE), "out of range")
+
+    h.storage.answer = answer
+    result = await fetch(h, "b", offset=99)
+    assert result.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert h.storage.nodes_called("fetch") == [2, 1]  # the leader is asked once, not twice
