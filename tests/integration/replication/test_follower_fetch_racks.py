@@ -5,8 +5,10 @@ nodes in racks a, b and c (node 1, 2, 3), replication factor 3, one gateway with
 A consumer with `client.rack=b` reads every acknowledged record, and the partitions node 2 only
 follows are served by node 2 (its `riverlog_consumer_fetches` counter, scraped over HTTP, says
 follower; their leaders served none); no record it gets is at or above the leader's high
-watermark at that time; a consumer without `client.rack` reads from the leaders only; and when
-node 2 is SIGKILLed the rack-b consumer goes on from the leaders with nothing lost or repeated.
+watermark at that time; with the third replica paused (SIGSTOP) the leader's high watermark
+stays put while acks=1 records reach node 2's log, and node 2 does not serve them until it
+moves; a consumer without `client.rack` reads from the leaders only; and when node 2 is
+SIGKILLed the rack-b consumer goes on from the leaders with nothing lost or repeated.
 """
 
 from __future__ import annotations
@@ -188,6 +190,63 @@ def test_a_consumer_without_a_rack_reads_from_the_leaders(harness: ReplicationHa
     assert not [k for k in counts if k[2] == "follower"], counts
     for p, leader in leaders.items():
         assert counts.get((leader, p, "leader"), 0) > 0, counts
+
+
+def offsets_on(
+    harness: ReplicationHarness, node: int, topic: str, partition: int
+) -> tuple[int, int]:
+    """(log end offset, high watermark) of the replica of topic-partition on `node`."""
+    for log_dir in harness.describe_node(node).log_dirs:
+        for p in log_dir.partitions:
+            if p.topic == topic and p.partition == partition:
+                return p.log_end_offset, p.high_watermark
+    raise AssertionError(f"node {node} holds no replica of {topic}-{partition}")
+
+
+def test_the_follower_never_serves_records_above_the_high_watermark(
+    harness: ReplicationHarness,
+) -> None:
+    """The third replica paused (SIGSTOP, still in the ISR for replica.lag.time.max.ms) holds
+    the leader's high watermark back while acks=1 records reach the rack-b follower's log: the
+    follower has them but does not serve them until the high watermark passes them."""
+    topic = create_topic(harness, "rack-b-hw")
+    state = next(p for p in partitions(harness, topic) if p.leader != RACK_B_NODE)
+    part, leader = state.partition, state.leader
+    [third] = ALL - {leader, RACK_B_NODE}
+    config = {"bootstrap.servers": harness.cluster.gateway_address, **BOUNDED}
+    with Producer(config) as p:
+        committed = [p.send(topic, b"c-%d" % i, partition=part) for i in range(50)]
+        p.flush()
+    assert [f.result(30).offset for f in committed] == list(range(50))
+    reader = Reader(harness, topic, "b")
+    try:
+        reader.consumer.assign([TopicPartition(topic, part)])
+        reader.read_until(50)
+        harness.cluster.storage(third).pause()
+        try:
+            with Producer({**config, "acks": "1"}) as p:
+                pending = [p.send(topic, b"u-%d" % i, partition=part) for i in range(50)]
+                p.flush()
+            assert [f.result(30).offset for f in pending] == list(range(50, 100))
+            wait_until(
+                lambda: offsets_on(harness, RACK_B_NODE, topic, part)[0] == 100,
+                what="the acks=1 records in the rack-b follower's log",
+            )
+            held_back_polls = 0
+            for _ in range(6):
+                got = [r for rs in reader.consumer.poll(timeout_ms=300).values() for r in rs]
+                if offsets_on(harness, leader, topic, part)[1] != 50:
+                    break  # the paused replica left the ISR: the high watermark moved on
+                assert not got, f"records above the high watermark 50: {[r.offset for r in got]}"
+                held_back_polls += 1
+            assert held_back_polls > 0, "the high watermark moved before any poll"
+        finally:
+            harness.cluster.storage(third).resume()
+        reader.read_until(100)
+    finally:
+        reader.close()
+    assert sorted(r.offset for r in reader.records) == list(range(100))
+    assert served(harness, topic).get((leader, part, "leader"), 0) == 0
 
 
 def test_the_rack_b_replica_killed_the_consumer_goes_on_from_the_leaders(
