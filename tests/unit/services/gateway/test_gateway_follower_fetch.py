@@ -12,8 +12,11 @@ from gateway_fakes import FAST, Harness, make_image
 from riverlog.common.clock import ManualClock
 from riverlog.common.cluster import ClusterImage, TopicInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.types import TopicPartition
+from riverlog.common.types import IsolationLevel, TopicPartition
 from riverlog.services.gateway.fetch import FetchOptions, FetchPart, FetchPartResult
+from riverlog.services.gateway.records import PlainRecords
+from riverlog.services.gateway.rpc import convert
+from riverlog.v1 import data_pb2
 
 TP = TopicPartition("t", 0)
 RACKS = {1: "a", 2: "b", 3: "c"}
@@ -130,3 +133,26 @@ async def test_the_leaders_answer_after_a_follower_route_error_is_final() -> Non
     result = await fetch(h, "b", offset=99)
     assert result.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
     assert h.storage.nodes_called("fetch") == [2, 1]  # the leader is asked once, not twice
+
+
+async def test_fetch_records_with_a_rack_reads_from_that_racks_follower() -> None:
+    h = harness()
+    plain = PlainRecords(h.cache, h.producer, h.fetcher)
+    result = await plain.fetch(
+        h.ctx(),
+        TP,
+        0,
+        max_records=0,
+        max_bytes=0,
+        max_wait_ms=0,
+        isolation_level=IsolationLevel.READ_UNCOMMITTED,
+        rack_id="c",
+    )
+    assert result.error_code == ErrorCode.NONE
+    assert h.storage.nodes_called("fetch") == [3]
+
+
+def test_the_wire_rack_reaches_the_fetch_options() -> None:
+    request = data_pb2.FetchRequest(max_bytes=1, rack_id="b")
+    options, _ = convert.fetch_from_proto(request)
+    assert options.rack_id == "b"
