@@ -165,12 +165,15 @@ class Fetcher:
         items = [self._part(parts[i], options.max_bytes) for i in routed]
         # The client's max_wait is one wait for the whole request, retries included.
         wait_until_ms = self.clock.monotonic_ms() + options.max_wait_ms
-        leaders = self._leader_count(items)
+        replicas = self.read_replicas if options.rack_id else None
+        route_fn: RouteFn | None = None
+        if replicas is not None:
+            rack = options.rack_id
+            route_fn = lambda tp: replicas.route(tp, rack)  # noqa: E731
+        served: dict[TopicPartition, int] = {}  # partitions a follower answered, by node id
+        leaders = self._leader_count(items, route_fn)
         share = max(options.max_bytes // leaders, 1)
         poll = _LongPoll(options.min_bytes)
-
-        replicas = self.read_replicas if options.rack_id else None
-        served: dict[TopicPartition, int] = {}  # partitions a follower answered, by node id
 
         async def send(
             node: NodeInfo, batch: list[FetchPart], deadline: Deadline
@@ -213,10 +216,6 @@ class Fetcher:
                             replicas.pass_over(part.tp, node.node_id, why)
             return results
 
-        route_fn: RouteFn | None = None
-        if replicas is not None:
-            rack = options.rack_id
-            route_fn = lambda tp: replicas.route(tp, rack)  # noqa: E731
         results = await self.router.dispatch(
             items, send, FetchPartResult.failed, ctx.deadline, route_fn
         )
@@ -249,12 +248,14 @@ class Fetcher:
             out[i] = result
         return out
 
-    def _leader_count(self, items: Sequence[FetchPart]) -> int:
-        """How many leaders the items go to now (at least 1), to share max_bytes between."""
+    def _leader_count(self, items: Sequence[FetchPart], route_fn: RouteFn | None = None) -> int:
+        """How many storage nodes the items go to now (at least 1), to share max_bytes
+        between: their leaders, or the replicas `route_fn` picks."""
+        find = route_fn or self.router.cache.route
         leaders = set()
         for item in items:
             try:
-                leaders.add(self.router.cache.route(item.tp).node.node_id)
+                leaders.add(find(item.tp).node.node_id)
             except RiverlogError:
                 continue
         return max(len(leaders), 1)
