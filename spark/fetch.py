@@ -119,6 +119,7 @@ class RangeReader:
             min_bytes=1,
             max_bytes=self._config.fetch_max_bytes,
             isolation_level=self._isolation,
+            rack_id=self._config.client_rack,  # kafka.client.rack: read from this rack's replica
             partitions=[
                 data_pb2.FetchPartition(
                     topic=r.topic,

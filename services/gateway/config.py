@@ -30,8 +30,10 @@ _STR_KEYS: Final = frozenset(
         "ssl_ca_location",
         "ssl_client_auth",
         "super_users",
+        "replica_selector_class",
     }
 )
+REPLICA_SELECTORS: Final = ("leader", "rack-aware")
 CLIENT_AUTH_CHOICES: Final = ("none", "required")
 """Kafka's `requested` is not offered: gRPC Python's server either requires and verifies a client
 certificate or does not ask for one."""
@@ -78,6 +80,16 @@ class GatewayConfig:
 
     max_partition_fetch_bytes: int = _MIB
     """A partition's share when a fetch leaves partition_max_bytes at 0."""
+
+    replica_selector_class: str = "leader"
+    """Kafka's replica.selector.class: `leader` (every fetch goes to the leader) or `rack-aware`
+    (a consumer that sends its `client.rack` reads from an in-sync replica in that rack;
+    decision 0038)."""
+
+    metadata_max_age_ms: int = 300_000
+    """How long a follower that failed a consumer's fetch (behind, out of range, unreachable)
+    is passed over for its partition before being chosen again (Kafka's consumer forgets its
+    preferred read replica after metadata.max.age.ms)."""
 
     metadata_startup_timeout_ms: int = 60_000
     """How long start-up waits for the first metadata snapshot."""
@@ -168,6 +180,12 @@ class GatewayConfig:
             values[attr] = value
         config = cls(**values, **flags)
         config._check_tls()
+        if config.replica_selector_class not in REPLICA_SELECTORS:
+            raise RiverlogError(
+                f"invalid value {config.replica_selector_class!r} for replica.selector.class: "
+                f"expected one of {', '.join(REPLICA_SELECTORS)}",
+                ErrorCode.INVALID_CONFIG,
+            )
         if config.retry_backoff_max_ms < config.retry_backoff_ms:
             raise RiverlogError(
                 "retry.backoff.max.ms must be at least retry.backoff.ms", ErrorCode.INVALID_CONFIG

@@ -6,13 +6,21 @@ with ONE overall `max_wait_ms`: every leader is asked at the same time, and a pa
 after a stale route only waits for what is left of it. The response-wide `max_bytes` is shared
 between the leaders of one request, so a fetch touching many leaders cannot add up to more than
 a gRPC message can carry.
+
+Fetching from the closest replica (KIP-392, decision 0038): a fetch that carries the client's
+rack (`rack_id`) goes, partition by partition, to the replica `ReadReplicas` picks (with
+`replica.selector.class=rack-aware`, an in-sync replica in that rack). A follower answers up to
+its own high watermark (and last stable offset); a partition a follower fails (behind the
+consumer's position: OFFSET_NOT_AVAILABLE, out of its range, not hosted, unreachable) is read
+again from the leader within the same request, and that follower is passed over for it for a
+while, so the client never sees a follower's error.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -23,7 +31,9 @@ from riverlog.common.types import IsolationLevel, TopicPartition
 
 from .config import GatewayConfig
 from .context import Deadline, RequestContext, measured
-from .routing.router import Router, merge
+from .routing.read_replica import ReadReplicas
+from .routing.replica_selector import selector_named
+from .routing.router import RouteFn, Router, merge
 from .validation import item_errors, offset_error, require
 
 log = logging.getLogger(__name__)
@@ -42,6 +52,8 @@ class FetchOptions:
     isolation_level: IsolationLevel | None = IsolationLevel.READ_UNCOMMITTED
     """None: the request named a level the wire does not define (refused)."""
     replica_id: int | None = None
+    rack_id: str = ""
+    """The consumer's client.rack ("" none): where it may read from a follower."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +106,16 @@ class Fetcher:
         self.sender = sender
         self.config = config
         self.clock = clock  # the one long-poll wait a request's retries share
+        self.read_replicas = (
+            ReadReplicas(
+                router.cache,
+                selector_named(config.replica_selector_class),
+                config.metadata_max_age_ms,
+                clock,
+            )
+            if config.replica_selector_class != "leader"
+            else None
+        )
 
     def check(self, options: FetchOptions) -> FetchOptions:
         """The options as forwarded (sizes capped); RiverlogError for a request wrong as a
@@ -120,6 +142,7 @@ class Fetcher:
             min_bytes=options.min_bytes,
             max_bytes=min(options.max_bytes, self.config.fetch_max_bytes),
             isolation_level=options.isolation_level,
+            rack_id=options.rack_id,
         )
 
     def _part(self, part: FetchPart, max_bytes: int) -> FetchPart:
@@ -142,7 +165,13 @@ class Fetcher:
         items = [self._part(parts[i], options.max_bytes) for i in routed]
         # The client's max_wait is one wait for the whole request, retries included.
         wait_until_ms = self.clock.monotonic_ms() + options.max_wait_ms
-        leaders = self._leader_count(items)
+        replicas = self.read_replicas if options.rack_id else None
+        route_fn: RouteFn | None = None
+        if replicas is not None:
+            rack = options.rack_id
+            route_fn = lambda tp: replicas.route(tp, rack)  # noqa: E731
+        served: dict[TopicPartition, int] = {}  # partitions a follower answered, by node id
+        leaders = self._leader_count(items, route_fn)
         share = max(options.max_bytes // leaders, 1)
         poll = _LongPoll(options.min_bytes)
 
@@ -156,20 +185,77 @@ class Fetcher:
                 min_bytes=options.min_bytes,
                 max_bytes=min(share, sum(p.partition_max_bytes for p in batch)),
                 isolation_level=options.isolation_level,
+                rack_id=options.rack_id,
             )
-            if leaders == 1 or leader_options.max_wait_ms == 0 or options.min_bytes == 0:
-                return poll.add(await self.sender.fetch(node, leader_options, batch, deadline))
-            return await poll.wait_or_cut_short(self.sender, node, leader_options, batch, deadline)
+            followed = [
+                p.tp for p in batch if replicas and replicas.is_follower(p.tp, node.node_id)
+            ]
+            direct = leaders == 1 or leader_options.max_wait_ms == 0 or options.min_bytes == 0
+            try:
+                if direct:
+                    results = poll.add(
+                        await self.sender.fetch(node, leader_options, batch, deadline)
+                    )
+                else:
+                    results = await poll.wait_or_cut_short(
+                        self.sender, node, leader_options, batch, deadline
+                    )
+            except RiverlogError as exc:
+                for tp in followed:
+                    assert replicas is not None
+                    replicas.pass_over(tp, node.node_id, exc.message)
+                raise
+            if replicas is not None:
+                for part, result in zip(batch, results, strict=False):
+                    if part.tp not in followed:
+                        served.pop(part.tp, None)  # the leader's answer stands
+                    else:
+                        served[part.tp] = node.node_id
+                        if result.error_code != ErrorCode.NONE:
+                            why = f"error {result.error_code}: {result.error_message}"
+                            replicas.pass_over(part.tp, node.node_id, why)
+            return results
 
-        results = await self.router.dispatch(items, send, FetchPartResult.failed, ctx.deadline)
+        results = await self.router.dispatch(
+            items, send, FetchPartResult.failed, ctx.deadline, route_fn
+        )
+        if replicas is not None and served:
+            results = await self._from_leaders(items, results, served, send, ctx)
         return merge(len(parts), answered, routed, results)
 
-    def _leader_count(self, items: Sequence[FetchPart]) -> int:
-        """How many leaders the items go to now (at least 1), to share max_bytes between."""
+    async def _from_leaders(
+        self,
+        items: list[FetchPart],
+        results: list[FetchPartResult],
+        served: dict[TopicPartition, int],
+        send: Callable[[NodeInfo, list[FetchPart], Deadline], Awaitable[list[FetchPartResult]]],
+        ctx: RequestContext,
+    ) -> list[FetchPartResult]:
+        """The partitions a follower failed, fetched again from their leaders (the follower is
+        passed over by then, so a route to the leader is what `dispatch` finds)."""
+        failed = [
+            i
+            for i, r in enumerate(results)
+            if r.error_code != ErrorCode.NONE and items[i].tp in served
+        ]
+        if not failed:
+            return results
+        again = await self.router.dispatch(
+            [items[i] for i in failed], send, FetchPartResult.failed, ctx.deadline
+        )
+        out = list(results)
+        for i, result in zip(failed, again, strict=True):
+            out[i] = result
+        return out
+
+    def _leader_count(self, items: Sequence[FetchPart], route_fn: RouteFn | None = None) -> int:
+        """How many storage nodes the items go to now (at least 1), to share max_bytes
+        between: their leaders, or the replicas `route_fn` picks."""
+        find = route_fn or self.router.cache.route
         leaders = set()
         for item in items:
             try:
-                leaders.add(self.router.cache.route(item.tp).node.node_id)
+                leaders.add(find(item.tp).node.node_id)
             except RiverlogError:
                 continue
         return max(len(leaders), 1)

@@ -187,6 +187,7 @@ class PlainRecords:
         max_bytes: int,
         max_wait_ms: int,
         isolation_level: IsolationLevel | None,
+        rack_id: str = "",
     ) -> FetchedRecords:
         """Decoded records from `offset` on; per-partition problems in `error_code`,
         RiverlogError for a request wrong as a whole (negative sizes or wait)."""
@@ -201,6 +202,7 @@ class PlainRecords:
             min_bytes=1,
             max_bytes=max_bytes or DEFAULT_MAX_BYTES,
             isolation_level=isolation_level,
+            rack_id=rack_id,
         )
         [result] = await self.fetcher.fetch(
             ctx, options, [FetchPart(tp, offset, options.max_bytes)]

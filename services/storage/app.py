@@ -178,7 +178,6 @@ class StorageNode:
         failures.on_offline.append(lambda _dir: self.fetchers.update() if self.fetchers else None)
         replicas.on_partitions_changed.append(self.fetchers.update)
         register_replication_metrics(replicas)
-        register_prometheus_metrics(replicas)
         self.watcher.add_listener(lambda _old, new: leader_quota.update(new))
         self.watcher.add_listener(lambda _old, new: follower_quota.update(new))
         self.watcher.add_listener(replicas.on_image)
@@ -187,6 +186,7 @@ class StorageNode:
         await self.watcher.start(timeout_s=None)
 
         fetch = FetchHandler(replicas, self.purgatory, config.fetch_max_bytes, leader_quota)
+        register_prometheus_metrics(replicas, fetch)
         servicer = StorageServicer(
             config.node_id,
             ProduceHandler(

@@ -14,6 +14,7 @@ from riverlog.common.cluster.image import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from riverlog.common.metrics import endpoint
 from riverlog.common.metrics.endpoint import LoopCollector, family
 
+from .replica.fetch import FetchHandler
 from .replica.replica_manager import ReplicaManager
 
 # Written by the coordinators under their own producer ids: not clients' producers.
@@ -28,13 +29,14 @@ NAMES = (
     "riverlog_log_size_bytes",
     "riverlog_log_end_offset",
     "riverlog_producer_ids",
+    "riverlog_consumer_fetches",
 )
 
 
-def snapshot(replicas: ReplicaManager) -> list[Metric]:
+def snapshot(replicas: ReplicaManager, fetches: FetchHandler | None = None) -> list[Metric]:
     """The families, from the replica manager's state now (event loop only)."""
     node = str(replicas.node_id)
-    urp, shrinks, expands, count, leaders, size, end, producers = (family(n) for n in NAMES)
+    urp, shrinks, expands, count, leaders, size, end, producers, served = (family(n) for n in NAMES)
     partitions = list(replicas.partitions.values())
     urp.add_metric([node], replicas.under_replicated_partitions)
     shrinks.add_metric([node], replicas.isr_shrinks)
@@ -49,12 +51,18 @@ def snapshot(replicas: ReplicaManager) -> list[Metric]:
         if p.tp.topic not in _COORDINATOR_TOPICS:
             producer_ids += len(p.producer_state.producers)
     producers.add_metric([node], producer_ids)
-    return [urp, shrinks, expands, count, leaders, size, end, producers]
+    if fetches is not None:
+        for (tp, as_leader), n in fetches.consumer_fetches.items():
+            role = "leader" if as_leader else "follower"
+            served.add_metric([node, tp.topic, str(tp.partition), role], n)
+    return [urp, shrinks, expands, count, leaders, size, end, producers, served]
 
 
-def register_prometheus_metrics(replicas: ReplicaManager) -> None:
+def register_prometheus_metrics(
+    replicas: ReplicaManager, fetches: FetchHandler | None = None
+) -> None:
     """Serve the families on `/metrics` (no-op when this process serves none)."""
     if not endpoint.enabled():
         return
     loop = asyncio.get_running_loop()
-    endpoint.register("storage", LoopCollector(loop, NAMES, lambda: snapshot(replicas)))
+    endpoint.register("storage", LoopCollector(loop, NAMES, lambda: snapshot(replicas, fetches)))

@@ -186,6 +186,7 @@ class StoragePeers:
                 _checked(options.isolation_level, "isolation level")
             ),
             partitions=[_fetch_part_to_proto(p) for p in parts],
+            rack_id=options.rack_id,
         )
         fast = self._fast(node)
         if fast is None:

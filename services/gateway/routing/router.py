@@ -26,7 +26,7 @@ from riverlog.common.types import TopicPartition
 
 from ..config import GatewayConfig
 from ..context import Deadline, measured
-from .metadata_cache import MetadataCache
+from .metadata_cache import MetadataCache, Route
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,10 @@ SendFn = Callable[[NodeInfo, list[ItemT], Deadline], Awaitable[list[ResultT]]]
 """Call one leader with its items; results aligned with the items. Raises RiverlogError when
 the whole call failed (unreachable node, deadline)."""
 
+RouteFn = Callable[[TopicPartition], Route]
+"""Where an item goes; the leader's route (`MetadataCache.route`) unless a fetch reads from a
+preferred read replica (decision 0038)."""
+
 ErrorFn = Callable[[ItemT, RiverlogError], ResultT]
 """The result standing for an item that got `error` instead of an answer."""
 
@@ -88,15 +92,16 @@ class Router:
         self.config = config
 
     def group(
-        self, items: Sequence[Routed], indexes: Sequence[int]
+        self, items: Sequence[Routed], indexes: Sequence[int], route_fn: RouteFn | None = None
     ) -> tuple[list[_Group], dict[int, RiverlogError]]:
         """Items at `indexes` by leader node (groups in first-seen order, indexes ascending), and
         the items that have no route with why."""
         groups: dict[NodeKey, _Group] = {}
         errors: dict[int, RiverlogError] = {}
+        find = route_fn or self.cache.route
         for index in indexes:
             try:
-                route = self.cache.route(items[index].tp)
+                route = find(items[index].tp)
             except RiverlogError as exc:
                 errors[index] = exc
                 continue
@@ -113,8 +118,9 @@ class Router:
         send: SendFn[ItemT, ResultT],
         on_error: ErrorFn[ItemT, ResultT],
         deadline: Deadline,
+        route_fn: RouteFn | None = None,
     ) -> list[ResultT]:
-        """One result per item, in item order."""
+        """One result per item, in item order; `route_fn` routes instead of the leaders."""
         results: dict[int, ResultT] = {}
         pending = list(range(len(items)))
         block_deadline = deadline.earlier(self.config.max_block_s)
@@ -122,7 +128,7 @@ class Router:
         attempt = 0
         while pending:
             version = self.cache.version
-            groups, route_errors = self.group(items, pending)
+            groups, route_errors = self.group(items, pending, route_fn)
             retry: list[int] = []
             for index, error in route_errors.items():
                 results[index] = on_error(items[index], error)

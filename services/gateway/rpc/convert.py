@@ -86,6 +86,7 @@ def fetch_from_proto(msg: data_pb2.FetchRequest) -> tuple[FetchOptions, list[Fet
         max_bytes=msg.max_bytes,
         isolation_level=isolation_level_from_proto(msg.isolation_level),
         replica_id=_optional(msg, "replica_id"),
+        rack_id=msg.rack_id,
     )
     parts = [
         FetchPart(

@@ -302,6 +302,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             max_bytes=sized.max_bytes,
             max_wait_ms=request.max_wait_ms,
             isolation_level=isolation_level_from_proto(request.isolation_level),
+            rack_id=request.rack_id,
         )
         response = convert.fetch_records_to_proto(result)
         if quotas is not None:

@@ -16,6 +16,13 @@ partition the follower's log end offset (its fetch offset): that is how the lead
 the followers hold, moves the high watermark and keeps the ISR (Kafka's
 `updateFollowerFetchState`).
 
+Fetch from a follower (KIP-392, decision 0038): a consumer's fetch that carries its rack
+(`rack_id`) is served by a follower too, up to the follower's own high watermark (learned from
+the leader's fetch responses) or last stable offset, so it returns only committed records. A
+fetch offset above that high watermark (the consumer already read further on the leader)
+answers OFFSET_NOT_AVAILABLE, and the gateway reads that partition from the leader instead.
+`consumer_fetches` counts the partitions answered to consumers, as leader and as follower.
+
 Replication throttle (decision 0024): a follower fetch of a partition listed in the topic's
 `leader.replication.throttled.replicas` for this node, from a follower not in the ISR, gets no
 records while the node's `leader.replication.throttled.rate` is exceeded (Kafka's
@@ -24,15 +31,21 @@ shouldLeaderThrottle), and the bytes sent to such followers are recorded against
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
 from collections.abc import Iterable
 
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 
+from .partition import Partition
 from .purgatory import DelayedFetch, Purgatory
 from .replica_manager import ReplicaManager
 from .requests import FetchParams, FetchPartitionData, FetchPartitionResult
+from .role import Role
 from .throttle import ReplicationQuota, should_throttle
+
+log = logging.getLogger(__name__)
 
 
 def close_results(results: Iterable[FetchPartitionResult]) -> None:
@@ -58,6 +71,8 @@ class FetchHandler:
         self._purgatory = purgatory
         self._fetch_max_bytes = fetch_max_bytes
         self.leader_quota = leader_quota
+        self.consumer_fetches: Counter[tuple[TopicPartition, bool]] = Counter()
+        """Partitions answered without error to consumers, by (partition, served as leader)."""
 
     def validate(self, params: FetchParams) -> None:
         """Whole-request checks; raises INVALID_REQUEST (the interceptor maps it)."""
@@ -89,6 +104,7 @@ class FetchHandler:
         results = self.read_all(params)
         if params.max_wait_ms <= 0 or not params.partitions or self._satisfied(params, results):
             self._record_throttled(params, results)
+            self._count_consumer_fetch(params, results)
             return results
         close_results(results)
 
@@ -105,7 +121,25 @@ class FetchHandler:
         ).wait()
         results = self.read_all(params)
         self._record_throttled(params, results)
+        self._count_consumer_fetch(params, results)
         return results
+
+    def _count_consumer_fetch(
+        self, params: FetchParams, results: list[FetchPartitionResult]
+    ) -> None:
+        if params.replica_id is not None:
+            return
+        partitions = self._replicas.partitions
+        for result in results:
+            partition = partitions.get(result.tp)
+            if result.ok and partition is not None:
+                self.consumer_fetches[(result.tp, partition.is_leader)] += 1
+                if not partition.is_leader:
+                    log.debug(
+                        "%s: served a consumer fetch as follower (rack %s)",
+                        result.tp,
+                        params.rack_id,
+                    )
 
     def _record_throttled(self, params: FetchParams, results: list[FetchPartitionResult]) -> None:
         """Count the bytes sent to out-of-sync followers of throttled partitions."""
@@ -141,6 +175,23 @@ class FetchHandler:
             partition.replication.update_follower_fetch_state(replica_id, data.fetch_offset)
 
     @staticmethod
+    def _check_follower_read(partition: Partition, data: FetchPartitionData) -> None:
+        """A follower serves a consumer only while it follows, and only below its high
+        watermark (Kafka answers a position it cannot serve yet with OFFSET_NOT_AVAILABLE)."""
+        if partition.role is not Role.FOLLOWER:
+            raise RiverlogError(
+                f"{data.tp}: this node neither leads nor follows it now",
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            )
+        hw = partition.high_watermark
+        if data.fetch_offset > hw:
+            raise RiverlogError(
+                f"{data.tp}: fetch offset {data.fetch_offset} is above this follower's high "
+                f"watermark {hw}; read from the leader",
+                ErrorCode.OFFSET_NOT_AVAILABLE,
+            )
+
+    @staticmethod
     def _satisfied(params: FetchParams, results: list[FetchPartitionResult]) -> bool:
         if any(not r.ok for r in results):
             return True
@@ -170,9 +221,12 @@ class FetchHandler:
                     ErrorCode.INVALID_FETCH_SIZE,
                 )
             is_consumer = params.replica_id is None
+            from_follower = is_consumer and bool(params.rack_id)
             partition = self._replicas.get_partition(
-                data.tp, data.current_leader_epoch, require_leader=True
+                data.tp, data.current_leader_epoch, require_leader=not from_follower
             )
+            if from_follower and not partition.is_leader:
+                self._check_follower_read(partition, data)
             limit = remaining
             if data.partition_max_bytes > 0:
                 limit = min(limit, data.partition_max_bytes)

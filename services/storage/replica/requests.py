@@ -109,6 +109,8 @@ class FetchParams:
     isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
     replica_id: int | None = None
     correlation_id: int = 0
+    rack_id: str = ""
+    """A consumer's client.rack: set, a follower may serve the fetch (decision 0038)."""
 
 
 @dataclass(slots=True)

@@ -123,6 +123,7 @@ def fetch_params_from_proto(request: data_pb2.FetchRequest) -> FetchParams:
         isolation=isolation_from_proto(request.isolation_level),
         replica_id=request.replica_id if request.HasField("replica_id") else None,
         correlation_id=request.correlation_id,
+        rack_id=request.rack_id,
     )
 
 

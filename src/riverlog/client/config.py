@@ -354,7 +354,7 @@ class ConsumerConfig(_ClientConfig):
         _parse_assignors,
         "Assignors in preference order (range, roundrobin, sticky, cooperative-sticky)",
     )
-    client_rack: str = _key("", _parse_str, "The rack of this consumer, sent to assignors")
+    client_rack: str = _key("", _parse_str, "This consumer's rack (assignors, nearest replica)")
     exclude_internal_topics: bool = _key(True, _parse_bool, "Patterns never match __ topics")
 
     def validate(self) -> None:

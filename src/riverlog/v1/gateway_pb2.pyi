@@ -50,7 +50,7 @@ class ProduceRecordsResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[RecordResult, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class FetchRecordsRequest(_message.Message):
-    __slots__ = ("topic", "partition", "offset", "max_records", "max_bytes", "max_wait_ms", "isolation_level")
+    __slots__ = ("topic", "partition", "offset", "max_records", "max_bytes", "max_wait_ms", "isolation_level", "rack_id")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
@@ -58,6 +58,7 @@ class FetchRecordsRequest(_message.Message):
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     ISOLATION_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    RACK_ID_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     offset: int
@@ -65,7 +66,8 @@ class FetchRecordsRequest(_message.Message):
     max_bytes: int
     max_wait_ms: int
     isolation_level: _common_pb2.IsolationLevel
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ..., max_records: _Optional[int] = ..., max_bytes: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., isolation_level: _Optional[_Union[_common_pb2.IsolationLevel, str]] = ...) -> None: ...
+    rack_id: str
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ..., max_records: _Optional[int] = ..., max_bytes: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., isolation_level: _Optional[_Union[_common_pb2.IsolationLevel, str]] = ..., rack_id: _Optional[str] = ...) -> None: ...
 
 class FetchRecordsResponse(_message.Message):
     __slots__ = ("error_code", "error_message", "records", "high_watermark", "log_start_offset", "next_offset", "throttle_time_ms", "last_stable_offset")

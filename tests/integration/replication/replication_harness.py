@@ -65,13 +65,19 @@ def start_replication_cluster(
     root: Path,
     session_timeout_ms: int = SESSION_TIMEOUT_MS,
     lag_time_max_ms: int = LAG_TIME_MAX_MS,
+    *,
+    gateways: int = 0,
+    racks: list[str] | None = None,
+    gateway_config: Mapping[str, str] | None = None,
 ) -> LocalCluster:
     cluster = LocalCluster(
         root,
         storage_nodes=3,
         metadata_nodes=1,
-        gateways=0,
+        gateways=gateways,
+        racks=racks,
         extra_config={
+            "gateway": dict(gateway_config or {}),
             "storage": {
                 "replica.lag.time.max.ms": str(lag_time_max_ms),
                 "replica.fetch.wait.max.ms": "200",

@@ -151,6 +151,7 @@ class Fetcher:
                 max_bytes=config.fetch_max_bytes,
                 isolation_level=self._isolation,
                 partitions=partitions,
+                rack_id=config.client_rack,  # the gateway may read from this rack's replica
             )
             future, server = self._conn.submit("Fetch", request, self._timeout_s)
             self._requests[future] = (server, chunks)

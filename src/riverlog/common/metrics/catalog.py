@@ -129,6 +129,13 @@ _SPECS = (
         "kafka.server:type=ReplicaManager,name=ProducerIdCount",
     ),
     MetricSpec(
+        "riverlog_consumer_fetches", C, ("node_id", "topic", "partition", "replica"),
+        ("storage",),
+        "partitions answered to consumer fetches by this storage node, as the partition's "
+        "leader or as a follower (a consumer with client.rack reading from its rack's replica)",
+        "kafka.server:type=BrokerTopicMetrics,name=TotalFetchRequestsPerSec,topic=*",
+    ),
+    MetricSpec(
         "riverlog_controller_active", G, ("instance_id",), ("metadata",),
         "1 on the metadata instance that is the active controller, else 0 (sums to 1)",
         "kafka.controller:type=KafkaController,name=ActiveControllerCount",
