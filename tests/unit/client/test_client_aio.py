@@ -305,3 +305,18 @@ async def test_admin_calls_through_the_asyncio_client(
         assert "made" in await admin.list_topics()
     with pytest.raises(ClientClosedError):
         await admin.list_topics()
+
+
+async def test_send_many_awaits_every_record_in_order(
+    fake: FakeServer, gateway: FakeGateway
+) -> None:
+    gateway.create("t", 2)
+    async with aio_producer(fake, batch_size=2000) as p:
+        first = p.send_nowait("t", b"before", partition=1)
+        got = await p.send_many("t", [b"%d" % i for i in range(500)], partition=1)
+        after = await p.send("t", b"after", partition=1)
+        assert (await first).offset == 0
+        assert [m.offset for m in got] == list(range(1, 501))
+        assert after.offset == 501
+        with pytest.raises(ValueError, match="keys for"):
+            await p.send_many("t", [b"a"], [b"k1", b"k2"])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -27,19 +28,26 @@ class Lane:
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix=name
         )
-        self._tail: concurrent.futures.Future[Any] | None = None
+        self._tail: concurrent.futures.Future[Any] | None = None  # None: idle
+        self._lock = threading.Lock()  # guards _tail's writes (loop and worker)
 
     @property
     def idle(self) -> bool:
         """Nothing submitted is still queued or running (calls run in order: the last one
         submitted finishes last)."""
-        tail = self._tail
-        return tail is None or tail.done()
+        return self._tail is None  # a plain read: the send path asks once per record
 
     def submit(self, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
-        future = self._executor.submit(fn)
-        self._tail = future
+        with self._lock:
+            future = self._executor.submit(fn)
+            self._tail = future
+        future.add_done_callback(self._finished)
         return future
+
+    def _finished(self, future: concurrent.futures.Future[Any]) -> None:
+        with self._lock:
+            if self._tail is future:
+                self._tail = None
 
     async def run(self, fn: Callable[[], T]) -> T:
         """Run `fn` on the worker after what is queued and await its result. Cancelling the

@@ -110,6 +110,34 @@ class AIOProducer:
         batch per record; for throughput use `send_nowait` and gather."""
         return await self.send_nowait(topic, value, key, headers, partition, timestamp_ms)
 
+    async def send_many(
+        self,
+        topic: str,
+        values: Sequence[Any],
+        keys: Sequence[Any] | None = None,
+        *,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> list[RecordMetadata]:
+        """As `Producer.send_many` (many records of one topic at once, much cheaper per record
+        than `send`), awaiting every record's metadata (in order) or the first delivery error.
+        The records are appended on the worker thread (they may need much buffer.memory)."""
+        call = functools.partial(
+            self._producer.send_many,
+            topic,
+            values,
+            keys,
+            partition=partition,
+            timestamp_ms=timestamp_ms,
+        )
+        futures = await self._call(call)
+        bridge = self._delivery()
+        # One waiter per batch run: the first record of each stands for its batch.
+        await asyncio.gather(
+            *(bridge.watch(future) for future in futures.runs()), return_exceptions=True
+        )
+        return futures.result(0)  # the first error in record order, as the sync one
+
     @property
     def _sync(self) -> Producer:
         return self._producer

@@ -92,6 +92,7 @@ class Producer(Closing):
         self._append_sticky = self._accumulator.append_sticky
         self._max_block_ms = config.max_block_ms
         self._max_record = min(config.max_request_size, config.buffer_memory)
+        self._roomy = RECORD_MEMORY + 64 + max(config.batch_size, 2 * self._max_record)
         self._ignore_keys = config.partitioner_ignore_keys
         self._key_serializer = config.key_serializer
         self._value_serializer = config.value_serializer
@@ -179,6 +180,10 @@ class Producer(Closing):
         info = self._topics.get(topic)
         if info is None or info.expires_at < _monotonic() or self._closed:
             return False
+        available = self._accumulator.available_memory
+        if available >= self._roomy and not headers:
+            return True  # room for any record (the common case: nothing to measure; a key
+            # larger than max.request.size is an edge this ignores)
         if self._key_serializer is not None or self._value_serializer is not None:
             size = self._max_record  # the serialized size is not known yet
         else:
@@ -187,7 +192,6 @@ class Producer(Closing):
                 size += sum(len(k) + len(v or b"") + 16 for k, v in headers or ())
             except TypeError:
                 return False  # send raises its own error: let it, off the loop
-        available = self._accumulator.available_memory
         return available >= RECORD_MEMORY + max(self.config.batch_size, size)
 
     def _send_in_transaction(self, topic: str, *args: Any, **kwargs: Any) -> RecordFuture:
