@@ -18,6 +18,7 @@ from riverlog.client import (
     ClientClosedError,
     ClientTimeoutError,
     ConfigError,
+    ConsumerRebalanceListener,
     ConsumerRecord,
     NewTopic,
     RiverlogError,
@@ -169,9 +170,16 @@ async def test_aio_group_members_share_partitions_and_commit(
     ]
     stop = asyncio.Event()
 
+    assigned: list[set[TopicPartition]] = []
+
+    class Listener(ConsumerRebalanceListener):
+        async def on_partitions_assigned(self, partitions):  # type: ignore[override]
+            await asyncio.sleep(0)  # a coroutine, run on the test's loop
+            assigned.append(set(partitions))
+
     async def member(i: int) -> None:
         c = members[i]
-        c.subscribe([topic])
+        c.subscribe([topic], listener=Listener() if i == 0 else None)
         while not stop.is_set():
             records = await c.poll(timeout_ms=200)
             for batch in records.values():
@@ -195,6 +203,7 @@ async def test_aio_group_members_share_partitions_and_commit(
         task.result()
     first, second = (m.assignment() for m in members)
     assert not first & second and len(first | second) == 4
+    assert assigned and assigned[-1] <= first  # the async listener heard of its partitions
     # Each member's last commit covers what it read of the partitions it holds.
     async with AIOAdminClient(bootstrap_servers=gateway_address) as admin:
         deadline = time.monotonic() + WAIT_S
@@ -244,3 +253,28 @@ async def test_aio_transaction_commit_and_abort_as_read_committed_sees_them(
     if any(v.startswith(b"aborted-") for v in committed):
         pytest.skip("storage does not answer read_committed fetches yet (issue 14 item 2)")
     assert committed == sorted(b"kept-%d" % i for i in range(6))
+
+
+async def test_aio_commit_counts_only_the_records_handed_out(
+    gateway_address: str, new_topic: NewTopicFn
+) -> None:
+    topic = new_topic(partitions=1)
+    tp = TopicPartition(topic, 0)
+    async with aio_producer(gateway_address) as p:
+        await p.send_many(topic, [b"%d" % i for i in range(10)], partition=0)
+    group = unique_topic_name("aio-commit")
+    async with aio_consumer(gateway_address, group_id=group, enable_auto_commit=False) as c:
+        c.assign([tp])
+        seen = []
+        async for record in c:  # the poll behind it fetched more than these three
+            seen.append(record.offset)
+            if len(seen) == 3:
+                break
+        await c.commit()
+        assert await c.position(tp) == 3
+        committed = await c.committed([tp])
+        assert committed[tp] is not None and committed[tp].offset == 3
+    async with aio_consumer(gateway_address, group_id=group) as again:
+        again.subscribe([topic])
+        first = await asyncio.wait_for(anext(again), WAIT_S)  # at the committed offset
+        assert first.offset == 3
