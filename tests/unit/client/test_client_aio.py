@@ -32,6 +32,7 @@ from riverlog.client.aio._lane import Lane
 from riverlog.client.aio.consumer import _LoopListener
 from riverlog.client.producer.future import BatchResult, RecordFuture
 from riverlog.common.partitioner import partition_for_key
+from riverlog.common.records.reader import iter_batches_records
 
 TP0 = TopicPartition("t", 0)
 
@@ -48,6 +49,10 @@ def aio_producer(fake: FakeServer, **config: object) -> AIOProducer:
 
 def aio_consumer(fake: FakeServer, **config: object) -> AIOConsumer:
     return AIOConsumer({"bootstrap.servers": fake.address, "fetch.max.wait.ms": 10}, **config)
+
+
+def stored_records(gateway: FakeGateway, topic: str) -> list:
+    return list(iter_batches_records(gateway.records(topic, 0)))
 
 
 def produce(fake: FakeServer, n: int) -> None:
@@ -150,28 +155,20 @@ async def test_bad_arguments_and_configs_raise_the_sync_errors(fake: FakeServer)
 async def test_waiting_for_metadata_blocks_neither_the_loop_nor_the_order(
     fake: FakeServer, gateway: FakeGateway
 ) -> None:
-    ticks = 0
+    async def create_later() -> None:
+        await asyncio.sleep(0.2)
+        gateway.create("late", 1)
 
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await asyncio.sleep(0.01)
-
-    timer = threading.Timer(0.3, gateway.create, args=("late", 1))
-    ticking = asyncio.ensure_future(ticker())
-    timer.start()
-    try:
-        async with aio_producer(fake, max_block_ms=30_000) as p:
-            # The first send waits on the worker thread; the ones behind it must follow it.
-            futures = [p.send_nowait("late", b"%d" % i) for i in range(20)]
-            assert ticks < 5  # queued without waiting
-            got = await asyncio.gather(*futures)
-            assert [m.offset for m in got] == list(range(20))
-            assert ticks >= 5  # the loop kept running while the topic did not exist
-    finally:
-        timer.cancel()
-        ticking.cancel()
+    async with aio_producer(fake, max_block_ms=30_000) as p:
+        # The first send waits for metadata on the worker thread; the ones behind it follow it.
+        futures = [p.send_nowait("late", b"%d" % i) for i in range(20)]
+        # The topic is created by a task on this loop: were the loop blocked by the sends,
+        # it never would be, and they would fail after max.block.ms.
+        creator = asyncio.ensure_future(create_later())
+        got = await asyncio.gather(*futures)
+        await creator
+        assert [m.offset for m in got] == list(range(20))
+        assert [r.value for r in stored_records(gateway, "late")] == [b"%d" % i for i in range(20)]
 
 
 async def test_cancelling_the_awaiting_task_does_not_take_the_record_back(
