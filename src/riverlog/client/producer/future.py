@@ -245,6 +245,11 @@ class RecordFutures(Sequence[RecordFuture]):
             for index in range(first, first + count):
                 yield new_future(result, index)
 
+    def runs(self) -> list[RecordFuture]:
+        """One future per batch run (its first record's): once they are all done, so is
+        every record (the asyncio producer waits on these only)."""
+        return [new_future(result, first) for result, first, _ in self._results]
+
     def done(self) -> bool:
         return all(r.event.is_set() for r, _, _ in self._results)
 

@@ -29,7 +29,7 @@ from .._metadata import MetadataCache, TopicInfo
 from ..config import ProducerConfig
 from ..consumer.group.api import ConsumerGroupMetadata, OffsetAndMetadata
 from ..errors import ClientClosedError, ClientTimeoutError, RecordTooLargeError
-from .accumulator import RecordAccumulator, as_bytes
+from .accumulator import RECORD_MEMORY, RecordAccumulator, as_bytes
 from .future import Callback, RecordFuture, RecordFutures, delivery_callback
 from .idempotence import ProducerIdAndEpoch
 from .sender import Sender
@@ -92,6 +92,7 @@ class Producer(Closing):
         self._append_sticky = self._accumulator.append_sticky
         self._max_block_ms = config.max_block_ms
         self._max_record = min(config.max_request_size, config.buffer_memory)
+        self._roomy = RECORD_MEMORY + 64 + max(config.batch_size, 2 * self._max_record)
         self._ignore_keys = config.partitioner_ignore_keys
         self._key_serializer = config.key_serializer
         self._value_serializer = config.value_serializer
@@ -168,6 +169,30 @@ class Producer(Closing):
                 f"({info.num_partitions} partitions)"
             )
         return self._append(topic, partition, timestamp_ms, key, value)
+
+    def _can_send_at_once(
+        self, topic: str, value: Any, key: Any, headers: Sequence[Header] | None
+    ) -> bool:
+        """Whether `send(topic, value, key, headers)` returns without waiting: the topic's
+        metadata is cached and fresh and buffer.memory has room for a new batch holding the
+        record. The asyncio producer (`riverlog.client.aio`) calls `send` on its event loop
+        only then, else on its worker thread. Not used by `send` itself."""
+        info = self._topics.get(topic)
+        if info is None or info.expires_at < _monotonic() or self._closed:
+            return False
+        available = self._accumulator.available_memory
+        if available >= self._roomy and not headers:
+            return True  # room for any record (the common case: nothing to measure; a key
+            # larger than max.request.size is an edge this ignores)
+        if self._key_serializer is not None or self._value_serializer is not None:
+            size = self._max_record  # the serialized size is not known yet
+        else:
+            try:
+                size = 64 + (len(key) if key else 0) + (len(value) if value else 0)
+                size += sum(len(k) + len(v or b"") + 16 for k, v in headers or ())
+            except TypeError:
+                return False  # send raises its own error: let it, off the loop
+        return available >= RECORD_MEMORY + max(self.config.batch_size, size)
 
     def _send_in_transaction(self, topic: str, *args: Any, **kwargs: Any) -> RecordFuture:
         """`send` of a transactional producer: only between begin_transaction and the end."""
