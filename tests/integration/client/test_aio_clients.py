@@ -250,8 +250,6 @@ async def test_aio_transaction_commit_and_abort_as_read_committed_sees_them(
     assert {b"aborted-%d" % i for i in range(10)} | {b"kept-0"} <= uncommitted
     async with aio_consumer(gateway_address, isolation_level="read_committed") as c:
         committed = sorted(r.value for r in await read_to_end(c, tps))
-    if any(v.startswith(b"aborted-") for v in committed):
-        pytest.skip("storage does not answer read_committed fetches yet (issue 14 item 2)")
     assert committed == sorted(b"kept-%d" % i for i in range(6))
 
 
