@@ -208,3 +208,27 @@ def test_delete_records_moves_the_log_start(gateway_address: str, new_topic: New
         assert admin.list_offsets({tp: -2})[tp] == OffsetAndTimestamp(4, -1)
     records = consume(gateway_address, [tp], 6)
     assert [r.offset for r in records] == list(range(4, 10))
+
+
+def test_assign_with_a_group_starts_at_its_committed_offset(
+    gateway_address: str, new_topic: NewTopicFn
+) -> None:
+    """As Kafka's consumer: assign() plus group.id starts where the group committed (no
+    rebalance, the group only stores offsets); without a commit, per auto.offset.reset."""
+    topic = new_topic(partitions=2)
+    with producer(gateway_address) as p:
+        for i in range(10):
+            p.send(topic, b"v%d" % i, partition=0)
+            p.send(topic, b"w%d" % i, partition=1)
+    group = f"assign-{topic}"
+    with AdminClient(bootstrap_servers=gateway_address) as admin:
+        admin.alter_group_offsets(group, {TopicPartition(topic, 0): 7})
+    tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+    config = {"bootstrap.servers": gateway_address, "group.id": group}
+    with Consumer({**config, "auto.offset.reset": "earliest"}) as consumer:
+        consumer.assign(tps)
+        assert consumer.position(tps[0]) == 7
+        assert consumer.position(tps[1]) == 0  # nothing committed: auto.offset.reset
+    records = consume(gateway_address, tps, 13, **{"group.id": group})
+    assert [r.value for r in records if r.partition == 0] == [b"v7", b"v8", b"v9"]
+    assert len(records) == 13

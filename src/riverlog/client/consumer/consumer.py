@@ -94,12 +94,13 @@ class Consumer(Closing):
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Read exactly these partitions (replacing any earlier assignment; partitions kept
-        keep their position). Positions of new partitions start per auto.offset.reset unless
-        `seek` sets them."""
+        keep their position). New partitions start at the group's committed offset when
+        group.id is set (as Kafka's consumer), else, or without one, per auto.offset.reset,
+        unless `seek` sets them."""
         self._check_open()
         if self._subs.subscribed:
             raise RiverlogError("assign() after subscribe(): unsubscribe() first")
-        self._subs.assign(partitions)
+        self._subs.assign(partitions, from_committed=self._coordinator is not None)
         self._fetcher.clear()
 
     # ---- groups -------------------------------------------------------------------------

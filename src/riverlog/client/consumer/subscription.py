@@ -76,9 +76,10 @@ class SubscriptionState:
         """True after subscribe() (the group assigns), False for manual assign()."""
         return bool(self.subscription) or self.pattern is not None
 
-    def assign(self, partitions: Iterable[TopicPartition]) -> None:
-        """Replace the assignment; partitions kept keep their position."""
-        self._replace(partitions, self.default_reset)
+    def assign(self, partitions: Iterable[TopicPartition], from_committed: bool = False) -> None:
+        """Replace the assignment; partitions kept keep their position. New ones start per
+        auto.offset.reset, or `from_committed`: at the group's committed offset first."""
+        self._replace(partitions, None if from_committed else self.default_reset)
 
     def _replace(self, partitions: Iterable[TopicPartition], reset: str | None) -> None:
         wanted = list(dict.fromkeys(partitions))
