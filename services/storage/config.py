@@ -17,6 +17,8 @@ from typing import Final
 
 from riverlog.common.errors import ErrorCode, RiverlogError
 
+from .remote_log_config import IMPL_PREFIX, NODE_LONGS, RemoteLogConfig, is_remote_key
+
 LONG_MAX: Final = 2**63 - 1
 
 # Broker keys that only set a default for a topic-level key (Kafka's LogConfig synonyms).
@@ -111,7 +113,9 @@ _NODE_MINIMUMS: Final[Mapping[str, int]] = MappingProxyType(
 
 
 def known_keys() -> list[str]:
-    return sorted([*_NODE_DEFAULTS, *_NODE_FLAGS, *TOPIC_DEFAULT_SYNONYMS])
+    remote = ["remote.log.storage.system.enable", "remote.log.storage.manager.class.name"]
+    tiering = [*remote, IMPL_PREFIX, *NODE_LONGS]
+    return sorted([*_NODE_DEFAULTS, *_NODE_FLAGS, *TOPIC_DEFAULT_SYNONYMS, *tiering])
 
 
 def _invalid(message: str) -> RiverlogError:
@@ -152,6 +156,8 @@ class StorageConfig:
     transaction_partition_verification_enable: bool = True
     log_cleaner_backoff_ms: int = 15_000
     log_cleaner_dedupe_buffer_size: int = 134_217_728
+    # Tiered storage (remote.log.*, rsm.config.*; decision 0039).
+    remote_log: RemoteLogConfig = field(default_factory=RemoteLogConfig)
     # Topic-level keys (`segment.bytes`, ...) with the broker's defaults for them.
     log_defaults: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -188,7 +194,10 @@ class StorageConfig:
         node_values: dict[str, int] = dict(_NODE_DEFAULTS)
         log_defaults: dict[str, str] = {}
         flags: dict[str, bool] = dict(_NODE_FLAGS)
+        remote_log = RemoteLogConfig.from_overrides(overrides or {})
         for key, raw in (overrides or {}).items():
+            if is_remote_key(key, remote_log.impl_prefix):
+                continue
             if key in _NODE_DEFAULTS:
                 node_values[key] = _parse_long(key, raw, _NODE_MINIMUMS[key])
             elif key in _NODE_FLAGS:
@@ -239,6 +248,7 @@ class StorageConfig:
             ],
             log_cleaner_backoff_ms=node_values["log.cleaner.backoff.ms"],
             log_cleaner_dedupe_buffer_size=node_values["log.cleaner.dedupe.buffer.size"],
+            remote_log=remote_log,
             log_defaults=MappingProxyType(log_defaults),
         )
 
