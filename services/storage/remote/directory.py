@@ -102,5 +102,67 @@ class DirectoryRemoteStorage:
             except OSError as exc:
                 raise RemoteStorageError(f"delete of {segment_id}{suffix} failed: {exc}") from exc
 
+    async def put_if_absent(self, name: str, data: bytes) -> bool:
+        return await asyncio.to_thread(self._put_if_absent, name, data)
+
+    def _put_if_absent(self, name: str, data: bytes) -> bool:
+        target = self.root / name
+        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with tmp.open("wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                os.link(tmp, target)  # atomic, and refused when the name exists
+            except FileExistsError:
+                return False
+            return True
+        except OSError as exc:
+            raise RemoteStorageError(f"write of {name} failed: {exc}") from exc
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+
+    async def get_object(self, name: str) -> bytes | None:
+        return await asyncio.to_thread(self._get_object, name)
+
+    def _get_object(self, name: str) -> bytes | None:
+        try:
+            return (self.root / name).read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise RemoteStorageError(f"read of {name} failed: {exc}") from exc
+
+    async def list_objects(self, under: str = "") -> list[str]:
+        return await asyncio.to_thread(self._list, under)
+
+    def _list(self, under: str) -> list[str]:
+        base = self.root / under if under else self.root
+        try:
+            return sorted(
+                p.relative_to(self.root).as_posix()
+                for p in base.rglob("*")
+                if p.is_file() and not p.name.startswith(".")
+            )
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise RemoteStorageError(f"list of {under or '/'} failed: {exc}") from exc
+
+    async def delete_objects(self, names: list[str]) -> None:
+        await asyncio.to_thread(self._delete_objects, names)
+
+    def _delete_objects(self, names: list[str]) -> None:
+        for name in names:
+            try:
+                (self.root / name).unlink()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise RemoteStorageError(f"delete of {name} failed: {exc}") from exc
+
     async def close(self) -> None:
         return None

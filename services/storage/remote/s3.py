@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 
 import obstore
-from obstore.exceptions import BaseError, NotFoundError
+from obstore.exceptions import AlreadyExistsError, BaseError, NotFoundError, PreconditionError
 from obstore.store import S3Store
 
 from .storage import (
@@ -149,13 +149,44 @@ class S3RemoteStorage:
         except BaseError as exc:
             raise RemoteStorageError(f"delete of {segment_id} failed: {exc}") from exc
 
-    async def list_objects(self) -> list[str]:
-        """Every object name below the prefix (tests and orphan checks)."""
+    async def put_if_absent(self, name: str, data: bytes) -> bool:
         try:
-            chunks = await asyncio.to_thread(lambda: list(obstore.list(self._store)))
+            await obstore.put_async(self._store, name, data, mode="create")
+        except AlreadyExistsError:
+            return False
+        except PreconditionError:
+            return False
         except BaseError as exc:
-            raise RemoteStorageError(f"list failed: {exc}") from exc
+            raise RemoteStorageError(f"write of {name} failed: {exc}") from exc
+        return True
+
+    async def get_object(self, name: str) -> bytes | None:
+        try:
+            result = await obstore.get_async(self._store, name)
+            return bytes(await result.bytes_async())
+        except (NotFoundError, FileNotFoundError):
+            return None
+        except BaseError as exc:
+            raise RemoteStorageError(f"read of {name} failed: {exc}") from exc
+
+    async def list_objects(self, under: str = "") -> list[str]:
+        try:
+            chunks = await asyncio.to_thread(
+                lambda: list(obstore.list(self._store, prefix=under or None))
+            )
+        except BaseError as exc:
+            raise RemoteStorageError(f"list of {under or '/'} failed: {exc}") from exc
         return sorted(meta["path"] for chunk in chunks for meta in chunk)
+
+    async def delete_objects(self, names: list[str]) -> None:
+        if not names:
+            return
+        try:
+            await obstore.delete_async(self._store, names)
+        except (NotFoundError, FileNotFoundError):
+            return
+        except BaseError as exc:
+            raise RemoteStorageError(f"delete of {len(names)} objects failed: {exc}") from exc
 
     async def close(self) -> None:
         return None

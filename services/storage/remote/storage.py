@@ -128,4 +128,25 @@ class RemoteStorageManager(Protocol):
         retried until it succeeds)."""
         ...
 
+    # -- plain objects: the remote log metadata (metadata_manager.py) lives next to the data --
+
+    async def put_if_absent(self, name: str, data: bytes) -> bool:
+        """Create object `name` (below the prefix) unless it exists, atomically: True when this
+        call created it, False when it was there (whoever wrote it). The one primitive the
+        metadata log's fencing rests on (S3's `If-None-Match: *`; a hard link in a
+        directory)."""
+        ...
+
+    async def get_object(self, name: str) -> bytes | None:
+        """The object's bytes; None when it does not exist."""
+        ...
+
+    async def list_objects(self, under: str = "") -> list[str]:
+        """The names of every object below `under` (a `dir/` prefix), sorted."""
+        ...
+
+    async def delete_objects(self, names: list[str]) -> None:
+        """Remove the objects; missing ones are no error."""
+        ...
+
     async def close(self) -> None: ...

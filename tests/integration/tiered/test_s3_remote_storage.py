@@ -1,5 +1,6 @@
 """The S3 RemoteStorageManager against a real S3-compatible server process on loopback (moto's):
-the same cases as the directory store (tests/unit/.../remote/rsm_cases.py) over HTTP, objects
+the same cases as the directory store (tests/unit/.../remote/rsm_cases.py and the metadata
+manager's rlmm_cases.py) over HTTP, objects
 named under the prefix, and a server that is down or paused surfacing as a RemoteStorageError
 (the upload task's cue to back off), with the store usable again once the server is back."""
 
@@ -22,6 +23,7 @@ from riverlog.services.storage.remote.storage import (
 from riverlog.services.storage.remote_log_config import RemoteLogConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "unit/services/storage/remote"))
+from rlmm_cases import CASES as RLMM_CASES
 from rsm_cases import CASES, TP, segment_files
 
 pytestmark = pytest.mark.timeout(180)
@@ -41,6 +43,14 @@ async def test_contract(
     case: Callable[[RemoteStorageManager, Path], Awaitable[None]], s3: MotoServer, tmp_path: Path
 ) -> None:
     await case(S3RemoteStorage(s3.store_settings(BUCKET, "contract")), tmp_path)
+
+
+@pytest.mark.parametrize("case", RLMM_CASES, ids=lambda c: c.__name__)
+async def test_metadata_manager(
+    case: Callable[[RemoteStorageManager], Awaitable[None]], s3: MotoServer
+) -> None:
+    """The metadata log's fencing on S3's conditional create (If-None-Match: *)."""
+    await case(S3RemoteStorage(s3.store_settings(BUCKET, f"rlmm-{case.__name__}")))
 
 
 async def test_objects_are_named_under_the_prefix(s3: MotoServer, tmp_path: Path) -> None:

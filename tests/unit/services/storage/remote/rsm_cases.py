@@ -101,7 +101,26 @@ async def a_bad_range_is_refused(store: RemoteStorageManager, tmp: Path) -> None
         await store.fetch_log_segment(seg, -1)
 
 
+async def put_if_absent_creates_once(store: RemoteStorageManager, tmp: Path) -> None:
+    """The metadata log's fencing primitive: the second create of a name fails and the
+    first one's bytes stay."""
+    assert await store.put_if_absent("orders-3/metadata/00000000000000000000.json", b"first")
+    assert not await store.put_if_absent("orders-3/metadata/00000000000000000000.json", b"x")
+    assert await store.put_if_absent("orders-3/metadata/00000000000000000001.json", b"second")
+    assert await store.get_object("orders-3/metadata/00000000000000000000.json") == b"first"
+    assert await store.get_object("orders-3/metadata/00000000000000000009.json") is None
+    assert await store.list_objects("orders-3/metadata/") == [
+        "orders-3/metadata/00000000000000000000.json",
+        "orders-3/metadata/00000000000000000001.json",
+    ]
+    assert await store.list_objects("orders-4/") == []
+    await store.delete_objects(await store.list_objects("orders-3/metadata/"))
+    await store.delete_objects(["orders-3/metadata/00000000000000000000.json"])
+    assert await store.list_objects("orders-3/metadata/") == []
+
+
 CASES = [
+    put_if_absent_creates_once,
     copy_then_fetch_ranges_and_indexes,
     two_copies_of_one_segment_are_apart,
     delete_removes_everything_and_is_idempotent,
