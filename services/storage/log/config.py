@@ -49,6 +49,9 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = LONG_MAX
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
 
     @classmethod
     def from_overrides(
@@ -88,6 +91,18 @@ class LogConfig:
     @property
     def compact_enabled(self) -> bool:
         return CLEANUP_COMPACT in self.cleanup_policy
+
+    @property
+    def effective_local_retention_ms(self) -> int:
+        """local.retention.ms, or retention.ms where it is -2 (Kafka's rule)."""
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def effective_local_retention_bytes(self) -> int:
+        """local.retention.bytes, or retention.bytes where it is -2 (Kafka's rule)."""
+        if self.local_retention_bytes == -2:
+            return self.retention_bytes
+        return self.local_retention_bytes
 
     @property
     def max_segment_ms(self) -> int:

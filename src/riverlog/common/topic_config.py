@@ -162,9 +162,29 @@ _DEFS = [
         min=0,
         max=1,
     ),
+    ConfigDef(
+        "local.retention.bytes",
+        "long",
+        -2,
+        "size kept on local disk with remote.storage.enable (-2: retention.bytes)",
+        min=-2,
+    ),
+    ConfigDef(
+        "local.retention.ms",
+        "long",
+        -2,
+        "age kept on local disk with remote.storage.enable (-2: retention.ms)",
+        min=-2,
+    ),
     ConfigDef("min.compaction.lag.ms", "long", 0, "shortest a record stays uncompacted", min=0),
     ConfigDef(
         "min.insync.replicas", "int", 1, "in-sync replicas needed for acks=all", min=1, max=INT_MAX
+    ),
+    ConfigDef(
+        "remote.storage.enable",
+        "boolean",
+        False,
+        "copy closed segments to the remote store (tiered storage, KIP-405)",
     ),
     ConfigDef("retention.bytes", "long", -1, "size kept per partition (-1: no limit)", min=-1),
     ConfigDef("retention.ms", "long", 604_800_000, "age kept (-1: forever)", min=-1),
