@@ -112,6 +112,9 @@ class LogLoader:
         active.make_active(self.config.segment_index_bytes)
         log_end = active.next_offset
         log_start = max(self.log_start_offset, segments[0].base_offset)
+        if self.config.remote_storage_enable:
+            # Tiered: the records below the first local segment may be in the remote store.
+            log_start = min(self.log_start_offset, log_start)
         if log_end < log_start:
             # Everything left is below the checkpointed start: begin afresh there.
             logger.warning(

@@ -1,12 +1,16 @@
 """The log of one partition replica: segments in a directory `<topic>-<partition>`, the API
-the storage service codes against (Kafka's UnifiedLog and LocalLog, without tiered storage).
+the storage service codes against (Kafka's UnifiedLog and LocalLog).
 
 Offsets a caller sees:
 
     log_start_offset <= high_watermark <= log_end_offset
     (first readable)    (committed: consumers read below it)    (next offset to assign)
 
-and the recovery point, below which everything has been fsynced. Appends go to the last
+and the recovery point, below which everything has been fsynced. With `remote.storage.enable`
+(tiered storage) the log start offset may be below the *local* log start offset (the first
+local segment's base): the records between them are in the remote store only, the leader's
+remote log manager having copied them (`copied_next_offset`) before local retention removed
+them (`tiered_retention.py`). Appends go to the last
 (active) segment, rolling first when it is full or old; reads find the segment by binary search
 over base offsets and the position by its sparse offset index, and return byte ranges of the
 stored files; nothing on these paths decodes records.
@@ -22,7 +26,7 @@ from riverlog.common.clock import Clock
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 
-from . import retention
+from . import retention, tiered_retention
 from .checkpoint import fsync_dir, remove_log_dir
 from .config import LogConfig
 from .file_records import FetchSlice
@@ -44,6 +48,9 @@ from .segments import LogSegments
 from .txn_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
+
+# An offset above any: `log_start_offset_breached` with it counts every segment below a bound.
+LONG = 2**63 - 1
 
 
 class PartitionLog:
@@ -94,6 +101,11 @@ class PartitionLog:
         # Set by recovery: the .txnindex files from this offset on are to be rebuilt by the
         # producer state's replay of the log, which then clears it.
         self.txn_index_rebuild_from = txn_index_rebuild_from
+        # Tiered storage, set by the remote log manager: the offset after the last finished
+        # remote copy (None: unknown yet, so nothing is taken for copied) and the bytes held
+        # remotely (the total retention counts them).
+        self.copied_next_offset: int | None = None
+        self.remote_size_bytes = 0
         self.leader_epoch_cache = LeaderEpochFileCache.in_dir(dir)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(log_start_offset)
@@ -140,6 +152,16 @@ class PartitionLog:
     @property
     def log_start_offset(self) -> int:
         return self._log_start_offset
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """The first offset held on local disk (Kafka's localLogStartOffset): the log start
+        offset unless tiered storage removed older local segments."""
+        return max(self._log_start_offset, self._segments.first_base_offset)
+
+    @property
+    def remote_storage_enabled(self) -> bool:
+        return self._config.remote_storage_enable
 
     @property
     def log_end_offset(self) -> int:
@@ -271,8 +293,15 @@ class PartitionLog:
         (but the first batch whole, however big, when `min_one_message`), and none holding an
         offset at or beyond `max_offset` (the high watermark for consumers; None for the log
         end). May span segments. Raises OFFSET_OUT_OF_RANGE unless log start <= fetch_offset
-        <= log end. Close the returned slice when its bytes are sent."""
+        <= log end. Close the returned slice when its bytes are sent. Below the local log
+        start (tiered storage): OFFSET_MOVED_TO_TIERED_STORAGE, the cue to read remotely."""
         self._check_open()
+        local_start = self.local_log_start_offset
+        if self._log_start_offset <= fetch_offset < local_start:
+            raise RiverlogError(
+                f"{self._tp}: offset {fetch_offset} is below the local log start {local_start}",
+                ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE,
+            )
         return self._segments.read_checked(
             self._tp, self._log_start_offset, fetch_offset, max_bytes, max_offset, min_one_message
         )
@@ -331,11 +360,53 @@ class PartitionLog:
         unstable = self.first_unstable_offset()
         if unstable is not None:
             bound = min(bound, unstable)
+        if self._config.remote_storage_enable:
+            return self._apply_local_retention(now_ms, bound)
         return self._delete_prefix(
             retention.deletable_segments(
                 self.segments, bound, self._config, now_ms, self._log_start_offset
             )
         )
+
+    def _apply_local_retention(self, now_ms: int, bound: int) -> int:
+        """Tiered retention of the local segments (`tiered_retention.py`): copied segments go
+        by the local retention and leave the log start offset where it is; segments never
+        copied go only by the total retention, which does move it."""
+        segments = self.segments
+        deletion = tiered_retention.local_deletable_segments(
+            segments,
+            self._config,
+            now_ms,
+            self.copied_next_offset if self.copied_next_offset is not None else -1,
+            self._log_start_offset,
+            self.remote_size_bytes,
+        )
+        count = min(deletion.deleted, retention.log_start_offset_breached(segments, bound, LONG))
+        if deletion.uncopied:
+            logger.warning(
+                "%s: deleting %d local segments never copied to the remote store: the total "
+                "retention (retention.ms / retention.bytes) took them while copies failed",
+                self._tp,
+                deletion.uncopied,
+            )
+        doomed = self._segments.remove_prefix(count)
+        if not doomed:
+            return 0
+        if deletion.uncopied:
+            self._log_start_offset = max(self._log_start_offset, self._segments.first_base_offset)
+        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        self._recovery_point = max(self._recovery_point, self.local_log_start_offset)
+        self._segments.delete_segments(doomed, self._tp)
+        return len(doomed)
+
+    def advance_log_start_from_remote(self, offset: int) -> int:
+        """Move the log start offset up to `offset` (remote segments expired by the total
+        retention); never past the high watermark. Returns the log start offset."""
+        new_start = min(offset, self._high_watermark)
+        if new_start > self._log_start_offset:
+            self._log_start_offset = new_start
+            self.leader_epoch_cache.truncate_from_start(new_start)
+        return self._log_start_offset
 
     def _delete_prefix(self, count: int) -> int:
         """Delete the `count` oldest segments (never the active one) and move the log start

@@ -60,7 +60,7 @@ class LocalDeletion(NamedTuple):
     """How many leading local segments go, and how many of those were never copied (the
     total retention took them while the store was down: their records are gone for good)."""
 
-    count: int
+    deleted: int
     uncopied: int
 
 

@@ -95,6 +95,7 @@ class ErrorCode(enum.IntEnum):
     INCONSISTENT_CLUSTER_ID = 104
     TRANSACTIONAL_ID_NOT_FOUND = 105
     INELIGIBLE_REPLICA = 107
+    OFFSET_MOVED_TO_TIERED_STORAGE = 109
     TRANSACTION_ABORTABLE = 120
     UNKNOWN_NODE = 1000
     NODE_ID_IN_USE = 1001
@@ -581,6 +582,12 @@ ERRORS: Final[dict[ErrorCode, ErrorSpec]] = {
         False,
         True,
         "The new ISR contains at least one ineligible replica.",
+    ),
+    ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE: _spec(
+        "OUT_OF_RANGE",
+        False,
+        False,
+        "The requested offset is moved to tiered storage.",
     ),
     ErrorCode.TRANSACTIONAL_ID_NOT_FOUND: _spec(
         "NOT_FOUND",

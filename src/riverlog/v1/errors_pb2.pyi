@@ -85,6 +85,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INCONSISTENT_CLUSTER_ID: _ClassVar[ErrorCode]
     TRANSACTIONAL_ID_NOT_FOUND: _ClassVar[ErrorCode]
     INELIGIBLE_REPLICA: _ClassVar[ErrorCode]
+    OFFSET_MOVED_TO_TIERED_STORAGE: _ClassVar[ErrorCode]
     TRANSACTION_ABORTABLE: _ClassVar[ErrorCode]
     UNKNOWN_NODE: _ClassVar[ErrorCode]
     NODE_ID_IN_USE: _ClassVar[ErrorCode]
@@ -168,6 +169,7 @@ UNKNOWN_TOPIC_ID: ErrorCode
 INCONSISTENT_CLUSTER_ID: ErrorCode
 TRANSACTIONAL_ID_NOT_FOUND: ErrorCode
 INELIGIBLE_REPLICA: ErrorCode
+OFFSET_MOVED_TO_TIERED_STORAGE: ErrorCode
 TRANSACTION_ABORTABLE: ErrorCode
 UNKNOWN_NODE: ErrorCode
 NODE_ID_IN_USE: ErrorCode

@@ -1,0 +1,286 @@
+"""The leader's side of tiered storage (Kafka's RemoteLogManager and its RLMCopyTask /
+RLMExpirationTask): one asyncio task per partition this node leads with
+`remote.storage.enable`, every `remote.log.manager.task.interval.ms`:
+
+1. on a new leader epoch, write EPOCH_START to the metadata log (fencing the previous leader);
+2. clean up what an interrupted leader left: segments in COPY_SEGMENT_STARTED (an orphan copy:
+   its objects are deleted, and the segment is copied again under a new id) or
+   DELETE_SEGMENT_STARTED (the delete is finished);
+3. copy each closed segment below min(high watermark, last stable offset) not copied yet, in
+   order: COPY_SEGMENT_STARTED, the objects, COPY_SEGMENT_FINISHED; then tell the log
+   (`copied_next_offset`), so local retention may remove it;
+4. expire remote segments by the total retention (DELETE_SEGMENT_STARTED, the objects,
+   DELETE_SEGMENT_FINISHED) and move the log start offset past them.
+
+A store that fails makes the task back off (`remote.log.manager.task.retry.backoff.ms`,
+doubling up to `.max.ms`) and try again; meanwhile local data stays (nothing uncopied is taken
+for copied), produce and fetch go on. FENCED_LEADER_EPOCH (a newer leader wrote) ends the task.
+The tasks run on the event loop that owns the logs and touch a log only between awaits, so
+they never race an append; file and network I/O happens in the store, off the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+
+from riverlog.common.clock import Clock
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.types import TopicPartition
+
+from ..log.partition_log import PartitionLog
+from ..log.segment import (
+    INDEX_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    LogSegment,
+    segment_path,
+)
+from ..log.tiered_retention import remote_expired_segments, segments_to_copy
+from ..producer.snapshot import snapshot_path
+from ..remote_log_config import RemoteLogConfig
+from .metadata_manager import RemoteLogMetadataManager
+from .segment_metadata import RemoteLogSegmentMetadata, RemoteLogSegmentState
+from .storage import LogSegmentData, RemoteLogSegmentId, RemoteStorageError, RemoteStorageManager
+
+log = logging.getLogger(__name__)
+
+S = RemoteLogSegmentState
+
+
+def epoch_checkpoint_slice(entries: list[tuple[int, int]], start: int, end: int) -> dict[int, int]:
+    """The leader epochs covering offsets [start, end) as {epoch: first offset in the range}:
+    the epoch in force at `start`, then every epoch that begins inside the range."""
+    out: dict[int, int] = {}
+    for epoch, first in entries:
+        if first <= start:
+            out = {epoch: start}
+        elif first < end:
+            out[epoch] = first
+    return out
+
+
+def checkpoint_bytes(epochs: dict[int, int]) -> bytes:
+    """Epochs in the `leader-epoch-checkpoint` format (leader_epoch_cache.py)."""
+    lines = ["0", str(len(epochs)), *(f"{e} {o}" for e, o in sorted(epochs.items()))]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def segment_data(segment: LogSegment, next_offset: int, epochs: bytes) -> LogSegmentData:
+    """The files of a closed segment to copy; `next_offset` is the offset after it (the
+    producer snapshot taken when it rolled is named by that offset); `epochs` the
+    leader-epoch checkpoint slice covering it."""
+    d, base = segment.dir, segment.base_offset
+    txn = segment_path(d, base, TXN_INDEX_SUFFIX)
+    snapshot = snapshot_path(d, next_offset)
+    return LogSegmentData(
+        log_segment=segment.log.path,
+        offset_index=segment_path(d, base, INDEX_SUFFIX),
+        time_index=segment_path(d, base, TIME_INDEX_SUFFIX),
+        transaction_index=txn if txn.exists() and txn.stat().st_size > 0 else None,
+        producer_snapshot=snapshot if snapshot.exists() else None,
+        leader_epoch_index=epochs,
+    )
+
+
+@dataclass
+class PartitionTask:
+    """The state of one partition's task: the epoch it leads in, and its backoff."""
+
+    log: PartitionLog
+    leader_epoch: int
+    epoch_started: bool = False
+    backoff_ms: int = 0
+    task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+
+class RemoteLogManager:
+    """Runs the copy-and-expire task of every partition this node leads with tiering on.
+    Lifecycle: construct → `on_leader(log, epoch)` / `on_not_leader(tp)` as leadership moves →
+    `await stop()`. Event-loop thread only. `run_once` runs one round by hand (tests)."""
+
+    def __init__(
+        self,
+        config: RemoteLogConfig,
+        store: RemoteStorageManager,
+        clock: Clock,
+        metadata: RemoteLogMetadataManager | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.metadata = metadata or RemoteLogMetadataManager(store)
+        self._clock = clock
+        self._tasks: dict[TopicPartition, PartitionTask] = {}
+        self.bytes_copied = 0
+        self.segments_copied = 0
+        self.copy_failures = 0
+
+    # -- leadership -------------------------------------------------------------------------
+
+    def on_leader(self, partition_log: PartitionLog, leader_epoch: int) -> None:
+        """This node leads `partition_log` in `leader_epoch`: start (or restart) its task when
+        the topic has remote.storage.enable."""
+        tp = partition_log.tp
+        current = self._tasks.get(tp)
+        if current is not None and current.leader_epoch == leader_epoch:
+            return
+        self.on_not_leader(tp)
+        if not partition_log.remote_storage_enabled:
+            return
+        state = PartitionTask(partition_log, leader_epoch)
+        state.task = asyncio.create_task(self._loop(state), name=f"rlm-{tp}")
+        self._tasks[tp] = state
+
+    def on_not_leader(self, tp: TopicPartition) -> None:
+        state = self._tasks.pop(tp, None)
+        if state is not None and state.task is not None:
+            state.task.cancel()
+
+    def leads(self, tp: TopicPartition) -> bool:
+        return tp in self._tasks
+
+    async def stop(self) -> None:
+        tasks = [s.task for s in self._tasks.values() if s.task is not None]
+        self._tasks.clear()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.store.close()
+
+    async def _loop(self, state: PartitionTask) -> None:
+        cfg = self.config
+        while True:
+            try:
+                await self.run_once(state)
+                state.backoff_ms = 0
+                delay = cfg.task_interval_ms
+            except RemoteStorageError as exc:
+                self.copy_failures += 1
+                state.backoff_ms = min(
+                    max(state.backoff_ms * 2, cfg.retry_backoff_ms), cfg.retry_backoff_max_ms
+                )
+                delay = state.backoff_ms
+                log.warning(
+                    "%s: remote store failed (%s); local data is kept; retrying in %d ms",
+                    state.log.tp,
+                    exc.message,
+                    delay,
+                )
+            except RiverlogError as exc:
+                if exc.code == ErrorCode.FENCED_LEADER_EPOCH:
+                    log.info("%s: %s; stopping the remote log task", state.log.tp, exc.message)
+                    self._tasks.pop(state.log.tp, None)
+                    return
+                log.exception("%s: remote log task failed", state.log.tp)
+                delay = cfg.task_interval_ms
+            except Exception:
+                log.exception("%s: remote log task failed", state.log.tp)
+                delay = cfg.task_interval_ms
+            await asyncio.sleep(delay / 1000.0)
+
+    # -- one round --------------------------------------------------------------------------
+
+    async def run_once(self, state: PartitionTask) -> None:
+        """Steps 1-4 of the module docstring, once."""
+        tp, epoch = state.log.tp, state.leader_epoch
+        if not state.epoch_started:
+            await self.metadata.start_epoch(tp, epoch)
+            state.epoch_started = True
+        await self._clean_up(state)
+        await self._copy(state)
+        await self._expire(state)
+
+    def _publish(self, state: PartitionTask) -> None:
+        """Tell the log what is copied (local retention's input)."""
+        meta = self.metadata.state(state.log.tp)
+        if meta is None:
+            return
+        copied = meta.copied_next_offset()
+        state.log.copied_next_offset = max(
+            copied if copied is not None else 0, state.log.log_start_offset
+        )
+        state.log.remote_size_bytes = meta.size_bytes()
+
+    async def _clean_up(self, state: PartitionTask) -> None:
+        meta = self.metadata.state(state.log.tp)
+        if meta is None:
+            return
+        for segment in meta.in_state(S.COPY_SEGMENT_STARTED):
+            log.info("%s: removing the interrupted copy %s", state.log.tp, segment.segment_id)
+            await self._delete(segment, state.leader_epoch)
+        for segment in meta.in_state(S.DELETE_SEGMENT_STARTED):
+            await self._delete(segment, state.leader_epoch)
+        self._publish(state)
+
+    async def _delete(self, segment: RemoteLogSegmentMetadata, epoch: int) -> None:
+        """DELETE_SEGMENT_STARTED (unless an earlier leader got that far), the objects,
+        DELETE_SEGMENT_FINISHED."""
+        now = self._clock.time_ms()
+        if segment.state is not S.DELETE_SEGMENT_STARTED:
+            segment = segment.transition_to(S.DELETE_SEGMENT_STARTED, epoch, now)
+            await self.metadata.update(segment)
+        await self.store.delete_log_segment_data(segment.segment_id)
+        await self.metadata.update(segment.transition_to(S.DELETE_SEGMENT_FINISHED, epoch, now))
+
+    async def _copy(self, state: PartitionTask) -> None:
+        plog = state.log
+        while True:
+            copied = plog.copied_next_offset if plog.copied_next_offset is not None else 0
+            bound = plog.high_watermark
+            unstable = plog.first_unstable_offset()
+            if unstable is not None:
+                bound = min(bound, unstable)
+            todo = segments_to_copy(plog.segments, copied, bound)
+            if not todo:
+                return
+            segment = todo[0]
+            segments = plog.segments
+            next_offset = segments[segments.index(segment) + 1].base_offset
+            await self._copy_segment(state, segment, next_offset)
+
+    async def _copy_segment(
+        self, state: PartitionTask, segment: LogSegment, next_offset: int
+    ) -> None:
+        plog, epoch = state.log, state.leader_epoch
+        tp = plog.tp
+        start = max(segment.base_offset, plog.log_start_offset)
+        entries = [(e.epoch, e.start_offset) for e in plog.leader_epoch_cache.entries]
+        epochs = epoch_checkpoint_slice(entries, start, next_offset) or {epoch: start}
+        data = segment_data(segment, next_offset, checkpoint_bytes(epochs))
+        now = self._clock.time_ms()
+        metadata = RemoteLogSegmentMetadata.copy_started(
+            RemoteLogSegmentId.generate(tp),
+            start,
+            next_offset - 1,
+            segment.largest_timestamp,
+            epochs,
+            segment.size,
+            epoch,
+            now,
+        )
+        await self.metadata.add(metadata)
+        await self.store.copy_log_segment_data(metadata.segment_id, data)
+        finished = metadata.transition_to(S.COPY_SEGMENT_FINISHED, epoch, self._clock.time_ms())
+        await self.metadata.update(finished)
+        self.bytes_copied += segment.size
+        self.segments_copied += 1
+        log.info("%s: copied [%d, %d] as %s", tp, start, next_offset - 1, metadata.segment_id)
+        self._publish(state)
+
+    async def _expire(self, state: PartitionTask) -> None:
+        plog = state.log
+        meta = self.metadata.state(plog.tp)
+        if meta is None:
+            return
+        remote = meta.readable_segments()
+        count = remote_expired_segments(
+            remote, plog.segments, plog.config, self._clock.time_ms(), plog.log_start_offset
+        )
+        for segment in remote[:count]:
+            await self._delete(segment, state.leader_epoch)
+            plog.advance_log_start_from_remote(segment.end_offset + 1)
+        self._publish(state)

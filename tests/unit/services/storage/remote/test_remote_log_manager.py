@@ -1,0 +1,236 @@
+"""The leader's copy-and-expire task (remote_log_manager.py) on a real partition log in a
+temporary directory and the directory store, one round at a time with a manual clock: closed
+segments below the high watermark are copied with their indexes, snapshot and epochs; local
+segments go only once copied; a store that is down keeps the local data; a new leader cleans up
+an interrupted copy and fences the old one; remote segments expire by the total retention."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+from riverlog.common.clock import ManualClock
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.services.storage.log import LogConfig, PartitionLog
+from riverlog.services.storage.remote.directory import DirectoryRemoteStorage
+from riverlog.services.storage.remote.metadata_manager import RemoteLogMetadataManager
+from riverlog.services.storage.remote.remote_log_manager import (
+    PartitionTask,
+    RemoteLogManager,
+    checkpoint_bytes,
+    epoch_checkpoint_slice,
+)
+from riverlog.services.storage.remote.segment_metadata import RemoteLogSegmentState
+from riverlog.services.storage.remote.storage import IndexType, RemoteStorageError
+from riverlog.services.storage.remote_log_config import RemoteLogConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "log"))
+from storage_log_testkit import TP, fill, open_log, read_bytes
+
+S = RemoteLogSegmentState
+
+
+def tiered(**overrides: object) -> LogConfig:
+    base = {"remote.storage.enable": "true", "segment.bytes": "300", "local.retention.bytes": "0"}
+    return LogConfig.from_overrides({**base, **{k: str(v) for k, v in overrides.items()}})
+
+
+def manager(root: Path, clock: ManualClock) -> RemoteLogManager:
+    return RemoteLogManager(RemoteLogConfig(), DirectoryRemoteStorage(root), clock)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(1_700_000_000_000)
+
+
+@pytest.fixture
+def plog(tmp_path: Path, clock: ManualClock) -> PartitionLog:
+    log = open_log(tmp_path / "data", clock, tiered())
+    fill(log, 20, clock=clock, value_size=40)  # ~100-byte batches, 300-byte segments
+    assert log.segment_count > 4
+    return log
+
+
+def test_the_epoch_slice_of_a_segment() -> None:
+    entries = [(0, 0), (2, 50), (5, 120)]
+    assert epoch_checkpoint_slice(entries, 10, 40) == {0: 10}
+    assert epoch_checkpoint_slice(entries, 40, 130) == {0: 40, 2: 50, 5: 120}
+    assert epoch_checkpoint_slice(entries, 50, 120) == {2: 50}
+    assert checkpoint_bytes({2: 50, 5: 120}) == b"0\n2\n2 50\n5 120\n"
+
+
+async def test_closed_segments_are_copied_then_deleted_locally_with_the_same_bytes(
+    tmp_path: Path, clock: ManualClock, plog: PartitionLog
+) -> None:
+    closed = plog.segments[:-1]
+    expected = {s.base_offset: s.log.path.read_bytes() for s in closed}
+    time_indexes = {s.base_offset: s.time_index.path.read_bytes() for s in closed}
+    whole = read_bytes(plog, 0)
+    rlm = manager(tmp_path / "tier", clock)
+    await rlm.run_once(PartitionTask(plog, 3))
+    state = rlm.metadata.state(TP)
+    assert state is not None
+    remote = state.readable_segments()
+    assert [s.start_offset for s in remote] == sorted(expected)
+    for segment in remote:
+        data = await rlm.store.fetch_log_segment(segment.segment_id, 0)
+        assert data == expected[segment.start_offset]
+        assert segment.segment_size_bytes == len(data)
+        assert segment.segment_leader_epochs == {0: segment.start_offset}
+        epochs = await rlm.store.fetch_index(segment.segment_id, IndexType.LEADER_EPOCH)
+        assert epochs == checkpoint_bytes({0: segment.start_offset})
+        time_index = await rlm.store.fetch_index(segment.segment_id, IndexType.TIMESTAMP)
+        assert time_index == time_indexes[segment.start_offset] and time_index
+    assert (
+        b"".join(expected[s.start_offset] for s in remote)
+        == whole[: sum(map(len, expected.values()))]
+    )
+    assert plog.copied_next_offset == plog.active_segment.base_offset
+    assert plog.remote_size_bytes == sum(map(len, expected.values()))
+    assert rlm.segments_copied == len(closed)
+
+    assert plog.apply_retention(clock.time_ms()) == len(closed)
+    assert plog.log_start_offset == 0  # still readable, remotely
+    assert plog.local_log_start_offset == plog.active_segment.base_offset
+    with pytest.raises(RiverlogError) as err:
+        plog.read(0, 1000)
+    assert err.value.code == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE
+    # A second round has nothing to copy.
+    await rlm.run_once(PartitionTask(plog, 3, epoch_started=True))
+    assert rlm.segments_copied == len(closed)
+
+
+async def test_nothing_above_the_high_watermark_or_an_open_transaction_is_copied(
+    tmp_path: Path, clock: ManualClock, plog: PartitionLog
+) -> None:
+    third = plog.segments[2].base_offset
+    plog.high_watermark = third + 1  # inside the third segment
+    rlm = manager(tmp_path / "tier", clock)
+    await rlm.run_once(PartitionTask(plog, 1))
+    assert plog.copied_next_offset == third
+    plog.high_watermark = plog.log_end_offset
+    plog.first_unstable_offset = lambda: plog.segments[3].base_offset
+    await rlm.run_once(PartitionTask(plog, 1, epoch_started=True))
+    assert plog.copied_next_offset == plog.segments[3].base_offset
+
+
+async def test_a_store_that_is_down_keeps_local_data_until_the_copy_succeeds(
+    tmp_path: Path, clock: ManualClock, plog: PartitionLog
+) -> None:
+    root = tmp_path / "tier"
+    root.write_bytes(b"the mount is gone")
+    rlm = manager(root, clock)
+    count = plog.segment_count
+    with pytest.raises(RemoteStorageError):
+        await rlm.run_once(PartitionTask(plog, 1))
+    assert plog.apply_retention(clock.time_ms()) == 0  # local.retention.bytes=0, nothing copied
+    assert plog.segment_count == count and read_bytes(plog, 0)
+    root.unlink()  # the store is back
+    await rlm.run_once(PartitionTask(plog, 1))
+    assert plog.apply_retention(clock.time_ms()) == count - 1
+
+
+async def test_the_loop_backs_off_while_the_store_is_down_and_copies_when_it_is_back(
+    tmp_path: Path, clock: ManualClock, plog: PartitionLog
+) -> None:
+    root = tmp_path / "tier"
+    root.write_bytes(b"down")
+    config = RemoteLogConfig(task_interval_ms=10, retry_backoff_ms=5, retry_backoff_max_ms=20)
+    rlm = RemoteLogManager(config, DirectoryRemoteStorage(root), clock)
+    rlm.on_leader(plog, 1)
+    try:
+        for _ in range(500):
+            if rlm.copy_failures >= 3:
+                break
+            await asyncio.sleep(0.01)
+        assert rlm.copy_failures >= 3 and plog.copied_next_offset is None
+        root.unlink()
+        for _ in range(1000):
+            if plog.copied_next_offset == plog.active_segment.base_offset:
+                break
+            await asyncio.sleep(0.01)
+        assert plog.copied_next_offset == plog.active_segment.base_offset
+    finally:
+        await rlm.stop()
+    assert not rlm.leads(TP)
+
+
+async def test_a_new_leader_removes_the_interrupted_copy_and_fences_the_old_one(
+    tmp_path: Path, clock: ManualClock, plog: PartitionLog
+) -> None:
+    store = DirectoryRemoteStorage(tmp_path / "tier")
+    old = RemoteLogManager(RemoteLogConfig(), store, clock)
+    # The old leader copies the first segments, then dies after COPY_SEGMENT_STARTED of the
+    # next one with half of its objects written.
+    plog.high_watermark = plog.segments[2].base_offset
+    await old.run_once(PartitionTask(plog, 1))
+    plog.high_watermark = plog.log_end_offset
+    started = await _start_copy_and_die(old, plog)
+
+    new = RemoteLogManager(RemoteLogConfig(), store, clock)
+    await new.run_once(PartitionTask(plog, 2))
+    state = new.metadata.state(TP)
+    assert state is not None and started not in state.segments  # cleaned up
+    assert not [n for n in await store.list_objects(f"{TP}/") if started in n]
+    starts = [s.start_offset for s in state.readable_segments()]
+    assert starts == [s.base_offset for s in plog.segments[:-1]]  # nothing twice, no hole
+    with pytest.raises(RiverlogError) as err:
+        await old.run_once(PartitionTask(plog, 1, epoch_started=True))
+    assert err.value.code == ErrorCode.FENCED_LEADER_EPOCH
+
+
+async def _start_copy_and_die(rlm: RemoteLogManager, plog: PartitionLog) -> str:
+    from riverlog.services.storage.remote.segment_metadata import RemoteLogSegmentMetadata
+    from riverlog.services.storage.remote.storage import RemoteLogSegmentId
+
+    segment = plog.segments[2]
+    seg_id = RemoteLogSegmentId.generate(TP)
+    meta = RemoteLogSegmentMetadata.copy_started(
+        seg_id, segment.base_offset, segment.next_offset - 1, 0, {0: segment.base_offset}, 1, 1, 0
+    )
+    await rlm.metadata.add(meta)
+    assert await rlm.store.put_if_absent(seg_id.object_name(".index"), b"partial")
+    return seg_id.id
+
+
+async def test_remote_segments_expire_by_total_retention_and_move_the_log_start(
+    tmp_path: Path, clock: ManualClock, plog: PartitionLog
+) -> None:
+    rlm = manager(tmp_path / "tier", clock)
+    await rlm.run_once(PartitionTask(plog, 1))
+    plog.apply_retention(clock.time_ms())
+    state = rlm.metadata.state(TP)
+    assert state is not None
+    remote = state.readable_segments()
+    keep = remote[-1].segment_size_bytes + plog.size_bytes
+    plog.update_config(tiered(**{"retention.bytes": keep}))
+    await rlm.run_once(PartitionTask(plog, 1, epoch_started=True))
+    state = rlm.metadata.state(TP)
+    assert state is not None
+    assert [s.segment_id for s in state.readable_segments()] == [remote[-1].segment_id]
+    assert plog.log_start_offset == remote[-1].start_offset
+    for gone in remote[:-1]:
+        assert not [n for n in await rlm.store.list_objects(f"{TP}/") if gone.segment_id.id in n]
+    # A reader loading the metadata afresh agrees.
+    fresh = await RemoteLogMetadataManager(rlm.store).load(TP)
+    assert [s.start_offset for s in fresh.readable_segments()] == [remote[-1].start_offset]
+
+
+async def test_a_reopened_tiered_log_keeps_its_log_start_below_the_local_one(
+    tmp_path: Path, clock: ManualClock, plog: PartitionLog
+) -> None:
+    await manager(tmp_path / "tier", clock).run_once(PartitionTask(plog, 1))
+    plog.apply_retention(clock.time_ms())
+    local_start = plog.local_log_start_offset
+    assert local_start > 0
+    plog.close()
+    again = open_log(tmp_path / "data", clock, tiered(), log_start_offset=0, clean_shutdown=True)
+    assert (again.log_start_offset, again.local_log_start_offset) == (0, local_start)
+    with pytest.raises(RiverlogError) as err:
+        again.read(local_start - 1, 100)
+    assert err.value.code == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE
+    assert read_bytes(again, local_start)
