@@ -56,6 +56,7 @@ from .peers.controller import ControllerClient
 from .peers.leader import LeaderClient, leader_channels
 from .peers.txn_coordinator import TxnCoordinatorClient, coordinator_channels
 from .prometheus import register_prometheus_metrics
+from .remote.follow import TieringFollower, remote_log_manager_for
 from .replica.alter_partition import AlterPartitionManager
 from .replica.fetch import FetchHandler
 from .replica.fetcher import FetcherSettings, ReplicaFetcherManager
@@ -82,6 +83,7 @@ class StorageNode:
         self.purgatory: Purgatory[TopicPartition] = Purgatory()
         self.log_manager: LogManager | None = None
         self.replicas: ReplicaManager | None = None
+        self.remote_log: TieringFollower | None = None
         self.metadata = MetadataClient(list(config.metadata_addresses))
         self.watcher = MetadataWatcher(self.metadata, watcher_id=config.node_id)
         self.membership: MembershipSession | None = None
@@ -181,6 +183,9 @@ class StorageNode:
         self.watcher.add_listener(lambda _old, new: leader_quota.update(new))
         self.watcher.add_listener(lambda _old, new: follower_quota.update(new))
         self.watcher.add_listener(replicas.on_image)
+        if config.remote_log.enabled:
+            self.remote_log = remote_log_manager_for(config.remote_log, self.clock, replicas)
+            self.watcher.add_listener(self.remote_log.on_image)
         self.watcher.add_listener(self.leader_channels.on_image)
         self.watcher.add_listener(self.coordinator_channels.on_image)
         await self.watcher.start(timeout_s=None)
@@ -284,6 +289,8 @@ class StorageNode:
         if self.zero_copy is not None:
             await self.zero_copy.stop()
         await self.tasks.stop()
+        if self.remote_log is not None:
+            await self.remote_log.stop()
         if self.cleaner is not None:
             await self.cleaner.stop()
         await self.watcher.stop()

@@ -113,6 +113,7 @@ class RemoteLogManager:
         self.metadata = metadata or RemoteLogMetadataManager(store)
         self._clock = clock
         self._tasks: dict[TopicPartition, PartitionTask] = {}
+        self._deletions: set[asyncio.Task[None]] = set()
         self.bytes_copied = 0
         self.segments_copied = 0
         self.copy_failures = 0
@@ -138,11 +139,44 @@ class RemoteLogManager:
         if state is not None and state.task is not None:
             state.task.cancel()
 
+    def sync_leaders(
+        self, leaders: dict[TopicPartition, tuple[PartitionLog, int]], gone: set[TopicPartition]
+    ) -> None:
+        """Follow the node's leaderships after a metadata change: `leaders` maps each partition
+        this node leads to (log, leader epoch); a partition in `gone` had its topic deleted
+        while this node led it, so its remote data is deleted too."""
+        for tp in list(self._tasks):
+            if tp not in leaders:
+                self.on_not_leader(tp)
+        for partition_log, epoch in leaders.values():
+            self.on_leader(partition_log, epoch)
+        for tp in gone:
+            task = asyncio.create_task(self.delete_remote(tp), name=f"rlm-delete-{tp}")
+            self._deletions.add(task)
+            task.add_done_callback(self._deletions.discard)
+
+    async def delete_remote(self, tp: TopicPartition) -> None:
+        """Delete every remote object of `tp` (topic deletion), retrying while the store fails."""
+        backoff = self.config.retry_backoff_ms
+        while True:
+            try:
+                count = await self.metadata.delete_partition(tp)
+                log.info("%s: deleted %d remote objects of the deleted topic", tp, count)
+                return
+            except RemoteStorageError as exc:
+                log.warning("%s: remote delete failed (%s); retrying", tp, exc.message)
+                await asyncio.sleep(backoff / 1000.0)
+                backoff = min(backoff * 2, self.config.retry_backoff_max_ms)
+
+    def led(self) -> list[TopicPartition]:
+        return list(self._tasks)
+
     def leads(self, tp: TopicPartition) -> bool:
         return tp in self._tasks
 
     async def stop(self) -> None:
         tasks = [s.task for s in self._tasks.values() if s.task is not None]
+        tasks += list(self._deletions)
         self._tasks.clear()
         for task in tasks:
             task.cancel()

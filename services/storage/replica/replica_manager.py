@@ -27,7 +27,7 @@ from riverlog.common.cluster.image import ClusterImage, PartitionInfo, TopicInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 
-from ..log import LogConfig, LogManager
+from ..log import LogConfig, LogManager, PartitionLog
 from ..producer.manager import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from .isr import AlterIsrRequest
 from .partition import DEFAULT_REPLICA_LAG_TIME_MAX_MS, Partition
@@ -239,6 +239,10 @@ class ReplicaManager:
 
     def leader_partitions(self) -> list[Partition]:
         return [p for p in self._partitions.values() if p.is_leader]
+
+    def leader_logs(self) -> dict[TopicPartition, tuple[PartitionLog, int]]:
+        """The logs this node leads, with their leader epochs (tiered storage's copy tasks)."""
+        return {tp: (p.log, p.leader_epoch) for tp, p in self._partitions.items() if p.is_leader}
 
     def follower_partitions(self) -> list[Partition]:
         return [p for p in self._partitions.values() if p.role.value == "follower"]

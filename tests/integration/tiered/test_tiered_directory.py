@@ -1,0 +1,76 @@
+"""Tiered storage end to end on real processes with the directory store: a storage node with
+`remote.log.storage.system.enable` copies the closed segments of a `remote.storage.enable`
+topic to the directory, deletes them locally by `local.retention.bytes` once copied, and
+what is remote plus what is local is every batch produced, byte for byte; below the local log
+start a fetch gets OFFSET_MOVED_TO_TIERED_STORAGE (reads from the remote tier are not served
+yet); deleting the topic deletes its remote data."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tiered_cluster import (
+    TOPIC_CONFIGS,
+    StorageHarness,
+    assert_same_batches,
+    fetch_error,
+    fetch_from,
+    local_segments,
+    make_batch,
+    produce,
+    remote_bytes,
+    tiered_harness,
+    wait_until,
+)
+
+from riverlog.common.errors import ErrorCode
+from riverlog.services.storage.remote.directory import DirectoryRemoteStorage
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def tier(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("tier")
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory: pytest.TempPathFactory, tier: Path) -> Iterator[StorageHarness]:
+    harness = tiered_harness(tmp_path_factory.mktemp("cluster"), {"rsm.config.dir": str(tier)})
+    try:
+        yield harness
+    finally:
+        harness.cluster.stop()
+
+
+def test_segments_are_copied_and_deleted_locally_keeping_every_byte(
+    harness: StorageHarness, tier: Path
+) -> None:
+    topic = harness.create_topic("tiered-dir", configs=TOPIC_CONFIGS).name
+    store = DirectoryRemoteStorage(tier)
+    now = int(time.time() * 1000)  # retention.ms (7 days) would take older records at once
+    sent = [make_batch(count=5, tag=i, value_size=200, ts=now) for i in range(60)]  # ~1 KB
+    produce(harness, topic, sent)
+
+    def tiered() -> int | None:
+        _, copied = remote_bytes(store, topic)
+        local = local_segments(harness, topic)
+        return copied if copied > 0 and len(local) <= 2 else None
+
+    copied = wait_until(tiered, 60, "segments copied and deleted locally")
+    remote, copied = remote_bytes(store, topic)
+    assert_same_batches(remote + fetch_from(harness, topic, copied), sent)
+    assert fetch_error(harness, topic, 0) == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE
+
+    harness.delete_topic(topic)
+    wait_until(
+        lambda: (
+            not (tier / f"{topic}-0").exists()
+            or not any(p.is_file() for p in (tier / f"{topic}-0").rglob("*"))
+        ),
+        60,
+        "the remote data of the deleted topic to go",
+    )
