@@ -1,12 +1,14 @@
 """The S3 RemoteStorageManager against a real S3-compatible server process on loopback (moto's):
 the same cases as the directory store (tests/unit/.../remote/rsm_cases.py and the metadata
-manager's rlmm_cases.py) over HTTP, objects
-named under the prefix, and a server that is down or paused surfacing as a RemoteStorageError
-(the upload task's cue to back off), with the store usable again once the server is back."""
+manager's rlmm_cases.py) over HTTP, objects named under the prefix, a server that is down or
+paused surfacing as a RemoteStorageError (the copy task's cue to back off) with the store usable
+again once it is back; and a storage node tiering to the server, which keeps its local data
+while the server is paused and copies it once the server resumes."""
 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
@@ -25,6 +27,17 @@ from riverlog.services.storage.remote_log_config import RemoteLogConfig
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "unit/services/storage/remote"))
 from rlmm_cases import CASES as RLMM_CASES
 from rsm_cases import CASES, TP, segment_files
+from tiered_cluster import (
+    TOPIC_CONFIGS,
+    assert_same_batches,
+    fetch_from,
+    local_segments,
+    make_batch,
+    produce,
+    remote_bytes,
+    tiered_harness,
+    wait_until,
+)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -107,3 +120,64 @@ async def test_a_stopped_server_fails_calls_and_a_restarted_one_serves(tmp_path:
         again.create_bucket(BUCKET)  # moto keeps nothing across a restart
         await store.copy_log_segment_data(seg, data)
         assert await store.fetch_log_segment(seg, 10, 20) == data.log_segment.read_bytes()[10:20]
+
+
+# -- a storage node tiering to the S3 server -------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_node_tiers_to_s3_and_keeps_local_data_while_the_server_is_paused(
+    tmp_path: Path,
+) -> None:
+    """Its own S3 server (it is paused) and a one-node cluster tiering to it: segments go to
+    the bucket and leave the disk; with the server SIGSTOPped, produce and tail fetch go on and
+    local segments stay past local.retention.bytes; SIGCONTed, they are copied and deleted, and
+    remote + local is every batch produced."""
+    with moto_server(tmp_path) as server:
+        server.create_bucket(BUCKET)
+        settings = server.store_settings(BUCKET, "cluster")
+        harness = tiered_harness(
+            tmp_path / "cluster",
+            {f"rsm.config.{k}": v for k, v in settings.items()}
+            | {"remote.log.storage.manager.class.name": "s3"},
+        )
+        try:
+            store = S3RemoteStorage(settings)
+            topic = harness.create_topic("tiered-s3", configs=TOPIC_CONFIGS).name
+            now = int(time.time() * 1000)
+            sent = [make_batch(count=5, tag=i, value_size=200, ts=now) for i in range(30)]
+            produce(harness, topic, sent)
+            wait_until(
+                lambda: (
+                    remote_bytes(store, topic)[1] > 0 and len(local_segments(harness, topic)) <= 2
+                ),
+                60,
+                "segments copied to S3 and deleted locally",
+            )
+            node_log = harness.cluster.data_dir / "logs" / "storage-1.log"
+            failures_before = node_log.read_text().count("remote store failed")
+            server.pause()
+            try:
+                more = [make_batch(count=5, tag=100 + i, value_size=200, ts=now) for i in range(30)]
+                produce(harness, topic, more)  # produce goes on
+                local = local_segments(harness, topic)
+                assert len(local) > 4
+                tail = fetch_from(harness, topic, _base(local[0]))  # and so does the tail fetch
+                assert tail
+                wait_until(
+                    lambda: node_log.read_text().count("remote store failed") > failures_before,
+                    60,
+                    "a copy to fail on the paused server",
+                )
+                assert local_segments(harness, topic)[0] == local[0]  # kept while uncopied
+            finally:
+                server.resume()
+            wait_until(lambda: len(local_segments(harness, topic)) <= 2, 90, "the copies to resume")
+            remote, copied = remote_bytes(store, topic)
+            assert_same_batches(remote + fetch_from(harness, topic, copied), sent + more)
+        finally:
+            harness.cluster.stop()
+
+
+def _base(path: Path) -> int:
+    return int(path.stem)
