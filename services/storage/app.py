@@ -190,7 +190,13 @@ class StorageNode:
         self.watcher.add_listener(self.coordinator_channels.on_image)
         await self.watcher.start(timeout_s=None)
 
-        fetch = FetchHandler(replicas, self.purgatory, config.fetch_max_bytes, leader_quota)
+        fetch = FetchHandler(
+            replicas,
+            self.purgatory,
+            config.fetch_max_bytes,
+            leader_quota,
+            remote=self.remote_log.reader if self.remote_log is not None else None,
+        )
         register_prometheus_metrics(replicas, fetch)
         servicer = StorageServicer(
             config.node_id,

@@ -53,7 +53,8 @@ NODE_LONGS: Final[Mapping[str, tuple[int, int]]] = MappingProxyType(
         "remote.log.manager.task.interval.ms": (30_000, 1),
         "remote.log.manager.task.retry.backoff.ms": (500, 1),
         "remote.log.manager.task.retry.backoff.max.ms": (30_000, 1),
-        "remote.log.index.file.cache.total.size.bytes": (1_073_741_824, 1),
+        # Riverlog's: the bounded cache of remote segment chunks that fetches read through.
+        "remote.log.reader.cache.size.bytes": (67_108_864, 1_048_576),
     }
 )
 
@@ -83,7 +84,7 @@ class RemoteLogConfig:
     task_interval_ms: int = 30_000
     retry_backoff_ms: int = 500
     retry_backoff_max_ms: int = 30_000
-    cache_total_size_bytes: int = 1_073_741_824
+    reader_cache_size_bytes: int = 67_108_864
 
     @classmethod
     def from_overrides(cls, overrides: Mapping[str, str]) -> RemoteLogConfig:
@@ -132,7 +133,7 @@ class RemoteLogConfig:
             task_interval_ms=longs["remote.log.manager.task.interval.ms"],
             retry_backoff_ms=longs["remote.log.manager.task.retry.backoff.ms"],
             retry_backoff_max_ms=longs["remote.log.manager.task.retry.backoff.max.ms"],
-            cache_total_size_bytes=longs["remote.log.index.file.cache.total.size.bytes"],
+            reader_cache_size_bytes=longs["remote.log.reader.cache.size.bytes"],
         )
 
 

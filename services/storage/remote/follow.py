@@ -14,6 +14,7 @@ from riverlog.common.types import TopicPartition
 from ..log.partition_log import PartitionLog
 from ..remote_log_config import RemoteLogConfig
 from .factory import remote_storage_manager
+from .reader import RemoteLogReader
 from .remote_log_manager import RemoteLogManager
 
 
@@ -25,10 +26,14 @@ class LeaderView(Protocol):
 
 class TieringFollower:
     """A MetadataWatcher listener (added after the replica manager's, so it sees the
-    replicas the change made) owning the node's RemoteLogManager."""
+    replicas the change made) owning the node's RemoteLogManager and the reader of the remote
+    tier that fetches use."""
 
     def __init__(self, manager: RemoteLogManager, replicas: LeaderView) -> None:
         self.manager = manager
+        self.reader = RemoteLogReader(
+            manager.metadata, manager.store, manager.config.reader_cache_size_bytes
+        )
         self._replicas = replicas
 
     def on_image(self, old: ClusterImage, new: ClusterImage) -> None:

@@ -34,18 +34,37 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Iterable
+from typing import Protocol
 
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.types import TopicPartition
+from riverlog.common.types import IsolationLevel, TopicPartition
 
+from ..log.txn_index import AbortedTxn
 from .partition import Partition
 from .purgatory import DelayedFetch, Purgatory
 from .replica_manager import ReplicaManager
-from .requests import FetchParams, FetchPartitionData, FetchPartitionResult
+from .requests import FetchParams, FetchPartitionData, FetchPartitionResult, StoredRecords
 from .role import Role
 from .throttle import ReplicationQuota, should_throttle
 
 log = logging.getLogger(__name__)
+
+
+class RemoteStoredRecords(StoredRecords, Protocol):
+    @property
+    def next_offset(self) -> int: ...
+
+
+class RemoteReads(Protocol):
+    """Reads below the local log start (tiered storage: remote/reader.py)."""
+
+    async def read(
+        self, tp: TopicPartition, fetch_offset: int, max_bytes: int, max_offset: int, min_one: bool
+    ) -> RemoteStoredRecords: ...
+
+    async def collect_aborted_txns(
+        self, tp: TopicPartition, start_offset: int, upper_bound_offset: int
+    ) -> tuple[list[AbortedTxn], bool]: ...
 
 
 def close_results(results: Iterable[FetchPartitionResult]) -> None:
@@ -66,7 +85,9 @@ class FetchHandler:
         purgatory: Purgatory[TopicPartition],
         fetch_max_bytes: int,
         leader_quota: ReplicationQuota | None = None,
+        remote: RemoteReads | None = None,
     ) -> None:
+        self.remote = remote
         self._replicas = replicas
         self._purgatory = purgatory
         self._fetch_max_bytes = fetch_max_bytes
@@ -102,6 +123,7 @@ class FetchHandler:
         if params.replica_id is not None:
             self._record_follower_fetch(params.replica_id, params)
         results = self.read_all(params)
+        await self._read_remote(params, results)
         if params.max_wait_ms <= 0 or not params.partitions or self._satisfied(params, results):
             self._record_throttled(params, results)
             self._count_consumer_fetch(params, results)
@@ -120,6 +142,7 @@ class FetchHandler:
             self._purgatory, keys, params.min_bytes, params.max_wait_ms, available
         ).wait()
         results = self.read_all(params)
+        await self._read_remote(params, results)
         self._record_throttled(params, results)
         self._count_consumer_fetch(params, results)
         return results
@@ -140,6 +163,50 @@ class FetchHandler:
                         result.tp,
                         params.rack_id,
                     )
+
+    async def _read_remote(self, params: FetchParams, results: list[FetchPartitionResult]) -> None:
+        """Serve the consumers' partitions that answered OFFSET_MOVED_TO_TIERED_STORAGE from the
+        remote store (tiered storage), within what is left of the request's budget. Awaits the
+        store: other requests, and the tail, are served meanwhile."""
+        if self.remote is None or params.replica_id is not None:
+            return
+        for data, result in zip(params.partitions, results, strict=True):
+            if result.error != ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE:
+                continue
+            partition = self._replicas.partitions.get(data.tp)
+            if partition is None:
+                continue
+            others = sum(r.size for r in results)
+            limit = max(0, self.max_bytes(params) - others)
+            if data.partition_max_bytes > 0:
+                limit = min(limit, data.partition_max_bytes)
+            committed = params.isolation is IsolationLevel.READ_COMMITTED
+            bound = partition.last_stable_offset if committed else partition.high_watermark
+            try:
+                records = await self.remote.read(
+                    data.tp, data.fetch_offset, limit, bound, others == 0
+                )
+                aborted: list[AbortedTxn] = []
+                upper = records.next_offset
+                if committed and records.size and upper > data.fetch_offset:
+                    aborted, complete = await self.remote.collect_aborted_txns(
+                        data.tp, data.fetch_offset, upper
+                    )
+                    if not complete:
+                        local = partition.log.local_log_start_offset
+                        aborted += partition.log.collect_aborted_txns(local, upper)
+            except RiverlogError as exc:
+                result.fail(exc)
+                continue
+            result.error, result.error_message = ErrorCode.NONE, ""
+            result.records = records if records.size else None
+            result.high_watermark = partition.high_watermark
+            result.last_stable_offset = partition.last_stable_offset
+            result.log_start_offset = partition.log_start_offset
+            result.log_end_offset = partition.log_end_offset
+            result.aborted_transactions = sorted(
+                {(a.producer_id, a.first_offset) for a in aborted}, key=lambda a: a[1]
+            )
 
     def _record_throttled(self, params: FetchParams, results: list[FetchPartitionResult]) -> None:
         """Count the bytes sent to out-of-sync followers of throttled partitions."""

@@ -175,6 +175,7 @@ def test_a_node_tiers_to_s3_and_keeps_local_data_while_the_server_is_paused(
             wait_until(lambda: len(local_segments(harness, topic)) <= 2, 90, "the copies to resume")
             remote, copied = remote_bytes(store, topic)
             assert_same_batches(remote + fetch_from(harness, topic, copied), sent + more)
+            assert_same_batches(fetch_from(harness, topic, 0), sent + more)  # through S3
         finally:
             harness.cluster.stop()
 

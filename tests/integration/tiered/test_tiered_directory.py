@@ -16,7 +16,6 @@ from tiered_cluster import (
     TOPIC_CONFIGS,
     StorageHarness,
     assert_same_batches,
-    fetch_error,
     fetch_from,
     local_segments,
     make_batch,
@@ -26,7 +25,6 @@ from tiered_cluster import (
     wait_until,
 )
 
-from riverlog.common.errors import ErrorCode
 from riverlog.services.storage.remote.directory import DirectoryRemoteStorage
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -63,7 +61,11 @@ def test_segments_are_copied_and_deleted_locally_keeping_every_byte(
     copied = wait_until(tiered, 60, "segments copied and deleted locally")
     remote, copied = remote_bytes(store, topic)
     assert_same_batches(remote + fetch_from(harness, topic, copied), sent)
-    assert fetch_error(harness, topic, 0) == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE
+    # A consumer from the beginning reads the remote segments, then the local ones: the same
+    # bytes, over gRPC and over the zero-copy channel.
+    assert_same_batches(fetch_from(harness, topic, 0), sent)
+    with harness.zero_copy(1) as client:
+        assert_same_batches(fetch_from(harness, topic, 0, client.fetch), sent)
 
     harness.delete_topic(topic)
     wait_until(

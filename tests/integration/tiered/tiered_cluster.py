@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "storage"))
@@ -27,6 +28,7 @@ from riverlog.services.storage.remote.metadata_manager import (
     RemoteLogMetadataManager,
 )
 from riverlog.services.storage.remote.storage import RemoteStorageManager
+from riverlog.v1 import data_pb2
 
 __all__ = ["StorageHarness", "make_batch", "produce_request", "wait_until"]
 
@@ -77,12 +79,18 @@ def remote_bytes(store: RemoteStorageManager, topic: str) -> tuple[bytes, int]:
     return asyncio.run(read()), state.copied_next_offset() or 0
 
 
-def fetch_from(harness: StorageHarness, topic: str, offset: int) -> bytes:
-    """Every byte from `offset` to the high watermark, over gRPC Fetch."""
+def fetch_from(
+    harness: StorageHarness,
+    topic: str,
+    offset: int,
+    fetch: Callable[[data_pb2.FetchRequest], data_pb2.FetchResponse] | None = None,
+) -> bytes:
+    """Every byte from `offset` to the high watermark, over gRPC Fetch (or `fetch`)."""
     out = bytearray()
     with harness.storage(1) as stub:
         for _ in range(10_000):
-            reply = stub.Fetch(fetch_request((topic, 0, offset), max_bytes=1 << 20), timeout=10)
+            request = fetch_request((topic, 0, offset), max_bytes=1 << 20)
+            reply = fetch(request) if fetch is not None else stub.Fetch(request, timeout=10)
             [p] = reply.partitions
             assert p.error_code == ErrorCode.NONE, p.error_message
             if not p.records:

@@ -7,14 +7,15 @@ an interrupted copy and fences the old one; remote segments expire by the total 
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import manager, tiered
+from storage_log_testkit import TP, open_log, read_bytes
 
 from riverlog.common.clock import ManualClock
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.services.storage.log import LogConfig, PartitionLog
+from riverlog.services.storage.log import PartitionLog
 from riverlog.services.storage.remote.directory import DirectoryRemoteStorage
 from riverlog.services.storage.remote.metadata_manager import RemoteLogMetadataManager
 from riverlog.services.storage.remote.remote_log_manager import (
@@ -27,32 +28,7 @@ from riverlog.services.storage.remote.segment_metadata import RemoteLogSegmentSt
 from riverlog.services.storage.remote.storage import IndexType, RemoteStorageError
 from riverlog.services.storage.remote_log_config import RemoteLogConfig
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "log"))
-from storage_log_testkit import TP, fill, open_log, read_bytes
-
 S = RemoteLogSegmentState
-
-
-def tiered(**overrides: object) -> LogConfig:
-    base = {"remote.storage.enable": "true", "segment.bytes": "300", "local.retention.bytes": "0"}
-    return LogConfig.from_overrides({**base, **{k: str(v) for k, v in overrides.items()}})
-
-
-def manager(root: Path, clock: ManualClock) -> RemoteLogManager:
-    return RemoteLogManager(RemoteLogConfig(), DirectoryRemoteStorage(root), clock)
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(1_700_000_000_000)
-
-
-@pytest.fixture
-def plog(tmp_path: Path, clock: ManualClock) -> PartitionLog:
-    log = open_log(tmp_path / "data", clock, tiered())
-    fill(log, 20, clock=clock, value_size=40)  # ~100-byte batches, 300-byte segments
-    assert log.segment_count > 4
-    return log
 
 
 def test_the_epoch_slice_of_a_segment() -> None:
