@@ -408,6 +408,13 @@ class PartitionLog:
             self.leader_epoch_cache.truncate_from_start(new_start)
         return self._log_start_offset
 
+    def lower_tiered_log_start(self, offset: int) -> None:
+        """A tiered follower that started at its leader's local log start takes the leader's
+        lower log start offset (the records between are in the remote store). A no-op for
+        logs without remote.storage.enable."""
+        if self._config.remote_storage_enable and 0 <= offset < self._log_start_offset:
+            self._log_start_offset = offset
+
     def _delete_prefix(self, count: int) -> int:
         """Delete the `count` oldest segments (never the active one) and move the log start
         offset to the new first segment if it was below it."""

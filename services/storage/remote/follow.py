@@ -23,6 +23,8 @@ class LeaderView(Protocol):
 
     def leader_logs(self) -> dict[TopicPartition, tuple[PartitionLog, int]]: ...
 
+    def follower_logs(self) -> dict[TopicPartition, PartitionLog]: ...
+
 
 class TieringFollower:
     """A MetadataWatcher listener (added after the replica manager's, so it sees the
@@ -47,7 +49,9 @@ class TieringFollower:
                 or new_topic.topic_id != old_topic.topic_id
             )
         }
-        self.manager.sync_leaders(self._replicas.leader_logs(), gone)
+        self.manager.sync_leaders(
+            self._replicas.leader_logs(), gone, self._replicas.follower_logs()
+        )
 
     async def stop(self) -> None:
         await self.manager.stop()

@@ -114,6 +114,7 @@ class RemoteLogManager:
         self._clock = clock
         self._tasks: dict[TopicPartition, PartitionTask] = {}
         self._deletions: set[asyncio.Task[None]] = set()
+        self._following: dict[TopicPartition, tuple[PartitionLog, asyncio.Task[None]]] = {}
         self.bytes_copied = 0
         self.segments_copied = 0
         self.copy_failures = 0
@@ -140,20 +141,54 @@ class RemoteLogManager:
             state.task.cancel()
 
     def sync_leaders(
-        self, leaders: dict[TopicPartition, tuple[PartitionLog, int]], gone: set[TopicPartition]
+        self,
+        leaders: dict[TopicPartition, tuple[PartitionLog, int]],
+        gone: set[TopicPartition],
+        followers: dict[TopicPartition, PartitionLog] | None = None,
     ) -> None:
         """Follow the node's leaderships after a metadata change: `leaders` maps each partition
         this node leads to (log, leader epoch); a partition in `gone` had its topic deleted
-        while this node led it, so its remote data is deleted too."""
+        while this node led it, so its remote data is deleted too; for each tiered log in
+        `followers` a light task reads the metadata the leader writes, so local retention on
+        the follower knows what is copied."""
         for tp in list(self._tasks):
             if tp not in leaders:
                 self.on_not_leader(tp)
         for partition_log, epoch in leaders.values():
             self.on_leader(partition_log, epoch)
+        wanted = {tp: plog for tp, plog in (followers or {}).items() if plog.remote_storage_enabled}
+        for tp in list(self._following):
+            if tp not in wanted or self._following[tp][0] is not wanted[tp]:
+                self._following.pop(tp)[1].cancel()
+        for tp, plog in wanted.items():
+            if tp not in self._following:
+                task = asyncio.create_task(self._follow(plog), name=f"rlm-follow-{tp}")
+                self._following[tp] = (plog, task)
         for tp in gone:
             task = asyncio.create_task(self.delete_remote(tp), name=f"rlm-delete-{tp}")
             self._deletions.add(task)
             task.add_done_callback(self._deletions.discard)
+
+    async def _follow(self, plog: PartitionLog) -> None:
+        """A follower's task: refresh the partition's remote metadata every task interval and
+        publish what is copied to the log (backing off while the store fails)."""
+        delay = self.config.task_interval_ms
+        while True:
+            try:
+                state = await self.metadata.refresh(plog.tp)
+                copied = state.copied_next_offset()
+                if copied is not None:
+                    plog.copied_next_offset = max(copied, plog.log_start_offset)
+                plog.remote_size_bytes = state.size_bytes()
+                delay = self.config.task_interval_ms
+            except RemoteStorageError as exc:
+                delay = min(
+                    max(delay * 2, self.config.retry_backoff_ms), self.config.retry_backoff_max_ms
+                )
+                log.warning("%s: reading remote metadata failed (%s)", plog.tp, exc.message)
+            except Exception:
+                log.exception("%s: reading remote metadata failed", plog.tp)
+            await asyncio.sleep(delay / 1000.0)
 
     async def delete_remote(self, tp: TopicPartition) -> None:
         """Delete every remote object of `tp` (topic deletion), retrying while the store fails."""
@@ -177,7 +212,9 @@ class RemoteLogManager:
     async def stop(self) -> None:
         tasks = [s.task for s in self._tasks.values() if s.task is not None]
         tasks += list(self._deletions)
+        tasks += [task for _, task in self._following.values()]
         self._tasks.clear()
+        self._following.clear()
         for task in tasks:
             task.cancel()
         for task in tasks:

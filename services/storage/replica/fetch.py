@@ -319,6 +319,12 @@ class FetchHandler:
                 result.log_start_offset = partition.log_start_offset
                 result.log_end_offset = partition.log_end_offset
                 result.high_watermark = partition.high_watermark
+            elif partition is not None and exc.code == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE:
+                # Tiered storage: a follower starts at the leader's local log start (Kafka's
+                # EARLIEST_LOCAL), which this error carries as its log start offset.
+                result.log_start_offset = partition.log.local_log_start_offset
+                result.log_end_offset = partition.log_end_offset
+                result.high_watermark = partition.high_watermark
             return result
         result.records = read.records if read.records is not None and read.records.size else None
         if read.records is not None and result.records is None:

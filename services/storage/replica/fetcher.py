@@ -329,6 +329,8 @@ class ReplicaFetcherManager:
                 self._on_error(fetcher, result.tp, state, result.error, result.error_message)
                 if result.error == ErrorCode.OFFSET_OUT_OF_RANGE:
                     reset_out_of_range(partition, result)
+                elif result.error == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE:
+                    start_at_leader_local_start(partition, result)
                 continue
             try:
                 records = strip_below(partition, result.records)
@@ -339,6 +341,8 @@ class ReplicaFetcherManager:
                 new_start = min(result.log_start_offset, partition.high_watermark)
                 if new_start > partition.log_start_offset:
                     partition.log.delete_records(new_start)
+                elif new_start < partition.log_start_offset:
+                    partition.log.lower_tiered_log_start(new_start)  # a no-op unless tiered
             except (RiverlogError, OSError) as exc:
                 # Bytes that do not continue our log: resolve the divergence by epoch again.
                 log.error("%s: cannot append what the leader sent: %s", result.tp, exc)
@@ -388,6 +392,16 @@ def reset_out_of_range(partition: Partition, result: FollowerFetchResult) -> Non
     if 0 <= result.log_end_offset < leo:
         partition.truncate_to(result.log_end_offset)
     elif leo < result.log_start_offset:
+        partition.truncate_fully_and_start_at(result.log_start_offset)
+        partition.producer_state.truncate_fully_and_start_at(result.log_start_offset)
+
+
+def start_at_leader_local_start(partition: Partition, result: FollowerFetchResult) -> None:
+    """Tiered storage (Kafka's OFFSET_MOVED_TO_TIERED_STORAGE path): a follower behind the
+    leader's local log start (a new replica, or one far behind) copies only the local tail: it
+    starts empty at the leader's local start, which the error carries as its log start offset;
+    what lies below is in the remote store."""
+    if partition.log_end_offset < result.log_start_offset:
         partition.truncate_fully_and_start_at(result.log_start_offset)
         partition.producer_state.truncate_fully_and_start_at(result.log_start_offset)
 

@@ -244,6 +244,10 @@ class ReplicaManager:
         """The logs this node leads, with their leader epochs (tiered storage's copy tasks)."""
         return {tp: (p.log, p.leader_epoch) for tp, p in self._partitions.items() if p.is_leader}
 
+    def follower_logs(self) -> dict[TopicPartition, PartitionLog]:
+        """The logs this node follows (tiered storage learns what is copied for them)."""
+        return {tp: p.log for tp, p in self._partitions.items() if p.role.value == "follower"}
+
     def follower_partitions(self) -> list[Partition]:
         return [p for p in self._partitions.values() if p.role.value == "follower"]
 

@@ -7,15 +7,16 @@ yet); deleting the topic deletes its remote data."""
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from tiered_cluster import (
-    TOPIC_CONFIGS,
     StorageHarness,
     assert_same_batches,
+    create_tiered_topic,
     fetch_from,
     local_segments,
     make_batch,
@@ -37,7 +38,9 @@ def tier(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory: pytest.TempPathFactory, tier: Path) -> Iterator[StorageHarness]:
-    harness = tiered_harness(tmp_path_factory.mktemp("cluster"), {"rsm.config.dir": str(tier)})
+    harness = tiered_harness(
+        tmp_path_factory.mktemp("cluster"), {"rsm.config.dir": str(tier)}, storage_nodes=2
+    )
     try:
         yield harness
     finally:
@@ -47,25 +50,25 @@ def harness(tmp_path_factory: pytest.TempPathFactory, tier: Path) -> Iterator[St
 def test_segments_are_copied_and_deleted_locally_keeping_every_byte(
     harness: StorageHarness, tier: Path
 ) -> None:
-    topic = harness.create_topic("tiered-dir", configs=TOPIC_CONFIGS).name
+    topic, leader = create_tiered_topic(harness, "tiered-dir")
     store = DirectoryRemoteStorage(tier)
     now = int(time.time() * 1000)  # retention.ms (7 days) would take older records at once
     sent = [make_batch(count=5, tag=i, value_size=200, ts=now) for i in range(60)]  # ~1 KB
-    produce(harness, topic, sent)
+    produce(harness, topic, sent, node=leader)
 
     def tiered() -> int | None:
         _, copied = remote_bytes(store, topic)
-        local = local_segments(harness, topic)
+        local = local_segments(harness, topic, leader)
         return copied if copied > 0 and len(local) <= 2 else None
 
     copied = wait_until(tiered, 60, "segments copied and deleted locally")
     remote, copied = remote_bytes(store, topic)
-    assert_same_batches(remote + fetch_from(harness, topic, copied), sent)
+    assert_same_batches(remote + fetch_from(harness, topic, copied, node=leader), sent)
     # A consumer from the beginning reads the remote segments, then the local ones: the same
     # bytes, over gRPC and over the zero-copy channel.
-    assert_same_batches(fetch_from(harness, topic, 0), sent)
-    with harness.zero_copy(1) as client:
-        assert_same_batches(fetch_from(harness, topic, 0, client.fetch), sent)
+    assert_same_batches(fetch_from(harness, topic, 0, node=leader), sent)
+    with harness.zero_copy(leader) as client:
+        assert_same_batches(fetch_from(harness, topic, 0, client.fetch, leader), sent)
 
     harness.delete_topic(topic)
     wait_until(
@@ -76,3 +79,41 @@ def test_segments_are_copied_and_deleted_locally_keeping_every_byte(
         60,
         "the remote data of the deleted topic to go",
     )
+
+
+def test_a_wiped_follower_copies_only_the_local_tail(harness: StorageHarness, tier: Path) -> None:
+    """Replication factor 2: the follower learns what the leader copied and deletes its own
+    copied segments; then its disk is wiped and it restarts: it starts at the leader's local
+    log start (OFFSET_MOVED_TO_TIERED_STORAGE), not at 0, rejoins the ISR, and reads from 0
+    through it still give every batch."""
+    topic, leader = create_tiered_topic(harness, "tiered-rf2", replicas=2)
+    follower = 3 - leader
+    now = int(time.time() * 1000)
+    sent = [make_batch(count=5, tag=i, value_size=200, ts=now) for i in range(60)]
+    produce(harness, topic, sent, node=leader)
+    store = DirectoryRemoteStorage(tier)
+    wait_until(
+        lambda: (
+            remote_bytes(store, topic)[1]
+            and len(local_segments(harness, topic, leader)) <= 2
+            and len(local_segments(harness, topic, follower)) <= 2
+        ),
+        60,
+        "both replicas to delete their copied segments",
+    )
+    process = harness.cluster.storage(follower)
+    process.stop()
+    shutil.rmtree(harness.log_dir(follower) / f"{topic}-0")
+    process.start()
+    process.wait_ready()
+    leader_start = int(local_segments(harness, topic, leader)[0].stem)
+    assert leader_start > 0
+
+    def rejoined() -> bool:
+        described = harness.describe_topic(topic)
+        return described is not None and follower in described.partitions[0].isr
+
+    wait_until(rejoined, 90, "the wiped follower to rejoin the ISR")
+    first_local = int(local_segments(harness, topic, follower)[0].stem)
+    assert first_local >= leader_start  # only the tail was copied
+    assert_same_batches(fetch_from(harness, topic, 0, node=leader), sent)

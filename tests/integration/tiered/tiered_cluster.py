@@ -21,14 +21,15 @@ from storage_harness import (
     wait_until,
 )
 
-from riverlog.common.errors import ErrorCode
+from riverlog.cluster import unique_topic_name
+from riverlog.common.errors import ErrorCode, raise_for
 from riverlog.common.records.header import iter_batches
 from riverlog.common.types import TopicPartition
 from riverlog.services.storage.remote.metadata_manager import (
     RemoteLogMetadataManager,
 )
 from riverlog.services.storage.remote.storage import RemoteStorageManager
-from riverlog.v1 import data_pb2
+from riverlog.v1 import admin_pb2, data_pb2
 
 __all__ = ["StorageHarness", "make_batch", "produce_request", "wait_until"]
 
@@ -46,12 +47,27 @@ TOPIC_CONFIGS = {
 }
 
 
-def tiered_harness(root: Path, store_configs: dict[str, str]) -> StorageHarness:
-    return StorageHarness(start_cluster(root, 1, **FAST, **store_configs))
+def tiered_harness(
+    root: Path, store_configs: dict[str, str], storage_nodes: int = 1
+) -> StorageHarness:
+    return StorageHarness(start_cluster(root, storage_nodes, **FAST, **store_configs))
 
 
-def produce(harness: StorageHarness, topic: str, batches: list[bytes]) -> None:
-    with harness.storage(1) as stub:
+def create_tiered_topic(harness: StorageHarness, prefix: str, replicas: int = 1) -> tuple[str, int]:
+    """A one-partition topic with TOPIC_CONFIGS; returns its name and its leader."""
+    name = unique_topic_name(prefix)
+    creatable = admin_pb2.CreatableTopic(
+        name=name, num_partitions=1, replication_factor=replicas, configs=TOPIC_CONFIGS
+    )
+    with harness.metadata() as stub:
+        reply = stub.CreateTopics(admin_pb2.CreateTopicsRequest(topics=[creatable]), timeout=30)
+        for result in reply.topics:
+            raise_for(result.error_code, result.error_message)
+    return name, harness.wait_for_leaders(name, 1).partitions[0].leader
+
+
+def produce(harness: StorageHarness, topic: str, batches: list[bytes], node: int = 1) -> None:
+    with harness.storage(node) as stub:
         first = harness.produce_when_ready(stub, topic, 0, batches[0])
         assert first.error_code == ErrorCode.NONE, first.error_message
         for batch in batches[1:]:
@@ -59,8 +75,8 @@ def produce(harness: StorageHarness, topic: str, batches: list[bytes]) -> None:
             assert result.error_code == ErrorCode.NONE, result.error_message
 
 
-def local_segments(harness: StorageHarness, topic: str) -> list[Path]:
-    return sorted((harness.log_dir(1) / f"{topic}-0").glob("*.log"))
+def local_segments(harness: StorageHarness, topic: str, node: int = 1) -> list[Path]:
+    return sorted((harness.log_dir(node) / f"{topic}-0").glob("*.log"))
 
 
 def remote_state(store: RemoteStorageManager, topic: str):  # type: ignore[no-untyped-def]
@@ -84,10 +100,11 @@ def fetch_from(
     topic: str,
     offset: int,
     fetch: Callable[[data_pb2.FetchRequest], data_pb2.FetchResponse] | None = None,
+    node: int = 1,
 ) -> bytes:
     """Every byte from `offset` to the high watermark, over gRPC Fetch (or `fetch`)."""
     out = bytearray()
-    with harness.storage(1) as stub:
+    with harness.storage(node) as stub:
         for _ in range(10_000):
             request = fetch_request((topic, 0, offset), max_bytes=1 << 20)
             reply = fetch(request) if fetch is not None else stub.Fetch(request, timeout=10)
