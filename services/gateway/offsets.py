@@ -154,7 +154,7 @@ def _spec_error(part: ListOffsetsPart) -> RiverlogError | None:
     if part.spec not in _SPECS:
         return RiverlogError(
             f"unknown offset spec {part.spec} for {part.tp} (TIMESTAMP=0, LATEST=1, "
-            "EARLIEST=2, MAX_TIMESTAMP=3)",
+            "EARLIEST=2, MAX_TIMESTAMP=3, EARLIEST_LOCAL=4)",
             ErrorCode.INVALID_REQUEST,
         )
     if part.spec is OffsetSpec.TIMESTAMP and part.timestamp_ms < 0:

@@ -1,7 +1,8 @@
 """ListOffsets, DeleteRecords, OffsetsForLeaderEpoch and DescribeLogDirs: the small requests
 about where a partition's log starts and ends and what it takes on disk.
 
-ListOffsets answers Kafka's special timestamps (latest, earliest, max timestamp) and lookups by
+ListOffsets answers Kafka's special timestamps (latest, earliest, max timestamp, earliest
+local) and lookups by
 timestamp through the log's time index, never past what a consumer may read (the high
 watermark). DeleteRecords moves the log start offset up on the leader, at most to the high
 watermark. OffsetsForLeaderEpoch answers, on the leader, where an epoch ended in its log (from
@@ -33,7 +34,12 @@ from .requests import (
 )
 
 # Kafka's special timestamps, for clients that pass them with OFFSET_SPEC_TIMESTAMP.
-_SPECIAL_TIMESTAMPS = {-1: OffsetSpec.LATEST, -2: OffsetSpec.EARLIEST, -3: OffsetSpec.MAX_TIMESTAMP}
+_SPECIAL_TIMESTAMPS = {
+    -1: OffsetSpec.LATEST,
+    -2: OffsetSpec.EARLIEST,
+    -3: OffsetSpec.MAX_TIMESTAMP,
+    -4: OffsetSpec.EARLIEST_LOCAL,
+}
 
 
 class OffsetsHandler:
@@ -80,7 +86,7 @@ class OffsetsHandler:
         else:
             last_fetchable = partition.high_watermark
         if (
-            spec is not OffsetSpec.EARLIEST
+            spec not in (OffsetSpec.EARLIEST, OffsetSpec.EARLIEST_LOCAL)
             and partition.replication.leader_epoch_start_offset > partition.high_watermark
         ):
             # A new leader whose high watermark has not yet reached its epoch's start: an
@@ -95,6 +101,9 @@ class OffsetsHandler:
             result.offset = last_fetchable
         elif spec is OffsetSpec.EARLIEST:
             result.offset = partition.log_start_offset
+        elif spec is OffsetSpec.EARLIEST_LOCAL:
+            # Tiered storage (KIP-405): the first offset held locally; the log start otherwise.
+            result.offset = partition.log.local_log_start_offset
         else:
             timestamp = data.timestamp_ms
             if spec is OffsetSpec.MAX_TIMESTAMP:

@@ -22,11 +22,13 @@ from .errors import ClientTimeoutError
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4  # tiered storage: the first offset on the leader's disk
 
 _SPECS = {
     EARLIEST_TIMESTAMP: common_pb2.OFFSET_SPEC_EARLIEST,
     LATEST_TIMESTAMP: common_pb2.OFFSET_SPEC_LATEST,
     MAX_TIMESTAMP: common_pb2.OFFSET_SPEC_MAX_TIMESTAMP,
+    EARLIEST_LOCAL_TIMESTAMP: common_pb2.OFFSET_SPEC_EARLIEST_LOCAL,
 }
 
 

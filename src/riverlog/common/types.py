@@ -44,12 +44,14 @@ class IsolationLevel(enum.IntEnum):
 
 class OffsetSpec(enum.IntEnum):
     """What ListOffsets looks for: the first offset at or after a timestamp, or one of Kafka's
-    special timestamps (-1 latest, -2 earliest, -3 the record with the largest timestamp)."""
+    special timestamps (-1 latest, -2 earliest, -3 the record with the largest timestamp, -4 the
+    earliest offset on the leader's local disk: with tiered storage, the local log start)."""
 
     TIMESTAMP = 0
     LATEST = 1
     EARLIEST = 2
     MAX_TIMESTAMP = 3
+    EARLIEST_LOCAL = 4
 
 
 @dataclass(frozen=True, order=True, slots=True)

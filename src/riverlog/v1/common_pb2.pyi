@@ -34,6 +34,7 @@ class OffsetSpec(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OFFSET_SPEC_LATEST: _ClassVar[OffsetSpec]
     OFFSET_SPEC_EARLIEST: _ClassVar[OffsetSpec]
     OFFSET_SPEC_MAX_TIMESTAMP: _ClassVar[OffsetSpec]
+    OFFSET_SPEC_EARLIEST_LOCAL: _ClassVar[OffsetSpec]
 NODE_KIND_UNSPECIFIED: NodeKind
 NODE_KIND_STORAGE: NodeKind
 NODE_KIND_GATEWAY: NodeKind
@@ -49,6 +50,7 @@ OFFSET_SPEC_TIMESTAMP: OffsetSpec
 OFFSET_SPEC_LATEST: OffsetSpec
 OFFSET_SPEC_EARLIEST: OffsetSpec
 OFFSET_SPEC_MAX_TIMESTAMP: OffsetSpec
+OFFSET_SPEC_EARLIEST_LOCAL: OffsetSpec
 
 class TopicPartition(_message.Message):
     __slots__ = ("topic", "partition")

@@ -27,6 +27,7 @@ from tiered_cluster import (
 )
 
 from riverlog.services.storage.remote.directory import DirectoryRemoteStorage
+from riverlog.v1 import common_pb2, data_pb2
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -64,6 +65,23 @@ def test_segments_are_copied_and_deleted_locally_keeping_every_byte(
     copied = wait_until(tiered, 60, "segments copied and deleted locally")
     remote, copied = remote_bytes(store, topic)
     assert_same_batches(remote + fetch_from(harness, topic, copied, node=leader), sent)
+    # ListOffsets: earliest is the log start (remote), earliest-local the first local offset.
+    spec = common_pb2.OffsetSpec
+    with harness.storage(leader) as stub:
+        listed = stub.ListOffsets(
+            data_pb2.ListOffsetsRequest(
+                partitions=[
+                    data_pb2.ListOffsetsPartition(topic=topic, spec=spec.OFFSET_SPEC_EARLIEST),
+                    data_pb2.ListOffsetsPartition(
+                        topic=topic, spec=spec.OFFSET_SPEC_EARLIEST_LOCAL
+                    ),
+                    data_pb2.ListOffsetsPartition(topic=topic, timestamp_ms=-4),
+                ]
+            ),
+            timeout=10,
+        )
+    local_start = int(local_segments(harness, topic, leader)[0].stem)
+    assert [p.offset for p in listed.partitions] == [0, local_start, local_start]
     # A consumer from the beginning reads the remote segments, then the local ones: the same
     # bytes, over gRPC and over the zero-copy channel.
     assert_same_batches(fetch_from(harness, topic, 0, node=leader), sent)

@@ -45,7 +45,8 @@ def test_isolation_levels_and_offset_specs_keep_their_numbers() -> None:
     assert offset_spec_to_proto(OffsetSpec.MAX_TIMESTAMP) == common_pb2.OFFSET_SPEC_MAX_TIMESTAMP
     for spec in OffsetSpec:
         assert offset_spec_from_proto(offset_spec_to_proto(spec)) is spec
-    assert offset_spec_from_proto(4) is None
+    assert offset_spec_to_proto(OffsetSpec.EARLIEST_LOCAL) == common_pb2.OFFSET_SPEC_EARLIEST_LOCAL
+    assert offset_spec_from_proto(5) is None
 
 
 def test_error_codes_keep_their_numbers() -> None:
