@@ -208,7 +208,11 @@ class StorageNode:
                 else None,
             ),
             fetch,
-            OffsetsHandler(replicas, config.log_dirs),
+            OffsetsHandler(
+                replicas,
+                config.log_dirs,
+                remote=self.remote_log.reader if self.remote_log is not None else None,
+            ),
         )
         add = storage_pb2_grpc.add_StorageServiceServicer_to_server
         self.rpc = RpcServer(config.host, config.port, [(add, servicer, SERVICE_NAME)])

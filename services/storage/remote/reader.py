@@ -22,10 +22,12 @@ from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.records.header import (
     HEADER_SIZE,
     MAGIC,
+    TIMESTAMP_TYPE_MASK,
     BatchHeader,
     InvalidBatchError,
     parse_header,
 )
+from riverlog.common.records.reader import iter_record_timestamps
 from riverlog.common.types import TopicPartition
 
 from ..log.txn_index import AbortedTxn, CorruptTxnIndexError, decode_entries, search
@@ -35,6 +37,7 @@ from .storage import IndexType, RemoteResourceNotFoundError, RemoteStorageManage
 
 CHUNK_BYTES = 1 << 20
 _INDEX_ENTRY = struct.Struct(">II")
+_TIME_ENTRY = struct.Struct(">qI")
 
 
 @dataclass(slots=True)
@@ -169,6 +172,50 @@ class RemoteLogReader:
                 ErrorCode.CORRUPT_MESSAGE,
             )
         return header
+
+    async def offset_for_timestamp(
+        self, tp: TopicPartition, timestamp: int, start_offset: int
+    ) -> tuple[int, int] | None:
+        """The first (offset, timestamp) in the remote tier at or after `start_offset` whose
+        timestamp is >= `timestamp` (ListOffsets by timestamp; None: not in the remote tier).
+        As the local search: the time index, then the offset index, then one batch decoded."""
+        state = self.metadata.state(tp) or await self.metadata.refresh(tp)
+        for segment in state.readable_segments():
+            if segment.end_offset < start_offset or segment.max_timestamp_ms < timestamp:
+                continue
+            found = await self._find_in_segment(segment, timestamp, start_offset)
+            if found is not None:
+                return found
+        return None
+
+    async def _find_in_segment(
+        self, segment: RemoteLogSegmentMetadata, timestamp: int, start_offset: int
+    ) -> tuple[int, int] | None:
+        key = (segment.segment_id.id, -3)
+        index = self.cache.get(key)
+        if index is None:
+            index = await self.store.fetch_index(segment.segment_id, IndexType.TIMESTAMP)
+            self.cache.put(key, index)
+        from_offset = segment.start_offset
+        for i in range(len(index) // _TIME_ENTRY.size):
+            ts, relative = _TIME_ENTRY.unpack_from(index, i * _TIME_ENTRY.size)
+            if ts > timestamp or (ts == 0 and relative == 0 and i > 0):
+                break
+            from_offset = segment.start_offset + relative
+        position = await self._position(segment, max(from_offset, start_offset))
+        end = segment.segment_size_bytes
+        while position < end:
+            head = await self._bytes(segment, position, min(HEADER_SIZE, end - position))
+            header = self._check(segment, head, position)
+            if header.max_timestamp >= timestamp and header.last_offset >= start_offset:
+                if header.attributes & TIMESTAMP_TYPE_MASK:  # LogAppendTime: one for all
+                    return max(header.base_offset, start_offset), header.max_timestamp
+                batch = await self._bytes(segment, position, header.size)
+                for offset, record_ts in iter_record_timestamps(batch, validate_crc=False):
+                    if record_ts >= timestamp and offset >= start_offset:
+                        return offset, record_ts
+            position += header.size
+        return None
 
     async def collect_aborted_txns(
         self, tp: TopicPartition, start_offset: int, upper_bound_offset: int

@@ -15,9 +15,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.types import IsolationLevel, OffsetSpec
+from riverlog.common.types import IsolationLevel, OffsetSpec, TopicPartition
 
 from .replica_manager import ReplicaManager
 from .requests import (
@@ -42,12 +43,26 @@ _SPECIAL_TIMESTAMPS = {
 }
 
 
+class RemoteTimestamps(Protocol):
+    """ListOffsets by timestamp over the remote tier (tiered storage: remote/reader.py)."""
+
+    async def offset_for_timestamp(
+        self, tp: TopicPartition, timestamp: int, start_offset: int
+    ) -> tuple[int, int] | None: ...
+
+
 class OffsetsHandler:
     """Event-loop thread only."""
 
-    def __init__(self, replicas: ReplicaManager, log_dirs: Sequence[Path]) -> None:
+    def __init__(
+        self,
+        replicas: ReplicaManager,
+        log_dirs: Sequence[Path],
+        remote: RemoteTimestamps | None = None,
+    ) -> None:
         self._replicas = replicas
         self._log_dirs = list(log_dirs)
+        self.remote = remote
 
     @property
     def replicas(self) -> ReplicaManager:
@@ -64,6 +79,35 @@ class OffsetsHandler:
                 self._list_offset(data, result)
             except RiverlogError as exc:
                 result.fail(exc)
+        return results
+
+    async def list_offsets_with_remote(
+        self, partitions: Sequence[ListOffsetsPartitionData]
+    ) -> list[ListOffsetsPartitionResult]:
+        """`list_offsets`, then the lookups by timestamp of tiered logs searched in the remote
+        tier first (Kafka's order: its records are older than the local ones)."""
+        results = self.list_offsets(partitions)
+        if self.remote is None:
+            return results
+        for data, result in zip(partitions, results, strict=True):
+            partition = self._replicas.partitions.get(data.tp)
+            if (
+                not result.ok
+                or data.spec is not OffsetSpec.TIMESTAMP
+                or data.timestamp_ms < 0
+                or partition is None
+                or partition.log.local_log_start_offset <= partition.log_start_offset
+            ):
+                continue
+            try:
+                found = await self.remote.offset_for_timestamp(
+                    data.tp, data.timestamp_ms, partition.log_start_offset
+                )
+            except RiverlogError as exc:
+                result.fail(exc)
+                continue
+            if found is not None and found[0] < partition.high_watermark:
+                result.offset, result.timestamp_ms = found
         return results
 
     def _list_offset(

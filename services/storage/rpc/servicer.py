@@ -157,7 +157,7 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
     async def ListOffsets(
         self, request: data_pb2.ListOffsetsRequest, context: Any
     ) -> data_pb2.ListOffsetsResponse:
-        results = self._offsets.list_offsets(list_offsets_from_proto(request))
+        results = await self._offsets.list_offsets_with_remote(list_offsets_from_proto(request))
         return list_offsets_response_to_proto(results)
 
     async def WriteTxnMarkers(

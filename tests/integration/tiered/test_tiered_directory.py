@@ -65,7 +65,8 @@ def test_segments_are_copied_and_deleted_locally_keeping_every_byte(
     copied = wait_until(tiered, 60, "segments copied and deleted locally")
     remote, copied = remote_bytes(store, topic)
     assert_same_batches(remote + fetch_from(harness, topic, copied, node=leader), sent)
-    # ListOffsets: earliest is the log start (remote), earliest-local the first local offset.
+    # ListOffsets: earliest is the log start (remote), earliest-local the first local offset;
+    # by timestamp, the remote tier is searched first.
     spec = common_pb2.OffsetSpec
     with harness.storage(leader) as stub:
         listed = stub.ListOffsets(
@@ -76,12 +77,13 @@ def test_segments_are_copied_and_deleted_locally_keeping_every_byte(
                         topic=topic, spec=spec.OFFSET_SPEC_EARLIEST_LOCAL
                     ),
                     data_pb2.ListOffsetsPartition(topic=topic, timestamp_ms=-4),
+                    data_pb2.ListOffsetsPartition(topic=topic, timestamp_ms=now),  # remote
                 ]
             ),
             timeout=10,
         )
     local_start = int(local_segments(harness, topic, leader)[0].stem)
-    assert [p.offset for p in listed.partitions] == [0, local_start, local_start]
+    assert [p.offset for p in listed.partitions] == [0, local_start, local_start, 0]
     # A consumer from the beginning reads the remote segments, then the local ones: the same
     # bytes, over gRPC and over the zero-copy channel.
     assert_same_batches(fetch_from(harness, topic, 0, node=leader), sent)

@@ -115,3 +115,27 @@ def test_the_chunk_cache_is_bounded_and_evicts_the_least_recently_used() -> None
     cache.put(("d", 0), b"x" * 11)  # larger than the whole cache: not kept
     assert cache.get(("d", 0)) is None
     assert (cache.hits, cache.misses) == (1, 2)
+
+
+async def test_offsets_by_timestamp_match_the_local_search(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    log = open_log(tmp_path / "data", clock, tiered(**{"segment.bytes": 700}))
+    start = clock.time_ms()
+    for i in range(20):  # batches of 3 records, 1 ms apart, batches 10 ms apart
+        log.append_as_leader(make_batch(3, ts=clock.time_ms(), value_size=30, tag=i), 0)
+        log.high_watermark = log.log_end_offset
+        clock.advance(10)
+    probes = [start - 5, start, start + 1, start + 2, start + 3, start + 55, start + 121]
+    expected = {ts: log.offset_for_timestamp(ts) for ts in probes}
+    rlm = await tier(tmp_path, clock, log)
+    reader = RemoteLogReader(rlm.metadata, rlm.store)
+    local_start = log.local_log_start_offset
+    for ts, want in expected.items():
+        assert want is not None
+        if want[0] < local_start:
+            assert await reader.offset_for_timestamp(TP, ts, 0) == want, ts
+        else:
+            assert await reader.offset_for_timestamp(TP, ts, 0) is None, ts
+    # From a later start offset only.
+    assert await reader.offset_for_timestamp(TP, start, 4) == (4, start + 11)  # batch [3, 5]
