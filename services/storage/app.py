@@ -180,11 +180,12 @@ class StorageNode:
         failures.on_offline.append(lambda _dir: self.fetchers.update() if self.fetchers else None)
         replicas.on_partitions_changed.append(self.fetchers.update)
         register_replication_metrics(replicas)
+        if config.remote_log.enabled:
+            self.remote_log = remote_log_manager_for(config.remote_log, self.clock, replicas)
         self.watcher.add_listener(lambda _old, new: leader_quota.update(new))
         self.watcher.add_listener(lambda _old, new: follower_quota.update(new))
         self.watcher.add_listener(replicas.on_image)
-        if config.remote_log.enabled:
-            self.remote_log = remote_log_manager_for(config.remote_log, self.clock, replicas)
+        if self.remote_log is not None:
             self.watcher.add_listener(self.remote_log.on_image)
         self.watcher.add_listener(self.leader_channels.on_image)
         self.watcher.add_listener(self.coordinator_channels.on_image)
@@ -197,7 +198,7 @@ class StorageNode:
             leader_quota,
             remote=self.remote_log.reader if self.remote_log is not None else None,
         )
-        register_prometheus_metrics(replicas, fetch)
+        register_prometheus_metrics(replicas, fetch, self.remote_log)
         servicer = StorageServicer(
             config.node_id,
             ProduceHandler(

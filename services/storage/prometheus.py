@@ -7,6 +7,7 @@ fetch paths pay nothing for them."""
 from __future__ import annotations
 
 import asyncio
+from typing import Protocol
 
 from prometheus_client.core import Metric
 
@@ -31,6 +32,27 @@ NAMES = (
     "riverlog_producer_ids",
     "riverlog_consumer_fetches",
 )
+# Tiered storage's families (served when remote.log.storage.system.enable).
+TIERED_NAMES = (
+    "riverlog_remote_copy_bytes",
+    "riverlog_remote_copy_lag_bytes",
+    "riverlog_remote_log_size_bytes",
+    "riverlog_remote_fetch_requests",
+    "riverlog_remote_cache_lookups",
+)
+
+
+class TieringStats(Protocol):
+    """What the tiered families read (remote/follow.py's TieringFollower)."""
+
+    @property
+    def bytes_copied(self) -> int: ...
+    @property
+    def remote_reads(self) -> int: ...
+    @property
+    def cache_hits(self) -> int: ...
+    @property
+    def cache_misses(self) -> int: ...
 
 
 def snapshot(replicas: ReplicaManager, fetches: FetchHandler | None = None) -> list[Metric]:
@@ -58,11 +80,40 @@ def snapshot(replicas: ReplicaManager, fetches: FetchHandler | None = None) -> l
     return [urp, shrinks, expands, count, leaders, size, end, producers, served]
 
 
+def tiered_snapshot(replicas: ReplicaManager, stats: TieringStats) -> list[Metric]:
+    """Tiered storage's families (event loop only)."""
+    node = str(replicas.node_id)
+    copied, lag, remote, reads, cache = (family(n) for n in TIERED_NAMES)
+    copied.add_metric([node], stats.bytes_copied)
+    reads.add_metric([node], stats.remote_reads)
+    cache.add_metric([node, "hit"], stats.cache_hits)
+    cache.add_metric([node, "miss"], stats.cache_misses)
+    for p in replicas.partitions.values():
+        log = p.log
+        if not log.remote_storage_enabled:
+            continue
+        labels = [node, p.tp.topic, str(p.tp.partition)]
+        remote.add_metric(labels, log.remote_size_bytes)
+        if p.is_leader:
+            done = log.copied_next_offset if log.copied_next_offset is not None else -1
+            closed = log.segments[:-1]
+            lag.add_metric(labels, sum(s.size for s in closed if s.next_offset > done))
+    return [copied, lag, remote, reads, cache]
+
+
 def register_prometheus_metrics(
-    replicas: ReplicaManager, fetches: FetchHandler | None = None
+    replicas: ReplicaManager,
+    fetches: FetchHandler | None = None,
+    tiering: TieringStats | None = None,
 ) -> None:
     """Serve the families on `/metrics` (no-op when this process serves none)."""
     if not endpoint.enabled():
         return
     loop = asyncio.get_running_loop()
     endpoint.register("storage", LoopCollector(loop, NAMES, lambda: snapshot(replicas, fetches)))
+    if tiering is not None:
+        stats = tiering
+        endpoint.register(
+            "storage-tiering",
+            LoopCollector(loop, TIERED_NAMES, lambda: tiered_snapshot(replicas, stats)),
+        )

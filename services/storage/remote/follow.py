@@ -56,6 +56,24 @@ class TieringFollower:
     async def stop(self) -> None:
         await self.manager.stop()
 
+    # -- what the Prometheus families read (prometheus.py) ----------------------------------
+
+    @property
+    def bytes_copied(self) -> int:
+        return self.manager.bytes_copied
+
+    @property
+    def remote_reads(self) -> int:
+        return self.reader.reads
+
+    @property
+    def cache_hits(self) -> int:
+        return self.reader.cache.hits
+
+    @property
+    def cache_misses(self) -> int:
+        return self.reader.cache.misses
+
 
 def remote_log_manager_for(
     config: RemoteLogConfig, clock: Clock, replicas: LeaderView

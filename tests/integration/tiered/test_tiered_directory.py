@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import shutil
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from tiered_cluster import (
     StorageHarness,
     assert_same_batches,
@@ -89,6 +91,24 @@ def test_segments_are_copied_and_deleted_locally_keeping_every_byte(
     assert_same_batches(fetch_from(harness, topic, 0, node=leader), sent)
     with harness.zero_copy(leader) as client:
         assert_same_batches(fetch_from(harness, topic, 0, client.fetch, leader), sent)
+    # The tiering families on the leader's /metrics.
+    url = harness.cluster.storage(leader).metrics_url
+    assert url is not None
+    with urllib.request.urlopen(url, timeout=10) as response:
+        families = {f.name: f for f in text_string_to_metric_families(response.read().decode())}
+    node = {"node_id": str(leader)}
+    [copied] = families["riverlog_remote_copy_bytes"].samples
+    assert copied.labels == node and copied.value >= len(remote)
+    remote_size = [
+        s for s in families["riverlog_remote_log_size_bytes"].samples if s.labels["topic"] == topic
+    ]
+    assert [s.value for s in remote_size] == [len(remote)]
+    [reads] = families["riverlog_remote_fetch_requests"].samples
+    assert reads.value > 0
+    lookups = {
+        s.labels["result"]: s.value for s in families["riverlog_remote_cache_lookups"].samples
+    }
+    assert lookups["hit"] > 0 and lookups["miss"] > 0
 
     harness.delete_topic(topic)
     wait_until(

@@ -136,6 +136,33 @@ _SPECS = (
         "kafka.server:type=BrokerTopicMetrics,name=TotalFetchRequestsPerSec,topic=*",
     ),
     MetricSpec(
+        "riverlog_remote_copy_bytes", C, ("node_id",), ("storage",),
+        "segment bytes this storage node copied to the remote store as leader (tiered storage)",
+        "kafka.server:type=BrokerTopicMetrics,name=RemoteCopyBytesPerSec",
+    ),
+    MetricSpec(
+        "riverlog_remote_copy_lag_bytes", G, ("node_id", "topic", "partition"), ("storage",),
+        "bytes of closed local segments not yet copied to the remote store (leaders of "
+        "remote.storage.enable topics)",
+        "kafka.server:type=BrokerTopicMetrics,name=RemoteCopyLagBytes,topic=*,partition=*",
+    ),
+    MetricSpec(
+        "riverlog_remote_log_size_bytes", G, ("node_id", "topic", "partition"), ("storage",),
+        "bytes of the replica's finished remote segments",
+        "kafka.server:type=BrokerTopicMetrics,name=RemoteLogSizeBytes,topic=*,partition=*",
+    ),
+    MetricSpec(
+        "riverlog_remote_fetch_requests", C, ("node_id",), ("storage",),
+        "partition reads served from the remote store (offsets below the local log start)",
+        "kafka.server:type=BrokerTopicMetrics,name=RemoteFetchRequestsPerSec",
+    ),
+    MetricSpec(
+        "riverlog_remote_cache_lookups", C, ("node_id", "result"), ("storage",),
+        "lookups in the cache of remote chunks and indexes, by result (hit, miss): the hit "
+        "ratio of remote reads",
+        "kafka.log.remote:type=RemoteLogManager (no direct equivalent: Kafka caches indexes only)",
+    ),
+    MetricSpec(
         "riverlog_controller_active", G, ("instance_id",), ("metadata",),
         "1 on the metadata instance that is the active controller, else 0 (sums to 1)",
         "kafka.controller:type=KafkaController,name=ActiveControllerCount",
