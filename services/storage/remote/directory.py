@@ -101,6 +101,15 @@ class DirectoryRemoteStorage:
                 continue
             except OSError as exc:
                 raise RemoteStorageError(f"delete of {segment_id}{suffix} failed: {exc}") from exc
+        # And what a copy killed half-way left under a temporary name.
+        folder = self.path_of(segment_id, "").parent
+        try:
+            for tmp in folder.glob(f".{segment_id.id}.*.tmp"):
+                tmp.unlink(missing_ok=True)
+        except OSError as exc:
+            raise RemoteStorageError(
+                f"delete of {segment_id}'s temporary files failed: {exc}"
+            ) from exc
 
     async def put_if_absent(self, name: str, data: bytes) -> bool:
         return await asyncio.to_thread(self._put_if_absent, name, data)

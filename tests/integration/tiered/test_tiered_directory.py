@@ -24,11 +24,13 @@ from tiered_cluster import (
     make_batch,
     produce,
     remote_bytes,
+    remote_state,
     tiered_harness,
     wait_until,
 )
 
 from riverlog.services.storage.remote.directory import DirectoryRemoteStorage
+from riverlog.services.storage.remote.segment_metadata import RemoteLogSegmentState
 from riverlog.v1 import common_pb2, data_pb2
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -157,3 +159,50 @@ def test_a_wiped_follower_copies_only_the_local_tail(harness: StorageHarness, ti
     first_local = int(local_segments(harness, topic, follower)[0].stem)
     assert first_local >= leader_start  # only the tail was copied
     assert_same_batches(fetch_from(harness, topic, 0, node=leader), sent)
+
+
+def test_the_leader_killed_while_copying_leaves_no_orphan_and_the_new_leader_goes_on(
+    harness: StorageHarness, tier: Path
+) -> None:
+    """Replication factor 2, acks=all: the leader is SIGKILLed while it copies segments (a
+    copy may be cut anywhere); the follower takes over, removes any COPY_SEGMENT_STARTED the
+    old leader left (its objects too), copies on from where the old leader stopped, and a fetch
+    from 0 reads every acknowledged batch."""
+    topic, leader = create_tiered_topic(harness, "tiered-failover", replicas=2)
+    follower = 3 - leader
+    store = DirectoryRemoteStorage(tier)
+    now = int(time.time() * 1000)
+    sent = [make_batch(count=5, tag=i, value_size=200, ts=now) for i in range(80)]
+    produce(harness, topic, sent, node=leader, acks=common_pb2.ACKS_ALL)
+    wait_until(lambda: remote_state(store, topic).next_seq > 3, 60, "copies under way")
+    process = harness.cluster.storage(leader)
+    process.kill()
+    try:
+
+        def new_leader() -> bool:
+            described = harness.describe_topic(topic)
+            return described is not None and described.partitions[0].leader == follower
+
+        wait_until(new_leader, 60, "the follower to take over")
+        more = [make_batch(count=5, tag=500 + i, value_size=200, ts=now) for i in range(40)]
+        produce(harness, topic, more, node=follower, acks=common_pb2.ACKS_ALL)
+
+        def settled() -> bool:
+            state = remote_state(store, topic)
+            started = state.in_state(RemoteLogSegmentState.COPY_SEGMENT_STARTED)
+            return (
+                not started
+                and state.leader_epoch >= 1
+                and len(local_segments(harness, topic, follower)) <= 2
+            )
+
+        wait_until(settled, 90, "the new leader to clean up and copy on")
+        state = remote_state(store, topic)
+        live = {s.segment_id.id for s in state.segments.values()}
+        names = [p.name for p in (tier / f"{topic}-0").iterdir() if p.is_file()]
+        orphans = [n for n in names if n.split(".")[0] not in live]
+        assert orphans == []  # every object belongs to a segment the metadata names
+        assert_same_batches(fetch_from(harness, topic, 0, node=follower), sent + more)
+    finally:
+        process.start()
+        process.wait_ready()

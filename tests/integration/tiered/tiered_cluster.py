@@ -66,12 +66,16 @@ def create_tiered_topic(harness: StorageHarness, prefix: str, replicas: int = 1)
     return name, harness.wait_for_leaders(name, 1).partitions[0].leader
 
 
-def produce(harness: StorageHarness, topic: str, batches: list[bytes], node: int = 1) -> None:
+def produce(
+    harness: StorageHarness, topic: str, batches: list[bytes], node: int = 1, acks: int = 0
+) -> None:
+    """Produce each batch to `node` (acks: the proto's, ACKS_LEADER by default)."""
     with harness.storage(node) as stub:
         first = harness.produce_when_ready(stub, topic, 0, batches[0])
         assert first.error_code == ErrorCode.NONE, first.error_message
         for batch in batches[1:]:
-            [result] = stub.Produce(produce_request(topic, 0, batch), timeout=10).partitions
+            request = produce_request(topic, 0, batch, acks=acks)
+            [result] = stub.Produce(request, timeout=10).partitions
             assert result.error_code == ErrorCode.NONE, result.error_message
 
 

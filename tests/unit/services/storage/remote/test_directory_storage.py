@@ -58,3 +58,17 @@ async def test_a_store_path_that_is_a_file_raises_remote_storage_error(tmp_path:
             RemoteLogSegmentId.generate(TP), segment_files(tmp_path / "local")
         )
     assert err.value.code.name == "KAFKA_STORAGE_ERROR"
+
+
+async def test_delete_removes_what_a_killed_copy_left_under_temporary_names(
+    tmp_path: Path,
+) -> None:
+    store = DirectoryRemoteStorage(tmp_path / "remote")
+    seg = RemoteLogSegmentId.generate(TP)
+    await store.copy_log_segment_data(seg, segment_files(tmp_path / "local"))
+    folder = store.path_of(seg, "").parent
+    (folder / f".{seg.id}.timeindex.{'0' * 32}.tmp").write_bytes(b"half")
+    other = folder / ".someone-else.log.x.tmp"
+    other.write_bytes(b"not ours")
+    await store.delete_log_segment_data(seg)
+    assert [p.name for p in folder.iterdir()] == [other.name]
