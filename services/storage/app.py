@@ -182,6 +182,7 @@ class StorageNode:
         register_replication_metrics(replicas)
         if config.remote_log.enabled:
             self.remote_log = remote_log_manager_for(config.remote_log, self.clock, replicas)
+            replicas.remote_storage_system_enable = True
         self.watcher.add_listener(lambda _old, new: leader_quota.update(new))
         self.watcher.add_listener(lambda _old, new: follower_quota.update(new))
         self.watcher.add_listener(replicas.on_image)

@@ -105,6 +105,10 @@ class PartitionLog:
         # remote copy (None: unknown yet, so nothing is taken for copied) and the bytes held
         # remotely (the total retention counts them).
         self.copied_next_offset: int | None = None
+        # The log start offset the checkpoint gave at load: a log loaded before its topic's
+        # configs were known (with remote.storage.enable unknown) takes it back when they say
+        # it is tiered, as the records below its first local segment are in the remote store.
+        self._checkpointed_log_start: int | None = None
         self.remote_size_bytes = 0
         self.leader_epoch_cache = LeaderEpochFileCache.in_dir(dir)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
@@ -127,13 +131,15 @@ class PartitionLog:
         where = (dir, tp, config, clock)
         state = (recovery_point, log_start_offset, clean_shutdown, compacted_below)
         loaded = LogLoader(*where, *state).load()
-        return cls(
+        log = cls(
             *where,
             loaded.segments,
             loaded.log_start_offset,
             loaded.recovery_point,
             loaded.txn_index_rebuild_from,
         )
+        log._checkpointed_log_start = log_start_offset
+        return log
 
     # -- properties -------------------------------------------------------------------------
 
@@ -492,6 +498,9 @@ class PartitionLog:
     def update_config(self, config: LogConfig) -> None:
         """Use `config` from now on; index sizes and intervals apply to new segments."""
         self._config = config
+        restored, self._checkpointed_log_start = self._checkpointed_log_start, None
+        if config.remote_storage_enable and restored is not None:
+            self._log_start_offset = min(self._log_start_offset, max(restored, 0))
 
     def close(self) -> None:
         """Flush, seal the indexes and release the files. Idempotent."""

@@ -17,6 +17,7 @@ under-replicated partitions are kept for DescribeLogDirs and OpenTelemetry.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -89,6 +90,9 @@ class ReplicaManager:
         self._partitions: dict[TopicPartition, Partition] = {}
         # Called after every applied image (the follower fetchers listen).
         self.on_partitions_changed: list[Callable[[], None]] = []
+        # remote.log.storage.system.enable on this node (set by the app): without it, topics
+        # with remote.storage.enable keep plain retention here.
+        self.remote_storage_system_enable = False
         # Told of every failed write to a partition's log (set by the app: log/dir_failure.py).
         self.on_storage_error: Callable[[Path | None, BaseException], None] | None = None
         # Counts of partitions since stopped here, so the node's totals never go down.
@@ -109,10 +113,14 @@ class ReplicaManager:
         compression.type, are validated and ignored by LogConfig)."""
         overrides = dict(topic_configs)
         try:
-            return LogConfig.from_overrides(overrides, self.base_config)
+            config = LogConfig.from_overrides(overrides, self.base_config)
         except RiverlogError as exc:
             log.error("topic configs %s rejected (%s); using the node defaults", overrides, exc)
             return self.base_config
+        if config.remote_storage_enable and not self.remote_storage_system_enable:
+            # Tiering is off on this node: the topic's logs keep Kafka's plain retention.
+            return dataclasses.replace(config, remote_storage_enable=False)
+        return config
 
     # --- following the image ------------------------------------------------------------------
 

@@ -123,6 +123,27 @@ def test_segments_are_copied_and_deleted_locally_keeping_every_byte(
     )
 
 
+def test_a_restarted_node_still_serves_the_remote_records(
+    harness: StorageHarness, tier: Path
+) -> None:
+    """The log start stays below the local log start across a restart (the checkpointed
+    start is taken back once the topic's configs say it is tiered)."""
+    topic, leader = create_tiered_topic(harness, "tiered-restart")
+    store = DirectoryRemoteStorage(tier)
+    now = int(time.time() * 1000)
+    sent = [make_batch(count=5, tag=i, value_size=200, ts=now) for i in range(30)]
+    produce(harness, topic, sent, node=leader)
+    wait_until(
+        lambda: remote_bytes(store, topic)[1] and len(local_segments(harness, topic, leader)) <= 2,
+        60,
+        "segments copied and deleted locally",
+    )
+    harness.cluster.storage(leader).restart()
+    harness.wait_for_leaders(topic, 1)
+    all_bytes = wait_until(lambda: fetch_from(harness, topic, 0, node=leader), 60, "a fetch from 0")
+    assert_same_batches(all_bytes, sent)
+
+
 def test_a_wiped_follower_copies_only_the_local_tail(harness: StorageHarness, tier: Path) -> None:
     """Replication factor 2: the follower learns what the leader copied and deletes its own
     copied segments; then its disk is wiped and it restarts: it starts at the leader's local

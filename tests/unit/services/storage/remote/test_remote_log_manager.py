@@ -15,7 +15,7 @@ from storage_log_testkit import TP, open_log, read_bytes
 
 from riverlog.common.clock import ManualClock
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.services.storage.log import PartitionLog
+from riverlog.services.storage.log import LogConfig, PartitionLog
 from riverlog.services.storage.remote.directory import DirectoryRemoteStorage
 from riverlog.services.storage.remote.metadata_manager import RemoteLogMetadataManager
 from riverlog.services.storage.remote.remote_log_manager import (
@@ -210,3 +210,21 @@ async def test_a_reopened_tiered_log_keeps_its_log_start_below_the_local_one(
         again.read(local_start - 1, 100)
     assert err.value.code == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE
     assert read_bytes(again, local_start)
+
+
+async def test_a_log_loaded_before_its_topic_config_takes_back_its_tiered_log_start(
+    tmp_path: Path, clock: ManualClock, plog: PartitionLog
+) -> None:
+    """A node restarting loads logs with its defaults (the topic configs come with the first
+    metadata image): the start is clamped to the first local segment until the config says
+    the topic is tiered, then the checkpointed start is back."""
+    await manager(tmp_path / "tier", clock).run_once(PartitionTask(plog, 1))
+    plog.apply_retention(clock.time_ms())
+    local_start = plog.local_log_start_offset
+    plog.close()
+    again = open_log(tmp_path / "data", clock, LogConfig(), log_start_offset=0, clean_shutdown=True)
+    assert again.log_start_offset == local_start
+    again.update_config(tiered())
+    assert (again.log_start_offset, again.local_log_start_offset) == (0, local_start)
+    again.update_config(tiered())  # only once: later changes keep the live start
+    assert again.log_start_offset == 0
