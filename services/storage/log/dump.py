@@ -62,10 +62,21 @@ def dump_segment(path: Path | str, records: bool = False) -> Iterator[str]:
 
 
 def _base_offset(path: Path) -> int:
+    """The base offset in the name, or (a remote segment's objects, named by segment id: see
+    tiered storage) the first batch's base offset in the `.log` of the same name."""
     base = parse_base_offset(path)
-    if base is None:
-        raise ValueError(f"{path}: the name is not a 20-digit base offset")
-    return base
+    if base is not None:
+        return base
+    log = path.with_suffix(LOG_SUFFIX)
+    try:
+        with log.open("rb") as f:
+            head = f.read(HEADER_SIZE)
+        return parse_header(head).base_offset
+    except (OSError, InvalidBatchError):
+        raise ValueError(
+            f"{path}: the name is not a 20-digit base offset and {log.name} has no batch to "
+            "take it from"
+        ) from None
 
 
 def _show(data: bytes | None) -> str:

@@ -10,8 +10,8 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from conftest import manager, tiered
 from storage_log_testkit import TP, open_log, read_bytes
+from tiered_testkit import manager, tiered
 
 from riverlog.common.clock import ManualClock
 from riverlog.common.errors import ErrorCode, RiverlogError
@@ -228,3 +228,24 @@ async def test_a_log_loaded_before_its_topic_config_takes_back_its_tiered_log_st
     assert (again.log_start_offset, again.local_log_start_offset) == (0, local_start)
     again.update_config(tiered())  # only once: later changes keep the live start
     assert again.log_start_offset == 0
+
+
+async def test_dump_log_reads_a_remote_segment_as_its_local_original(
+    tmp_path: Path, clock: ManualClock, plog: PartitionLog
+) -> None:
+    """`riverlog dump-log` on the objects of a remote segment (named by segment id, not base
+    offset) prints what it prints for the local files they were copied from."""
+    from riverlog.services.storage.log.dump import dump_segment
+
+    segment = plog.segments[3]
+    local = {s: segment.dir / f"{segment.base_offset:020d}{s}" for s in (".log", ".timeindex")}
+    expected = {s: list(dump_segment(p))[1:] for s, p in local.items()}
+    rlm = manager(tmp_path / "tier", clock)
+    await rlm.run_once(PartitionTask(plog, 1))
+    state = rlm.metadata.state(TP)
+    assert state is not None
+    remote = state.segment_for(segment.base_offset)
+    assert remote is not None
+    for suffix, lines in expected.items():
+        path = tmp_path / "tier" / remote.segment_id.object_name(suffix)
+        assert list(dump_segment(path))[1:] == lines

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import manager, tiered
 from storage_log_testkit import TP, make_batch, open_log, read_bytes
+from tiered_testkit import manager, tiered
 
 from riverlog.common.clock import ManualClock
 from riverlog.common.errors import ErrorCode, RiverlogError
