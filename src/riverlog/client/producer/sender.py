@@ -388,7 +388,15 @@ class Sender(threading.Thread):
                 self.accumulator.release(*group)
 
     def _retry_or_fail(self, group: list[ProducerBatch], error: RiverlogError, now: float) -> None:
-        retry = error.retriable and not self._forced
+        if self._forced and error.retriable:
+            # Closing by force: a batch that would have been retried is not delivered, and
+            # says so (Kafka: "producer is closed forcefully"), whatever its last answer was.
+            for batch in group:
+                self._fail(
+                    batch, ClientClosedError("producer", f"closed before delivery ({error})")
+                )
+            return
+        retry = error.retriable
         if retry and error.refresh_metadata:
             self._metadata.invalidate(group[0].topic)
         idem = self.idempotence
