@@ -1,4 +1,5 @@
-"""The context-manager behaviour every client shares: `with Producer(...) as p:` closes it."""
+"""The context-manager behaviour every client shares: `with Producer(...) as p:` closes it, and
+`async with AIOProducer(...) as p:` the asyncio ones."""
 
 from __future__ import annotations
 
@@ -22,3 +23,21 @@ class Closing:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class AsyncClosing:
+    """Mixin for asyncio clients with an idempotent `async close()`; `__aexit__` awaits it."""
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections.abc import Callable, Mapping
-from types import TracebackType
-from typing import Self, TypeVar
+from typing import TypeVar
 
+from .._closing import AsyncClosing
 from ..admin import AdminClient
 from ._wrap import awaitable
 
@@ -17,7 +17,7 @@ T = TypeVar("T")
 _WORKERS = 4
 
 
-class AIOAdminClient:
+class AIOAdminClient(AsyncClosing):
     """Administers the cluster from coroutines: the same methods, arguments, results and
     errors as `AdminClient`, each awaited.
 
@@ -94,17 +94,6 @@ class AIOAdminClient:
             await self._call(self._admin.close)
         finally:
             self._executor.shutdown(wait=False)
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     def __repr__(self) -> str:
         return f"<AIOAdminClient over {self._admin!r}>"

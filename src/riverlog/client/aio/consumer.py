@@ -21,11 +21,11 @@ import re
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
-from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from riverlog.common.types import TopicPartition
 
+from .._closing import AsyncClosing
 from ..consumer import Consumer, ConsumerRebalanceListener, ConsumerRecord, OffsetAndMetadata
 from ..consumer.group import ConsumerGroupMetadata
 from ._lane import Lane
@@ -35,7 +35,7 @@ T = TypeVar("T")
 Records = dict[TopicPartition, list[ConsumerRecord]]
 
 
-class AIOConsumer:
+class AIOConsumer(AsyncClosing):
     """Reads partitions from coroutines; same configuration, errors and semantics as
     `Consumer` (it is one, underneath).
 
@@ -294,17 +294,6 @@ class AIOConsumer:
             self._closed = True
             self._drop_kept(lambda tp: True)
             self._lane.shutdown()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     def __repr__(self) -> str:
         return f"<AIOConsumer over {self._consumer!r}>"

@@ -14,11 +14,11 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
 from riverlog.common.records.record import Header
 
+from .._closing import AsyncClosing
 from ..producer import Producer, RecordFuture, RecordMetadata
 from ..producer.idempotence import ProducerIdAndEpoch
 from ._delivery import DeliveryBridge
@@ -28,7 +28,7 @@ from ._wrap import awaitable
 T = TypeVar("T")
 
 
-class AIOProducer:
+class AIOProducer(AsyncClosing):
     """Sends records to topics from coroutines; same configuration, errors and delivery
     semantics as `Producer` (it is one, underneath).
 
@@ -174,17 +174,6 @@ class AIOProducer:
         finally:
             self._closed = True
             self._lane.shutdown()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     def __repr__(self) -> str:
         return f"<AIOProducer over {self._producer!r}>"
