@@ -19,7 +19,7 @@ import grpc
 from riverlog.common.cluster import ClusterImage
 from riverlog.common.errors import ErrorCode, RiverlogError, code_of
 from riverlog.common.rpc.channels import ChannelCache
-from riverlog.common.rpc.status import from_rpc_error
+from riverlog.common.rpc.status import answer_of, from_rpc_error
 from riverlog.common.types import TopicPartition
 from riverlog.v1 import coordinator_pb2, coordinator_pb2_grpc, transactions_pb2
 
@@ -77,15 +77,9 @@ class PeerCoordinators:
             committed=committed,
             coordinator_epoch=coordinator_epoch,
         )
-        try:
-            response = await self.channels.stub(node).WriteOffsetsTxnMarker(
-                request, timeout=timeout_ms / 1000 + 1
-            )
-        except grpc.RpcError as exc:
-            raise from_rpc_error(exc) from exc
-        code = code_of(response.error_code)
-        if code != ErrorCode.NONE:
-            raise RiverlogError(response.error_message or None, code)
+        await answer_of(
+            self.channels.stub(node).WriteOffsetsTxnMarker(request, timeout=timeout_ms / 1000 + 1)
+        )
 
     async def verify_in_transaction(
         self,

@@ -30,7 +30,7 @@ from riverlog.common.records import (
 from riverlog.common.records.control import ControlRecordType, parse_control_type
 from riverlog.common.rpc.channels import ChannelCache
 from riverlog.common.rpc.convert import acks_to_proto
-from riverlog.common.rpc.status import from_rpc_error
+from riverlog.common.rpc.status import answer_of, from_rpc_error
 from riverlog.common.types import Acks, TopicPartition
 from riverlog.v1 import data_pb2, storage_pb2, storage_pb2_grpc
 
@@ -112,15 +112,7 @@ class StorageClient:
         node = self._image().leader_node(tp.topic, tp.partition)
         if node is None:
             raise RiverlogError(f"{tp} has no live leader", ErrorCode.LEADER_NOT_AVAILABLE)
-        try:
-            response = await self._stub(node).WriteTxnMarkers(
-                request, timeout=timeout_ms / 1000 + 1
-            )
-        except grpc.RpcError as exc:
-            raise from_rpc_error(exc) from exc
-        code = code_of(response.error_code)
-        if code != ErrorCode.NONE:
-            raise RiverlogError(response.error_message or None, code)
+        await answer_of(self._stub(node).WriteTxnMarkers(request, timeout=timeout_ms / 1000 + 1))
 
     async def write_marker(
         self,

@@ -7,6 +7,9 @@ to rebuild the same exception, so callers catch RiverlogError whatever the trans
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+from typing import TypeVar
+
 import grpc
 
 from riverlog.common.errors import ErrorCode, RiverlogError, code_of
@@ -38,3 +41,20 @@ def from_rpc_error(error: grpc.RpcError) -> RiverlogError:
     code = _TRANSPORT_CODES.get(status, ErrorCode.UNKNOWN_SERVER_ERROR)
     details = error.details() if hasattr(error, "details") else str(error)
     return RiverlogError(f"{status.name}: {details}", code)
+
+
+_R = TypeVar("_R")
+
+
+async def answer_of(call: Awaitable[_R]) -> _R:
+    """Await a unary call whose answer carries `error_code` / `error_message`: the answer, or
+    RiverlogError from the gRPC status or from that code (one place for the pattern every peer
+    writing markers repeats)."""
+    try:
+        response = await call
+    except grpc.RpcError as exc:
+        raise from_rpc_error(exc) from exc
+    code = code_of(response.error_code)  # type: ignore[attr-defined]
+    if code != ErrorCode.NONE:
+        raise RiverlogError(response.error_message or None, code)  # type: ignore[attr-defined]
+    return response
