@@ -234,7 +234,7 @@ def test_a_copier_copies_exactly_once_through_kills_and_pauses(
     for topic in (source, dest):
         cluster.create_topic(topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
     workload = Workload(bootstrap, source, PARTITIONS, rate=RATE, max_records=SOURCE_RECORDS)
-    copiers = Copiers(bootstrap, source, dest, tmp_path / "copier.log", idle_s=10.0)
+    copiers = Copiers(bootstrap, source, dest, tmp_path / "copier.log", idle_s=6.0)
     reader = Reader(bootstrap, dest)
     notes: list[str] = []
     try:
@@ -245,30 +245,30 @@ def test_a_copier_copies_exactly_once_through_kills_and_pauses(
 
         copiers.signal_in_transaction(signal.SIGKILL)
         notes.append("copier SIGKILLed in a transaction")
-        time.sleep(3)
+        time.sleep(2)
 
         copiers.signal_in_transaction(signal.SIGSTOP)
         time.sleep(TXN_TIMEOUT_MS / 1000 + 3)  # its transaction times out and is aborted
         copiers.signal(signal.SIGCONT)
         notes.append("copier SIGSTOPped in a transaction past transaction.timeout.ms")
-        time.sleep(3)
+        time.sleep(2)
 
         node = leader_of(cluster, dest, 0)
         restart_after(cluster, "storage", node, 2.0)
         notes.append(f"leader {node} of {dest}-0 SIGKILLed and restarted")
-        time.sleep(3)
+        time.sleep(2)
 
         txn_coordinator = coordinator_of(
             cluster, TXN_ID, coordinator_pb2.COORDINATOR_KEY_TYPE_TRANSACTION
         )
         restart_after(cluster, "coordinator", txn_coordinator, 2.0)
         notes.append(f"transaction coordinator {txn_coordinator} SIGKILLed and restarted")
-        time.sleep(3)
+        time.sleep(2)
 
         node = leader_of(cluster, source, 1)
         pause_past_lease(cluster.storage(node))
         notes.append(f"leader {node} of {source}-1 SIGSTOPped past its lease")
-        time.sleep(3)
+        time.sleep(2)
 
         group_coordinator = coordinator_of(
             cluster, GROUP, coordinator_pb2.COORDINATOR_KEY_TYPE_GROUP
