@@ -60,7 +60,7 @@ COORDINATOR_CONFIG = {
 
 class Copiers:
     """Keeps one copier process running (a new one when the last died or was fenced) until
-    `finish`; then lets the last one run until it has been idle and exits."""
+    `finish`; then lets the last one run until it has copied everything and exits."""
 
     def __init__(self, bootstrap: str, source: str, dest: str, log: Path, idle_s: float) -> None:
         self.args = [
@@ -68,6 +68,7 @@ class Copiers:
             str(HERE / "txn_copier.py"),
             bootstrap, source, dest, GROUP, TXN_ID, str(log),
             "--txn-timeout-ms", str(TXN_TIMEOUT_MS), "--idle-s", str(idle_s),
+            "--partitions", str(PARTITIONS),
         ]  # fmt: skip
         self.log = log
         self.stderr = open(f"{log}.stderr", "ab")  # closed by stop()

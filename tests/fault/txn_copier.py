@@ -7,10 +7,13 @@ by the next copier or by the transaction timeout) exits 3, and the test starts a
 Every attempt is logged, one JSON line per event, flushed at once, with monotonic times
 (comparable across processes on Linux): {"attempt", "event": "begin" | "sent" | "asked" |
 "committed" | "aborted", "at"}; between "sent" and "asked" the transaction is open for
-`--hold-s`, the window the test aims its faults at. It stops after `--idle-s` seconds without
-a record.
+`--hold-s`, the window the test aims its faults at. It stops once it has been `--idle-s` seconds
+without a record *and* the group's committed offsets reach the end of every one of the
+`--partitions` source partitions: an idle spell alone (a rebalance, a coordinator moving) must
+not end it before everything was copied.
 
-    python txn_copier.py BOOTSTRAP SOURCE DEST GROUP TXN_ID LOG [--batch N] [--idle-s S]
+    python txn_copier.py BOOTSTRAP SOURCE DEST GROUP TXN_ID LOG --partitions N [--batch N]
+        [--idle-s S]
 """
 
 from __future__ import annotations
@@ -49,10 +52,21 @@ def rewind(consumer: Consumer) -> None:
             consumer.seek_to_beginning(tp)
 
 
+def caught_up(consumer: Consumer, tps: list[TopicPartition]) -> bool:
+    """The group has committed up to the end offset of every source partition."""
+    try:
+        ends = consumer.end_offsets(tps, timeout_ms=5000)
+        committed = consumer.committed(tps, timeout_ms=5000)
+    except RiverlogError:
+        return False
+    return all((c := committed.get(tp)) is not None and c.offset >= ends[tp] for tp in tps)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     for name in ("bootstrap", "source", "dest", "group", "txn_id", "log"):
         parser.add_argument(name)
+    parser.add_argument("--partitions", type=int, required=True)
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--idle-s", type=float, default=20.0)
     parser.add_argument("--txn-timeout-ms", type=int, default=4000)
@@ -83,11 +97,16 @@ def main() -> int:
         try:
             producer.init_transactions(timeout=60)
             consumer.subscribe([args.source])
+            source = [TopicPartition(args.source, p) for p in range(args.partitions)]
             idle_since = time.monotonic()
-            while time.monotonic() - idle_since < args.idle_s:
+            while True:
                 polled = consumer.poll(500, max_records=args.batch)
                 records = [(tp, r) for tp, rs in polled.items() for r in rs]
                 if not records:
+                    if time.monotonic() - idle_since >= args.idle_s:
+                        if caught_up(consumer, source):
+                            break
+                        idle_since = time.monotonic()
                     continue
                 idle_since = time.monotonic()
                 n += 1
