@@ -389,6 +389,100 @@ class ListPartitionReassignmentsResponse(_message.Message):
     throttle_time_ms: int
     def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[OngoingPartitionReassignment, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
+class DescribableLogDirTopic(_message.Message):
+    __slots__ = ("topic", "partitions")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partitions: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class DescribeClusterLogDirsRequest(_message.Message):
+    __slots__ = ("topics", "node_ids")
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    NODE_IDS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[DescribableLogDirTopic]
+    node_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, topics: _Optional[_Iterable[_Union[DescribableLogDirTopic, _Mapping]]] = ..., node_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class LogDirPartition(_message.Message):
+    __slots__ = ("partition", "size_bytes", "offset_lag", "is_future", "remote_size_bytes", "log_start_offset", "local_log_start_offset", "log_end_offset")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_LAG_FIELD_NUMBER: _ClassVar[int]
+    IS_FUTURE_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    size_bytes: int
+    offset_lag: int
+    is_future: bool
+    remote_size_bytes: int
+    log_start_offset: int
+    local_log_start_offset: int
+    log_end_offset: int
+    def __init__(self, partition: _Optional[int] = ..., size_bytes: _Optional[int] = ..., offset_lag: _Optional[int] = ..., is_future: _Optional[bool] = ..., remote_size_bytes: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., local_log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ...) -> None: ...
+
+class LogDirTopic(_message.Message):
+    __slots__ = ("topic", "partitions")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partitions: _containers.RepeatedCompositeFieldContainer[LogDirPartition]
+    def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[LogDirPartition, _Mapping]]] = ...) -> None: ...
+
+class LogDirDescription(_message.Message):
+    __slots__ = ("log_dir", "error_code", "error_message", "topics")
+    LOG_DIR_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    log_dir: str
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    topics: _containers.RepeatedCompositeFieldContainer[LogDirTopic]
+    def __init__(self, log_dir: _Optional[str] = ..., error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[LogDirTopic, _Mapping]]] = ...) -> None: ...
+
+class NodeLogDirs(_message.Message):
+    __slots__ = ("node_id", "error_code", "error_message", "log_dirs")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LOG_DIRS_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    log_dirs: _containers.RepeatedCompositeFieldContainer[LogDirDescription]
+    def __init__(self, node_id: _Optional[int] = ..., error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., log_dirs: _Optional[_Iterable[_Union[LogDirDescription, _Mapping]]] = ...) -> None: ...
+
+class LogDirsError(_message.Message):
+    __slots__ = ("topic", "partition", "error_code", "error_message")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class DescribeClusterLogDirsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "nodes", "errors", "throttle_time_ms")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    nodes: _containers.RepeatedCompositeFieldContainer[NodeLogDirs]
+    errors: _containers.RepeatedCompositeFieldContainer[LogDirsError]
+    throttle_time_ms: int
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., nodes: _Optional[_Iterable[_Union[NodeLogDirs, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[LogDirsError, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
+
 class BalanceReplicasRequest(_message.Message):
     __slots__ = ("dry_run",)
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]

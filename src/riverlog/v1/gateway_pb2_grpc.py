@@ -144,6 +144,11 @@ class GatewayStub:
                 request_serializer=riverlog_dot_v1_dot_admin__pb2.BalanceReplicasRequest.SerializeToString,
                 response_deserializer=riverlog_dot_v1_dot_admin__pb2.BalanceReplicasResponse.FromString,
                 _registered_method=True)
+        self.DescribeLogDirs = channel.unary_unary(
+                '/riverlog.v1.Gateway/DescribeLogDirs',
+                request_serializer=riverlog_dot_v1_dot_admin__pb2.DescribeClusterLogDirsRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_admin__pb2.DescribeClusterLogDirsResponse.FromString,
+                _registered_method=True)
         self.AlterClientQuotas = channel.unary_unary(
                 '/riverlog.v1.Gateway/AlterClientQuotas',
                 request_serializer=riverlog_dot_v1_dot_admin__pb2.AlterClientQuotasRequest.SerializeToString,
@@ -403,6 +408,15 @@ class GatewayServicer:
 
     def BalanceReplicas(self, request, context):
         """The replica balancer's plan, and a balancing run (decision 0025); served by the controller.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeLogDirs(self, request, context):
+        """Every storage node's log dirs and the size of each replica in them (Kafka's
+        DescribeLogDirs, API 35; decision 0040): the gateway asks the storage nodes at once; a
+        node that does not answer is listed with its error. Needs DESCRIBE on the cluster.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -683,6 +697,11 @@ def add_GatewayServicer_to_server(servicer, server):
                     servicer.BalanceReplicas,
                     request_deserializer=riverlog_dot_v1_dot_admin__pb2.BalanceReplicasRequest.FromString,
                     response_serializer=riverlog_dot_v1_dot_admin__pb2.BalanceReplicasResponse.SerializeToString,
+            ),
+            'DescribeLogDirs': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeLogDirs,
+                    request_deserializer=riverlog_dot_v1_dot_admin__pb2.DescribeClusterLogDirsRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_admin__pb2.DescribeClusterLogDirsResponse.SerializeToString,
             ),
             'AlterClientQuotas': grpc.unary_unary_rpc_method_handler(
                     servicer.AlterClientQuotas,
@@ -1382,6 +1401,33 @@ class Gateway:
             '/riverlog.v1.Gateway/BalanceReplicas',
             riverlog_dot_v1_dot_admin__pb2.BalanceReplicasRequest.SerializeToString,
             riverlog_dot_v1_dot_admin__pb2.BalanceReplicasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeLogDirs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/DescribeLogDirs',
+            riverlog_dot_v1_dot_admin__pb2.DescribeClusterLogDirsRequest.SerializeToString,
+            riverlog_dot_v1_dot_admin__pb2.DescribeClusterLogDirsResponse.FromString,
             options,
             channel_credentials,
             insecure,

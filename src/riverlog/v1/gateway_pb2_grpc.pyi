@@ -67,6 +67,11 @@ class GatewayStub:
     ListPartitionReassignments: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ListPartitionReassignmentsRequest, _admin_pb2.ListPartitionReassignmentsResponse]
     BalanceReplicas: _grpc.UnaryUnaryMultiCallable[_admin_pb2.BalanceReplicasRequest, _admin_pb2.BalanceReplicasResponse]
     """The replica balancer's plan, and a balancing run (decision 0025); served by the controller."""
+    DescribeLogDirs: _grpc.UnaryUnaryMultiCallable[_admin_pb2.DescribeClusterLogDirsRequest, _admin_pb2.DescribeClusterLogDirsResponse]
+    """Every storage node's log dirs and the size of each replica in them (Kafka's
+    DescribeLogDirs, API 35; decision 0040): the gateway asks the storage nodes at once; a
+    node that does not answer is listed with its error. Needs DESCRIBE on the cluster.
+    """
     AlterClientQuotas: _grpc.UnaryUnaryMultiCallable[_admin_pb2.AlterClientQuotasRequest, _admin_pb2.AlterClientQuotasResponse]
     """Client quotas and users, passed through to the metadata service."""
     DescribeClientQuotas: _grpc.UnaryUnaryMultiCallable[_admin_pb2.DescribeClientQuotasRequest, _admin_pb2.DescribeClientQuotasResponse]
@@ -137,6 +142,11 @@ class GatewayAsyncStub(GatewayStub):
     ListPartitionReassignments: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListPartitionReassignmentsRequest, _admin_pb2.ListPartitionReassignmentsResponse]  # type: ignore[assignment]
     BalanceReplicas: _aio.UnaryUnaryMultiCallable[_admin_pb2.BalanceReplicasRequest, _admin_pb2.BalanceReplicasResponse]  # type: ignore[assignment]
     """The replica balancer's plan, and a balancing run (decision 0025); served by the controller."""
+    DescribeLogDirs: _aio.UnaryUnaryMultiCallable[_admin_pb2.DescribeClusterLogDirsRequest, _admin_pb2.DescribeClusterLogDirsResponse]  # type: ignore[assignment]
+    """Every storage node's log dirs and the size of each replica in them (Kafka's
+    DescribeLogDirs, API 35; decision 0040): the gateway asks the storage nodes at once; a
+    node that does not answer is listed with its error. Needs DESCRIBE on the cluster.
+    """
     AlterClientQuotas: _aio.UnaryUnaryMultiCallable[_admin_pb2.AlterClientQuotasRequest, _admin_pb2.AlterClientQuotasResponse]  # type: ignore[assignment]
     """Client quotas and users, passed through to the metadata service."""
     DescribeClientQuotas: _aio.UnaryUnaryMultiCallable[_admin_pb2.DescribeClientQuotasRequest, _admin_pb2.DescribeClientQuotasResponse]  # type: ignore[assignment]
@@ -330,6 +340,17 @@ class GatewayServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_admin_pb2.BalanceReplicasResponse, _abc.Awaitable[_admin_pb2.BalanceReplicasResponse]]:
         """The replica balancer's plan, and a balancing run (decision 0025); served by the controller."""
+
+    @_abc_1.abstractmethod
+    def DescribeLogDirs(
+        self,
+        request: _admin_pb2.DescribeClusterLogDirsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.DescribeClusterLogDirsResponse, _abc.Awaitable[_admin_pb2.DescribeClusterLogDirsResponse]]:
+        """Every storage node's log dirs and the size of each replica in them (Kafka's
+        DescribeLogDirs, API 35; decision 0040): the gateway asks the storage nodes at once; a
+        node that does not answer is listed with its error. Needs DESCRIBE on the cluster.
+        """
 
     @_abc_1.abstractmethod
     def AlterClientQuotas(

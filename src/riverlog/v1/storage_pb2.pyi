@@ -57,7 +57,7 @@ class DescribeLogDirsRequest(_message.Message):
 class DescribeLogDirsResponse(_message.Message):
     __slots__ = ("node_id", "log_dirs", "isr_shrinks", "isr_expands", "under_replicated_partitions")
     class PartitionInfo(_message.Message):
-        __slots__ = ("topic", "partition", "size_bytes", "log_start_offset", "log_end_offset", "high_watermark", "segment_count")
+        __slots__ = ("topic", "partition", "size_bytes", "log_start_offset", "log_end_offset", "high_watermark", "segment_count", "remote_size_bytes", "local_log_start_offset", "is_future", "offset_lag")
         TOPIC_FIELD_NUMBER: _ClassVar[int]
         PARTITION_FIELD_NUMBER: _ClassVar[int]
         SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -65,6 +65,10 @@ class DescribeLogDirsResponse(_message.Message):
         LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
         HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
         SEGMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+        REMOTE_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+        LOCAL_LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        IS_FUTURE_FIELD_NUMBER: _ClassVar[int]
+        OFFSET_LAG_FIELD_NUMBER: _ClassVar[int]
         topic: str
         partition: int
         size_bytes: int
@@ -72,7 +76,11 @@ class DescribeLogDirsResponse(_message.Message):
         log_end_offset: int
         high_watermark: int
         segment_count: int
-        def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., size_bytes: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., segment_count: _Optional[int] = ...) -> None: ...
+        remote_size_bytes: int
+        local_log_start_offset: int
+        is_future: bool
+        offset_lag: int
+        def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., size_bytes: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., segment_count: _Optional[int] = ..., remote_size_bytes: _Optional[int] = ..., local_log_start_offset: _Optional[int] = ..., is_future: _Optional[bool] = ..., offset_lag: _Optional[int] = ...) -> None: ...
     class LogDir(_message.Message):
         __slots__ = ("path", "error_code", "partitions", "total_bytes")
         PATH_FIELD_NUMBER: _ClassVar[int]
