@@ -203,11 +203,18 @@ class OffsetsHandler:
         return results
 
     def describe_log_dirs(self) -> list[LogDirDescription]:
+        """Every configured dir with the replicas in it; a dir that failed a write (taken
+        offline) or that this process cannot use answers KAFKA_STORAGE_ERROR."""
+        manager = self._replicas.log_manager
         by_dir = {str(d): LogDirDescription(str(d)) for d in self._log_dirs}
         for d in self._log_dirs:
-            if not os.access(d, os.R_OK | os.W_OK | os.X_OK):
+            if d in manager.offline_dirs:
                 by_dir[str(d)].error = ErrorCode.KAFKA_STORAGE_ERROR
-        for partition_log in self._replicas.log_manager.all_logs():
+                by_dir[str(d)].error_message = f"log dir {d} is offline after an I/O error"
+            elif not os.access(d, os.R_OK | os.W_OK | os.X_OK):
+                by_dir[str(d)].error = ErrorCode.KAFKA_STORAGE_ERROR
+                by_dir[str(d)].error_message = f"log dir {d} is not accessible"
+        for partition_log in manager.all_logs():
             description = by_dir.get(str(partition_log.dir.parent))
             if description is None:
                 continue
@@ -219,6 +226,8 @@ class OffsetsHandler:
                     log_end_offset=partition_log.log_end_offset,
                     high_watermark=partition_log.high_watermark,
                     segment_count=partition_log.segment_count,
+                    remote_size_bytes=partition_log.remote_size_bytes,
+                    local_log_start_offset=partition_log.local_log_start_offset,
                 )
             )
         for description in by_dir.values():

@@ -206,18 +206,24 @@ class EpochEndOffsetResult(_Result):
 
 @dataclass(frozen=True, slots=True)
 class ReplicaDescription:
+    """One replica's log as DescribeLogDirs reports it: `size_bytes` on local disk,
+    `remote_size_bytes` in the remote tier (finished copies; 0 when not tiered)."""
+
     tp: TopicPartition
     size_bytes: int
     log_start_offset: int
     log_end_offset: int
     high_watermark: int
     segment_count: int
+    remote_size_bytes: int = 0
+    local_log_start_offset: int = 0
 
 
 @dataclass(slots=True)
 class LogDirDescription:
     path: str
     error: ErrorCode = ErrorCode.NONE
+    error_message: str = ""
     partitions: list[ReplicaDescription] = field(default_factory=list)
 
     @property

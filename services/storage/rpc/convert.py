@@ -288,6 +288,7 @@ def describe_log_dirs_to_proto(
             storage_pb2.DescribeLogDirsResponse.LogDir(
                 path=d.path,
                 error_code=int(d.error),  # type: ignore[arg-type]
+                error_message=d.error_message,
                 total_bytes=d.total_bytes,
                 partitions=[
                     Info(
@@ -298,6 +299,8 @@ def describe_log_dirs_to_proto(
                         log_end_offset=p.log_end_offset,
                         high_watermark=p.high_watermark,
                         segment_count=p.segment_count,
+                        remote_size_bytes=p.remote_size_bytes,
+                        local_log_start_offset=p.local_log_start_offset,
                     )
                     for p in d.partitions
                 ],

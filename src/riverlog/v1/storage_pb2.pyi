@@ -82,16 +82,18 @@ class DescribeLogDirsResponse(_message.Message):
         offset_lag: int
         def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., size_bytes: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., segment_count: _Optional[int] = ..., remote_size_bytes: _Optional[int] = ..., local_log_start_offset: _Optional[int] = ..., is_future: _Optional[bool] = ..., offset_lag: _Optional[int] = ...) -> None: ...
     class LogDir(_message.Message):
-        __slots__ = ("path", "error_code", "partitions", "total_bytes")
+        __slots__ = ("path", "error_code", "partitions", "total_bytes", "error_message")
         PATH_FIELD_NUMBER: _ClassVar[int]
         ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
         PARTITIONS_FIELD_NUMBER: _ClassVar[int]
         TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
         path: str
         error_code: _errors_pb2.ErrorCode
         partitions: _containers.RepeatedCompositeFieldContainer[DescribeLogDirsResponse.PartitionInfo]
         total_bytes: int
-        def __init__(self, path: _Optional[str] = ..., error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., partitions: _Optional[_Iterable[_Union[DescribeLogDirsResponse.PartitionInfo, _Mapping]]] = ..., total_bytes: _Optional[int] = ...) -> None: ...
+        error_message: str
+        def __init__(self, path: _Optional[str] = ..., error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., partitions: _Optional[_Iterable[_Union[DescribeLogDirsResponse.PartitionInfo, _Mapping]]] = ..., total_bytes: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     LOG_DIRS_FIELD_NUMBER: _ClassVar[int]
     ISR_SHRINKS_FIELD_NUMBER: _ClassVar[int]

@@ -112,7 +112,22 @@ def test_describe_log_dirs(node: Node) -> None:
         1,
     )
     assert p.size_bytes > 0 and log_dir.total_bytes == p.size_bytes
+    assert (p.remote_size_bytes, p.local_log_start_offset) == (0, 0)  # not tiered
     assert NODE == node.replicas.node_id
+
+
+def test_describe_log_dirs_reports_the_remote_tier_as_the_log_knows_it(node: Node) -> None:
+    [log] = node.replicas.log_manager.all_logs()
+    log.remote_size_bytes = 1234  # as the remote log manager publishes it
+    [p] = node.offsets.describe_log_dirs()[0].partitions
+    assert p.remote_size_bytes == 1234
+
+
+def test_describe_log_dirs_names_an_offline_dir(node: Node) -> None:
+    node.replicas.log_manager.mark_offline(node.root)
+    [log_dir] = node.offsets.describe_log_dirs()
+    assert log_dir.error == ErrorCode.KAFKA_STORAGE_ERROR
+    assert "offline" in log_dir.error_message
 
 
 async def test_offsets_for_leader_epoch_answers_from_the_epoch_cache(node: Node) -> None:
