@@ -39,6 +39,7 @@ from .context import ClientIdLogFilter
 from .enforcement import Enforcement
 from .fetch import Fetcher
 from .groups import GroupRouter
+from .log_dirs import LogDirs
 from .offsets import Offsets
 from .peers.coordinator import CoordinatorPeers
 from .peers.metadata import MetadataPeer
@@ -95,6 +96,7 @@ class Gateway:
             ),
         )
         metadata = MetadataPeer(self.client, config)
+        log_dirs = LogDirs(self.cache, self.storage)
         families = Families(
             config=config,
             producer=producer,
@@ -113,7 +115,8 @@ class Gateway:
                 config,
                 lambda: metadata.create_internal_topic(TRANSACTION_STATE_TOPIC),
             ),
-            progress=ReassignmentProgress(self.cache, self.storage),
+            progress=ReassignmentProgress(log_dirs),
+            log_dirs=log_dirs,
         )
         traffic.register()
         servicer = GatewayServicer(families)

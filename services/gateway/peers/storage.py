@@ -36,6 +36,7 @@ from riverlog.v1 import data_pb2, storage_pb2, storage_pb2_grpc
 
 from ..context import Deadline, current_request
 from ..fetch import FetchOptions, FetchPart, FetchPartResult
+from ..log_dirs import LogDirInfo, ReplicaLogInfo
 from ..offsets import (
     DeleteRecordsPart,
     DeleteRecordsPartResult,
@@ -43,7 +44,6 @@ from ..offsets import (
     ListOffsetsPartResult,
 )
 from ..produce import ProduceOptions, ProducePart, ProducePartResult
-from ..reassignment_progress import ReplicaLog
 from ..routing.router import Routed
 from .zero_copy import ZeroCopyPool
 
@@ -244,17 +244,11 @@ class StoragePeers:
             DeleteRecordsPartResult.failed,
         )
 
-    async def replica_logs(
-        self, node: NodeInfo, deadline: Deadline
-    ) -> dict[TopicPartition, ReplicaLog]:
-        """(log end offset, size in bytes) of every replica on `node` (reassignment progress)."""
+    async def describe_log_dirs(self, node: NodeInfo, deadline: Deadline) -> list[LogDirInfo]:
+        """Every log dir of `node` with the replicas in it (DescribeLogDirs; `log_dirs.py`)."""
         request = storage_pb2.DescribeLogDirsRequest()
         response = await self._call(node, "DescribeLogDirs", request, deadline)
-        return {
-            TopicPartition(p.topic, p.partition): (p.log_end_offset, p.size_bytes)
-            for log_dir in response.log_dirs
-            for p in log_dir.partitions
-        }
+        return [_log_dir_from_proto(d) for d in response.log_dirs]
 
 
 def _remaining(deadline: Deadline) -> float:
@@ -424,3 +418,24 @@ def _delete_records_result_from_proto(
     tp: TopicPartition, msg: data_pb2.DeleteRecordsPartitionResponse
 ) -> DeleteRecordsPartResult:
     return DeleteRecordsPartResult(tp, int(msg.error_code), msg.error_message, msg.low_watermark)
+
+
+def _log_dir_from_proto(msg: storage_pb2.DescribeLogDirsResponse.LogDir) -> LogDirInfo:
+    return LogDirInfo(
+        msg.path,
+        tuple(
+            ReplicaLogInfo(
+                TopicPartition(p.topic, p.partition),
+                size_bytes=p.size_bytes,
+                log_start_offset=p.log_start_offset,
+                local_log_start_offset=p.local_log_start_offset,
+                log_end_offset=p.log_end_offset,
+                remote_size_bytes=p.remote_size_bytes,
+                offset_lag=p.offset_lag,
+                is_future=p.is_future,
+            )
+            for p in msg.partitions
+        ),
+        int(msg.error_code),
+        msg.error_message,
+    )

@@ -60,6 +60,7 @@ CLUSTER_OPS: Final[dict[str, AclOperation]] = {
     "ElectLeaders": Op.ALTER,
     "AlterPartitionReassignments": Op.ALTER,
     "ListPartitionReassignments": Op.DESCRIBE,
+    "DescribeLogDirs": Op.DESCRIBE,
     "BalanceReplicas": Op.ALTER,
     "AlterClientQuotas": Op.ALTER_CONFIGS,
     "DescribeClientQuotas": Op.DESCRIBE_CONFIGS,

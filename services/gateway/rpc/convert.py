@@ -23,6 +23,7 @@ from riverlog.v1 import admin_pb2, common_pb2, data_pb2, gateway_pb2
 
 from ..admin import MetadataView
 from ..fetch import FetchOptions, FetchPart, FetchPartResult
+from ..log_dirs import LogDirInfo, LogDirsAnswer, LogDirsQuery, NodeLogDirs
 from ..offsets import (
     DeleteRecordsPart,
     DeleteRecordsPartResult,
@@ -265,4 +266,68 @@ def metadata_to_proto(view: MetadataView) -> gateway_pb2.GetMetadataResponse:
             for e in view.errors
         ],
         metadata_version=view.version,
+    )
+
+
+# --- log dirs -----------------------------------------------------------------------------------
+
+
+def log_dirs_query_from_proto(msg: admin_pb2.DescribeClusterLogDirsRequest) -> LogDirsQuery:
+    """Empty `topics`: every replica (Kafka's null); a topic named twice asks the union."""
+    if not msg.topics:
+        return LogDirsQuery(None, tuple(msg.node_ids))
+    topics: dict[str, tuple[int, ...]] = {}
+    for t in msg.topics:
+        before = topics.get(t.topic)
+        if before == () or not t.partitions:  # every partition (empty) wins over any list
+            topics[t.topic] = ()
+        else:
+            topics[t.topic] = tuple(dict.fromkeys((*(before or ()), *t.partitions)))
+    return LogDirsQuery(topics, tuple(msg.node_ids))
+
+
+def _log_dir_to_proto(d: LogDirInfo) -> admin_pb2.LogDirDescription:
+    by_topic: dict[str, list[admin_pb2.LogDirPartition]] = {}
+    for r in sorted(d.replicas, key=lambda r: r.tp):
+        by_topic.setdefault(r.tp.topic, []).append(
+            admin_pb2.LogDirPartition(
+                partition=r.tp.partition,
+                size_bytes=r.size_bytes,
+                offset_lag=r.offset_lag,
+                is_future=r.is_future,
+                remote_size_bytes=r.remote_size_bytes,
+                log_start_offset=r.log_start_offset,
+                local_log_start_offset=r.local_log_start_offset,
+                log_end_offset=r.log_end_offset,
+            )
+        )
+    return admin_pb2.LogDirDescription(
+        log_dir=d.path,
+        error_code=error_code_to_proto(d.error_code),
+        error_message=d.error_message,
+        topics=[admin_pb2.LogDirTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
+    )
+
+
+def _node_log_dirs_to_proto(n: NodeLogDirs) -> admin_pb2.NodeLogDirs:
+    return admin_pb2.NodeLogDirs(
+        node_id=n.node_id,
+        error_code=error_code_to_proto(n.error_code),
+        error_message=n.error_message,
+        log_dirs=[_log_dir_to_proto(d) for d in n.log_dirs],
+    )
+
+
+def log_dirs_to_proto(answer: LogDirsAnswer) -> admin_pb2.DescribeClusterLogDirsResponse:
+    return admin_pb2.DescribeClusterLogDirsResponse(
+        nodes=[_node_log_dirs_to_proto(n) for n in answer.nodes],
+        errors=[
+            admin_pb2.LogDirsError(
+                topic=e.topic,
+                partition=e.partition,
+                error_code=error_code_to_proto(e.error_code),
+                error_message=e.error_message,
+            )
+            for e in answer.errors
+        ],
     )

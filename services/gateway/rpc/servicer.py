@@ -42,6 +42,7 @@ from ..config import GatewayConfig
 from ..context import RequestContext
 from ..fetch import Fetcher, FetchOptions, FetchPart, FetchPartResult
 from ..groups import GroupRouter
+from ..log_dirs import LogDirs
 from ..offsets import Offsets
 from ..peers.metadata import MetadataPeer
 from ..produce import ProduceOptions, ProducePart, ProducePartResult, Producer
@@ -86,6 +87,7 @@ class Families:
     auth: Authenticator | None = None
     groups: GroupRouter | None = None
     progress: ReassignmentProgress | None = None
+    log_dirs: LogDirs | None = None
     authz: GatewayAuthorizer | None = None
 
 
@@ -440,6 +442,21 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 for node, (leo, size) in sorted(logs[TopicPartition(p.topic, p.partition)].items()):
                     p.replica_progress.add(node_id=node, log_end_offset=leo, size_bytes=size)
         return response
+
+    async def DescribeLogDirs(
+        self,
+        request: admin_pb2.DescribeClusterLogDirsRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> admin_pb2.DescribeClusterLogDirsResponse:
+        if self.f.log_dirs is None:
+            raise RiverlogError(
+                "this gateway cannot describe log dirs", ErrorCode.UNSUPPORTED_VERSION
+            )
+        ctx = self._context("DescribeLogDirs", context)
+        answer = await self.f.log_dirs.describe(
+            convert.log_dirs_query_from_proto(request), ctx.deadline
+        )
+        return convert.log_dirs_to_proto(answer)
 
     async def AlterClientQuotas(
         self, request: admin_pb2.AlterClientQuotasRequest, context: grpc.aio.ServicerContext
