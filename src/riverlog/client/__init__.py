@@ -26,6 +26,7 @@ from .errors import (
     RebalanceInProgressError,
     RecordTooLargeError,
 )
+from .log_dirs_admin import LogDirDescription, LogDirs, ReplicaInfo
 from .producer import (
     AbortableTransactionError,
     FatalTransactionError,
@@ -54,6 +55,8 @@ __all__ = [
     "ConsumerRecord",
     "ErrorCode",
     "FatalTransactionError",
+    "LogDirDescription",
+    "LogDirs",
     "NewTopic",
     "NoOffsetForPartitionError",
     "OffsetAndMetadata",
@@ -66,6 +69,7 @@ __all__ = [
     "RecordFuture",
     "RecordMetadata",
     "RecordTooLargeError",
+    "ReplicaInfo",
     "RiverlogError",
     "TopicDescription",
     "TopicPartition",

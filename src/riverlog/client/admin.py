@@ -28,6 +28,7 @@ from .balance_admin import BalanceAdminMixin
 from .config import AdminConfig
 from .errors import ClientClosedError
 from .group_admin import GroupAdminMixin
+from .log_dirs_admin import LogDirsAdminMixin
 from .node_config_admin import ConfigEntry as ConfigEntry  # re-exported: its old home
 from .node_config_admin import NodeConfigAdminMixin
 from .quota_admin import QuotaAdminMixin
@@ -114,6 +115,7 @@ class AdminClient(
     GroupAdminMixin,
     QuotaAdminMixin,
     ReassignmentAdminMixin,
+    LogDirsAdminMixin,
     BalanceAdminMixin,
     TransactionAdminMixin,
     NodeConfigAdminMixin,
@@ -121,7 +123,8 @@ class AdminClient(
     Closing,
 ):
     """Administers topics, consumer groups (`group_admin.py`), client quotas and users
-    (`quota_admin.py`), reassignments (`reassignment_admin.py`), transactions
+    (`quota_admin.py`), reassignments (`reassignment_admin.py`), log dirs and replica sizes
+    (`log_dirs_admin.py`), transactions
     (`transaction_admin.py`), dynamic node configs (`node_config_admin.py`) and ACLs
     (`acl_admin.py`). Thread-safe
     (any thread may call any method).

@@ -71,6 +71,8 @@ class AIOAdminClient(AsyncClosing):
     alter_partition_reassignments = awaitable(AdminClient.alter_partition_reassignments)
     list_partition_reassignments = awaitable(AdminClient.list_partition_reassignments)
     balance_replicas = awaitable(AdminClient.balance_replicas)
+    # log dirs and replica sizes (log_dirs_admin.py)
+    describe_log_dirs = awaitable(AdminClient.describe_log_dirs)
     # transactions (transaction_admin.py)
     abort_transaction = awaitable(AdminClient.abort_transaction)
     complete_transaction = awaitable(AdminClient.complete_transaction)
