@@ -18,6 +18,7 @@ from riverlog.cli.console import CliError
 from riverlog.cli.main import build_parser
 from riverlog.client import ConsumerRecord, TopicPartition
 from riverlog.client.admin import ConfigEntry, PartitionInfo, TopicDescription
+from riverlog.client.log_dirs_admin import LogDirDescription, LogDirs, ReplicaInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.v1 import admin_pb2, common_pb2
 
@@ -267,6 +268,8 @@ def test_topic_json_and_kafka_text() -> None:
     assert document["partitions"][1] == {
         "partition": 1, "leader": -1, "leader_epoch": 0, "replicas": [2, 3, 1], "isr": [],
         "adding_replicas": [], "removing_replicas": [], "under_replicated": True, "offline": True,
+        "size_bytes": None, "remote_size_bytes": None, "log_start_offset": None,
+        "local_log_start_offset": None,
     }  # fmt: skip
     lines = topic_text(document).splitlines()
     assert lines[0] == (
@@ -280,6 +283,29 @@ def test_topic_json_and_kafka_text() -> None:
         "\tTopic: orders\tPartition: 1\tLeader: none\tLeaderEpoch: 0\tReplicas: 2,3,1\tIsr: -"
         "\tOffline UnderReplicated"
     )
+
+
+def test_topic_sizes_are_the_leaders_replica() -> None:
+    infos = {
+        node: ReplicaInfo(size, remote_size_bytes=7, log_start_offset=2, local_log_start_offset=5)
+        for node, size in ((1, 100), (2, 90))
+    }
+    logs = LogDirs(
+        {
+            n: {"/d": LogDirDescription(None, {TopicPartition("orders", 0): i})}
+            for n, i in infos.items()
+        }
+    )
+    document = topic_json(description(), log_dirs=logs)
+    p0, p1 = document["partitions"]
+    assert (p0["size_bytes"], p0["remote_size_bytes"], p0["log_start_offset"]) == (100, 7, 2)
+    assert p0["local_log_start_offset"] == 5
+    assert p1["size_bytes"] is None  # offline: no leader, no size
+    lines = topic_text(document).splitlines()
+    assert lines[1].endswith(
+        "\tIsr: 1,2,3\tSize: 100\tRemoteSize: 7\tLogStart: 2\tLocalLogStart: 5"
+    )
+    assert "Size" not in lines[2]
 
 
 def test_topic_json_with_every_config() -> None:

@@ -4,7 +4,12 @@ SDK's AdminClient, as Kafka's `kafka-topics.sh` (and `kafka-configs.sh` for `alt
 `describe` prints Kafka's layout — one `Topic: ... PartitionCount ... Configs` line, then one
 `Partition: ... Leader ... LeaderEpoch ... Replicas ... Isr` line per partition, flagged
 `UnderReplicated` (ISR smaller than the replicas) or `Offline` (no leader) — or, with `--json`,
-one document with the same facts. `--under-replicated-partitions` and
+one document with the same facts. Each partition also shows its size (issue 15, decision
+0040): `Size` (the leader's bytes on local disk), `RemoteSize` (in the remote tier; 0 when the
+topic is not tiered), `LogStart` and `LocalLogStart` (the first offset still on local disk), read
+from the leader's storage node with DescribeLogDirs; they are left out, with a note on stderr,
+when the caller may not describe the cluster or the leader did not answer.
+`--under-replicated-partitions` and
 `--unavailable-partitions` keep only such partitions, as Kafka's filters. Every refusal by
 the cluster (TOPIC_ALREADY_EXISTS, INVALID_CONFIG, UNKNOWN_TOPIC_OR_PARTITION, ...) is one line
 on stderr and exit status 1.
@@ -16,8 +21,9 @@ import argparse
 import sys
 from typing import Any
 
-from riverlog.client import ErrorCode, NewTopic, TopicDescription
-from riverlog.client.admin import ConfigEntry
+from riverlog.client import ErrorCode, LogDirs, NewTopic, RiverlogError, TopicDescription
+from riverlog.client.admin import AdminClient, ConfigEntry
+from riverlog.common.types import TopicPartition
 
 from ..connection import add_connection_args, admin_client, key_value
 from ..console import EXIT_OK, EXIT_USAGE, CliError, configs_text, emit, fields, to_json
@@ -127,9 +133,12 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def topic_json(
-    topic: TopicDescription, all_configs: dict[str, ConfigEntry] | None = None
+    topic: TopicDescription,
+    all_configs: dict[str, ConfigEntry] | None = None,
+    log_dirs: LogDirs | None = None,
 ) -> dict[str, Any]:
-    """One topic as `topics describe --json` prints it."""
+    """One topic as `topics describe --json` prints it (with each partition's sizes and log
+    starts from its leader's replica in `log_dirs`, null where unknown)."""
     configs = (
         {name: entry.value for name, entry in sorted(all_configs.items())}
         if all_configs is not None
@@ -153,10 +162,37 @@ def topic_json(
                 "removing_replicas": list(p.removing_replicas),
                 "under_replicated": len(p.isr) < len(p.replicas),
                 "offline": p.leader < 0,
+                **_leader_log(log_dirs, TopicPartition(topic.name, p.partition), p.leader),
             }
             for p in topic.partitions
         ],
     }
+
+
+SIZE_FIELDS = (
+    ("size_bytes", "Size"),
+    ("remote_size_bytes", "RemoteSize"),
+    ("log_start_offset", "LogStart"),
+    ("local_log_start_offset", "LocalLogStart"),
+)
+
+
+def _leader_log(log_dirs: LogDirs | None, tp: TopicPartition, leader: int) -> dict[str, Any]:
+    """The leader replica's sizes and log starts (None each when unknown)."""
+    info = log_dirs.replicas(tp).get(leader) if log_dirs is not None else None
+    return {key: getattr(info, key) if info is not None else None for key, _ in SIZE_FIELDS}
+
+
+def partition_logs(admin: AdminClient, names: list[str]) -> LogDirs | None:
+    """The replicas of `names` on every storage node, or None (noted on stderr) when the
+    cluster refuses or cannot say: the sizes are extra, the description stands without them."""
+    if not names:
+        return None
+    try:
+        return admin.describe_log_dirs(names, raise_on_error=False)
+    except RiverlogError as exc:
+        _note(f"Partition sizes unavailable: {exc.code.name}: {exc.message}")
+        return None
 
 
 def keep_partitions(
@@ -194,6 +230,9 @@ def topic_text(document: dict[str, Any], header: bool = True) -> str:
             "Replicas": p["replicas"],
             "Isr": p["isr"],
         }
+        for key, name in SIZE_FIELDS:
+            if p.get(key) is not None:
+                row[name] = p[key]
         for key, name in (
             ("adding_replicas", "Adding Replicas"),
             ("removing_replicas", "Removing Replicas"),
@@ -214,8 +253,11 @@ def run_describe(args: argparse.Namespace) -> int:
     with admin_client(args) as admin:
         topics = admin.describe_topics(args.names or None, include_internal=args.include_internal)
         configs = admin.describe_configs(sorted(topics)) if args.all_configs and topics else {}
-    order = args.names or sorted(topics)
-    documents = [topic_json(topics[n], configs.get(n) if args.all_configs else None) for n in order]
+        order = args.names or sorted(topics)
+        logs = partition_logs(admin, list(order))
+    documents = [
+        topic_json(topics[n], configs.get(n) if args.all_configs else None, logs) for n in order
+    ]
     filters = (args.under_replicated_partitions, args.unavailable_partitions)
     if any(filters):
         documents = [keep_partitions(d, *filters) for d in documents]
