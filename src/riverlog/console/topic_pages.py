@@ -1,6 +1,7 @@
 """Topics: the list (partitions, replication, records, under-replicated partitions), one
-topic's partitions (leader, replicas, ISR, offsets), its configs and throughput graph, and the
-forms that create, alter (configs, partition count) and delete topics."""
+topic's partitions (leader, replicas, ISR, offsets, the leader's size on disk and in the remote
+tier, issue 16), its configs and throughput graph, and the forms that create, alter (configs,
+partition count) and delete topics."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from riverlog.client import AdminClient, NewTopic, TopicPartition
+from riverlog.client import AdminClient, NewTopic, ReplicaInfo, TopicDescription, TopicPartition
 from riverlog.common.errors import ErrorCode, RiverlogError
 
 from . import reads
@@ -80,22 +81,43 @@ async def create_topic(request: Request, session: Session) -> Response:
     return back(url("topics", name))
 
 
+def _sizes(admin: AdminClient, topic: TopicDescription) -> dict[int, ReplicaInfo]:
+    """Partition → its leader's replica (DescribeLogDirs; decision 0040), where it answered."""
+    logs = admin.describe_log_dirs([topic.name], raise_on_error=False)
+    out: dict[int, ReplicaInfo] = {}
+    for p in topic.partitions:
+        info = logs.replicas(TopicPartition(topic.name, p.partition)).get(p.leader)
+        if info is not None:
+            out[p.partition] = info
+    return out
+
+
 def _detail(admin: AdminClient, name: str) -> dict[str, Any]:
-    """The topic's page; its configs need DESCRIBE_CONFIGS, which a reader may lack (READ
-    implies only DESCRIBE): then the page says so in their place instead of failing whole."""
+    """The topic's page; its configs need DESCRIBE_CONFIGS and its sizes DESCRIBE on the
+    cluster, which a reader may lack (READ implies only DESCRIBE on the topic): then the page
+    says so in their place instead of failing whole."""
     description = admin.describe_topics([name])[name]
     offsets = reads.topic_offsets(admin, name, len(description.partitions))
-    configs_error = ""
+    configs_error = sizes_error = ""
     try:
         configs = admin.describe_configs([name])[name]
     except RiverlogError as e:
         configs, configs_error = {}, f"{e.code.name}: {e.message}"
+    try:
+        sizes = _sizes(admin, description)
+    except RiverlogError as e:
+        sizes, sizes_error = {}, f"{e.code.name}: {e.message}"
+    local = sum(i.size_bytes for i in sizes.values())
+    remote = sum(i.remote_size_bytes for i in sizes.values())
     return {
         "topic": description,
         "offsets": offsets,
         "configs": sorted(configs.values(), key=lambda c: (c.is_default, c.name)),
         "configs_error": configs_error,
         "records": sum(o.records for o in offsets.values()),
+        "sizes": sizes,
+        "sizes_error": sizes_error,
+        "size_total": {"total": local + remote, "local": local, "remote": remote},
     }
 
 

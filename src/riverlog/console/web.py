@@ -32,7 +32,20 @@ def number(value: float) -> str:
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.3g}"
 
 
+def size(value: int | None) -> str:
+    """Bytes for people, in binary units as `du -h`: 0 B, 812 B, 4.2 KiB, 1.5 GiB."""
+    if value is None:
+        return "?"
+    amount = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(amount) < 1024 or unit == "TiB":
+            return f"{amount:.0f} {unit}" if unit == "B" else f"{amount:.1f} {unit}"
+        amount /= 1024
+    raise AssertionError("unreachable")
+
+
 templates.env.filters["number"] = number
+templates.env.filters["size"] = size
 
 Handler = Callable[[Request, Session], Awaitable[Response]]
 

@@ -3,7 +3,8 @@ selenium) against the module's real cluster (with a group coordinator): `riverlo
 runs as its own process on 127.0.0.1 and is stopped by PID. A user signs in with their own
 password (a wrong one is refused), every page loads, a topic is created and deleted from the
 page (a bad config line is refused and changes nothing), a produced record shows up decoded as
-JSON and as hex, and a group's lag is shown and falls to zero as the group consumes.
+JSON and as hex, its bytes in the partition's size on the topic page, and a group's lag is shown
+and falls to zero as the group consumes.
 
 Set RIVERLOG_CONSOLE_SCREENSHOTS=DIR to save a screenshot of each page the test saw there
 (docs/console/ is made by scripts/console_screenshots.py, on a cluster with more to show).
@@ -369,6 +370,19 @@ def test_a_produced_record_shows_up_in_the_throughput_graph_and_decoded(
         lambda d: any(rate > 0 for _, rate in _throughput(d, console_url, topic)),
         "the record in the throughput graph",
     )
+
+    def sizes(d: WebDriver) -> tuple[int, int] | None:
+        """(partition 0's size, the topic's total) once the page shows the record's bytes."""
+        d.get(f"{console_url}/topics/{topic}")
+        cell = d.find_element(By.CSS_SELECTOR, "#partitions td.size").get_attribute("data-bytes")
+        total = d.find_element(By.ID, "topic-size").get_attribute("data-bytes")
+        return (int(cell), int(total)) if cell and int(cell) >= len(value) else None
+
+    partition_size, total = _wait(browser, sizes, "the partition's size on the topic page")
+    assert total == partition_size  # one partition, not tiered: all of it local
+    assert _text(browser, "#topic-remote-size") == "0 B"
+    assert "B" in _text(browser, "#partitions td.size")  # human-readable: "N B" / "x.y KiB"
+    _shot(browser, "topic")
     browser.get(f"{console_url}/topics/{topic}/messages?partition=0&format=auto")
     row = _wait(
         browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#records tr[data-offset='0']"), "row"
@@ -522,6 +536,8 @@ def test_acls_are_shown_and_the_gateway_authorizes_each_user_as_themselves(
     browser.get(f"{console_url}/topics/{shown}")  # READ implies DESCRIBE, not DESCRIBE_CONFIGS
     assert _text(browser, "#topic-name") == shown
     assert _text(browser, "#configs-error").startswith("TOPIC_AUTHORIZATION_FAILED")
+    # sizes need DESCRIBE on the cluster (DescribeLogDirs): said in their place
+    assert "CLUSTER_AUTHORIZATION_FAILED" in _text(browser, "#sizes-error")
     browser.get(f"{console_url}/topics/{shown}/messages")  # READ: the browser reads
     assert "0 record(s) shown" in _text(browser, "p.note")
     browser.get(f"{console_url}/topics/{hidden}")
