@@ -100,7 +100,6 @@ def log_dirs_json(result: LogDirs) -> dict[str, Any]:
 
 
 def run_describe(args: argparse.Namespace) -> int:
-    print("Querying brokers for log directories information", file=sys.stderr)
     with admin_client(args) as admin:
         result = admin.describe_log_dirs(args.topic_list, args.broker_list)
     if result.nodes:
