@@ -2,7 +2,8 @@
 two gateways whose super users are User:admin and, for the fixtures' topic helper,
 User:ANONYMOUS): a principal without WRITE cannot produce and
 nothing is written, READ on a prefix reads and lists only the matching topics, a group ACL
-blocks joining, and a change applies on both gateways (the time it took is printed)."""
+blocks joining, DescribeLogDirs needs DESCRIBE on the cluster, and a change applies on both
+gateways (the time it took is printed)."""
 
 from __future__ import annotations
 
@@ -47,7 +48,8 @@ USERS = {
     "admin": "pw-admin",
     "alice": "pw-alice",
     "bob": "pw-bob",
-    "carol": "pw-carol",
+    "dave": "pw-dave",
+    "carol": "pw-carol",  # last but one: the fixture waits until it authenticates
     "erin": "pw-erin",
 }
 
@@ -359,6 +361,41 @@ def test_acl_calls_need_the_cluster_permission(acl_cluster: LocalCluster) -> Non
             admin.create_acls([_binding("x", AclOperation.ALL, "bob")])
         assert info.value.code == ErrorCode.INVALID_REQUEST
         assert not admin.describe_acls(AclBindingFilter(name="x"))
+
+
+def test_describe_log_dirs_needs_describe_on_the_cluster(acl_cluster: LocalCluster) -> None:
+    """Kafka's rule for DescribeLogDirs (decision 0040): DESCRIBE on the cluster, else
+    CLUSTER_AUTHORIZATION_FAILED; READ on the topic is not enough."""
+    topic = "acl-log-dirs"
+    acl_cluster.create_topic(topic, partitions=1)
+    on_topic = _binding(topic, AclOperation.READ, "User:dave")
+    on_cluster = _binding(
+        "kafka-cluster", AclOperation.DESCRIBE, "User:dave", rtype=ResourceType.CLUSTER
+    )
+    with _admin(acl_cluster) as admin:
+        admin.create_acls([on_topic])
+        try:
+            with _admin(acl_cluster, user="dave") as dave:
+                with pytest.raises(RiverlogError) as info:
+                    dave.describe_log_dirs([topic])
+                assert info.value.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                admin.create_acls([on_cluster])
+                assert _until(lambda: _describes_log_dirs(dave, topic), 10.0)
+                assert list(dave.describe_log_dirs([topic]).replicas(TopicPartition(topic, 0)))
+            assert admin.describe_log_dirs([topic]).replicas(TopicPartition(topic, 0))  # super
+        finally:
+            admin.delete_acls(
+                [AclBindingFilter(name=n, principal="User:dave") for n in (topic, "kafka-cluster")]
+            )
+
+
+def _describes_log_dirs(admin: AdminClient, topic: str) -> bool:
+    try:
+        admin.describe_log_dirs([topic])
+    except RiverlogError as exc:
+        assert exc.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return False
+    return True
 
 
 def test_cli_adds_lists_and_removes(
