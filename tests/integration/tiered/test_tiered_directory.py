@@ -3,7 +3,8 @@
 topic to the directory, deletes them locally by `local.retention.bytes` once copied, and
 what is remote plus what is local is every batch produced, byte for byte; below the local log
 start a fetch gets OFFSET_MOVED_TO_TIERED_STORAGE (reads from the remote tier are not served
-yet); deleting the topic deletes its remote data."""
+yet); DescribeLogDirs reports the remote size and the local log start; deleting the topic
+deletes its remote data."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from tiered_cluster import (
 
 from riverlog.services.storage.remote.directory import DirectoryRemoteStorage
 from riverlog.services.storage.remote.segment_metadata import RemoteLogSegmentState
-from riverlog.v1 import common_pb2, data_pb2
+from riverlog.v1 import common_pb2, data_pb2, storage_pb2
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -88,6 +89,14 @@ def test_segments_are_copied_and_deleted_locally_keeping_every_byte(
         )
     local_start = int(local_segments(harness, topic, leader)[0].stem)
     assert [p.offset for p in listed.partitions] == [0, local_start, local_start, 0]
+    # DescribeLogDirs (decision 0040; the gateway passes these on): the replica's bytes in
+    # the remote tier are the copied segments', its local start where local retention left it.
+    with harness.storage(leader) as stub:
+        dirs = stub.DescribeLogDirs(storage_pb2.DescribeLogDirsRequest(), timeout=10)
+    [replica] = [p for d in dirs.log_dirs for p in d.partitions if p.topic == topic]
+    assert replica.remote_size_bytes == len(remote) > 0
+    assert (replica.log_start_offset, replica.local_log_start_offset) == (0, local_start)
+    assert local_start > 0 and not replica.is_future
     # A consumer from the beginning reads the remote segments, then the local ones: the same
     # bytes, over gRPC and over the zero-copy channel.
     assert_same_batches(fetch_from(harness, topic, 0, node=leader), sent)
