@@ -1,6 +1,7 @@
 """A reassignment survives failures (KIP-455): the active controller SIGKILLed mid-move (the new
 controller reads the move from etcd and completes it), the joining replica SIGKILLed and
-restarted mid-move, and the leader SIGKILLed and restarted mid-move. A producer writes with
+restarted mid-move, and the leader SIGKILLed and restarted mid-move (and, while node 3 is
+paused, DescribeLogDirs names it and answers for the others). A producer writes with
 acks=all throughout; every acknowledged record is read back once at its offset, the leaving node
 deletes its copy and the target replicas' logs end byte for byte equal.
 
@@ -17,7 +18,7 @@ from contextlib import contextmanager
 import pytest
 from reassign_harness import AckedProducer, ReassignHarness, wait_until
 
-from riverlog.client import TopicPartition
+from riverlog.client import AdminClient, TopicPartition
 
 pytestmark = [pytest.mark.integration, pytest.mark.fault, pytest.mark.timeout(400)]
 
@@ -49,6 +50,18 @@ def live_storage_nodes(harness: ReassignHarness) -> set[int]:
     return {n.node_id for n in harness.admin.describe_cluster().nodes if n.kind == "storage"}
 
 
+def described_without(harness: ReassignHarness, topic: str, paused: int) -> None:
+    """DescribeLogDirs while a storage node is paused (decision 0040): it is named with its
+    error, the others answer with their replicas."""
+    conf = {"bootstrap.servers": harness.cluster.gateway_address, "request.timeout.ms": 4000}
+    with AdminClient(conf) as admin:
+        result = admin.describe_log_dirs([topic])
+    assert set(result.node_errors) == {paused}, result.node_errors
+    tp = TopicPartition(topic, 0)
+    assert {1, 4} <= set(result.replicas(tp)) and paused not in result.replicas(tp)
+    assert all(info.size_bytes > 0 for info in result.replicas(tp).values())
+
+
 def check_moved(harness: ReassignHarness, topic: str, producer: AckedProducer) -> None:
     """After the producer stopped: on {1,3,4}, node 2's copy gone, every acknowledged record
     once at its offset, equal logs."""
@@ -75,6 +88,7 @@ def test_new_controller_completes_the_move(harness: ReassignHarness) -> None:
     with AckedProducer(harness.cluster.gateway_address, topic) as producer:
         producer.wait_acked(100)
         with held_move(harness, topic):
+            described_without(harness, topic, paused=3)
             before = harness.cluster.describe_cluster()
             harness.cluster.metadata(before.controller_id).kill(signal.SIGKILL)
             wait_until(
