@@ -204,7 +204,8 @@ class OffsetsHandler:
 
     def describe_log_dirs(self) -> list[LogDirDescription]:
         """Every configured dir with the replicas in it; a dir that failed a write (taken
-        offline) or that this process cannot use answers KAFKA_STORAGE_ERROR."""
+        offline) or that this process cannot use answers KAFKA_STORAGE_ERROR and, as Kafka's,
+        no replicas (theirs are offline: the controller moved their leadership away)."""
         manager = self._replicas.log_manager
         by_dir = {str(d): LogDirDescription(str(d)) for d in self._log_dirs}
         for d in self._log_dirs:
@@ -216,7 +217,7 @@ class OffsetsHandler:
                 by_dir[str(d)].error_message = f"log dir {d} is not accessible"
         for partition_log in manager.all_logs():
             description = by_dir.get(str(partition_log.dir.parent))
-            if description is None:
+            if description is None or description.error != ErrorCode.NONE:
                 continue
             description.partitions.append(
                 ReplicaDescription(

@@ -128,6 +128,7 @@ def test_describe_log_dirs_names_an_offline_dir(node: Node) -> None:
     [log_dir] = node.offsets.describe_log_dirs()
     assert log_dir.error == ErrorCode.KAFKA_STORAGE_ERROR
     assert "offline" in log_dir.error_message
+    assert log_dir.partitions == []  # as Kafka: an offline dir lists no replica
 
 
 async def test_offsets_for_leader_epoch_answers_from_the_epoch_cache(node: Node) -> None:
