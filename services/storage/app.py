@@ -163,6 +163,9 @@ class StorageNode:
         )
         leader_quota = ReplicationQuota(LEADER, config.node_id, self.clock, window)
         follower_quota = ReplicationQuota(FOLLOWER, config.node_id, self.clock, window)
+        if config.remote_log.enabled:
+            self.remote_log = remote_log_manager_for(config.remote_log, self.clock, replicas)
+            replicas.remote_storage_system_enable = True
         self.fetchers = ReplicaFetcherManager(
             config.node_id,
             replicas,
@@ -176,13 +179,11 @@ class StorageNode:
             ),
             is_offline=lambda tp: failures.is_offline(log_manager.log_dir_of(tp)),
             quota=follower_quota,
+            remote_aux=self.remote_log.aux_state if self.remote_log is not None else None,
         )
         failures.on_offline.append(lambda _dir: self.fetchers.update() if self.fetchers else None)
         replicas.on_partitions_changed.append(self.fetchers.update)
         register_replication_metrics(replicas)
-        if config.remote_log.enabled:
-            self.remote_log = remote_log_manager_for(config.remote_log, self.clock, replicas)
-            replicas.remote_storage_system_enable = True
         self.watcher.add_listener(lambda _old, new: leader_quota.update(new))
         self.watcher.add_listener(lambda _old, new: follower_quota.update(new))
         self.watcher.add_listener(replicas.on_image)

@@ -44,6 +44,7 @@ from .append_check import (
 from .entry import NO_OFFSET, BatchMetadata, ProducerStateEntry
 from .snapshot import (
     CorruptSnapshotError,
+    decode,
     delete_snapshot,
     list_snapshots,
     read_snapshot,
@@ -360,6 +361,15 @@ class ProducerStateManager:
         for old in list_snapshots(self._dir):
             if old > offset:
                 delete_snapshot(self._dir, old)
+        self.rebuild()
+
+    def install_snapshot(self, offset: int, data: bytes) -> None:
+        """Tiered storage: the follower's log restarted empty at `offset`; take the producer
+        state its leader snapshotted there, downloaded from the remote tier (`data`, a snapshot
+        file's bytes), so that as leader it still knows every producer's sequences and open
+        transaction. Raises CorruptSnapshotError (the state stays empty)."""
+        entries = decode(data)
+        write_snapshot(self._dir, offset, entries)
         self.rebuild()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:

@@ -13,6 +13,7 @@ from riverlog.common.types import TopicPartition
 
 from ..log.partition_log import PartitionLog
 from ..remote_log_config import RemoteLogConfig
+from .aux_state import RemoteLogAuxState, fetch_aux_state
 from .factory import remote_storage_manager
 from .reader import RemoteLogReader
 from .remote_log_manager import RemoteLogManager
@@ -51,6 +52,14 @@ class TieringFollower:
         }
         self.manager.sync_leaders(
             self._replicas.leader_logs(), gone, self._replicas.follower_logs()
+        )
+
+    async def aux_state(
+        self, tp: TopicPartition, leader_local_start: int
+    ) -> RemoteLogAuxState | None:
+        """For a follower starting at its leader's local log start (the fetchers' hook)."""
+        return await fetch_aux_state(
+            self.manager.metadata, self.manager.store, tp, leader_local_start
         )
 
     async def stop(self) -> None:

@@ -10,7 +10,9 @@ multi-round refinement of KIP-279 when the leader answers with an older epoch). 
 from its log end offset with `replica_id` = this node, appends the batches unchanged and takes
 the leader's high watermark (capped by its own log end offset). Errors are per partition:
 FENCED_LEADER_EPOCH waits for a newer image, UNKNOWN_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER back
-off and retry, OFFSET_OUT_OF_RANGE resets the log to the leader's bounds.
+off and retry, OFFSET_OUT_OF_RANGE resets the log to the leader's bounds,
+OFFSET_MOVED_TO_TIERED_STORAGE restarts it at the leader's local log start with the producer
+state and leader epochs below it taken from the remote tier (`remote_aux`).
 
 Replication throttle (decision 0024): a partition listed in its topic's
 `follower.replication.throttled.replicas` for this node is left out of the round while this
@@ -26,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -36,6 +38,8 @@ from riverlog.common.records.header import InvalidBatchError, parse_header
 from riverlog.common.types import TopicPartition
 
 from ..log import UNDEFINED_EPOCH_OFFSET
+from ..producer.snapshot import CorruptSnapshotError
+from ..remote.aux_state import RemoteLogAuxState
 from .partition import Partition, Role
 from .replica_manager import ReplicaManager
 from .requests import (
@@ -63,6 +67,9 @@ class LeaderEndpoint(Protocol):
 
 
 EndpointFactory = Callable[[NodeInfo], LeaderEndpoint]
+# Tiered storage: the remote tier's state below a leader's local log start (None: nothing
+# tiered there); `remote/aux_state.py`.
+RemoteAuxSource = Callable[[TopicPartition, int], Awaitable[RemoteLogAuxState | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,9 +124,11 @@ class ReplicaFetcherManager:
         settings: FetcherSettings | None = None,
         is_offline: Callable[[TopicPartition], bool] | None = None,
         quota: ReplicationQuota | None = None,
+        remote_aux: RemoteAuxSource | None = None,
     ) -> None:
         self.node_id = node_id
         self.quota = quota
+        self.remote_aux = remote_aux
         self._replicas = replicas
         self._is_offline = is_offline or (lambda _tp: False)
         self._factory = endpoint_factory
@@ -330,7 +339,7 @@ class ReplicaFetcherManager:
                 if result.error == ErrorCode.OFFSET_OUT_OF_RANGE:
                     reset_out_of_range(partition, result)
                 elif result.error == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE:
-                    start_at_leader_local_start(partition, result)
+                    await self._start_at_leader_local_start(fetcher, partition, result)
                 continue
             try:
                 records = strip_below(partition, result.records)
@@ -350,6 +359,38 @@ class ReplicaFetcherManager:
                 state.truncating = True
                 state.delayed_until = asyncio.get_running_loop().time() + self._backoff_s
         return True
+
+    async def _start_at_leader_local_start(
+        self, fetcher: LeaderFetcher, partition: Partition, result: FollowerFetchResult
+    ) -> None:
+        """OFFSET_MOVED_TO_TIERED_STORAGE: restart the log at the leader's local log start,
+        with the producer state and leader epochs below it read from the remote tier first
+        (`remote/aux_state.py`) when this node tiers. A store that fails leaves the log as it
+        is: the partition backs off and the next fetch gets the same error and tries again.
+        Awaited inside the round, as Kafka's fetcher thread does: one small read per replica
+        that starts over, not per fetch."""
+        leader_local_start = result.log_start_offset
+        if partition.log_end_offset >= leader_local_start:
+            return
+        if self.remote_aux is None or not partition.log.remote_storage_enabled:
+            start_at_leader_local_start(partition, result)
+            return
+        before = (partition.log_end_offset, partition.leader_epoch)
+        try:
+            aux = await self.remote_aux(partition.tp, leader_local_start)
+        except RiverlogError as exc:
+            log.warning("%s: reading the remote tier's state failed: %s", partition.tp, exc)
+            return
+        if self._current(fetcher, partition.tp) is not partition or before != (
+            partition.log_end_offset,
+            partition.leader_epoch,
+        ):
+            return  # moved on while the store was read
+        if aux is None:
+            start_at_leader_local_start(partition, result)
+            return
+        start_from_remote_aux(partition, aux)
+        fetcher.states[partition.tp].delayed_until = 0.0
 
     @property
     def _backoff_s(self) -> float:
@@ -404,6 +445,28 @@ def start_at_leader_local_start(partition: Partition, result: FollowerFetchResul
     if partition.log_end_offset < result.log_start_offset:
         partition.truncate_fully_and_start_at(result.log_start_offset)
         partition.producer_state.truncate_fully_and_start_at(result.log_start_offset)
+
+
+def start_from_remote_aux(partition: Partition, aux: RemoteLogAuxState) -> None:
+    """Start the log empty at `aux.next_offset` with the leader epochs and the producer state
+    below it that the remote tier holds (a corrupt snapshot is logged and leaves no producer
+    known, as before tiering knew better)."""
+    partition.truncate_fully_and_start_at(aux.next_offset)
+    cache = partition.log.leader_epoch_cache
+    for epoch, start in aux.epochs:
+        cache.assign(epoch, start)
+    if aux.producer_snapshot is not None:
+        try:
+            partition.producer_state.install_snapshot(aux.next_offset, aux.producer_snapshot)
+        except CorruptSnapshotError as exc:
+            log.error("%s: the remote producer snapshot is corrupt: %s", partition.tp, exc)
+    log.info(
+        "%s: started at %d with %d producer(s) and epochs %s from the remote tier",
+        partition.tp,
+        aux.next_offset,
+        len(partition.producer_state.producers),
+        list(aux.epochs),
+    )
 
 
 def truncation_target(
