@@ -24,17 +24,22 @@ from tiered_cluster import (
     local_segments,
     make_batch,
     produce,
+    produce_request,
     remote_bytes,
     remote_state,
     tiered_harness,
     wait_until,
 )
 
+from riverlog.common.errors import ErrorCode
+from riverlog.common.records.builder import BatchBuilder
 from riverlog.services.storage.remote.directory import DirectoryRemoteStorage
 from riverlog.services.storage.remote.segment_metadata import RemoteLogSegmentState
 from riverlog.v1 import common_pb2, data_pb2, storage_pb2
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+PRODUCER_ID = 7_000_001
 
 
 @pytest.fixture(scope="module")
@@ -153,20 +158,42 @@ def test_a_restarted_node_still_serves_the_remote_records(
     assert_same_batches(all_bytes, sent)
 
 
-def test_a_wiped_follower_copies_only_the_local_tail(harness: StorageHarness, tier: Path) -> None:
-    """Replication factor 2: the follower learns what the leader copied and deletes its own
-    copied segments; then its disk is wiped and it restarts: it starts at the leader's local
-    log start (OFFSET_MOVED_TO_TIERED_STORAGE), not at 0, rejoins the ISR, and reads from 0
-    through it still give every batch."""
+def idempotent_batch(seq: int, ts: int, count: int = 5) -> bytes:
+    builder = BatchBuilder(producer_id=PRODUCER_ID, producer_epoch=0, base_sequence=seq)
+    for i in range(count):
+        builder.append(ts + i, b"key-p-%d" % (seq + i), b"%d|" % (seq + i) + b"p" * 200)
+    return builder.build()
+
+
+def test_a_wiped_follower_copies_only_the_local_tail_and_leads_with_the_remote_state(
+    harness: StorageHarness, tier: Path
+) -> None:
+    """Replication factor 2: an idempotent producer writes several segments, then other data
+    fills more; the follower learns what the leader copied and deletes its own copied segments;
+    then its disk is wiped and it restarts: it starts at the leader's local log start
+    (OFFSET_MOVED_TO_TIERED_STORAGE), not at 0, taking the producer snapshot and the leader
+    epochs below it from the remote tier, rejoins the ISR, and reads from 0 through it still
+    give every batch. The old leader is killed: the wiped node leads and still knows the
+    producer, whose batches are all below its local start: a retry of the last acknowledged
+    batch is deduplicated (its first offsets again), a sequence gap is refused and the next
+    sequence is taken."""
     topic, leader = create_tiered_topic(harness, "tiered-rf2", replicas=2)
     follower = 3 - leader
     now = int(time.time() * 1000)
-    sent = [make_batch(count=5, tag=i, value_size=200, ts=now) for i in range(60)]
-    produce(harness, topic, sent, node=leader)
+    idempotent = [idempotent_batch(5 * i, now) for i in range(16)]  # ~4 segments
+    first_offsets = []
+    with harness.storage(leader) as stub:
+        for batch in idempotent:
+            reply = harness.produce_when_ready(stub, topic, 0, batch)
+            assert reply.error_code == ErrorCode.NONE, reply.error_message
+            first_offsets.append(reply.base_offset)
+    filler = [make_batch(count=5, tag=i, value_size=200, ts=now) for i in range(44)]
+    produce(harness, topic, filler, node=leader)
+    sent = idempotent + filler
     store = DirectoryRemoteStorage(tier)
     wait_until(
         lambda: (
-            remote_bytes(store, topic)[1]
+            remote_bytes(store, topic)[1] > first_offsets[-1] + 5
             and len(local_segments(harness, topic, leader)) <= 2
             and len(local_segments(harness, topic, follower)) <= 2
         ),
@@ -179,7 +206,7 @@ def test_a_wiped_follower_copies_only_the_local_tail(harness: StorageHarness, ti
     process.start()
     process.wait_ready()
     leader_start = int(local_segments(harness, topic, leader)[0].stem)
-    assert leader_start > 0
+    assert leader_start > first_offsets[-1]  # the producer's batches are remote only
 
     def rejoined() -> bool:
         described = harness.describe_topic(topic)
@@ -189,6 +216,35 @@ def test_a_wiped_follower_copies_only_the_local_tail(harness: StorageHarness, ti
     first_local = int(local_segments(harness, topic, follower)[0].stem)
     assert first_local >= leader_start  # only the tail was copied
     assert_same_batches(fetch_from(harness, topic, 0, node=leader), sent)
+    # Its leader epoch cache starts where the log does (from the remote tier), not where its
+    # local copy begins.
+    checkpoint = (harness.log_dir(follower) / f"{topic}-0" / "leader-epoch-checkpoint").read_text()
+    assert checkpoint.splitlines()[2].split()[1] == "0"
+
+    harness.cluster.storage(leader).kill()
+    try:
+
+        def new_leader() -> bool:
+            described = harness.describe_topic(topic)
+            return described is not None and described.partitions[0].leader == follower
+
+        wait_until(new_leader, 60, "the wiped follower to take over")
+        end = int(first_offsets[-1]) + 5 + 5 * len(filler)
+        with harness.storage(follower) as stub:
+            retry = harness.produce_when_ready(stub, topic, 0, idempotent[-1])
+            assert retry.error_code == ErrorCode.NONE, retry.error_message
+            assert retry.base_offset == first_offsets[-1]  # deduplicated, not written again
+            gap = stub.Produce(produce_request(topic, 0, idempotent_batch(90, now)), timeout=10)
+            assert gap.partitions[0].error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+            following = stub.Produce(
+                produce_request(topic, 0, idempotent_batch(80, now)), timeout=10
+            ).partitions[0]
+            assert following.error_code == ErrorCode.NONE, following.error_message
+            assert following.base_offset == end
+    finally:
+        process = harness.cluster.storage(leader)
+        process.start()
+        process.wait_ready()
 
 
 def test_the_leader_killed_while_copying_leaves_no_orphan_and_the_new_leader_goes_on(
