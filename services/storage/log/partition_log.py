@@ -92,6 +92,9 @@ class PartitionLog:
         # after a roll, and before a clean close (producer-state snapshots).
         self.on_roll: list[Callable[[int], None]] = []
         self.on_close: list[Callable[[], None]] = []
+        # Called with the new log start offset after DeleteRecords moved it (tiered storage:
+        # the remote log manager deletes the remote segments below it at once).
+        self.on_log_start_moved: list[Callable[[int], None]] = []
         # The producer state's first unstable offset (None: none), which retention never
         # passes: an open transaction's data stays until the transaction ends.
         self.first_unstable_offset: Callable[[], int | None] = lambda: None
@@ -355,6 +358,8 @@ class PartitionLog:
             self._delete_prefix(
                 retention.log_start_offset_breached(self.segments, self._high_watermark, offset)
             )
+            for hook in self.on_log_start_moved:
+                hook(self._log_start_offset)
         return self._log_start_offset
 
     def apply_retention(self, now_ms: int) -> int:

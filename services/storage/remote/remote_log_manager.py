@@ -10,7 +10,8 @@ RLMExpirationTask): one asyncio task per partition this node leads with
    order: COPY_SEGMENT_STARTED, the objects, COPY_SEGMENT_FINISHED; then tell the log
    (`copied_next_offset`), so local retention may remove it;
 4. expire remote segments by the total retention (DELETE_SEGMENT_STARTED, the objects,
-   DELETE_SEGMENT_FINISHED) and move the log start offset past them.
+   DELETE_SEGMENT_FINISHED) and move the log start offset past them; DeleteRecords wakes the
+   task, so the remote segments wholly below the new log start go at once.
 
 A store that fails makes the task back off (`remote.log.manager.task.retry.backoff.ms`,
 doubling up to `.max.ms`) and try again; meanwhile local data stays (nothing uncopied is taken
@@ -85,6 +86,14 @@ def segment_data(segment: LogSegment, next_offset: int, epochs: bytes) -> LogSeg
     )
 
 
+async def _sleep_or_wake(wake: asyncio.Event, timeout_s: float) -> None:
+    """Until `timeout_s` passes or `wake` is set (then cleared for the next round)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            await wake.wait()
+    wake.clear()
+
+
 @dataclass
 class PartitionTask:
     """The state of one partition's task: the epoch it leads in, and its backoff."""
@@ -94,6 +103,12 @@ class PartitionTask:
     epoch_started: bool = False
     backoff_ms: int = 0
     task: asyncio.Task[None] | None = field(default=None, repr=False)
+    # Set to run the next round at once (DeleteRecords moved the log start below the local
+    # start: the remote segments below it go now, not at the next task interval).
+    wake: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+
+    def on_log_start_moved(self, _offset: int) -> None:
+        self.wake.set()
 
 
 class RemoteLogManager:
@@ -133,11 +148,17 @@ class RemoteLogManager:
             return
         state = PartitionTask(partition_log, leader_epoch)
         state.task = asyncio.create_task(self._loop(state), name=f"rlm-{tp}")
+        partition_log.on_log_start_moved.append(state.on_log_start_moved)
         self._tasks[tp] = state
 
     def on_not_leader(self, tp: TopicPartition) -> None:
         state = self._tasks.pop(tp, None)
-        if state is not None and state.task is not None:
+        if state is None:
+            return
+        hooks = state.log.on_log_start_moved
+        if state.on_log_start_moved in hooks:
+            hooks.remove(state.on_log_start_moved)
+        if state.task is not None:
             state.task.cancel()
 
     def sync_leaders(
@@ -211,6 +232,10 @@ class RemoteLogManager:
 
     async def stop(self) -> None:
         tasks = [s.task for s in self._tasks.values() if s.task is not None]
+        for state in self._tasks.values():
+            hooks = state.log.on_log_start_moved
+            if state.on_log_start_moved in hooks:
+                hooks.remove(state.on_log_start_moved)
         tasks += list(self._deletions)
         tasks += [task for _, task in self._following.values()]
         self._tasks.clear()
@@ -251,7 +276,7 @@ class RemoteLogManager:
             except Exception:
                 log.exception("%s: remote log task failed", state.log.tp)
                 delay = cfg.task_interval_ms
-            await asyncio.sleep(delay / 1000.0)
+            await _sleep_or_wake(state.wake, delay / 1000.0)
 
     # -- one round --------------------------------------------------------------------------
 

@@ -196,6 +196,51 @@ async def test_remote_segments_expire_by_total_retention_and_move_the_log_start(
     assert [s.start_offset for s in fresh.readable_segments()] == [remote[-1].start_offset]
 
 
+async def test_delete_records_below_the_local_start_deletes_the_remote_segments_at_once(
+    tmp_path: Path, clock: ManualClock, plog: PartitionLog
+) -> None:
+    """DeleteRecords moves the log start at once and wakes the leader's task: the remote
+    segments wholly below the new start go without waiting for the task interval (an hour
+    here, so only the wake can run the round)."""
+    config = RemoteLogConfig(task_interval_ms=3_600_000)
+    rlm = RemoteLogManager(config, DirectoryRemoteStorage(tmp_path / "tier"), clock)
+    rlm.on_leader(plog, 1)
+    try:
+
+        async def copied() -> None:
+            while plog.copied_next_offset != plog.active_segment.base_offset:
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(copied(), 30)
+        plog.apply_retention(clock.time_ms())
+        state = rlm.metadata.state(TP)
+        assert state is not None
+        remote = state.readable_segments()
+        target = remote[2].start_offset + 1  # inside the third remote segment
+        assert plog.delete_records(target) == target
+        assert plog.log_start_offset == target  # at once, before any remote delete
+        with pytest.raises(RiverlogError) as err:
+            plog.read(0, 1000)
+        assert err.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
+
+        async def deleted() -> list[str]:
+            while True:
+                meta = rlm.metadata.state(TP)
+                assert meta is not None
+                starts = [s.start_offset for s in meta.readable_segments()]
+                if starts[0] == remote[2].start_offset:
+                    return await rlm.store.list_objects(f"{TP}/")
+                await asyncio.sleep(0.01)
+
+        names = await asyncio.wait_for(deleted(), 30)
+        for gone in remote[:2]:
+            assert not [n for n in names if gone.segment_id.id in n]
+        assert [n for n in names if remote[2].segment_id.id in n]
+    finally:
+        await rlm.stop()
+    assert plog.on_log_start_moved == []  # no task, no hook
+
+
 async def test_a_reopened_tiered_log_keeps_its_log_start_below_the_local_one(
     tmp_path: Path, clock: ManualClock, plog: PartitionLog
 ) -> None:
