@@ -20,6 +20,7 @@ from tiered_cluster import (
     StorageHarness,
     assert_same_batches,
     create_tiered_topic,
+    fetch_error,
     fetch_from,
     local_segments,
     make_batch,
@@ -32,6 +33,7 @@ from tiered_cluster import (
 )
 
 from riverlog.common.errors import ErrorCode
+from riverlog.common.records.header import iter_batches
 from riverlog.common.records.builder import BatchBuilder
 from riverlog.services.storage.remote.directory import DirectoryRemoteStorage
 from riverlog.services.storage.remote.segment_metadata import RemoteLogSegmentState
@@ -137,11 +139,14 @@ def test_segments_are_copied_and_deleted_locally_keeping_every_byte(
     )
 
 
-def test_a_restarted_node_still_serves_the_remote_records(
+def test_a_restarted_node_still_serves_the_remote_records_and_delete_records_goes_below(
     harness: StorageHarness, tier: Path
 ) -> None:
     """The log start stays below the local log start across a restart (the checkpointed
-    start is taken back once the topic's configs say it is tiered)."""
+    start is taken back once the topic's configs say it is tiered). Then DeleteRecords to an
+    offset inside the remote tier moves the log start at once (ListOffsets earliest, a fetch
+    below it is OFFSET_OUT_OF_RANGE, a fetch from it reads the remote tier) and the remote
+    segments wholly below it are deleted, objects and all."""
     topic, leader = create_tiered_topic(harness, "tiered-restart")
     store = DirectoryRemoteStorage(tier)
     now = int(time.time() * 1000)
@@ -156,6 +161,35 @@ def test_a_restarted_node_still_serves_the_remote_records(
     harness.wait_for_leaders(topic, 1)
     all_bytes = wait_until(lambda: fetch_from(harness, topic, 0, node=leader), 60, "a fetch from 0")
     assert_same_batches(all_bytes, sent)
+
+    remote = remote_state(store, topic).readable_segments()
+    assert len(remote) >= 3
+    target = remote[2].start_offset + 2  # inside the third remote segment
+    with harness.storage(leader) as stub:
+        part = data_pb2.DeleteRecordsPartition(topic=topic, offset=target)
+        request = data_pb2.DeleteRecordsRequest(partitions=[part], timeout_ms=10_000)
+        [deleted] = stub.DeleteRecords(request, timeout=30).partitions
+        assert deleted.error_code == ErrorCode.NONE, deleted.error_message
+        assert deleted.low_watermark == target
+        earliest = data_pb2.ListOffsetsPartition(
+            topic=topic, spec=common_pb2.OffsetSpec.OFFSET_SPEC_EARLIEST
+        )
+        listed = stub.ListOffsets(data_pb2.ListOffsetsRequest(partitions=[earliest]), timeout=10)
+        assert [p.offset for p in listed.partitions] == [target]
+    assert fetch_error(harness, topic, 0, node=leader) == ErrorCode.OFFSET_OUT_OF_RANGE
+    from_target = fetch_from(harness, topic, target, node=leader)
+    first = iter_batches(from_target)[0]
+    assert first.base_offset <= target < first.next_offset
+    assert from_target == all_bytes[len(all_bytes) - len(from_target) :]
+
+    def remote_gone() -> bool:
+        live = remote_state(store, topic).readable_segments()
+        objects = [p.name for p in (tier / f"{topic}-0").iterdir() if p.is_file()]
+        return live[0].segment_id == remote[2].segment_id and not [
+            n for s in remote[:2] for n in objects if n.startswith(s.segment_id.id)
+        ]
+
+    wait_until(remote_gone, 60, "the remote segments below the new log start to go")
 
 
 def idempotent_batch(seq: int, ts: int, count: int = 5) -> bytes:

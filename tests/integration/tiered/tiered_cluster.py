@@ -121,8 +121,8 @@ def fetch_from(
     raise AssertionError("fetch did not reach the high watermark")
 
 
-def fetch_error(harness: StorageHarness, topic: str, offset: int) -> int:
-    with harness.storage(1) as stub:
+def fetch_error(harness: StorageHarness, topic: str, offset: int, node: int = 1) -> int:
+    with harness.storage(node) as stub:
         reply = stub.Fetch(fetch_request((topic, 0, offset)), timeout=10)
     return int(reply.partitions[0].error_code)
 
