@@ -33,8 +33,8 @@ from tiered_cluster import (
 )
 
 from riverlog.common.errors import ErrorCode
-from riverlog.common.records.header import iter_batches
 from riverlog.common.records.builder import BatchBuilder
+from riverlog.common.records.header import iter_batches
 from riverlog.services.storage.remote.directory import DirectoryRemoteStorage
 from riverlog.services.storage.remote.segment_metadata import RemoteLogSegmentState
 from riverlog.v1 import common_pb2, data_pb2, storage_pb2
