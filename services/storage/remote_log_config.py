@@ -55,6 +55,9 @@ NODE_LONGS: Final[Mapping[str, tuple[int, int]]] = MappingProxyType(
         "remote.log.manager.task.retry.backoff.max.ms": (30_000, 1),
         # Riverlog's: the bounded cache of remote segment chunks that fetches read through.
         "remote.log.reader.cache.size.bytes": (67_108_864, 1_048_576),
+        # Riverlog's: records of a partition's remote log metadata between two snapshots
+        # (compaction: the records below a snapshot are deleted).
+        "remote.log.metadata.snapshot.interval.records": (1_000, 1),
     }
 )
 
@@ -85,6 +88,7 @@ class RemoteLogConfig:
     retry_backoff_ms: int = 500
     retry_backoff_max_ms: int = 30_000
     reader_cache_size_bytes: int = 67_108_864
+    metadata_snapshot_interval_records: int = 1_000
 
     @classmethod
     def from_overrides(cls, overrides: Mapping[str, str]) -> RemoteLogConfig:
@@ -134,6 +138,9 @@ class RemoteLogConfig:
             retry_backoff_ms=longs["remote.log.manager.task.retry.backoff.ms"],
             retry_backoff_max_ms=longs["remote.log.manager.task.retry.backoff.max.ms"],
             reader_cache_size_bytes=longs["remote.log.reader.cache.size.bytes"],
+            metadata_snapshot_interval_records=longs[
+                "remote.log.metadata.snapshot.interval.records"
+            ],
         )
 
 

@@ -4,19 +4,33 @@ etcd or an internal topic).
 
 Layout: `<topic>-<partition>/metadata/<sequence, 20 digits>.json`, one record per object
 (`metadata_log.py`), created with `put_if_absent` so each sequence number has exactly one
-record. A replica loads a partition's log once (listing it) and then only reads forward from
-its next sequence number. A write that finds its sequence number taken reads what was written
-there and tries again on the new state, unless a newer leader epoch wrote it: then it raises
-FENCED_LEADER_EPOCH and the caller stops acting as leader for that partition.
+record, and `metadata/snapshot-<sequence>.json`, the compacted state below a sequence number
+(`metadata_compaction.py`). A replica loads a partition's log once (listing it, starting from
+the newest snapshot) and then reads forward from its next sequence number. A write that finds
+its sequence number taken reads what was written there and tries again on the new state, unless
+a newer leader epoch wrote it: then it raises FENCED_LEADER_EPOCH and the caller stops acting
+as leader for that partition. A write that succeeds below a snapshot (the name was free only
+because a compaction had deleted the record there) is void: it is dropped and the log replayed
+anew, so an old leader cannot slip a record in behind the compaction.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 
+from .metadata_compaction import (
+    SNAPSHOT_PREFIX,
+    compaction_due,
+    latest_snapshot,
+    parse_names,
+    snapshot_from_bytes,
+    snapshot_to_bytes,
+    superseded,
+)
 from .metadata_log import MetadataRecord, RemotePartitionMetadata
 from .segment_metadata import IllegalStateTransition, RemoteLogSegmentMetadata
 from .storage import RemoteStorageManager
@@ -27,6 +41,9 @@ METADATA_DIR = "metadata"
 # How many times a write re-reads and retries after losing its sequence number to another
 # writer of the same or an older epoch before giving up (each loss means progress elsewhere).
 MAX_RACES = 100
+# How often a replica that only reads forward also lists, to notice a compaction that deleted
+# the record it waits for (the remote log manager passes ten task intervals).
+DEFAULT_RELIST_INTERVAL_S = 300.0
 
 
 def metadata_prefix(tp: TopicPartition) -> str:
@@ -35,6 +52,10 @@ def metadata_prefix(tp: TopicPartition) -> str:
 
 def record_name(tp: TopicPartition, seq: int) -> str:
     return f"{metadata_prefix(tp)}{seq:020d}.json"
+
+
+def snapshot_name(tp: TopicPartition, seq: int) -> str:
+    return f"{metadata_prefix(tp)}{SNAPSHOT_PREFIX}{seq:020d}.json"
 
 
 class RemoteLogMetadataManager:
@@ -47,40 +68,89 @@ class RemoteLogMetadataManager:
     (the remote log manager runs one task per partition), calls for different partitions may.
     """
 
-    def __init__(self, store: RemoteStorageManager) -> None:
+    def __init__(
+        self, store: RemoteStorageManager, relist_interval_s: float = DEFAULT_RELIST_INTERVAL_S
+    ) -> None:
         self._store = store
         self._states: dict[TopicPartition, RemotePartitionMetadata] = {}
+        # The sequence number of the newest snapshot known per partition (0: none), and when
+        # `refresh` last listed the partition's metadata (a compaction may have skipped it).
+        self._snapshot_seq: dict[TopicPartition, int] = {}
+        self._listed_at: dict[TopicPartition, float] = {}
+        self._relist_interval_s = relist_interval_s
 
     def state(self, tp: TopicPartition) -> RemotePartitionMetadata | None:
         """The last replayed state (None: not loaded). Cheap: for reads on the fetch path."""
         return self._states.get(tp)
 
     async def load(self, tp: TopicPartition) -> RemotePartitionMetadata:
-        """Replay the partition's whole metadata log (from the listing), then anything written
-        since; replaces what was loaded before."""
-        names = await self._store.list_objects(metadata_prefix(tp))
-        state = RemotePartitionMetadata()
-        for name in names:
-            expected = record_name(tp, state.next_seq)
-            if name != expected:
-                log.warning("%s: unexpected metadata object %s (expected %s)", tp, name, expected)
-                break
-            data = await self._store.get_object(name)
-            if data is None:  # deleted under us: the partition is being deleted
-                break
-            state = state.apply(MetadataRecord.from_bytes(data))
-        state = await self._read_forward(tp, state)
-        self._states[tp] = state
-        return state
+        """Replay the partition's metadata log from its newest snapshot (from the listing),
+        then anything written since; replaces what was loaded before. A compaction deleting
+        what the listing showed makes it list again."""
+        for _ in range(MAX_RACES):
+            objects = parse_names(
+                metadata_prefix(tp), await self._store.list_objects(metadata_prefix(tp))
+            )
+            self._listed_at[tp] = time.monotonic()
+            state = RemotePartitionMetadata()
+            snapshot = latest_snapshot(objects)
+            if snapshot is not None:
+                data = await self._store.get_object(snapshot.name)
+                if data is None:
+                    continue  # a newer compaction removed it: list again
+                state = snapshot_from_bytes(data)
+            state = await self._read_forward(tp, state)
+            if any(not o.snapshot and o.seq >= state.next_seq for o in objects):
+                continue  # a record listed was deleted before it was read: list again
+            self._states[tp] = state
+            self._snapshot_seq[tp] = snapshot.seq if snapshot is not None else 0
+            return state
+        raise RiverlogError(
+            f"{tp}: the metadata log changed under {MAX_RACES} listings",
+            ErrorCode.KAFKA_STORAGE_ERROR,
+        )
 
     async def refresh(self, tp: TopicPartition) -> RemotePartitionMetadata:
-        """Read the records written since the last load or refresh (followers and readers)."""
+        """Read the records written since the last load or refresh (followers and readers);
+        at most every relist interval, also list, and reload when a compaction went past
+        where this replica had read (the next record would never appear)."""
         state = self._states.get(tp)
         if state is None:
             return await self.load(tp)
         state = await self._read_forward(tp, state)
         self._states[tp] = state
+        if time.monotonic() - self._listed_at.get(tp, 0.0) >= self._relist_interval_s:
+            objects = parse_names(
+                metadata_prefix(tp), await self._store.list_objects(metadata_prefix(tp))
+            )
+            self._listed_at[tp] = time.monotonic()
+            snapshot = latest_snapshot(objects)
+            if snapshot is not None and snapshot.seq > state.next_seq:
+                return await self.load(tp)
         return state
+
+    async def compact(self, tp: TopicPartition, leader_epoch: int, interval_records: int) -> int:
+        """As the leader of `leader_epoch`: once `interval_records` records were written since
+        the last snapshot, write the state as a snapshot, then delete the records and
+        snapshots below it (`metadata_compaction.py`). Returns how many objects went."""
+        state = self._states.get(tp)
+        if state is None or state.leader_epoch != leader_epoch:
+            return 0
+        done = self._snapshot_seq.get(tp, 0)
+        if not compaction_due(state.next_seq, done, interval_records):
+            return 0
+        seq = state.next_seq
+        await self._store.put_if_absent(
+            snapshot_name(tp, seq), snapshot_to_bytes(state, leader_epoch)
+        )
+        self._snapshot_seq[tp] = seq
+        objects = parse_names(
+            metadata_prefix(tp), await self._store.list_objects(metadata_prefix(tp))
+        )
+        doomed = superseded(objects, seq)
+        await self._store.delete_objects(doomed)
+        log.info("%s: remote log metadata compacted at %d (%d objects)", tp, seq, len(doomed))
+        return len(doomed)
 
     async def _read_forward(
         self, tp: TopicPartition, state: RemotePartitionMetadata
@@ -121,7 +191,15 @@ class RemoteLogMetadataManager:
             reason = state.rejection(record)
             if reason is not None:
                 raise IllegalStateTransition(f"{tp}: {reason}")
-            if await self._store.put_if_absent(record_name(tp, state.next_seq), record.to_bytes()):
+            name = record_name(tp, state.next_seq)
+            if await self._store.put_if_absent(name, record.to_bytes()):
+                if await self._compacted_past(tp, state.next_seq):
+                    # The name was free because a compaction had deleted the record there:
+                    # ours is below a snapshot, read by no one. Drop it and replay anew (an
+                    # older leader is fenced by the snapshot's epoch).
+                    await self._store.delete_objects([name])
+                    state = await self.load(tp)
+                    continue
                 state = state.apply(record)
                 self._states[tp] = state
                 return state
@@ -132,8 +210,21 @@ class RemoteLogMetadataManager:
             ErrorCode.KAFKA_STORAGE_ERROR,
         )
 
+    async def _compacted_past(self, tp: TopicPartition, seq: int) -> bool:
+        """Whether a snapshot above `seq` exists. A snapshot is written before the records
+        below it are deleted, so after creating the record at `seq` this tells whether the
+        name was free only because a compaction had removed the record (one listing per
+        write: writes are a few per copied segment)."""
+        objects = parse_names(
+            metadata_prefix(tp), await self._store.list_objects(metadata_prefix(tp))
+        )
+        newest = latest_snapshot(objects)
+        return newest is not None and newest.seq > seq
+
     def forget(self, tp: TopicPartition) -> None:
         self._states.pop(tp, None)
+        self._snapshot_seq.pop(tp, None)
+        self._listed_at.pop(tp, None)
 
     async def delete_partition(self, tp: TopicPartition) -> int:
         """Remove every object of the partition, data and metadata (topic deletion); returns

@@ -11,7 +11,9 @@ RLMExpirationTask): one asyncio task per partition this node leads with
    (`copied_next_offset`), so local retention may remove it;
 4. expire remote segments by the total retention (DELETE_SEGMENT_STARTED, the objects,
    DELETE_SEGMENT_FINISHED) and move the log start offset past them; DeleteRecords wakes the
-   task, so the remote segments wholly below the new log start go at once.
+   task, so the remote segments wholly below the new log start go at once;
+5. compact the metadata log once `remote.log.metadata.snapshot.interval.records` records were
+   written since its last snapshot (`metadata_compaction.py`).
 
 A store that fails makes the task back off (`remote.log.manager.task.retry.backoff.ms`,
 doubling up to `.max.ms`) and try again; meanwhile local data stays (nothing uncopied is taken
@@ -125,7 +127,9 @@ class RemoteLogManager:
     ) -> None:
         self.config = config
         self.store = store
-        self.metadata = metadata or RemoteLogMetadataManager(store)
+        self.metadata = metadata or RemoteLogMetadataManager(
+            store, relist_interval_s=10 * config.task_interval_ms / 1000.0
+        )
         self._clock = clock
         self._tasks: dict[TopicPartition, PartitionTask] = {}
         self._deletions: set[asyncio.Task[None]] = set()
@@ -281,7 +285,7 @@ class RemoteLogManager:
     # -- one round --------------------------------------------------------------------------
 
     async def run_once(self, state: PartitionTask) -> None:
-        """Steps 1-4 of the module docstring, once."""
+        """Steps 1-5 of the module docstring, once."""
         tp, epoch = state.log.tp, state.leader_epoch
         if not state.epoch_started:
             await self.metadata.start_epoch(tp, epoch)
@@ -289,6 +293,7 @@ class RemoteLogManager:
         await self._clean_up(state)
         await self._copy(state)
         await self._expire(state)
+        await self.metadata.compact(tp, epoch, self.config.metadata_snapshot_interval_records)
 
     def _publish(self, state: PartitionTask) -> None:
         """Tell the log what is copied (local retention's input)."""

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from tiered_cluster import (
+    METADATA_SNAPSHOT_INTERVAL,
     StorageHarness,
     assert_same_batches,
     create_tiered_topic,
@@ -190,6 +191,45 @@ def test_a_restarted_node_still_serves_the_remote_records_and_delete_records_goe
         ]
 
     wait_until(remote_gone, 60, "the remote segments below the new log start to go")
+
+
+def test_the_metadata_log_stays_bounded_as_segments_expire(
+    harness: StorageHarness, tier: Path
+) -> None:
+    """retention.bytes over the whole log expires remote segments as new ones are copied:
+    four metadata records each, but the leader's compactions (a snapshot every
+    METADATA_SNAPSHOT_INTERVAL records here) keep the metadata objects bounded, and the
+    state replayed from the snapshot still reads the retained records."""
+    topic, leader = create_tiered_topic(harness, "tiered-compact", retention_bytes="12288")
+    store = DirectoryRemoteStorage(tier)
+    now = int(time.time() * 1000)
+    sent = [make_batch(count=5, tag=i, value_size=200, ts=now) for i in range(72)]  # ~18 segs
+    produce(harness, topic, sent, node=leader)
+    metadata = tier / f"{topic}-0" / "metadata"
+
+    def settled() -> bool:
+        state = remote_state(store, topic)
+        return (
+            state.next_seq >= 3 * METADATA_SNAPSHOT_INTERVAL
+            and state.size_bytes() <= 12288
+            and (state.copied_next_offset() or 0)
+            >= int(local_segments(harness, topic, leader)[0].stem)
+            and any(p.name.startswith("snapshot-") for p in metadata.iterdir())
+        )
+
+    wait_until(settled, 90, "segments to be copied, expired and the metadata compacted")
+    state = remote_state(store, topic)
+    objects = [p.name for p in metadata.iterdir() if p.suffix == ".json"]
+    assert len(objects) <= METADATA_SNAPSHOT_INTERVAL + 1 < state.next_seq
+    start = state.log_start_offset()
+    assert start is not None and start > 0
+    stored = fetch_from(harness, topic, start, node=leader)
+    headers = iter_batches(stored)
+    assert [h.base_offset for h in headers] == list(range(start, 5 * len(sent), 5))
+    pos = 0
+    for header, batch in zip(headers, sent[start // 5 :], strict=True):
+        assert stored[pos + 17 : pos + header.size] == batch[17:]
+        pos += header.size
 
 
 def idempotent_batch(seq: int, ts: int, count: int = 5) -> bytes:

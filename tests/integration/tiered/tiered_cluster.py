@@ -33,12 +33,14 @@ from riverlog.v1 import admin_pb2, data_pb2
 
 __all__ = ["StorageHarness", "make_batch", "produce_request", "wait_until"]
 
+METADATA_SNAPSHOT_INTERVAL = 20
 FAST = {
     "remote.log.storage.system.enable": "true",
     "remote.log.manager.task.interval.ms": "200",
     "remote.log.manager.task.retry.backoff.ms": "100",
     "remote.log.manager.task.retry.backoff.max.ms": "1000",
     "log.retention.check.interval.ms": "200",
+    "remote.log.metadata.snapshot.interval.records": str(METADATA_SNAPSHOT_INTERVAL),
 }
 TOPIC_CONFIGS = {
     "remote.storage.enable": "true",
@@ -53,11 +55,18 @@ def tiered_harness(
     return StorageHarness(start_cluster(root, storage_nodes, **FAST, **store_configs))
 
 
-def create_tiered_topic(harness: StorageHarness, prefix: str, replicas: int = 1) -> tuple[str, int]:
-    """A one-partition topic with TOPIC_CONFIGS; returns its name and its leader."""
+def create_tiered_topic(
+    harness: StorageHarness, prefix: str, replicas: int = 1, **configs: str
+) -> tuple[str, int]:
+    """A one-partition topic with TOPIC_CONFIGS (and `configs`, dotted names spelled with
+    underscores); returns its name and its leader."""
     name = unique_topic_name(prefix)
+    extra = {k.replace("_", "."): v for k, v in configs.items()}
     creatable = admin_pb2.CreatableTopic(
-        name=name, num_partitions=1, replication_factor=replicas, configs=TOPIC_CONFIGS
+        name=name,
+        num_partitions=1,
+        replication_factor=replicas,
+        configs={**TOPIC_CONFIGS, **extra},
     )
     with harness.metadata() as stub:
         reply = stub.CreateTopics(admin_pb2.CreateTopicsRequest(topics=[creatable]), timeout=30)

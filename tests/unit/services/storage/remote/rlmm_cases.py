@@ -97,9 +97,54 @@ async def deleting_a_partition_removes_data_and_metadata(store: RemoteStorageMan
     assert (await RemoteLogMetadataManager(store).load(tp)).next_seq == 0
 
 
+async def lifecycle(
+    manager: RemoteLogMetadataManager, tp: TopicPartition, start: int, epoch: int
+) -> None:
+    """One segment copied, then expired: four records."""
+    segment = started(tp, start, start + 9, epoch)
+    await manager.add(segment)
+    finished = segment.transition_to(S.COPY_SEGMENT_FINISHED, epoch, 0)
+    await manager.update(finished)
+    deleting = finished.transition_to(S.DELETE_SEGMENT_STARTED, epoch, 0)
+    await manager.update(deleting)
+    await manager.update(deleting.transition_to(S.DELETE_SEGMENT_FINISHED, epoch, 0))
+
+
+async def compaction_bounds_the_objects_and_keeps_the_state(
+    store: RemoteStorageManager,
+) -> None:
+    """Many expired segments: the leader's compactions keep the metadata objects bounded; a
+    replica loading afresh replays the same state from the snapshot, a follower that had read
+    up to a compacted record catches up through its listing, and an older leader is still
+    fenced after the records that fenced it are gone."""
+    tp = TopicPartition("compacted", 0)
+    leader, follower = RemoteLogMetadataManager(store), RemoteLogMetadataManager(store, 0.0)
+    old = RemoteLogMetadataManager(store)
+    await old.start_epoch(tp, 1)
+    await leader.start_epoch(tp, 2)
+    await follower.load(tp)
+    for i in range(12):
+        await lifecycle(leader, tp, 10 * i, 2)
+        await leader.compact(tp, 2, 10)
+    live = started(tp, 120, 129, 2)
+    state = await leader.add(live)
+    state = await leader.update(live.transition_to(S.COPY_SEGMENT_FINISHED, 2, 0))
+    assert state.next_seq == 2 + 12 * 4 + 2
+    names = await store.list_objects(f"{tp}/metadata/")
+    assert len(names) <= 10 + 2  # records since the last snapshot, and the snapshot
+    assert [n for n in names if "snapshot-" in n]
+    assert await RemoteLogMetadataManager(store).load(tp) == state
+    assert await follower.refresh(tp) == state  # seq 2 is long gone: it lists and reloads
+    assert await leader.compact(tp, 1, 1) == 0  # not the newest epoch: no compaction
+    with pytest.raises(RiverlogError) as err:
+        await old.add(started(tp, 130, 139, 1))
+    assert err.value.code == ErrorCode.FENCED_LEADER_EPOCH
+
+
 CASES = [
     a_new_leader_continues_where_the_old_one_stopped,
     the_old_leader_is_fenced_once_the_new_one_started,
     writers_of_one_epoch_interleave_without_losing_records,
     deleting_a_partition_removes_data_and_metadata,
+    compaction_bounds_the_objects_and_keeps_the_state,
 ]
