@@ -37,8 +37,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """The session's cluster. Do not kill, pause or reconfigure its processes: other tests
     share it (start your own LocalCluster for that)."""
+    root = tmp_path_factory.mktemp("cluster")
     with LocalCluster(
-        tmp_path_factory.mktemp("cluster"),
+        root,
         storage_nodes=SESSION_STORAGE_NODES,
         metadata_nodes=SESSION_METADATA_NODES,
         gateways=SESSION_GATEWAYS,
@@ -49,7 +50,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
             "metadata": {
                 "offsets.topic.num.partitions": "4",
                 "transaction.state.log.num.partitions": "4",
-            }
+            },
+            # Tiered storage is on for the nodes (topics opt in with remote.storage.enable;
+            # nothing changes for the others), with a directory store and short task and
+            # retention-check intervals, so a test can read a topic from below its local log
+            # start (the Spark source's tiered case) without a cluster of its own.
+            "storage": {
+                "remote.log.storage.system.enable": "true",
+                "rsm.config.dir": str(root / "tier"),
+                "remote.log.manager.task.interval.ms": "500",
+                "log.retention.check.interval.ms": "1000",
+            },
         },
     ) as local:
         yield local

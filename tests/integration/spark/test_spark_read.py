@@ -1,18 +1,22 @@
 """Batch reads through the `riverlog` format against the session cluster: a whole topic equals
-what was produced, offset ranges are honoured exactly, and minPartitions splits without
-duplicates or gaps."""
+what was produced, offset ranges are honoured exactly, minPartitions splits without
+duplicates or gaps, and a tiered topic reads from below its local log start."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 
 import pytest
 from spark_helpers import produce, rows_as_dicts
 
+from riverlog.client import AdminClient, TopicPartition
+
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 T0 = 1_700_000_000_000
+EARLIEST_LOCAL = -4  # ListOffsets by Kafka's convention: the first offset on the leader's disk
 
 
 def _records(n: int) -> list[dict]:
@@ -110,3 +114,45 @@ def test_starting_and_ending_timestamps_select_that_time_range(spark, gateway_ad
         (r["partition"], r["offset"]) for r in sent if T0 + 20 <= r["timestamp_ms"] < T0 + 27
     )
     assert got == want
+
+
+@pytest.mark.timeout(400)
+def test_a_tiered_topic_reads_from_offset_zero_below_the_local_log_start(
+    spark, gateway_address, new_topic
+):
+    """Tiered storage (the session cluster's nodes tier to a directory): once the leader has
+    copied the closed segments and deleted them locally, a batch read from the earliest offset
+    gets every record — the remote ones first — with its offset and bytes."""
+    topic = new_topic(
+        configs={
+            "remote.storage.enable": "true",
+            "segment.bytes": "8192",
+            "local.retention.bytes": "0",
+        }
+    )
+    now = int(time.time() * 1000)  # retention.ms (7 days) would take older records at once
+    records = [
+        {"value": b"%d|" % i + bytes([i % 251]) * 300, "key": b"k%d" % i, "timestamp_ms": now + i}
+        for i in range(120)
+    ]  # ~40 KB: about five segments
+    sent = []  # ten records per request: a request's payload must fit in a segment
+    for i in range(0, len(records), 10):
+        sent += produce(gateway_address, topic, records[i : i + 10])
+    tp = TopicPartition(topic, 0)
+    deadline = time.monotonic() + 60
+    with AdminClient({"bootstrap.servers": gateway_address}) as admin:
+        while True:
+            found = admin.list_offsets({tp: EARLIEST_LOCAL})[tp]
+            earliest = admin.list_offsets({tp: -2})[tp]
+            if found is not None and found.offset >= 60:
+                break
+            assert time.monotonic() < deadline, f"local segments still there: {found}"
+            time.sleep(0.2)
+    assert earliest is not None and earliest.offset == 0  # still readable, remotely
+    df = _reader(spark, gateway_address).option("subscribe", topic).load()
+    rows = rows_as_dicts(df)
+    assert [r["offset"] for r in rows] == [r["offset"] for r in sent] == list(range(120))
+    for row, want in zip(rows, sent, strict=True):
+        assert (row["key"], row["value"]) == (want["key"], want["value"])
+        stamp = dt.datetime.fromtimestamp(want["timestamp_ms"] / 1000, dt.UTC)
+        assert row["timestamp"].replace(tzinfo=dt.UTC) == stamp
