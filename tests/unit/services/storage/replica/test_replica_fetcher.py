@@ -7,6 +7,7 @@ leader never had must drop it (divergence) — plus KIP-279's multi-round answer
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,10 @@ from riverlog.common.cluster import ClusterImage, NodeInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 from riverlog.services.storage.log import EpochEntry
+from riverlog.services.storage.producer.entry import BatchMetadata, ProducerStateEntry
+from riverlog.services.storage.producer.snapshot import encode
+from riverlog.services.storage.remote.aux_state import RemoteLogAuxState
+from riverlog.services.storage.remote.storage import RemoteStorageError
 from riverlog.services.storage.replica.fetch import close_results
 from riverlog.services.storage.replica.fetcher import (
     FetcherSettings,
@@ -416,6 +421,76 @@ async def test_a_partition_on_an_offline_log_dir_is_not_fetched(tmp_path: Path) 
         offline.add(T0)
         manager.update()  # what the storage node does when the dir goes offline
         assert A not in manager.fetchers
+    finally:
+        await manager.close()
+        leader.close()
+        follower.close()
+
+
+class TieredEndpoint(LocalEndpoint):
+    """The leader as if it had tiered [0, local_start): a fetch below answers
+    OFFSET_MOVED_TO_TIERED_STORAGE with its local start."""
+
+    def __init__(self, leader: Node, local_start: int) -> None:
+        super().__init__(leader)
+        self.local_start = local_start
+
+    async def fetch(self, params: FetchParams) -> list[FollowerFetchResult]:
+        [part] = params.partitions
+        if part.fetch_offset < self.local_start:
+            moved = ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE
+            return [FollowerFetchResult(part.tp, moved, "", 0, self.local_start, 0, b"")]
+        return await super().fetch(params)
+
+
+async def test_a_follower_below_the_leaders_local_start_takes_the_remote_state(
+    tmp_path: Path,
+) -> None:
+    """OFFSET_MOVED_TO_TIERED_STORAGE with the remote aux-state hook: while the store fails the
+    follower's log is left alone and it asks again; then it starts at the remote segment's next
+    offset with the producers and leader epochs from the remote tier, and fetches on."""
+    leader, follower = _node(tmp_path, A), _node(tmp_path, B)
+    follower.replicas.remote_storage_system_enable = True
+    tiered = {"remote.storage.enable": "true"}
+
+    def image() -> ClusterImage:
+        base = _image(A, 2, 1)
+        info = topic("t", leaders=[A], epoch=2, replicas=[[A, B]], isr=[[A, B]], configs=tiered)
+        return dataclasses.replace(base, topics=MappingProxyType({"t": info}))
+
+    leader.replicas.apply_image(image())
+    lp = leader.replicas.partitions[T0]
+    for i in range(5):
+        lp.append_as_leader(make_batch(2, tag=i))
+    producer = ProducerStateEntry(77, 3)
+    producer.batches.append(BatchMetadata(0, 9, 0, 5, 1000))
+    aux = RemoteLogAuxState(6, ((1, 0), (2, 4)), encode([producer]))
+    calls: list[tuple[TopicPartition, int]] = []
+
+    async def remote_aux(tp: TopicPartition, local_start: int) -> RemoteLogAuxState | None:
+        calls.append((tp, local_start))
+        if len(calls) == 1:
+            raise RemoteStorageError("the store is down")
+        return aux
+
+    endpoint = TieredEndpoint(leader, 6)
+    manager = ReplicaFetcherManager(
+        B,
+        follower.replicas,
+        lambda _node: endpoint,
+        FetcherSettings(max_wait_ms=20, backoff_ms=10),
+        remote_aux=remote_aux,
+    )
+    follower.replicas.on_partitions_changed.append(manager.update)
+    try:
+        follower.replicas.apply_image(image())
+        fp = follower.replicas.partitions[T0]
+        await _until(lambda: fp.log_end_offset == 10, "the follower to catch up")
+        assert calls == [(T0, 6), (T0, 6)]  # asked again after the store failed
+        assert fp.log.local_log_start_offset == 6
+        assert fp.log.leader_epoch_cache.entries[:2] == (EpochEntry(1, 0), EpochEntry(2, 4))
+        entry = fp.producer_state.last_entry(77)
+        assert entry is not None and entry.producer_epoch == 3 and entry.last_seq == 9
     finally:
         await manager.close()
         leader.close()
