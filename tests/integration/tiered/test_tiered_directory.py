@@ -110,18 +110,26 @@ def test_segments_are_copied_and_deleted_locally_keeping_every_byte(
     assert_same_batches(fetch_from(harness, topic, 0, node=leader), sent)
     with harness.zero_copy(leader) as client:
         assert_same_batches(fetch_from(harness, topic, 0, client.fetch, leader), sent)
-    # The tiering families on the leader's /metrics.
+    # The tiering families on the leader's /metrics (a last closed segment may still be copied
+    # meanwhile: the remote size is compared with the store's once both agree).
     url = harness.cluster.storage(leader).metrics_url
     assert url is not None
-    with urllib.request.urlopen(url, timeout=10) as response:
-        families = {f.name: f for f in text_string_to_metric_families(response.read().decode())}
+
+    def scrape() -> dict | None:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            text = response.read().decode()
+        found = {f.name: f for f in text_string_to_metric_families(text)}
+        size = [
+            s.value
+            for s in found["riverlog_remote_log_size_bytes"].samples
+            if s.labels["topic"] == topic
+        ]
+        return found if size == [len(remote_bytes(store, topic)[0])] else None
+
+    families = wait_until(scrape, 30, "the remote size gauge to match the store")
     node = {"node_id": str(leader)}
     [copied] = families["riverlog_remote_copy_bytes"].samples
     assert copied.labels == node and copied.value >= len(remote)
-    remote_size = [
-        s for s in families["riverlog_remote_log_size_bytes"].samples if s.labels["topic"] == topic
-    ]
-    assert [s.value for s in remote_size] == [len(remote)]
     [reads] = families["riverlog_remote_fetch_requests"].samples
     assert reads.value > 0
     lookups = {
@@ -207,6 +215,9 @@ def test_the_metadata_log_stays_bounded_as_segments_expire(
     produce(harness, topic, sent, node=leader)
     metadata = tier / f"{topic}-0" / "metadata"
 
+    def objects() -> list[str]:
+        return [p.name for p in metadata.iterdir() if p.suffix == ".json"]
+
     def settled() -> bool:
         state = remote_state(store, topic)
         return (
@@ -214,13 +225,13 @@ def test_the_metadata_log_stays_bounded_as_segments_expire(
             and state.size_bytes() <= 12288
             and (state.copied_next_offset() or 0)
             >= int(local_segments(harness, topic, leader)[0].stem)
-            and any(p.name.startswith("snapshot-") for p in metadata.iterdir())
+            and any(name.startswith("snapshot-") for name in objects())
+            and len(objects()) <= METADATA_SNAPSHOT_INTERVAL + 1  # the deletes done
         )
 
     wait_until(settled, 90, "segments to be copied, expired and the metadata compacted")
     state = remote_state(store, topic)
-    objects = [p.name for p in metadata.iterdir() if p.suffix == ".json"]
-    assert len(objects) <= METADATA_SNAPSHOT_INTERVAL + 1 < state.next_seq
+    assert len(objects()) <= METADATA_SNAPSHOT_INTERVAL + 1 < state.next_seq
     start = state.log_start_offset()
     assert start is not None and start > 0
     stored = fetch_from(harness, topic, start, node=leader)
