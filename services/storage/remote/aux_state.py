@@ -85,9 +85,13 @@ async def fetch_aux_state(
     segment = state.segment_for(leader_local_start - 1) if leader_local_start > 0 else None
     if segment is None:
         return None
-    checkpoint = parse_epoch_checkpoint(
-        await store.fetch_index(segment.segment_id, IndexType.LEADER_EPOCH)
-    )
+    try:
+        checkpoint = parse_epoch_checkpoint(
+            await store.fetch_index(segment.segment_id, IndexType.LEADER_EPOCH)
+        )
+    except ValueError as exc:  # the segments' metadata still name their epochs
+        log.error("%s: leader-epoch checkpoint of %s unreadable: %s", tp, segment.segment_id, exc)
+        checkpoint = []
     try:
         snapshot: bytes | None = await store.fetch_index(
             segment.segment_id, IndexType.PRODUCER_SNAPSHOT
