@@ -1,10 +1,11 @@
 """Tiered storage end to end on real processes with the directory store: a storage node with
 `remote.log.storage.system.enable` copies the closed segments of a `remote.storage.enable`
 topic to the directory, deletes them locally by `local.retention.bytes` once copied, and
-what is remote plus what is local is every batch produced, byte for byte; below the local log
-start a fetch gets OFFSET_MOVED_TO_TIERED_STORAGE (reads from the remote tier are not served
-yet); DescribeLogDirs reports the remote size and the local log start; deleting the topic
-deletes its remote data."""
+what is remote plus what is local is every batch produced, byte for byte, read back from 0
+through the remote tier; DescribeLogDirs reports the remote size and the local log start;
+deleting the topic deletes its remote data. Also: DeleteRecords into the remote tier, the
+metadata log's compaction, a wiped follower that takes the producer state from the remote tier
+and leads, and a leader killed mid-copy."""
 
 from __future__ import annotations
 
