@@ -98,14 +98,25 @@ def test_segments_are_copied_and_deleted_locally_keeping_every_byte(
         )
     local_start = int(local_segments(harness, topic, leader)[0].stem)
     assert [p.offset for p in listed.partitions] == [0, local_start, local_start, 0]
+
     # DescribeLogDirs (decision 0040; the gateway passes these on): the replica's bytes in
-    # the remote tier are the copied segments', its local start where local retention left it.
-    with harness.storage(leader) as stub:
-        dirs = stub.DescribeLogDirs(storage_pb2.DescribeLogDirsRequest(), timeout=10)
-    [replica] = [p for d in dirs.log_dirs for p in d.partitions if p.topic == topic]
-    assert replica.remote_size_bytes == len(remote) > 0
-    assert (replica.log_start_offset, replica.local_log_start_offset) == (0, local_start)
-    assert local_start > 0 and not replica.is_future
+    # the remote tier are the copied segments', its local start where local retention left it
+    # (a last closed segment may still be copied meanwhile: compared once both agree).
+    def described() -> storage_pb2.DescribeLogDirsResponse.PartitionInfo | None:
+        with harness.storage(leader) as stub:
+            dirs = stub.DescribeLogDirs(storage_pb2.DescribeLogDirsRequest(), timeout=10)
+        [replica] = [p for d in dirs.log_dirs for p in d.partitions if p.topic == topic]
+        first_local = int(local_segments(harness, topic, leader)[0].stem)
+        in_store = len(remote_bytes(store, topic)[0])
+        agree = (replica.remote_size_bytes, replica.local_log_start_offset) == (
+            in_store,
+            first_local,
+        )
+        return replica if agree else None
+
+    replica = wait_until(described, 30, "DescribeLogDirs to match the store and the local log")
+    assert replica.remote_size_bytes > 0 and replica.log_start_offset == 0
+    assert replica.local_log_start_offset > 0 and not replica.is_future
     # A consumer from the beginning reads the remote segments, then the local ones: the same
     # bytes, over gRPC and over the zero-copy channel.
     assert_same_batches(fetch_from(harness, topic, 0, node=leader), sent)
