@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
+from sdk_flavours import SYNC, EventLoopThread, Sdk, asyncio_sdk
 
 from riverlog.cluster import LocalCluster, unique_topic_name
 
@@ -70,6 +71,25 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 def gateway_address(cluster: LocalCluster) -> str:
     """`host:port` of the session cluster's gateway (the SDK's bootstrap.servers)."""
     return cluster.gateway_address
+
+
+@pytest.fixture(scope="session")
+def sdk_loop() -> Iterator[EventLoopThread]:
+    """The event loop (in a thread of its own) of the asyncio flavour's clients."""
+    loop = EventLoopThread()
+    yield loop
+    loop.close()
+
+
+@pytest.fixture(params=["sync", "asyncio"])
+def sdk(request: pytest.FixtureRequest) -> Sdk:
+    """The SDK flavour under test (sdk_flavours.py): `sdk.Producer`, `sdk.Consumer`,
+    `sdk.AdminClient` are the sync classes, or the asyncio SDK's behind the same method names,
+    so a behavioural test of the SDK runs against both. A test that runs one flavour for some
+    of its cases parametrizes `sdk` itself (`indirect=["sdk"]`)."""
+    if request.param == "sync":
+        return SYNC
+    return asyncio_sdk(request.getfixturevalue("sdk_loop"))
 
 
 def _prefix(request: pytest.FixtureRequest) -> str:

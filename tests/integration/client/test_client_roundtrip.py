@@ -1,24 +1,24 @@
 """The SDK against the session's real cluster (etcd, metadata, three storage nodes, one gateway):
 produce and consume round trips with every compression type, keys, headers and null values,
 each acks setting, positions and seeks, offsets look-ups, auto.offset.reset, flush and close,
-an unknown topic, and the admin client."""
+an unknown topic, and the admin client. Each test runs against both SDK flavours, the sync
+clients and the asyncio ones (the `sdk` fixture, sdk_flavours.py)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
+from sdk_flavours import Sdk
 
 from riverlog.client import (
-    AdminClient,
     ClientTimeoutError,
-    Consumer,
     ConsumerRecord,
     NewTopic,
     OffsetAndTimestamp,
     OffsetOutOfRangeError,
-    Producer,
     RiverlogError,
     TopicPartition,
 )
@@ -32,17 +32,17 @@ NewTopicFn = Callable[..., str]
 BOUNDED = {"delivery.timeout.ms": 60_000, "request.timeout.ms": 20_000}
 
 
-def producer(address: str, **config: object) -> Producer:
-    return Producer({"bootstrap.servers": address, **BOUNDED}, **config)
+def producer(sdk: Sdk, address: str, **config: object) -> Any:
+    return sdk.Producer({"bootstrap.servers": address, **BOUNDED}, **config)
 
 
 def consume(
-    address: str, tps: list[TopicPartition], want: int, **config: object
+    sdk: Sdk, address: str, tps: list[TopicPartition], want: int, **config: object
 ) -> list[ConsumerRecord]:
     """Read from the start until `want` records came back (bounded: 200 polls)."""
     out: list[ConsumerRecord] = []
     settings = {"auto.offset.reset": "earliest", "fetch.max.wait.ms": 100, **config}
-    with Consumer({"bootstrap.servers": address, **settings}) as consumer:
+    with sdk.Consumer({"bootstrap.servers": address, **settings}) as consumer:
         consumer.assign(tps)
         for _ in range(200):
             for records in consumer.poll(timeout_ms=500).values():
@@ -54,11 +54,11 @@ def consume(
 
 @pytest.mark.parametrize("compression", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_round_trip_per_compression(
-    gateway_address: str, new_topic: NewTopicFn, compression: str
+    sdk: Sdk, gateway_address: str, new_topic: NewTopicFn, compression: str
 ) -> None:
     topic = new_topic(partitions=3)
     sent = []
-    with producer(gateway_address, compression_type=compression, acks=1) as p:
+    with producer(sdk, gateway_address, compression_type=compression, acks=1) as p:
         for i in range(600):
             key = None if i % 5 == 0 else b"key-%d" % (i % 17)
             value = None if i % 7 == 0 else b"value-%d-" % i + b"x" * (i % 50)
@@ -67,7 +67,7 @@ def test_round_trip_per_compression(
         p.flush()
     metas = [f.result(30) for *_, f in sent]
     tps = [TopicPartition(topic, i) for i in range(3)]
-    got = {(r.partition, r.offset): r for r in consume(gateway_address, tps, len(sent))}
+    got = {(r.partition, r.offset): r for r in consume(sdk, gateway_address, tps, len(sent))}
     assert len(got) == len(sent)
     for (key, value, headers, _), meta in zip(sent, metas, strict=True):
         record = got[(meta.partition, meta.offset)]
@@ -78,9 +78,11 @@ def test_round_trip_per_compression(
 
 
 @pytest.mark.parametrize("acks", ["0", "1", "all"])
-def test_each_acks_setting(gateway_address: str, new_topic: NewTopicFn, acks: str) -> None:
+def test_each_acks_setting(
+    sdk: Sdk, gateway_address: str, new_topic: NewTopicFn, acks: str
+) -> None:
     topic = new_topic(partitions=1, replication_factor=3)
-    with producer(gateway_address, acks=acks) as p:
+    with producer(sdk, gateway_address, acks=acks) as p:
         futures = [p.send(topic, b"v%d" % i) for i in range(50)]
         p.flush()
         offsets = [f.result(30).offset for f in futures]
@@ -88,17 +90,17 @@ def test_each_acks_setting(gateway_address: str, new_topic: NewTopicFn, acks: st
         assert offsets == [-1] * 50
     else:
         assert offsets == list(range(50))
-    records = consume(gateway_address, [TopicPartition(topic, 0)], 50)
+    records = consume(sdk, gateway_address, [TopicPartition(topic, 0)], 50)
     assert [r.value for r in records] == [b"v%d" % i for i in range(50)]
 
 
-def test_positions_seeks_and_offsets(gateway_address: str, new_topic: NewTopicFn) -> None:
+def test_positions_seeks_and_offsets(sdk: Sdk, gateway_address: str, new_topic: NewTopicFn) -> None:
     topic = new_topic(partitions=2)
     tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
-    with producer(gateway_address, acks="all") as p:
+    with producer(sdk, gateway_address, acks="all") as p:
         for i in range(20):
             p.send(topic, b"v%d" % i, partition=0, timestamp_ms=1_000_000 + 1000 * i)
-    with Consumer(bootstrap_servers=gateway_address, fetch_max_wait_ms=100) as c:
+    with sdk.Consumer(bootstrap_servers=gateway_address, fetch_max_wait_ms=100) as c:
         assert c.beginning_offsets([tp0, tp1]) == {tp0: 0, tp1: 0}
         assert c.end_offsets([tp0, tp1]) == {tp0: 20, tp1: 0}
         found = c.offsets_for_times({tp0: 1_005_500, tp1: 1_000_000})
@@ -120,22 +122,22 @@ def test_positions_seeks_and_offsets(gateway_address: str, new_topic: NewTopicFn
         assert [r.offset for r in first[tp0]] == [0]
 
 
-def test_auto_offset_reset(gateway_address: str, new_topic: NewTopicFn) -> None:
+def test_auto_offset_reset(sdk: Sdk, gateway_address: str, new_topic: NewTopicFn) -> None:
     topic = new_topic(partitions=1)
     tp = TopicPartition(topic, 0)
-    with producer(gateway_address) as p:
+    with producer(sdk, gateway_address) as p:
         for i in range(10):
             p.send(topic, b"v%d" % i)
-    assert len(consume(gateway_address, [tp], 10, **{"auto.offset.reset": "earliest"})) == 10
-    with Consumer(bootstrap_servers=gateway_address, auto_offset_reset="latest") as c:
+    assert len(consume(sdk, gateway_address, [tp], 10, **{"auto.offset.reset": "earliest"})) == 10
+    with sdk.Consumer(bootstrap_servers=gateway_address, auto_offset_reset="latest") as c:
         c.assign([tp])
         assert c.position(tp) == 10
-    with Consumer(bootstrap_servers=gateway_address, auto_offset_reset="none") as c:
+    with sdk.Consumer(bootstrap_servers=gateway_address, auto_offset_reset="none") as c:
         c.assign([tp])
         with pytest.raises(OffsetOutOfRangeError):
             c.poll(timeout_ms=100)
     # A position past the end of the log: reset by the policy, or an error with none.
-    with Consumer(bootstrap_servers=gateway_address, auto_offset_reset="earliest") as c:
+    with sdk.Consumer(bootstrap_servers=gateway_address, auto_offset_reset="earliest") as c:
         c.assign([tp])
         c.seek(tp, 1000)
         records = []
@@ -144,7 +146,7 @@ def test_auto_offset_reset(gateway_address: str, new_topic: NewTopicFn) -> None:
             if len(records) >= 10:
                 break
         assert [r.offset for r in records] == list(range(10))
-    with Consumer(bootstrap_servers=gateway_address, auto_offset_reset="none") as c:
+    with sdk.Consumer(bootstrap_servers=gateway_address, auto_offset_reset="none") as c:
         c.assign([tp])
         c.seek(tp, 1000)
         with pytest.raises(OffsetOutOfRangeError, match="at offset 1000"):
@@ -152,9 +154,9 @@ def test_auto_offset_reset(gateway_address: str, new_topic: NewTopicFn) -> None:
                 c.poll(timeout_ms=200)
 
 
-def test_flush_and_close(gateway_address: str, new_topic: NewTopicFn) -> None:
+def test_flush_and_close(sdk: Sdk, gateway_address: str, new_topic: NewTopicFn) -> None:
     topic = new_topic(partitions=1)
-    p = producer(gateway_address, linger_ms=30_000)
+    p = producer(sdk, gateway_address, linger_ms=30_000)
     first = [p.send(topic, b"a%d" % i) for i in range(5)]
     p.flush(timeout=30)
     assert all(f.done() for f in first)
@@ -163,8 +165,10 @@ def test_flush_and_close(gateway_address: str, new_topic: NewTopicFn) -> None:
     assert [f.result(0).offset for f in first + second] == list(range(10))
 
 
-def test_unknown_topic_fails_after_max_block_ms(gateway_address: str, topic_name: str) -> None:
-    with producer(gateway_address, max_block_ms=500) as p:
+def test_unknown_topic_fails_after_max_block_ms(
+    sdk: Sdk, gateway_address: str, topic_name: str
+) -> None:
+    with producer(sdk, gateway_address, max_block_ms=500) as p:
         start = time.monotonic()
         with pytest.raises(
             ClientTimeoutError, match=f"topic '{topic_name}' not present in metadata"
@@ -173,8 +177,8 @@ def test_unknown_topic_fails_after_max_block_ms(gateway_address: str, topic_name
         assert time.monotonic() - start < 60  # bounded by max.block.ms, not the 60 s default
 
 
-def test_admin_client(gateway_address: str, topic_name: str) -> None:
-    with AdminClient(bootstrap_servers=gateway_address, client_id="admin-test") as admin:
+def test_admin_client(sdk: Sdk, gateway_address: str, topic_name: str) -> None:
+    with sdk.AdminClient(bootstrap_servers=gateway_address, client_id="admin-test") as admin:
         assert admin.create_topics([NewTopic(topic_name, 2, 1, {"retention.ms": "3600000"})]) == {
             topic_name: None
         }
@@ -197,38 +201,40 @@ def test_admin_client(gateway_address: str, topic_name: str) -> None:
         assert outcomes[topic_name] is not None
 
 
-def test_delete_records_moves_the_log_start(gateway_address: str, new_topic: NewTopicFn) -> None:
+def test_delete_records_moves_the_log_start(
+    sdk: Sdk, gateway_address: str, new_topic: NewTopicFn
+) -> None:
     topic = new_topic(partitions=1)
     tp = TopicPartition(topic, 0)
-    with producer(gateway_address) as p:
+    with producer(sdk, gateway_address) as p:
         for i in range(10):
             p.send(topic, b"v%d" % i)
-    with AdminClient(bootstrap_servers=gateway_address) as admin:
+    with sdk.AdminClient(bootstrap_servers=gateway_address) as admin:
         assert admin.delete_records({tp: 4}) == {tp: 4}
         assert admin.list_offsets({tp: -2})[tp] == OffsetAndTimestamp(4, -1)
-    records = consume(gateway_address, [tp], 6)
+    records = consume(sdk, gateway_address, [tp], 6)
     assert [r.offset for r in records] == list(range(4, 10))
 
 
 def test_assign_with_a_group_starts_at_its_committed_offset(
-    gateway_address: str, new_topic: NewTopicFn
+    sdk: Sdk, gateway_address: str, new_topic: NewTopicFn
 ) -> None:
     """As Kafka's consumer: assign() plus group.id starts where the group committed (no
     rebalance, the group only stores offsets); without a commit, per auto.offset.reset."""
     topic = new_topic(partitions=2)
-    with producer(gateway_address) as p:
+    with producer(sdk, gateway_address) as p:
         for i in range(10):
             p.send(topic, b"v%d" % i, partition=0)
             p.send(topic, b"w%d" % i, partition=1)
     group = f"assign-{topic}"
-    with AdminClient(bootstrap_servers=gateway_address) as admin:
+    with sdk.AdminClient(bootstrap_servers=gateway_address) as admin:
         admin.alter_group_offsets(group, {TopicPartition(topic, 0): 7})
     tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
     config = {"bootstrap.servers": gateway_address, "group.id": group}
-    with Consumer({**config, "auto.offset.reset": "earliest"}) as consumer:
+    with sdk.Consumer({**config, "auto.offset.reset": "earliest"}) as consumer:
         consumer.assign(tps)
         assert consumer.position(tps[0]) == 7
         assert consumer.position(tps[1]) == 0  # nothing committed: auto.offset.reset
-    records = consume(gateway_address, tps, 13, **{"group.id": group})
+    records = consume(sdk, gateway_address, tps, 13, **{"group.id": group})
     assert [r.value for r in records if r.partition == 0] == [b"v7", b"v8", b"v9"]
     assert len(records) == 13

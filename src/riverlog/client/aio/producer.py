@@ -81,20 +81,65 @@ class AIOProducer(AsyncClosing):
         worker thread, waiting up to max.block.ms for metadata or buffer memory, and the future
         carries any error. Records keep the order of the calls either way."""
         bridge = self._delivery()
-        producer = self._producer
-        if self._closed or (
-            self._lane.idle and producer._can_send_at_once(topic, value, key, headers)
-        ):  # closed: send raises ClientClosedError at once
-            return bridge.watch(producer.send(topic, value, key, headers, partition, timestamp_ms))
-        call = functools.partial(producer.send, topic, value, key, headers, partition, timestamp_ms)
-        queued = asyncio.wrap_future(self._lane.submit(call))
+        if self._appends_at_once(topic, value, key, headers):
+            return bridge.watch(
+                self._producer.send(topic, value, key, headers, partition, timestamp_ms)
+            )
+        queued = self._append_on_worker(topic, value, key, headers, partition, timestamp_ms)
         return asyncio.ensure_future(self._deliver(queued, bridge))
+
+    def _appends_at_once(
+        self, topic: str, value: Any, key: Any, headers: Sequence[Header] | None
+    ) -> bool:
+        """Whether `Producer.send` can run on the loop: it cannot wait (or the producer is
+        closed: it raises ClientClosedError at once) and no send queued on the worker is
+        still to come before it."""
+        return self._closed or (
+            self._lane.idle and self._producer._can_send_at_once(topic, value, key, headers)
+        )
+
+    def _append_on_worker(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        headers: Sequence[Header] | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+    ) -> asyncio.Future[RecordFuture]:
+        call = functools.partial(
+            self._producer.send, topic, value, key, headers, partition, timestamp_ms
+        )
+        return asyncio.wrap_future(self._lane.submit(call))
 
     @staticmethod
     async def _deliver(
         queued: asyncio.Future[RecordFuture], bridge: DeliveryBridge
     ) -> RecordMetadata:
         return await bridge.watch(await queued)
+
+    async def _accept(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: Sequence[Header] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """The record appended as `Producer.send` appends it (raising what it raises: bad
+        arguments, max.block.ms run out, a transaction state), then the future of its delivery.
+        `send_nowait` folds both outcomes into one future; the sync SDK's behavioural tests run
+        on this SDK through this call, which keeps "not accepted" apart from "not delivered"
+        as `Producer.send` and its future do (tests/integration/sdk_flavours.py)."""
+        bridge = self._delivery()
+        if self._appends_at_once(topic, value, key, headers):
+            record = self._producer.send(topic, value, key, headers, partition, timestamp_ms)
+        else:
+            record = await self._append_on_worker(
+                topic, value, key, headers, partition, timestamp_ms
+            )
+        return bridge.watch(record)
 
     async def send(
         self,
