@@ -7,7 +7,9 @@ restarts gets its partitions back with no rebalance; a pattern subscription pick
 matching topic; a member that stops polling leaves and rejoins at its next poll; a commit
 with an old generation is refused (ILLEGAL_GENERATION); the
 `consume --group` and `groups` commands round trip, and `consume --group` leaves cleanly on
-Ctrl-C having committed exactly what it printed."""
+Ctrl-C having committed exactly what it printed. The tests of SDK consumers run against both
+SDK flavours, the sync `Consumer` and `AIOConsumer` (the `sdk` fixture, sdk_flavours.py); the
+killed member is a sync consumer in a process of its own in both, its successor the flavour's."""
 
 from __future__ import annotations
 
@@ -21,13 +23,14 @@ import threading
 import time
 from collections.abc import Iterator, Set
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from group_support import create_topic, start_member
+from sdk_flavours import Sdk
 
 from riverlog.client import (
     AdminClient,
-    Consumer,
     ConsumerRebalanceListener,
     Producer,
     TopicPartition,
@@ -55,7 +58,7 @@ class Member:
     """An SDK consumer polling in a thread, recording what it was assigned per generation and
     which records it read."""
 
-    consumer: Consumer
+    consumer: Any  # a Consumer, or an AIOConsumer behind its method names
     topic: str
     assignments: list[tuple[int, frozenset[TopicPartition]]] = field(default_factory=list)
     read: set[tuple[int, int]] = field(default_factory=set)
@@ -94,7 +97,7 @@ class Member:
             self.consumer.close()
 
 
-def consumer(bootstrap: str, group: str, **conf: object) -> Consumer:
+def consumer(sdk: Sdk, bootstrap: str, group: str, **conf: object) -> Any:
     base: dict[str, object] = {
         "bootstrap.servers": bootstrap,
         "group.id": group,
@@ -104,7 +107,7 @@ def consumer(bootstrap: str, group: str, **conf: object) -> Consumer:
         "auto.commit.interval.ms": 200,
     }
     base.update({k.replace("_", "."): v for k, v in conf.items()})
-    return Consumer(base)
+    return sdk.Consumer(base)
 
 
 def wait_for(condition: object, what: str, timeout_s: float = WAIT_S) -> None:
@@ -127,13 +130,13 @@ def members() -> Iterator[list[Member]]:
 
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
 def test_three_members_share_twelve_partitions(
-    bootstrap: str, members: list[Member], strategy: str
+    sdk: Sdk, bootstrap: str, members: list[Member], strategy: str
 ) -> None:
     topic = create_topic(bootstrap, f"share-{strategy}", 12)
     produce(bootstrap, topic, 12, 50)
-    group = f"share-{strategy}"
+    group = f"{topic}-g"  # each flavour's run a group of its own
     for _ in range(3):
-        c = consumer(bootstrap, group, partition_assignment_strategy=strategy)
+        c = consumer(sdk, bootstrap, group, partition_assignment_strategy=strategy)
         members.append(Member(c, topic).start())
     every = {(p, o) for p in range(12) for o in range(50)}
 
@@ -176,11 +179,11 @@ def _committed_lines(proc: subprocess.Popen[str], want: int) -> list[str]:
 
 
 def test_killed_member_is_replaced_and_its_successor_resumes_at_the_committed_offsets(
-    bootstrap: str, members: list[Member]
+    sdk: Sdk, bootstrap: str, members: list[Member]
 ) -> None:
     topic = create_topic(bootstrap, "kill", 4)
     produce(bootstrap, topic, 4, 200)
-    group = "kill-group"
+    group = f"{topic}-g"  # each flavour's run a group of its own
     proc = start_member(bootstrap, topic, group, "0.2")
     try:
         lines = _committed_lines(proc, 5)
@@ -204,7 +207,7 @@ def test_killed_member_is_replaced_and_its_successor_resumes_at_the_committed_of
     for partition, offset in printed.items():
         assert committed[partition] >= offset  # what was printed had been committed
     assert sum(committed.values()) < 800  # killed half-way
-    successor = Member(consumer(bootstrap, group, session_timeout_ms=3000), topic).start()
+    successor = Member(consumer(sdk, bootstrap, group, session_timeout_ms=3000), topic).start()
     members.append(successor)
     wait_for(lambda: len(successor.consumer.assignment()) == 4, "the successor owning all 4")
     wait_for(lambda: len(successor.read) >= 800 - sum(committed.values()), "the rest read")
@@ -220,13 +223,13 @@ def test_killed_member_is_replaced_and_its_successor_resumes_at_the_committed_of
 
 
 def test_static_member_restart_keeps_its_partitions_without_a_rebalance(
-    bootstrap: str, members: list[Member]
+    sdk: Sdk, bootstrap: str, members: list[Member]
 ) -> None:
     topic = create_topic(bootstrap, "static", 4)
-    group = "static-group"
+    group = f"{topic}-g"  # each flavour's run a group of its own
     conf = {"session_timeout_ms": 20_000, "partition_assignment_strategy": "range"}
-    first = Member(consumer(bootstrap, group, group_instance_id="s1", **conf), topic).start()
-    other = Member(consumer(bootstrap, group, group_instance_id="s2", **conf), topic).start()
+    first = Member(consumer(sdk, bootstrap, group, group_instance_id="s1", **conf), topic).start()
+    other = Member(consumer(sdk, bootstrap, group, group_instance_id="s2", **conf), topic).start()
     members.extend([first, other])
     wait_for(
         lambda: len(first.consumer.assignment()) == len(other.consumer.assignment()) == 2,
@@ -240,7 +243,7 @@ def test_static_member_restart_keeps_its_partitions_without_a_rebalance(
     with AdminClient(bootstrap_servers=bootstrap) as admin:
         still = admin.describe_groups([group])[group]
     assert sorted(m.group_instance_id or "" for m in still.members) == ["s1", "s2"]
-    again = Member(consumer(bootstrap, group, group_instance_id="s1", **conf), topic).start()
+    again = Member(consumer(sdk, bootstrap, group, group_instance_id="s1", **conf), topic).start()
     members.append(again)
     wait_for(lambda: bool(again.consumer.assignment()), "the restarted member's assignment")
     assert again.consumer.assignment() == mine
@@ -250,12 +253,12 @@ def test_static_member_restart_keeps_its_partitions_without_a_rebalance(
 
 
 def test_pattern_subscription_picks_up_a_new_matching_topic(
-    bootstrap: str, members: list[Member]
+    sdk: Sdk, bootstrap: str, members: list[Member]
 ) -> None:
     token = unique_topic_name("pattern")
     first = create_topic(bootstrap, "", 2, name=f"{token}-a")
     produce(bootstrap, first, 2, 5)
-    c = consumer(bootstrap, f"{token}-g", metadata_max_age_ms=500)
+    c = consumer(sdk, bootstrap, f"{token}-g", metadata_max_age_ms=500)
     m = Member(c, first)
     members.append(m)
     c.subscribe(pattern=re.escape(token) + r"-.*")
@@ -272,6 +275,7 @@ def test_pattern_subscription_picks_up_a_new_matching_topic(
 
 
 def test_a_member_that_stops_polling_leaves_and_rejoins_at_its_next_poll(
+    sdk: Sdk,
     bootstrap: str,
 ) -> None:
     topic = create_topic(bootstrap, "poll-timeout", 2)
@@ -285,7 +289,7 @@ def test_a_member_that_stops_polling_leaves_and_rejoins_at_its_next_poll(
         def on_partitions_lost(self, partitions: Set[TopicPartition]) -> None:
             events.append("lost")
 
-    with consumer(bootstrap, group, max_poll_interval_ms=1500) as c:
+    with consumer(sdk, bootstrap, group, max_poll_interval_ms=1500) as c:
         c.subscribe([topic], listener=Listener())
 
         def polled(count: int) -> bool:
@@ -401,11 +405,11 @@ def test_cli_consume_group_leaves_cleanly_on_ctrl_c(bootstrap: str) -> None:
     assert sum(om.offset for om in committed.values()) == 20  # everything printed, committed
 
 
-def test_a_commit_from_an_old_generation_is_refused(bootstrap: str) -> None:
+def test_a_commit_from_an_old_generation_is_refused(sdk: Sdk, bootstrap: str) -> None:
     topic = create_topic(bootstrap, "old-generation", 2)
     group = f"{topic}-g"
     tp = TopicPartition(topic, 0)
-    with consumer(bootstrap, group) as a, consumer(bootstrap, group) as b:
+    with consumer(sdk, bootstrap, group) as a, consumer(sdk, bootstrap, group) as b:
         a.subscribe([topic])
 
         def joined() -> bool:
