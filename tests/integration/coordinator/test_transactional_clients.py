@@ -6,6 +6,9 @@ later calls fail fatally and whose late writes are refused; offsets sent with a 
 the README's consume-transform-produce loop copies a topic exactly once across a copier that
 crashes holding an open transaction; the CLI's abort, read_committed consume and lag.
 
+The SDK's tests run against both SDK flavours, the sync clients and the asyncio ones (the `sdk`
+fixture, sdk_flavours.py); the CLI's, with the sync SDK.
+
 What needs the storage half of issue 14 (a read_committed fetch that stops at the last stable
 offset and answers the aborted transactions) checks by behaviour and skips, saying so, while the
 cluster does not do it yet."""
@@ -21,13 +24,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from sdk_flavours import SYNC, Sdk
 from txn_cluster import gateway_stub, txn_cluster, wait_for
 
 from riverlog.client import (
     AbortableTransactionError,
-    Consumer,
     FatalTransactionError,
-    Producer,
     TopicPartition,
     TransactionStateError,
 )
@@ -64,14 +66,14 @@ def gateway(cluster: LocalCluster) -> Iterator[gateway_pb2_grpc.GatewayStub]:
         yield stub
 
 
-def producer(cluster: LocalCluster, tid: str, **conf: Any) -> Producer:
-    return Producer(bootstrap_servers=cluster.gateway_address, transactional_id=tid, **conf)
+def producer(sdk: Sdk, cluster: LocalCluster, tid: str, **conf: Any) -> Any:
+    return sdk.Producer(bootstrap_servers=cluster.gateway_address, transactional_id=tid, **conf)
 
 
-def read_all(cluster: LocalCluster, topic: str, isolation: str) -> list[Any]:
+def read_all(sdk: Sdk, cluster: LocalCluster, topic: str, isolation: str) -> list[Any]:
     """Every record a consumer with `isolation` reads from the start up to the end offsets
     (the LSO under read_committed)."""
-    with Consumer(
+    with sdk.Consumer(
         bootstrap_servers=cluster.gateway_address,
         auto_offset_reset="earliest",
         isolation_level=isolation,
@@ -116,8 +118,8 @@ def markers(stub: gateway_pb2_grpc.GatewayStub, topic: str, partition: int) -> l
     ]
 
 
-def test_calls_out_of_order_are_refused_and_change_nothing(cluster: LocalCluster) -> None:
-    with producer(cluster, unique_topic_name("order")) as p:
+def test_calls_out_of_order_are_refused_and_change_nothing(sdk: Sdk, cluster: LocalCluster) -> None:
+    with producer(sdk, cluster, unique_topic_name("order")) as p:
         with pytest.raises(TransactionStateError, match="begin_transaction"):
             p.begin_transaction()  # before init_transactions
         p.init_transactions(timeout=60)
@@ -131,15 +133,15 @@ def test_calls_out_of_order_are_refused_and_change_nothing(cluster: LocalCluster
         p.commit_transaction(timeout=30)  # nothing sent: no EndTxn, ready again
         p.begin_transaction()
         p.abort_transaction(timeout=30)
-    with Producer(bootstrap_servers=cluster.gateway_address) as plain:
+    with sdk.Producer(bootstrap_servers=cluster.gateway_address) as plain:
         with pytest.raises(TransactionStateError, match=r"needs transactional\.id"):
             plain.init_transactions()
 
 
 def test_commit_shows_every_partition_of_the_transaction(
-    cluster: LocalCluster, gateway: gateway_pb2_grpc.GatewayStub, topic: str
+    sdk: Sdk, cluster: LocalCluster, gateway: gateway_pb2_grpc.GatewayStub, topic: str
 ) -> None:
-    with producer(cluster, "commit-" + topic) as p:
+    with producer(sdk, cluster, "commit-" + topic) as p:
         p.init_transactions(timeout=60)
         first = p.producer_id_and_epoch
         assert first is not None and first.is_valid
@@ -158,15 +160,15 @@ def test_commit_shows_every_partition_of_the_transaction(
         wait_for(lambda p=partition, e=expected: markers(gateway, topic, p) == e, what="markers")
         data = [h for h, _ in log_batches(gateway, topic, partition) if not h.is_control]
         assert data and all(h.is_transactional for h in data)
-    committed = sorted(r.value for r in read_all(cluster, topic, "read_committed"))
+    committed = sorted(r.value for r in read_all(sdk, cluster, topic, "read_committed"))
     assert committed == sorted([b"c%d" % i for i in range(30)] + [b"second"])
-    assert len(read_all(cluster, topic, "read_uncommitted")) == 31  # markers never shown
+    assert len(read_all(sdk, cluster, topic, "read_uncommitted")) == 31  # markers never shown
 
 
 def test_abort_hides_the_transaction_from_read_committed(
-    cluster: LocalCluster, gateway: gateway_pb2_grpc.GatewayStub, topic: str
+    sdk: Sdk, cluster: LocalCluster, gateway: gateway_pb2_grpc.GatewayStub, topic: str
 ) -> None:
-    with producer(cluster, "abort-" + topic, linger_ms=10_000) as p:
+    with producer(sdk, cluster, "abort-" + topic, linger_ms=10_000) as p:
         p.init_transactions(timeout=60)
         p.begin_transaction()
         written = [p.send(topic, b"aborted-%d" % i, partition=i % 2) for i in range(10)]
@@ -191,17 +193,17 @@ def test_abort_hides_the_transaction_from_read_committed(
             ),
             what="abort and commit markers",
         )
-    uncommitted = {r.value for r in read_all(cluster, topic, "read_uncommitted")}
+    uncommitted = {r.value for r in read_all(sdk, cluster, topic, "read_uncommitted")}
     assert {b"aborted-%d" % i for i in range(10)} | {b"kept"} <= uncommitted
-    committed = [r.value for r in read_all(cluster, topic, "read_committed")]
+    committed = [r.value for r in read_all(sdk, cluster, topic, "read_committed")]
     assert committed == [b"kept"]
 
 
 def test_a_second_producer_fences_the_first(
-    cluster: LocalCluster, gateway: gateway_pb2_grpc.GatewayStub, topic: str
+    sdk: Sdk, cluster: LocalCluster, gateway: gateway_pb2_grpc.GatewayStub, topic: str
 ) -> None:
     tid = "fence-" + topic
-    with producer(cluster, tid) as zombie, producer(cluster, tid) as successor:
+    with producer(sdk, cluster, tid) as zombie, producer(sdk, cluster, tid) as successor:
         zombie.init_transactions(timeout=60)
         zombie.begin_transaction()
         zombie.send(topic, b"zombie-1", partition=0).result(timeout=60)
@@ -220,16 +222,18 @@ def test_a_second_producer_fences_the_first(
         successor.begin_transaction()
         successor.send(topic, b"successor", partition=0)
         successor.commit_transaction(timeout=60)
-    values = [r.value for r in read_all(cluster, topic, "read_uncommitted")]
+    values = [r.value for r in read_all(sdk, cluster, topic, "read_uncommitted")]
     assert b"zombie-2" not in values and b"successor" in values
     assert markers(gateway, topic, 0) == [ControlRecordType.ABORT, ControlRecordType.COMMIT]
 
 
-def test_a_fenced_producer_cannot_add_a_partition(cluster: LocalCluster, topic: str) -> None:
+def test_a_fenced_producer_cannot_add_a_partition(
+    sdk: Sdk, cluster: LocalCluster, topic: str
+) -> None:
     """A zombie writing to a partition not yet in its transaction is refused by the
     coordinator (AddPartitionsToTxn: PRODUCER_FENCED) before anything is written."""
     tid = "fence-add-" + topic
-    with producer(cluster, tid) as zombie, producer(cluster, tid) as successor:
+    with producer(sdk, cluster, tid) as zombie, producer(sdk, cluster, tid) as successor:
         zombie.init_transactions(timeout=60)
         successor.init_transactions(timeout=60)
         zombie.begin_transaction()
@@ -239,14 +243,14 @@ def test_a_fenced_producer_cannot_add_a_partition(cluster: LocalCluster, topic: 
         assert refused.value.code == ErrorCode.PRODUCER_FENCED
         with pytest.raises(FatalTransactionError):
             zombie.commit_transaction(timeout=30)
-    assert not read_all(cluster, topic, "read_uncommitted")
+    assert not read_all(sdk, cluster, topic, "read_uncommitted")
 
 
 def test_a_transaction_open_too_long_is_aborted_and_cannot_commit(
-    cluster: LocalCluster, gateway: gateway_pb2_grpc.GatewayStub, topic: str
+    sdk: Sdk, cluster: LocalCluster, gateway: gateway_pb2_grpc.GatewayStub, topic: str
 ) -> None:
     tid = "timeout-" + topic
-    with producer(cluster, tid, transaction_timeout_ms=1000) as p:
+    with producer(sdk, cluster, tid, transaction_timeout_ms=1000) as p:
         p.init_transactions(timeout=60)
         p.begin_transaction()
         p.send(topic, b"forgotten", partition=2).result(timeout=60)
@@ -258,12 +262,14 @@ def test_a_transaction_open_too_long_is_aborted_and_cannot_commit(
     assert markers(gateway, topic, 2) == [ControlRecordType.ABORT]  # no commit after it
 
 
-def test_a_failed_send_makes_the_transaction_abortable(cluster: LocalCluster, topic: str) -> None:
+def test_a_failed_send_makes_the_transaction_abortable(
+    sdk: Sdk, cluster: LocalCluster, topic: str
+) -> None:
     small = unique_topic_name("txn-small")
     cluster.create_topic(small, partitions=1, replication_factor=3, configs={
         "max.message.bytes": "200"
     })  # fmt: skip
-    with producer(cluster, "abortable-" + topic) as p:
+    with producer(sdk, cluster, "abortable-" + topic) as p:
         p.init_transactions(timeout=60)
         p.begin_transaction()
         ok = p.send(topic, b"ok", partition=0)
@@ -279,18 +285,18 @@ def test_a_failed_send_makes_the_transaction_abortable(cluster: LocalCluster, to
         p.send(topic, b"after", partition=0)
         p.commit_transaction(timeout=60)
         assert ok.result(timeout=0).offset >= 0  # written, then aborted
-    values = [r.value for r in read_all(cluster, topic, "read_uncommitted")]
+    values = [r.value for r in read_all(sdk, cluster, topic, "read_uncommitted")]
     assert values == [b"ok", b"after"]
 
 
-def test_offsets_commit_with_the_transaction(cluster: LocalCluster, topic: str) -> None:
+def test_offsets_commit_with_the_transaction(sdk: Sdk, cluster: LocalCluster, topic: str) -> None:
     group = "copier-" + topic
-    with producer(cluster, "offsets-" + topic) as p:
+    with producer(sdk, cluster, "offsets-" + topic) as p:
         p.init_transactions(timeout=60)
         p.begin_transaction()
         p.send_offsets_to_transaction({TopicPartition(topic, 0): 5}, group, timeout=60)
         p.commit_transaction(timeout=60)
-    with Consumer(bootstrap_servers=cluster.gateway_address, group_id=group) as consumer:
+    with sdk.Consumer(bootstrap_servers=cluster.gateway_address, group_id=group) as consumer:
         committed = wait_for(
             lambda: consumer.committed({TopicPartition(topic, 0)}).get(TopicPartition(topic, 0)),
             what="the committed offset",
@@ -309,7 +315,7 @@ def test_cli_abort_fences_the_id_and_aborts_its_open_transaction(
     cluster: LocalCluster, gateway: gateway_pb2_grpc.GatewayStub, topic: str
 ) -> None:
     tid = "cli-abort-" + topic
-    with producer(cluster, tid) as p:
+    with producer(SYNC, cluster, tid) as p:
         p.init_transactions(timeout=60)
         p.begin_transaction()
         p.send(topic, b"hanging", partition=1).result(timeout=60)
@@ -338,14 +344,14 @@ def test_cli_read_committed_consume_and_group_lag_stop_at_the_lso(
 ) -> None:
     group = "lag-" + topic
     tp = TopicPartition(topic, 0)
-    with producer(cluster, "cli-lso-" + topic) as p:
+    with producer(SYNC, cluster, "cli-lso-" + topic) as p:
         p.init_transactions(timeout=60)
         p.begin_transaction()
         p.send(topic, b"committed", partition=0)
         p.commit_transaction(timeout=60)
         p.begin_transaction()
         p.send(topic, b"open", partition=0).result(timeout=60)  # offset 2, left open
-        with Consumer(bootstrap_servers=cluster.gateway_address, group_id=group) as consumer:
+        with SYNC.Consumer(bootstrap_servers=cluster.gateway_address, group_id=group) as consumer:
             consumer.commit_sync({tp: 1})
         uncommitted = cli(cluster, "consume", topic, "--partition", "0", "--from-beginning",
                           "--isolation-level", "read_uncommitted")  # fmt: skip
@@ -368,14 +374,14 @@ def test_cli_read_committed_consume_and_group_lag_stop_at_the_lso(
 
 
 def copy_transactions(
-    cluster: LocalCluster, source: str, sink: str, group: str, tid: str, limit: int | None
-) -> tuple[Producer, Consumer, int]:
+    sdk: Sdk, cluster: LocalCluster, source: str, sink: str, group: str, tid: str, limit: int | None
+) -> tuple[Any, Any, int]:
     """Kafka's consume-transform-produce loop (the README's): read `source` read_committed
     in the group, write each value upper-cased to the same partition of `sink` and commit the
     positions with the output. Stops after `limit` transactions, or when the group's
     partitions are all copied; returns the still-open clients (the caller closes or
     abandons them) and the number of transactions committed."""
-    consumer = Consumer(
+    consumer = sdk.Consumer(
         bootstrap_servers=cluster.gateway_address,
         group_id=group,
         isolation_level="read_committed",
@@ -383,7 +389,7 @@ def copy_transactions(
         auto_offset_reset="earliest",
         max_poll_records=7,
     )
-    p = producer(cluster, tid)
+    p = producer(sdk, cluster, tid)
     consumer.subscribe([source])
     p.init_transactions(timeout=60)
     ends = {TopicPartition(source, i): 0 for i in range(PARTITIONS)}
@@ -418,22 +424,22 @@ def copy_transactions(
 
 
 def test_consume_transform_produce_copies_exactly_once_across_a_crash(
-    cluster: LocalCluster, topic: str
+    sdk: Sdk, cluster: LocalCluster, topic: str
 ) -> None:
     sink = unique_topic_name("txn-sink")
     cluster.create_topic(sink, partitions=PARTITIONS, replication_factor=3)
-    with Producer(bootstrap_servers=cluster.gateway_address) as plain:
+    with sdk.Producer(bootstrap_servers=cluster.gateway_address) as plain:
         for i in range(90):
             plain.send(topic, b"v%02d" % i, partition=i % PARTITIONS)
     group, tid = "copier-" + topic, "copier-" + topic
-    crashed, crashed_consumer, done = copy_transactions(cluster, topic, sink, group, tid, 2)
+    crashed, crashed_consumer, done = copy_transactions(sdk, cluster, topic, sink, group, tid, 2)
     assert done == 2
     # A third transaction is written and never committed: the copier "crashes" holding it.
     crashed.begin_transaction()
     crashed.send(sink, b"NEVER", partition=0).result(timeout=60)
     crashed_consumer.close()  # leaves the group without committing (auto commit is off)
     # Its successor takes the same transactional.id: the open transaction is aborted.
-    successor, consumer, _ = copy_transactions(cluster, topic, sink, group, tid, None)
+    successor, consumer, _ = copy_transactions(sdk, cluster, topic, sink, group, tid, None)
     with pytest.raises(FatalTransactionError):
         crashed.commit_transaction(timeout=60)
     crashed.close()
@@ -442,10 +448,10 @@ def test_consume_transform_produce_copies_exactly_once_across_a_crash(
     expected = {p: [b"V%02d" % i for i in range(p, 90, PARTITIONS)] for p in range(PARTITIONS)}
     # Every record was copied once: the offsets committed with the output (the only aborted
     # record is the crashed copier's).
-    written = read_all(cluster, sink, "read_uncommitted")
+    written = read_all(sdk, cluster, sink, "read_uncommitted")
     for partition in range(PARTITIONS):
         values = [r.value for r in written if r.partition == partition and r.value != b"NEVER"]
         assert values == expected[partition]
-    copied = read_all(cluster, sink, "read_committed")
+    copied = read_all(sdk, cluster, sink, "read_committed")
     for partition in range(PARTITIONS):
         assert [r.value for r in copied if r.partition == partition] == expected[partition]
