@@ -3,7 +3,8 @@ gateways): producer ids are unique across gateways; a producer's state survives 
 clean restart of the leader (a retry of its last batch is still answered with the original
 offsets, a gap still refused, and a clean stop leaves a snapshot); and the SDK's default
 producer, sending through a kill -9 and restart of the storage node, leaves every record
-exactly once, in send order per partition."""
+exactly once, in send order per partition (both SDK flavours: the `sdk` fixture,
+sdk_flavours.py)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from idempotence_client import Client, batch
+from sdk_flavours import Sdk
 
-from riverlog.client import Consumer, Producer, RecordFuture, TopicPartition
+from riverlog.client import TopicPartition
 from riverlog.cluster import LocalCluster
 from riverlog.common.errors import ErrorCode, error_for
 from riverlog.v1 import data_pb2
@@ -96,10 +99,12 @@ def test_producer_state_survives_a_leader_restart(cluster: LocalCluster, stop: s
 
 
 @pytest.mark.timeout(300)
-def test_sdk_records_exactly_once_through_a_storage_restart(cluster: LocalCluster) -> None:
-    topic, partitions, total = "idempotence-sdk-restart", 3, 1500
+def test_sdk_records_exactly_once_through_a_storage_restart(
+    sdk: Sdk, cluster: LocalCluster
+) -> None:
+    topic, partitions, total = f"idempotence-sdk-restart-{sdk.name}", 3, 1500
     cluster.create_topic(topic, partitions, 1)
-    sent: list[tuple[int, RecordFuture]] = []
+    sent: list[tuple[int, Any]] = []
     config = {
         "bootstrap.servers": cluster.bootstrap_servers,
         "retry.backoff.ms": 50,
@@ -107,7 +112,7 @@ def test_sdk_records_exactly_once_through_a_storage_restart(cluster: LocalCluste
         "request.timeout.ms": 10_000,
         "linger.ms": 2,
     }
-    with Producer(config) as producer:
+    with sdk.Producer(config) as producer:
 
         def send(start: int, stop: int) -> None:
             for i in range(start, stop):
@@ -122,7 +127,9 @@ def test_sdk_records_exactly_once_through_a_storage_restart(cluster: LocalCluste
         metas = {i: f.result(0) for i, f in sent}
     tps = [TopicPartition(topic, p) for p in range(partitions)]
     got = []
-    with Consumer(bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset="earliest") as c:
+    with sdk.Consumer(
+        bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset="earliest"
+    ) as c:
         c.assign(tps)
         for _ in range(400):
             for records in c.poll(timeout_ms=500).values():

@@ -1,7 +1,7 @@
 """Idempotence on the session cluster, through the Gateway API with hand-built batches: a retried
 batch (the same bytes sent again) is stored once and the retry gets the original offsets; a gap
 is refused with OUT_OF_ORDER_SEQUENCE_NUMBER and an older epoch with INVALID_PRODUCER_EPOCH; the
-SDK's default producer is idempotent."""
+SDK's default producer is idempotent (both SDK flavours: the `sdk` fixture, sdk_flavours.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 from idempotence_client import Client, batch
+from sdk_flavours import Sdk
 
-from riverlog.client import Consumer, Producer, TopicPartition
+from riverlog.client import TopicPartition
 from riverlog.cluster import LocalCluster
 from riverlog.common.errors import ErrorCode
 
@@ -67,16 +68,16 @@ def test_a_gap_and_an_old_epoch_are_refused(client: Client, new_topic) -> None:
     assert client.end_offset(topic, 0) == 3
 
 
-def test_the_default_sdk_producer_is_idempotent(cluster: LocalCluster, new_topic) -> None:
+def test_the_default_sdk_producer_is_idempotent(sdk: Sdk, cluster: LocalCluster, new_topic) -> None:
     topic = new_topic(partitions=2)
-    with Producer(bootstrap_servers=cluster.gateway_address) as producer:
+    with sdk.Producer(bootstrap_servers=cluster.gateway_address) as producer:
         assert producer.config.enable_idempotence and producer.config.acks == -1
         futures = [producer.send(topic, b"v%03d" % i, partition=i % 2) for i in range(100)]
         producer.flush(timeout=60)
         ids = producer.producer_id_and_epoch
         assert ids is not None and ids.producer_id >= 0
         assert all(f.result(0).offset >= 0 for f in futures)
-    with Consumer(bootstrap_servers=cluster.gateway_address, auto_offset_reset="earliest") as c:
+    with sdk.Consumer(bootstrap_servers=cluster.gateway_address, auto_offset_reset="earliest") as c:
         c.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
         got = []
         for _ in range(100):
