@@ -14,7 +14,7 @@ transactions are the asyncio client's own. Where the asyncio API differs on purp
   what the append raises (bad arguments, max.block.ms run out, a transaction state). The asyncio
   `send_nowait` returns one future carrying both; the adapter awaits `AIOProducer._accept` (the
   append as `send_nowait` does it, then the delivery future), and hands out a `RecordFutureView`
-  of the delivery: `result(timeout)`, `exception(timeout)`, `done()` as `RecordFuture`'s.
+  of the delivery: `result(timeout)` (`get`), `exception(timeout)`, `done()` as `RecordFuture`'s.
 - `Consumer.commit_sync` is `AIOConsumer.commit_sync` (its `commit`); `with X(...) as x:` is
   `async with` (`close()` awaited).
 - A sync rebalance listener is handed to `AIOConsumer.subscribe` as it is: the asyncio consumer
@@ -122,6 +122,8 @@ class RecordFutureView:
     def result(self, timeout: float | None = None) -> RecordMetadata:
         self._wait(timeout)
         return self._outcome.result()
+
+    get = result  # Kafka's name, as RecordFuture's
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         self._wait(timeout)

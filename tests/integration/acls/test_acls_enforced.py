@@ -3,7 +3,8 @@ two gateways whose super users are User:admin and, for the fixtures' topic helpe
 User:ANONYMOUS): a principal without WRITE cannot produce and
 nothing is written, READ on a prefix reads and lists only the matching topics, a group ACL
 blocks joining, DescribeLogDirs needs DESCRIBE on the cluster, and a change applies on both
-gateways (the time it took is printed)."""
+gateways (the time it took is printed). The SDK clients' cases run against both SDK flavours,
+sync and asyncio (the `sdk` fixture, sdk_flavours.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from sdk_flavours import Sdk
 
 from riverlog.client import AdminClient, TopicPartition
 from riverlog.cluster import LocalCluster
@@ -442,10 +444,8 @@ def test_more_patterns_than_one_etcd_transaction_holds(acl_cluster: LocalCluster
         assert admin.describe_acls(AclBindingFilter(principal="User:erin")) == []
 
 
-def test_sdk_clients_see_kafkas_errors(acl_cluster: LocalCluster) -> None:
-    from riverlog.client import Consumer, Producer
-
-    topic = "acl-sdk"
+def test_sdk_clients_see_kafkas_errors(sdk: Sdk, acl_cluster: LocalCluster) -> None:
+    topic = f"acl-sdk-{sdk.name}"
     acl_cluster.create_topic(topic, partitions=1)
     with _admin(acl_cluster) as admin:
         admin.create_acls([_binding(topic, AclOperation.READ, "User:erin")])
@@ -454,13 +454,14 @@ def test_sdk_clients_see_kafkas_errors(acl_cluster: LocalCluster) -> None:
         "sasl.username": "erin",
         "sasl.password": USERS["erin"],
     }
-    with Producer({**conf, "enable.idempotence": False, "retries": 0}) as producer:
+    with sdk.Producer({**conf, "enable.idempotence": False, "retries": 0}) as producer:
         future = producer.send(topic, b"v", partition=0)
         producer.flush(timeout=15)
         with pytest.raises(RiverlogError) as info:
             future.get(timeout=15)
         assert info.value.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
-    with Consumer({**conf, "group.id": "acl-sdk-group", "auto.offset.reset": "earliest"}) as c:
+    group = {"group.id": f"{topic}-group", "auto.offset.reset": "earliest"}
+    with sdk.Consumer({**conf, **group}) as c:
         c.subscribe([topic])
         with pytest.raises(RiverlogError) as info:
             for _ in range(20):
@@ -495,11 +496,9 @@ def test_every_metadata_instance_takes_acl_writes(acl_cluster: LocalCluster) -> 
 
 
 def test_a_consumer_with_read_on_topic_and_group_consumes_and_commits(
-    acl_cluster: LocalCluster,
+    sdk: Sdk, acl_cluster: LocalCluster
 ) -> None:
-    from riverlog.client import Consumer
-
-    topic, group = "acl-commit", "acl-commit-group"
+    topic, group = f"acl-commit-{sdk.name}", f"acl-commit-group-{sdk.name}"
     acl_cluster.create_topic(topic, partitions=1)
     with Caller(acl_cluster, "admin") as admin:
         assert admin.produce(topic).error_code == 0
@@ -519,7 +518,7 @@ def test_a_consumer_with_read_on_topic_and_group_consumes_and_commits(
         "enable.auto.commit": False,
     }
     tp = TopicPartition(topic, 0)
-    with Consumer(conf) as consumer:
+    with sdk.Consumer(conf) as consumer:
         consumer.subscribe([topic])
         values: list[bytes | None] = []
         deadline = time.monotonic() + 60
