@@ -171,6 +171,22 @@ async def test_waiting_for_metadata_blocks_neither_the_loop_nor_the_order(
         assert [r.value for r in stored_records(gateway, "late")] == [b"%d" % i for i in range(20)]
 
 
+async def test_accept_raises_what_the_sync_send_raises_and_returns_the_delivery(
+    fake: FakeServer, gateway: FakeGateway
+) -> None:
+    """`_accept` (the sync suite's way in, decision 0041): append errors raise from the call,
+    on the loop's path and the worker's alike; delivery comes in the future it returns."""
+    async with aio_producer(fake, max_block_ms=200) as p:
+        with pytest.raises(ClientTimeoutError, match="not present in metadata"):
+            await p._accept("nope", b"v")  # waited on the worker
+        gateway.create("t", 1)
+        first = await p._accept("t", b"a")  # metadata fetched on the worker
+        second = await p._accept("t", b"b")  # appended on the loop
+        with pytest.raises(ValueError, match="partition 5"):
+            await p._accept("t", b"c", partition=5)
+        assert [(await f).offset for f in (first, second)] == [0, 1]
+
+
 async def test_cancelling_the_awaiting_task_does_not_take_the_record_back(
     fake: FakeServer, gateway: FakeGateway
 ) -> None:
