@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> None:
                 admin.create_topics([NewTopic(topic, PARTITIONS, rf, configs)])
             wait_until(lambda t=topic: describe_partition(address, t, 0).leader >= 0, WAIT_S)
             label = f"RF {rf}, acks={acks}"
-            with measured(f"{label} produce", pids):
+            with measured(f"{label} produce", pids, args.records):
                 rate = throughput(address, topic, acks, args.records)
             print(f"{label}: produce {rate:,.0f} records/s "
                   f"({args.records:,} x {VALUE_SIZE} B, {PARTITIONS} partitions)")  # fmt: skip
