@@ -23,7 +23,6 @@ Nothing happens when the C library is not glibc, when the environment already se
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import threading
 from collections.abc import Mapping
@@ -60,11 +59,9 @@ def wanted(environ: Mapping[str, str]) -> bool:
 def _apply(environ: Mapping[str, str], mmap_threshold: int, trim_threshold: int) -> bool:
     if not wanted(environ):
         return False
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
     try:
-        libc = ctypes.CDLL(name)
+        # The process's own symbols, libc's among them: find_library would run ldconfig.
+        libc = ctypes.CDLL(None)
         if not hasattr(libc, "mallopt") or not hasattr(libc, "gnu_get_libc_version"):
             return False  # not glibc (musl has no tunable thresholds)
         # The mmap threshold first: setting either one turns glibc's dynamic adjustment off.
