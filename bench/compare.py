@@ -9,7 +9,11 @@ taken out; each number that differs is shown as `base -> head (head/base)`, the 
 the repeats. A ratio above 1 is better for a rate (records/s, MB/s) and worse for a time
 (us, ms, s): read the unit next to it.
 
-    .venv/bin/python bench/compare.py BASE_REV [--repeat N] [--bench "codec_bench.py --records 9"]
+    .venv/bin/python bench/compare.py BASE_REV [--repeat N] [--spread]
+        [--bench "codec_bench.py --records 9"]
+
+`--spread` also prints, under each line that differs, every side's lowest and highest figure
+over the repeats (on a shared machine the range says more than the median).
     make bench-compare BASE=<rev> [COMPARE_ARGS="--repeat 3"]
 
 The default set is the in-process benchmarks at small sizes (seconds each, one core). Cluster
@@ -112,6 +116,25 @@ def _median(runs: list[Runs]) -> Runs:
     }
 
 
+def _spread(runs: list[Runs]) -> dict[tuple[str, int], list[tuple[float, float]]]:
+    """Per line printed by every run, each number's (lowest, highest) over the runs."""
+    keys = [k for k in runs[0] if all(k in r for r in runs)]
+    return {
+        k: [(min(col), max(col)) for col in zip(*(r[k][1] for r in runs), strict=True)]
+        for k in keys
+    }
+
+
+def spread_line(label: str, ranges: list[tuple[float, float]]) -> str:
+    """`label` with each `#` replaced by `lowest..highest` (one figure when they are equal)."""
+    parts = label.split("#")
+    out = [parts[0]]
+    for (lo, hi), rest in zip(ranges, parts[1:], strict=True):
+        out.append(_fmt(lo) if lo == hi else f"{_fmt(lo)}..{_fmt(hi)}")
+        out.append(rest)
+    return "".join(out)
+
+
 def _fmt(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 100 or x == int(x) else f"{x:.3g}"
 
@@ -136,6 +159,9 @@ def main() -> None:
     parser.add_argument("base", help="the earlier commit (any git revision)")
     parser.add_argument("--head", default="HEAD", help="the newer revision (default HEAD)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per side; medians compared")
+    parser.add_argument(
+        "--spread", action="store_true", help="also print each side's range over the repeats"
+    )
     parser.add_argument(
         "--bench",
         action="append",
@@ -166,9 +192,13 @@ def main() -> None:
                 print(f"   not compared: no successful run on {', '.join(missing)}")
                 continue
             base, head = _median(runs["base"]), _median(runs["head"])
+            spreads = {side: _spread(runs[side]) for side in runs}
             for key, (label, numbers) in head.items():
                 if key in base:
                     print("   " + compare_line(label, base[key][1], numbers))
+                    if args.spread and base[key][1] != numbers:
+                        for side in ("base", "head"):
+                            print(f"      {side}: " + spread_line(label, spreads[side][key]))
                 else:
                     print(f"   head only: {label}")
             for key in base.keys() - head.keys():

@@ -59,8 +59,10 @@ def cpu_seconds(pid: int) -> float:
 
 
 @contextmanager
-def measured(name: str, pids: dict[str, int]) -> Iterator[None]:
-    """Print the CPU share of every process over the block."""
+def measured(name: str, pids: dict[str, int], records: int = 0) -> Iterator[None]:
+    """Print the CPU share of every process over the block; with `records`, also the CPU
+    microseconds per record of the client, the gateways and the storage nodes, which hold
+    better than rates on a machine shared with other work."""
     before = {label: cpu_seconds(pid) for label, pid in pids.items()}
     start = time.perf_counter()
     yield
@@ -68,6 +70,15 @@ def measured(name: str, pids: dict[str, int]) -> Iterator[None]:
     used = {label: cpu_seconds(pid) - before[label] for label, pid in pids.items()}
     parts = ", ".join(f"{label} {cpu / wall:.2f}" for label, cpu in used.items() if cpu > 0.005)
     print(f"  CPU/wall during {name}: {parts}; total {sum(used.values()) / wall:.2f} cores")
+    if records > 0:
+        kinds = {"client": 0.0, "gateway": 0.0, "storage": 0.0}
+        for label, cpu in used.items():
+            kind = label.split("-")[0]
+            if kind in kinds:
+                kinds[kind] += cpu
+        shown = ", ".join(f"{kind} {cpu / records * 1e6:.2f}" for kind, cpu in kinds.items())
+        every = sum(used.values()) / records * 1e6
+        print(f"  CPU us/record during {name}: {shown}; all {every:.2f}")
 
 
 def produce(
@@ -168,14 +179,14 @@ def run(address: str, pids: dict[str, int], args: argparse.Namespace) -> None:
     runs = [(VALUE_SIZE, args.records, False), (1024, args.records // 5, False)]
     runs.append((VALUE_SIZE, args.records, True))
     for size, count, many in runs:
-        with measured("produce", pids):
+        with measured("produce", pids, count):
             elapsed = produce(address, topic, count, args, size, many)
         how = "send_many" if many else "send"
         print(f"produce {count:,} x {size} B ({how}): {count / elapsed:,.0f} records/s, "
               f"{count * size / 1e6 / elapsed:,.1f} MB/s ({elapsed:.2f} s)")  # fmt: skip
 
     total = args.records + 1
-    with measured("consume", pids):
+    with measured("consume", pids, total):
         count, elapsed = consume(address, topic, total)
     print(f"consume: {count / elapsed:,.0f} records/s ({count:,} records in {elapsed:.2f} s)")
 

@@ -21,7 +21,11 @@ and max. It is bounded below by the broker session timeout (the controller moves
 when the dead node's lease lapses), so that is printed too.
 
     .venv/bin/python bench/replication_bench.py [--records 200000] [--rate 1000]
-        [--latency-seconds 10] [--failovers 5] [--session-timeout-ms 3000]
+        [--latency-seconds 10] [--failovers 5] [--session-timeout-ms 3000] [--value-size 100]
+        [--partitions 6]
+
+`--value-size 1024 --partitions 1 --latency-seconds 0 --failovers 0` is the 1 KiB RF 3 row of
+the side-by-side table (issue 10) alone.
 """
 
 from __future__ import annotations
@@ -162,13 +166,17 @@ def failover_once(cluster: LocalCluster, topic: str, rate: int = 500) -> float |
 
 
 def main(argv: list[str] | None = None) -> None:
+    global VALUE_SIZE, PARTITIONS
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--latency-seconds", type=float, default=10.0)
     parser.add_argument("--failovers", type=int, default=5)
     parser.add_argument("--session-timeout-ms", type=int, default=3000)
+    parser.add_argument("--value-size", type=int, default=VALUE_SIZE, help="bytes (at least 12)")
+    parser.add_argument("--partitions", type=int, default=PARTITIONS)
     args = parser.parse_args(argv)
+    VALUE_SIZE, PARTITIONS = max(args.value_size, 12), args.partitions
     extra = {
         "metadata": {
             "broker.session.timeout.ms": str(args.session_timeout_ms),
@@ -192,10 +200,12 @@ def main(argv: list[str] | None = None) -> None:
                 admin.create_topics([NewTopic(topic, PARTITIONS, rf, configs)])
             wait_until(lambda t=topic: describe_partition(address, t, 0).leader >= 0, WAIT_S)
             label = f"RF {rf}, acks={acks}"
-            with measured(f"{label} produce", pids):
+            with measured(f"{label} produce", pids, args.records):
                 rate = throughput(address, topic, acks, args.records)
             print(f"{label}: produce {rate:,.0f} records/s "
                   f"({args.records:,} x {VALUE_SIZE} B, {PARTITIONS} partitions)")  # fmt: skip
+            if args.latency_seconds <= 0:
+                continue
             ack_ms, e2e_ms = fixed_rate(address, topic, acks, args.rate, args.latency_seconds)
             print(f"{label}: at {args.rate:,} records/s for {args.latency_seconds:g} s: "
                   f"ack p50 {percentile(ack_ms, 0.5):.1f} ms, p99 {percentile(ack_ms, 0.99):.1f} "

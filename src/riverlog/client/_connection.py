@@ -22,6 +22,7 @@ from typing import Any, Final, Literal
 import grpc
 
 from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.malloc import CLIENT, tune_malloc
 from riverlog.common.rpc.channel import CLIENT_ID_KEY, sync_channel
 from riverlog.common.rpc.status import from_rpc_error
 from riverlog.v1 import data_pb2, gateway_pb2_grpc
@@ -60,6 +61,7 @@ class GatewayConnection:
     ) -> None:
         if not servers:
             raise ValueError("bootstrap.servers lists no gateway")
+        tune_malloc(CLIENT)  # fresh pages for every large message cost more than a copy (0044)
         self._servers = tuple(servers)
         self._client_id = client_id
         if isinstance(credentials, tuple):

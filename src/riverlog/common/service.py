@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from riverlog.common import tracing
 from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.malloc import tune_malloc
 from riverlog.common.watchdog import LoopWatchdog
 
 
@@ -128,6 +129,7 @@ def run(main: Callable[[asyncio.Event], Awaitable[None]], service_name: str) -> 
     """Run `main(stop_event)` until it returns; SIGTERM/SIGINT set the event. The event loop
     runs under a watchdog that logs, with its stack, any stall of a second or more."""
     enable_crash_traces()
+    tune_malloc()
     tracing.configure_tracing(service_name)
     tracing.configure_metrics(service_name)
 
