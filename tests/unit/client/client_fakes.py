@@ -60,6 +60,7 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
         self.strict_fetch_sizes = False
         self.seen_client_ids: set[str] = set()
         self.produce_requests: list[data_pb2.ProduceRequest] = []
+        self.fetch_requests: list[list[tuple[str, int]]] = []  # the partitions of each Fetch
         self.drop_responses = 0  # append, then fail the call as UNAVAILABLE (lost response)
         self.partition_errors: dict[tuple[str, int], deque[ErrorCode]] = {}
         self.metadata_calls = 0
@@ -289,6 +290,7 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
         self._client(context)
         out = []
         with self.lock:
+            self.fetch_requests.append([(p.topic, p.partition) for p in request.partitions])
             for p in request.partitions:
                 resp = data_pb2.FetchPartitionResponse(topic=p.topic, partition=p.partition)
                 topic = self.topics.get(p.topic)

@@ -17,7 +17,7 @@ from riverlog.client import Consumer, ConsumerRecord, RiverlogError, TopicPartit
 from riverlog.client._connection import GatewayConnection
 from riverlog.client.config import ConsumerConfig
 from riverlog.client.consumer.chunk import Chunk
-from riverlog.client.consumer.fetcher import MAX_CHUNKS, Fetcher
+from riverlog.client.consumer.fetcher import MAX_CHUNKS, Fetcher, by_leader
 from riverlog.client.consumer.subscription import SubscriptionState
 from riverlog.common.errors import ErrorCode
 from riverlog.common.records import BatchBuilder
@@ -222,3 +222,37 @@ def test_gap_fill_answered_empty_goes_again_in_full() -> None:
     fetcher._handle(data_pb2.FetchResponse(partitions=[empty]), {TP0: fill})
     assert list(chain) == [first, after]
     assert fetcher._plan(TP0, state, MAX_CHUNKS) == (10, 1, 4096)
+
+
+def test_by_leader_groups_in_order_of_first_appearance() -> None:
+    leaders = {"a": 2, "b": 1, "c": 2, "d": -1, "e": 1, "f": -1}
+    assert by_leader("abcdef", leaders.__getitem__) == [["a", "c"], ["b", "e"], ["d", "f"]]
+    assert by_leader([], leaders.__getitem__) == []
+
+
+def test_fetches_go_one_request_per_leader(fake: FakeServer, gateway: FakeGateway) -> None:
+    """A round of fetches over partitions on two leaders is two requests, each naming one
+    leader's partitions only (a request spanning leaders waits for all of them)."""
+    gateway.create("t", 4)
+    gateway.topics["t"].leaders = [1, 2, 1, 2]
+    expected = {p: load(gateway, [5] * 4, partition=p) for p in range(4)}
+    with consumer(fake) as c:
+        c.assign([TopicPartition("t", p) for p in range(4)])
+        got = drain(c, sum(map(len, expected.values())))
+    by_partition: dict[int, list[int]] = {}
+    for r in got:
+        by_partition.setdefault(r.partition, []).append(r.offset)
+    assert by_partition == expected
+    groups = {frozenset(p for _, p in request) for request in gateway.fetch_requests}
+    assert groups and all(g <= {0, 2} or g <= {1, 3} for g in groups)
+
+
+def test_partitions_of_unknown_leader_share_one_request(
+    fake: FakeServer, gateway: FakeGateway
+) -> None:
+    gateway.create("t", 3)
+    gateway.topics["t"].leaders = [-1, -1, -1]
+    with consumer(fake) as c:
+        c.assign([TopicPartition("t", p) for p in range(3)])
+        c.poll(timeout_ms=50)
+    assert gateway.fetch_requests[0] == [("t", 0), ("t", 1), ("t", 2)]
