@@ -104,7 +104,6 @@ class RecordAccumulator:
         self._active: dict[tuple[str, int], deque[ProducerBatch]] = {}
         self._open: dict[str, list[ProducerBatch | None]] = {}  # per partition, maybe closed
         self._sticky: dict[str, ProducerBatch] = {}  # the batch of each topic's sticky partition
-        self._sticky_bytes: dict[str, int] = {}  # bytes of its sent batches since it was chosen
         self._incomplete: set[ProducerBatch] = set()
         self._waiters = 0
         self._flushes = 0
@@ -202,9 +201,7 @@ class RecordAccumulator:
                     return future
                 batch.closed = True  # full: ready now
                 self._wakeup()
-                partition = self._next_sticky(topic, None, partitions)
-            else:
-                partition = self._next_sticky(topic, batch, partitions)
+            partition = self._next_sticky(batch, partitions)
             future, batch = self._append_slow(
                 topic, partition, (timestamp, key, value, headers), on_done, trace_context
             )
@@ -265,12 +262,9 @@ class RecordAccumulator:
                         continue
                     batch.closed = True  # full: ready now
                     self._wakeup()
-                    sent = None
-                else:
-                    sent = batch
                 if partition_of is None:
                     assert partitions is not None
-                    partition = self._next_sticky(topic, sent, partitions)
+                    partition = self._next_sticky(batch, partitions)
                 record = (timestamp, keys[i], values[i], None)
                 future, batch = self._append_slow(topic, partition, record, on_done, None)
                 out.add_run(batch.result, future[1], 1)
@@ -298,24 +292,11 @@ class RecordAccumulator:
         if trace_context is not None and batch.trace_context is None:
             batch.trace_context = trace_context
 
-    def _next_sticky(
-        self, topic: str, sent: ProducerBatch | None, partitions: Sequence[int]
-    ) -> int:
-        """The topic's sticky partition has no open batch (lock held): none yet, its batch
-        filled up (`sent` None), or its batch `sent` before filling up. As Kafka's partitioner
-        since KIP-794, it stays on the partition until batch.size bytes went to it, and then
-        moves on at random: at a low rate, one batch per round trip went to a new partition
-        each time, which woke a different leader and consumer fetch for every request (at
-        1,000 records/s on 6 partitions, end-to-end latency was about twice that of one)."""
-        previous = self._sticky.get(topic)
-        if sent is not None and sent.partition in partitions:
-            carried = self._sticky_bytes.get(topic, 0) + sent.estimate
-            if carried < self._batch_size:
-                self._sticky_bytes[topic] = carried
-                return sent.partition
-        self._sticky_bytes[topic] = 0
-        last = -1 if previous is None else previous.partition
-        choices = [p for p in partitions if p != last] or list(partitions)
+    @staticmethod
+    def _next_sticky(batch: ProducerBatch | None, partitions: Sequence[int]) -> int:
+        """The sticky partition has no open batch (none yet, full or sent): move on."""
+        previous = -1 if batch is None else batch.partition
+        choices = [p for p in partitions if p != previous] or list(partitions)
         return random.choice(choices)
 
     def _append_slow(
