@@ -7,7 +7,9 @@ Every end-to-end test checks the exact offsets handed out: each once, in order, 
 from __future__ import annotations
 
 import random
+import time
 from collections import deque
+from collections.abc import Callable
 from typing import cast
 
 import pytest
@@ -71,6 +73,13 @@ def drain(
         if len(out) >= want:
             break
     return out
+
+
+def poll_until(c: Consumer, condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "the condition did not come true in time"
+        c.poll(timeout_ms=20)
 
 
 def test_several_fetches_in_flight_for_one_partition(
@@ -254,5 +263,23 @@ def test_partitions_of_unknown_leader_share_one_request(
     gateway.topics["t"].leaders = [-1, -1, -1]
     with consumer(fake) as c:
         c.assign([TopicPartition("t", p) for p in range(3)])
-        c.poll(timeout_ms=50)
+        poll_until(c, lambda: bool(gateway.fetch_requests))
     assert gateway.fetch_requests[0] == [("t", 0), ("t", 1), ("t", 2)]
+
+
+def test_a_moved_leader_makes_the_consumer_look_the_leaders_up_again(
+    fake: FakeServer, gateway: FakeGateway
+) -> None:
+    """An error that says the metadata changed drops the cached leaders, so the next round of
+    fetches is grouped by fresh ones; the records still all arrive."""
+    gateway.create("t", 2)
+    gateway.topics["t"].leaders = [1, 2]
+    with consumer(fake) as c:
+        c.assign([TopicPartition("t", 0), TopicPartition("t", 1)])
+        poll_until(c, lambda: bool(gateway.fetch_requests))
+        looked_up = gateway.metadata_calls
+        gateway.fetch_errors.append(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        offsets = load(gateway, [5], partition=0) + load(gateway, [5], partition=1)
+        got = drain(c, len(offsets))
+    assert sorted(r.offset for r in got) == sorted(offsets)
+    assert gateway.metadata_calls > looked_up
