@@ -12,22 +12,41 @@ prints, per run:
 - send → poll() hands the record over (end to end);
 
 p50 / p99 / max of each, so a change can be placed on the half it moves. `--reps` alternates
-nothing: run it against two clusters (or one cluster restarted with other code) to compare.
+nothing: run it against two clusters (or one cluster restarted with other code) to compare;
+the producer and consumer are this checkout's, so two checkouts against one cluster compare
+client changes.
+
+`--hops DATA_DIR` (a cluster started by `riverlog cluster up --data-dir DATA_DIR`) instead
+times one 100-byte record at a time, 100 per second, over three paths that each add a hop:
+the leader's produce lane alone (its zero-copy port, as the gateway uses it), a raw
+ProduceStream message through the gateway, and the SDK's `send().result()`.
 
     .venv/bin/python bench/latency_probe.py --bootstrap 127.0.0.1:PORT [--partitions 1]
-        [--rate 1000] [--seconds 5] [--linger-ms N] [--reps 3]
+        [--rate 1000] [--seconds 5] [--linger-ms N] [--reps 3] [--pid PID ...]
+        [--hops DATA_DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import multiprocessing as mp
 import os
+import queue
 import struct
 import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import grpc
+
 from riverlog.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from riverlog.cluster import STATE_FILE
+from riverlog.common.records import BatchBuilder
+from riverlog.common.zerocopy import AsyncProduceLane
+from riverlog.v1 import common_pb2, data_pb2, gateway_pb2, gateway_pb2_grpc
 
 _STAMP = struct.Struct("<Q")
 
@@ -123,6 +142,84 @@ def run_once(args: argparse.Namespace, rep: int) -> str:
     )
 
 
+def _timed(name: str, count: int, one: Callable[[], object]) -> str:
+    """`one()` `count` times, 10 ms apart; its durations' summary."""
+    took = []
+    for _ in range(count):
+        start = time.monotonic_ns()
+        one()
+        took.append(time.monotonic_ns() - start)
+        time.sleep(0.01)
+    return _summary(name, took)
+
+
+def hops(args: argparse.Namespace) -> None:
+    """One record at a time over the leader's lane, the gateway's stream, and the SDK."""
+    state = json.loads((Path(args.hops) / STATE_FILE).read_text())
+    ports = {
+        p["node_id"]: p["info"]["zero_copy_port"]
+        for p in state["processes"]
+        if p["role"] == "storage"
+    }
+    topic = f"hops-{int(time.time())}"
+    with AdminClient(bootstrap_servers=args.bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1)])
+    value = b"x" * args.value_size
+    with Producer(bootstrap_servers=args.bootstrap, acks="1") as producer:
+        producer.send(topic, value).result(30)  # the topic has a leader now
+        channel = grpc.insecure_channel(args.bootstrap)
+        stub = gateway_pb2_grpc.GatewayStub(channel)
+        metadata = stub.GetMetadata(gateway_pb2.GetMetadataRequest(topics=[topic]))
+        leader = metadata.topics[0].partitions[0].leader
+
+        def request() -> data_pb2.ProduceRequest:
+            builder = BatchBuilder()
+            builder.append(int(time.time() * 1000), None, value)
+            part = data_pb2.ProducePartition(topic=topic, partition=0, records=builder.build())
+            return data_pb2.ProduceRequest(
+                acks=common_pb2.ACKS_LEADER, timeout_ms=30_000, partitions=[part]
+            )
+
+        async def on_lane() -> str:
+            lane = AsyncProduceLane("127.0.0.1", ports[leader])
+            took = []
+            for _ in range(args.hop_count):
+                start = time.monotonic_ns()
+                await lane.produce(request(), 30)
+                took.append(time.monotonic_ns() - start)
+                await asyncio.sleep(0.01)
+            await lane.close()
+            return _summary("leader's produce lane", took)
+
+        print(asyncio.run(on_lane()), flush=True)
+        requests: queue.SimpleQueue[data_pb2.ProduceRequest | None] = queue.SimpleQueue()
+
+        def fed() -> Iterator[data_pb2.ProduceRequest]:
+            while (item := requests.get()) is not None:
+                yield item
+
+        answers = stub.ProduceStream(fed())
+        ids = iter(range(1, 1 << 62))
+
+        def on_stream() -> object:
+            message = request()
+            message.correlation_id = next(ids)
+            requests.put(message)
+            return next(answers)
+
+        print(_timed("gateway's ProduceStream", args.hop_count, on_stream), flush=True)
+        requests.put(None)
+        channel.close()
+        print(
+            _timed(
+                "SDK send().result()",
+                args.hop_count,
+                lambda: producer.send(topic, value).result(30),
+            ),
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bootstrap", required=True)
@@ -133,7 +230,12 @@ def main() -> None:
     parser.add_argument("--value-size", type=int, default=100)
     parser.add_argument("--reps", type=int, default=1)
     parser.add_argument("--pid", type=int, action="append", default=[], help="print its CPU/wall")
+    parser.add_argument("--hops", metavar="DATA_DIR", help="time the hops of one record instead")
+    parser.add_argument("--hop-count", type=int, default=300)
     args = parser.parse_args()
+    if args.hops:
+        hops(args)
+        return
     for rep in range(args.reps):
         print(run_once(args, rep), flush=True)
 
