@@ -283,3 +283,16 @@ def test_a_moved_leader_makes_the_consumer_look_the_leaders_up_again(
         got = drain(c, len(offsets))
     assert sorted(r.offset for r in got) == sorted(offsets)
     assert gateway.metadata_calls > looked_up
+
+
+def test_leaders_missing_from_the_metadata_are_not_looked_up_at_every_fetch(
+    fake: FakeServer, gateway: FakeGateway
+) -> None:
+    """A topic the metadata does not name (yet): its fetches go without a leader, and the
+    consumer asks for it again after a pause, not in every round of fetches."""
+    gateway.create("t", 1)
+    gateway.metadata_hidden.add("t")
+    with consumer(fake) as c:  # fetch.max.wait.ms 10: a round every 10 ms or so
+        c.assign([TopicPartition("t", 0)])
+        poll_until(c, lambda: len(gateway.fetch_requests) >= 10)
+    assert gateway.metadata_calls <= 2

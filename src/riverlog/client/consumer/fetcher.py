@@ -57,7 +57,8 @@ FILL_SLACK = 64 * 1024
 """Bytes a gap-filling fetch asks for beyond the gap's estimated size (at most a quarter of
 max.partition.fetch.bytes)."""
 METADATA_RETRY_S = 1.0
-"""After a failed look-up of leaders, fetches go without them this long before the next try."""
+"""After a look-up of leaders that failed or left a topic unknown, fetches go without them this
+long before the next try."""
 
 
 def by_leader(items: Iterable[_T], leader_of: Callable[[_T], int]) -> list[list[_T]]:
@@ -198,8 +199,10 @@ class Fetcher:
         now = time.monotonic()
         if stale and now >= self._metadata_retry_at:
             try:
-                cache.refresh(sorted(stale))
+                found = cache.refresh(sorted(stale))
             except RiverlogError:
+                found = {}
+            if not stale.issubset(found):  # not now, not at every round: a look-up is an RPC
                 self._metadata_retry_at = now + METADATA_RETRY_S
         leader = cache.leader
         return lambda chunk: leader(chunk.tp.topic, chunk.tp.partition)
