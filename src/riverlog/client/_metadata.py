@@ -2,9 +2,11 @@
 leader, from the gateway's GetMetadata, cached for metadata.max.age.ms.
 
 The gateway routes every request to partition leaders itself, so a client needs metadata only to
-choose partitions (how many there are, and which are available for sticky partitioning) and to
-wait for a new topic to appear. Reads of the cache are lock-free dict look-ups, cheap enough for
-the producer's per-record path; refreshes take a lock so concurrent callers share one RPC.
+choose partitions (how many there are, and which are available for sticky partitioning), to
+wait for a new topic to appear, and to send the consumer's fetches one per leader (a hint: a
+stale leader only costs the gateway a fan-out). Reads of the cache are lock-free dict look-ups,
+cheap enough for the producer's per-record path; refreshes take a lock so concurrent callers
+share one RPC.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class TopicInfo(NamedTuple):
     num_partitions: int
     available: tuple[int, ...]
     expires_at: float  # time.monotonic() after which the entry is stale
+    leaders: tuple[int, ...] = ()  # node id of each partition's leader, -1 none
 
 
 class MetadataCache:
@@ -57,6 +60,13 @@ class MetadataCache:
             return None
         return info
 
+    def leader(self, topic: str, partition: int) -> int:
+        """The node id of the partition's leader as last seen (stale or not), -1 unknown."""
+        info = self.topics.get(topic)
+        if info is None or not 0 <= partition < len(info.leaders):
+            return -1
+        return info.leaders[partition]
+
     def invalidate(self, topic: str) -> None:
         """Make the next look-up of `topic` ask the gateway (after an error that says the
         metadata changed: unknown partition, no leader)."""
@@ -78,7 +88,8 @@ class MetadataCache:
             if not parts:
                 continue
             available = tuple(p.partition for p in parts if p.leader >= 0)
-            info = TopicInfo(len(parts), available, expires)
+            leaders = tuple(p.leader for p in parts)
+            info = TopicInfo(len(parts), available, expires, leaders)
             found[topic.name] = self.topics[topic.name] = info
         for result in response.errors:
             if result.error_code not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):

@@ -60,9 +60,11 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
         self.strict_fetch_sizes = False
         self.seen_client_ids: set[str] = set()
         self.produce_requests: list[data_pb2.ProduceRequest] = []
+        self.fetch_requests: list[list[tuple[str, int]]] = []  # the partitions of each Fetch
         self.drop_responses = 0  # append, then fail the call as UNAVAILABLE (lost response)
         self.partition_errors: dict[tuple[str, int], deque[ErrorCode]] = {}
         self.metadata_calls = 0
+        self.metadata_hidden: set[str] = set()  # topics GetMetadata does not know (yet)
         self.next_producer_id = 1000
         self.init_producer_id_calls = 0
         self.txn_ids: dict[str, tuple[int, int]] = {}  # transactional id -> producer id, epoch
@@ -289,6 +291,7 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
         self._client(context)
         out = []
         with self.lock:
+            self.fetch_requests.append([(p.topic, p.partition) for p in request.partitions])
             for p in request.partitions:
                 resp = data_pb2.FetchPartitionResponse(topic=p.topic, partition=p.partition)
                 topic = self.topics.get(p.topic)
@@ -370,7 +373,7 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
             resp = gateway_pb2.GetMetadataResponse(cluster_id="fake", controller_id=0)
             for name in names:
                 topic = self.topics.get(name)
-                if topic is None:
+                if topic is None or name in self.metadata_hidden:
                     resp.errors.add(name=name, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                     continue
                 resp.topics.append(self._topic_metadata(name, topic))

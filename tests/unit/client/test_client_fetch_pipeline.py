@@ -7,7 +7,9 @@ Every end-to-end test checks the exact offsets handed out: each once, in order, 
 from __future__ import annotations
 
 import random
+import time
 from collections import deque
+from collections.abc import Callable
 from typing import cast
 
 import pytest
@@ -17,7 +19,7 @@ from riverlog.client import Consumer, ConsumerRecord, RiverlogError, TopicPartit
 from riverlog.client._connection import GatewayConnection
 from riverlog.client.config import ConsumerConfig
 from riverlog.client.consumer.chunk import Chunk
-from riverlog.client.consumer.fetcher import MAX_CHUNKS, Fetcher
+from riverlog.client.consumer.fetcher import MAX_CHUNKS, Fetcher, by_leader
 from riverlog.client.consumer.subscription import SubscriptionState
 from riverlog.common.errors import ErrorCode
 from riverlog.common.records import BatchBuilder
@@ -71,6 +73,13 @@ def drain(
         if len(out) >= want:
             break
     return out
+
+
+def poll_until(c: Consumer, condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "the condition did not come true in time"
+        c.poll(timeout_ms=20)
 
 
 def test_several_fetches_in_flight_for_one_partition(
@@ -222,3 +231,68 @@ def test_gap_fill_answered_empty_goes_again_in_full() -> None:
     fetcher._handle(data_pb2.FetchResponse(partitions=[empty]), {TP0: fill})
     assert list(chain) == [first, after]
     assert fetcher._plan(TP0, state, MAX_CHUNKS) == (10, 1, 4096)
+
+
+def test_by_leader_groups_in_order_of_first_appearance() -> None:
+    leaders = {"a": 2, "b": 1, "c": 2, "d": -1, "e": 1, "f": -1}
+    assert by_leader("abcdef", leaders.__getitem__) == [["a", "c"], ["b", "e"], ["d", "f"]]
+    assert by_leader([], leaders.__getitem__) == []
+
+
+def test_fetches_go_one_request_per_leader(fake: FakeServer, gateway: FakeGateway) -> None:
+    """A round of fetches over partitions on two leaders is two requests, each naming one
+    leader's partitions only (a request spanning leaders waits for all of them)."""
+    gateway.create("t", 4)
+    gateway.topics["t"].leaders = [1, 2, 1, 2]
+    expected = {p: load(gateway, [5] * 4, partition=p) for p in range(4)}
+    with consumer(fake) as c:
+        c.assign([TopicPartition("t", p) for p in range(4)])
+        got = drain(c, sum(map(len, expected.values())))
+    by_partition: dict[int, list[int]] = {}
+    for r in got:
+        by_partition.setdefault(r.partition, []).append(r.offset)
+    assert by_partition == expected
+    groups = {frozenset(p for _, p in request) for request in gateway.fetch_requests}
+    assert groups and all(g <= {0, 2} or g <= {1, 3} for g in groups)
+
+
+def test_partitions_of_unknown_leader_share_one_request(
+    fake: FakeServer, gateway: FakeGateway
+) -> None:
+    gateway.create("t", 3)
+    gateway.topics["t"].leaders = [-1, -1, -1]
+    with consumer(fake) as c:
+        c.assign([TopicPartition("t", p) for p in range(3)])
+        poll_until(c, lambda: bool(gateway.fetch_requests))
+    assert gateway.fetch_requests[0] == [("t", 0), ("t", 1), ("t", 2)]
+
+
+def test_a_moved_leader_makes_the_consumer_look_the_leaders_up_again(
+    fake: FakeServer, gateway: FakeGateway
+) -> None:
+    """An error that says the metadata changed drops the cached leaders, so the next round of
+    fetches is grouped by fresh ones; the records still all arrive."""
+    gateway.create("t", 2)
+    gateway.topics["t"].leaders = [1, 2]
+    with consumer(fake) as c:
+        c.assign([TopicPartition("t", 0), TopicPartition("t", 1)])
+        poll_until(c, lambda: bool(gateway.fetch_requests))
+        looked_up = gateway.metadata_calls
+        gateway.fetch_errors.append(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        offsets = load(gateway, [5], partition=0) + load(gateway, [5], partition=1)
+        got = drain(c, len(offsets))
+    assert sorted(r.offset for r in got) == sorted(offsets)
+    assert gateway.metadata_calls > looked_up
+
+
+def test_leaders_missing_from_the_metadata_are_not_looked_up_at_every_fetch(
+    fake: FakeServer, gateway: FakeGateway
+) -> None:
+    """A topic the metadata does not name (yet): its fetches go without a leader, and the
+    consumer asks for it again after a pause, not in every round of fetches."""
+    gateway.create("t", 1)
+    gateway.metadata_hidden.add("t")
+    with consumer(fake) as c:  # fetch.max.wait.ms 10: a round every 10 ms or so
+        c.assign([TopicPartition("t", 0)])
+        poll_until(c, lambda: len(gateway.fetch_requests) >= 10)
+    assert gateway.metadata_calls <= 2

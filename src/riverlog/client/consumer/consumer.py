@@ -70,21 +70,22 @@ class Consumer(Closing):
         client_id = config.client_id or f"riverlog-consumer-{next(_ids)}"
         self._conn = GatewayConnection(config.bootstrap_servers, client_id, config.credentials)
         self._subs = SubscriptionState(config.auto_offset_reset)
-        self._fetcher = Fetcher(config, self._conn, self._subs)
+        self._metadata = MetadataCache(
+            self._conn,
+            max_age_ms=config.metadata_max_age_ms,
+            retry_backoff_ms=config.retry_backoff_ms,
+            request_timeout_ms=config.request_timeout_ms,
+        )
+        self._fetcher = Fetcher(config, self._conn, self._subs, self._metadata)
         self._closed = False
         self._coordinator: ConsumerCoordinator | None = None
         if config.group_id:
             self._coordinator = self._make_coordinator(GatewayGroupApi(self._conn))
 
     def _make_coordinator(self, api: GroupApi) -> ConsumerCoordinator:
-        config = self.config
-        cache = MetadataCache(
-            self._conn,
-            max_age_ms=config.metadata_max_age_ms,
-            retry_backoff_ms=config.retry_backoff_ms,
-            request_timeout_ms=config.request_timeout_ms,
+        return ConsumerCoordinator(
+            self.config, api, self._subs, MetadataTopicSource(self._metadata)
         )
-        return ConsumerCoordinator(config, api, self._subs, MetadataTopicSource(cache))
 
     @property
     def client_id(self) -> str:

@@ -1,0 +1,244 @@
+"""End-to-end latency at a fixed rate against a running cluster, split into its two halves.
+Prints figures; not a test.
+
+The shape of the side-by-side harness's latency run (`../shared/bench-peers/`): the producer
+sends `--rate` records/s in this process with the SDK (acks=1, linger.ms as given or the SDK's
+default); a consumer in another process (spawned, Kafka's consumer defaults, every partition
+assigned) polls them. Each value starts with the producer's CLOCK_MONOTONIC time at send. It
+prints, per run:
+
+- send → acknowledgement (the producer's callback), the producer → gateway → leader half and
+  back;
+- send → poll() hands the record over (end to end);
+
+p50 / p99 / max of each, so a change can be placed on the half it moves. `--reps` alternates
+nothing: run it against two clusters (or one cluster restarted with other code) to compare;
+the producer and consumer are this checkout's, so two checkouts against one cluster compare
+client changes.
+
+`--hops DATA_DIR` (a cluster started by `riverlog cluster up --data-dir DATA_DIR`) instead
+times one 100-byte record at a time, 100 per second, over three paths that each add a hop:
+the leader's produce lane alone (its zero-copy port, as the gateway uses it), a raw
+ProduceStream message through the gateway, and the SDK's `send().result()`.
+
+    .venv/bin/python bench/latency_probe.py --bootstrap 127.0.0.1:PORT [--partitions 1]
+        [--rate 1000] [--seconds 5] [--linger-ms N] [--reps 3] [--pid PID ...]
+        [--hops DATA_DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import queue
+import struct
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from riverlog.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from riverlog.cluster import STATE_FILE
+from riverlog.common.records import BatchBuilder
+from riverlog.common.zerocopy import AsyncProduceLane
+from riverlog.v1 import common_pb2, data_pb2, gateway_pb2, gateway_pb2_grpc
+
+_STAMP = struct.Struct("<Q")
+
+
+def _consume(
+    address: str, topic: str, partitions: int, expected: int, ready: Any, out: Any
+) -> None:
+    latencies: list[int] = []
+    deadline = time.monotonic() + 60
+    with Consumer({"bootstrap.servers": address, "auto.offset.reset": "earliest"}) as consumer:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        for tp in tps:
+            consumer.position(tp)
+        consumer.poll(timeout_ms=0)
+        ready.set()
+        while len(latencies) < expected and time.monotonic() < deadline:
+            polled = consumer.poll(timeout_ms=200)
+            now = time.monotonic_ns()
+            for batch in polled.values():
+                for record in batch:
+                    sent = _STAMP.unpack_from(record.value)[0]
+                    if sent:  # not the warm-up record
+                        latencies.append(now - sent)
+    out.put(latencies)
+
+
+def _summary(name: str, values_ns: list[int]) -> str:
+    if not values_ns:
+        return f"{name}: none"
+    values = sorted(v / 1e6 for v in values_ns)
+
+    def at(q: float) -> float:
+        return values[min(len(values) - 1, int(q * len(values)))]
+
+    return f"{name} p50 {at(0.5):.2f} p99 {at(0.99):.2f} max {values[-1]:.2f} ms"
+
+
+def _cpu_seconds(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_once(args: argparse.Namespace, rep: int) -> str:
+    topic = f"probe-{int(time.time())}-{rep}"
+    with AdminClient(bootstrap_servers=args.bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, args.partitions, 1)])
+    total = int(args.rate * args.seconds)
+    ctx = mp.get_context("spawn")
+    ready = ctx.Event()
+    out = ctx.Queue()
+    reader = ctx.Process(
+        target=_consume, args=(args.bootstrap, topic, args.partitions, total, ready, out)
+    )
+    reader.start()
+    ready.wait(60)
+    time.sleep(0.5)
+    settings: dict[str, object] = {"bootstrap.servers": args.bootstrap, "acks": "1"}
+    if args.linger_ms is not None:
+        settings["linger.ms"] = args.linger_ms
+    acks: list[int] = []
+    padding = b"x" * (args.value_size - _STAMP.size)
+    with Producer(settings) as producer:
+        producer.send(topic, _STAMP.pack(0) + padding, partition=0).result(30)  # warm up
+        start = time.monotonic_ns() + 5_000_000
+        cpu = {pid: _cpu_seconds(pid) for pid in [os.getpid(), *args.pid]}
+        period = int(1e9 / args.rate)
+        for i in range(total):
+            due = start + i * period
+            now = time.monotonic_ns()
+            if now < due:
+                time.sleep((due - now) / 1e9)
+            sent = time.monotonic_ns()
+            producer.send(
+                topic,
+                _STAMP.pack(sent) + padding,
+                callback=lambda _m, _e, sent=sent: acks.append(time.monotonic_ns() - sent),
+            )
+        producer.flush(30)
+        wall = (time.monotonic_ns() - start) / 1e9
+        cpu = {pid: (_cpu_seconds(pid) - used) / wall for pid, used in cpu.items()}
+    latencies = out.get(timeout=90)
+    reader.join(10)
+    linger = "default" if args.linger_ms is None else args.linger_ms
+    return (
+        f"{args.partitions} partition(s), linger.ms {linger}, {args.rate}/s: "
+        f"{_summary('ack', acks)}; {_summary('e2e', latencies)} ({len(latencies)}/{total}); "
+        "CPU/wall " + " ".join(f"{pid}:{share:.2f}" for pid, share in cpu.items())
+    )
+
+
+def _timed(name: str, count: int, one: Callable[[], object]) -> str:
+    """`one()` `count` times, 10 ms apart; its durations' summary."""
+    took = []
+    for _ in range(count):
+        start = time.monotonic_ns()
+        one()
+        took.append(time.monotonic_ns() - start)
+        time.sleep(0.01)
+    return _summary(name, took)
+
+
+def hops(args: argparse.Namespace) -> None:
+    """One record at a time over the leader's lane, the gateway's stream, and the SDK."""
+    state = json.loads((Path(args.hops) / STATE_FILE).read_text())
+    ports = {
+        p["node_id"]: p["info"]["zero_copy_port"]
+        for p in state["processes"]
+        if p["role"] == "storage"
+    }
+    topic = f"hops-{int(time.time())}"
+    with AdminClient(bootstrap_servers=args.bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1)])
+    value = b"x" * args.value_size
+    with Producer(bootstrap_servers=args.bootstrap, acks="1") as producer:
+        producer.send(topic, value).result(30)  # the topic has a leader now
+        channel = grpc.insecure_channel(args.bootstrap)
+        stub = gateway_pb2_grpc.GatewayStub(channel)
+        metadata = stub.GetMetadata(gateway_pb2.GetMetadataRequest(topics=[topic]))
+        leader = metadata.topics[0].partitions[0].leader
+
+        def request() -> data_pb2.ProduceRequest:
+            builder = BatchBuilder()
+            builder.append(int(time.time() * 1000), None, value)
+            part = data_pb2.ProducePartition(topic=topic, partition=0, records=builder.build())
+            return data_pb2.ProduceRequest(
+                acks=common_pb2.ACKS_LEADER, timeout_ms=30_000, partitions=[part]
+            )
+
+        async def on_lane() -> str:
+            lane = AsyncProduceLane("127.0.0.1", ports[leader])
+            took = []
+            for _ in range(args.hop_count):
+                start = time.monotonic_ns()
+                await lane.produce(request(), 30)
+                took.append(time.monotonic_ns() - start)
+                await asyncio.sleep(0.01)
+            await lane.close()
+            return _summary("leader's produce lane", took)
+
+        print(asyncio.run(on_lane()), flush=True)
+        requests: queue.SimpleQueue[data_pb2.ProduceRequest | None] = queue.SimpleQueue()
+
+        def fed() -> Iterator[data_pb2.ProduceRequest]:
+            while (item := requests.get()) is not None:
+                yield item
+
+        answers = stub.ProduceStream(fed())
+        ids = iter(range(1, 1 << 62))
+
+        def on_stream() -> object:
+            message = request()
+            message.correlation_id = next(ids)
+            requests.put(message)
+            return next(answers)
+
+        print(_timed("gateway's ProduceStream", args.hop_count, on_stream), flush=True)
+        requests.put(None)
+        channel.close()
+        print(
+            _timed(
+                "SDK send().result()",
+                args.hop_count,
+                lambda: producer.send(topic, value).result(30),
+            ),
+            flush=True,
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--partitions", type=int, default=1)
+    parser.add_argument("--rate", type=int, default=1000)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--linger-ms", type=int, default=None, help="default: the SDK's")
+    parser.add_argument("--value-size", type=int, default=100)
+    parser.add_argument("--reps", type=int, default=1)
+    parser.add_argument("--pid", type=int, action="append", default=[], help="print its CPU/wall")
+    parser.add_argument("--hops", metavar="DATA_DIR", help="time the hops of one record instead")
+    parser.add_argument("--hop-count", type=int, default=300)
+    args = parser.parse_args()
+    if args.hops:
+        hops(args)
+        return
+    for rep in range(args.reps):
+        print(run_once(args, rep), flush=True)
+
+
+if __name__ == "__main__":
+    main()
