@@ -319,6 +319,7 @@ def riverlog(*args: str, bootstrap: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.timeout(300)  # eleven CLI processes, three of them waiting out --timeout-ms
 def test_cli_consume_group_and_groups_commands_round_trip(bootstrap: str) -> None:
     topic = create_topic(bootstrap, "cli", 3)
     produce(bootstrap, topic, 3, 10)
