@@ -51,12 +51,46 @@ def list_offsets(
 ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
     """Look up `queries` ({tp: timestamp or -1/-2/-3}). None where no record has a timestamp
     at or after the one asked. Retries retriable failures until `timeout_s` has passed (one
-    attempt at least, however small `timeout_s`)."""
+    attempt at least, however small `timeout_s`), then raises ClientTimeoutError."""
+    results, failed = lookup_offsets(
+        conn,
+        queries,
+        timeout_s=timeout_s,
+        request_timeout_s=request_timeout_s,
+        backoff_s=backoff_s,
+        read_committed=read_committed,
+    )
+    if failed:
+        names = ", ".join(str(tp) for tp in sorted(failed))
+        last = next((e for e in reversed(failed.values()) if e is not None), None)
+        raise ClientTimeoutError(
+            f"offsets of {names} not found within {round(timeout_s * 1000)} ms"
+            + (f" (last error: {last})" if last else "")
+        )
+    return results
+
+
+def lookup_offsets(
+    conn: GatewayConnection,
+    queries: Mapping[TopicPartition, int],
+    *,
+    timeout_s: float,
+    request_timeout_s: float,
+    backoff_s: float,
+    read_committed: bool = False,
+) -> tuple[
+    dict[TopicPartition, OffsetAndTimestamp | None], dict[TopicPartition, RiverlogError | None]
+]:
+    """`list_offsets` per partition: (the offsets found, the partitions still failing with a
+    retriable error when `timeout_s` ran out, with that error or None if none was answered).
+    The consumer's offset reset
+    uses it so a partition that cannot be looked up yet (a topic not created yet) does not
+    hold back the others. A non-retriable error is raised, naming its partition."""
     results: dict[TopicPartition, OffsetAndTimestamp | None] = {}
     pending = dict(queries)
+    errors: dict[TopicPartition, RiverlogError] = {}
     deadline = time.monotonic() + timeout_s
     isolation = common_pb2.READ_COMMITTED if read_committed else common_pb2.READ_UNCOMMITTED
-    last: RiverlogError | None = None
     while pending:
         request = data_pb2.ListOffsetsRequest(
             isolation_level=isolation,
@@ -75,7 +109,7 @@ def list_offsets(
         except RiverlogError as e:
             if not e.retriable:
                 raise
-            last = e
+            errors.update(dict.fromkeys(pending, e))
         else:
             for answer in response.partitions:
                 tp = TopicPartition(answer.topic, answer.partition)
@@ -83,6 +117,7 @@ def list_offsets(
                     continue
                 if answer.error_code == ErrorCode.NONE:
                     del pending[tp]
+                    errors.pop(tp, None)
                     results[tp] = (
                         None
                         if answer.offset < 0
@@ -90,17 +125,14 @@ def list_offsets(
                     )
                     continue
                 error = error_for(answer.error_code, answer.error_message)
+                named = RiverlogError(f"{tp}: {error.message}", error.code)
                 if not error.retriable:
-                    raise RiverlogError(f"{tp}: {error.message}", error.code)
-                last = error
+                    raise named
+                errors[tp] = named
         if not pending:
             break
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            names = ", ".join(str(tp) for tp in sorted(pending))
-            raise ClientTimeoutError(
-                f"offsets of {names} not found within {round(timeout_s * 1000)} ms"
-                + (f" (last error: {last})" if last else "")
-            )
+            break
         time.sleep(min(backoff_s, remaining))
-    return results
+    return results, {tp: errors.get(tp) for tp in pending}

@@ -1,15 +1,19 @@
 """Consumer against an in-process fake gateway: polls grouped by partition and bounded by
 max_records, positions and seeks, auto.offset.reset (earliest, latest, none; unknown positions
 and positions that fell out of the log), offsets look-ups, answers made stale by a seek, the
-fetch kept in flight between polls, deserializers, and partition errors."""
+fetch kept in flight between polls, deserializers, partition errors, and partitions of a topic
+not created yet (reset and read alone once it is, without holding back the others)."""
 
 from __future__ import annotations
+
+import logging
 
 import pytest
 from client_fakes import FakeGateway, FakeServer
 
 from riverlog.client import (
     ClientClosedError,
+    ClientTimeoutError,
     Consumer,
     ConsumerRecord,
     OffsetAndTimestamp,
@@ -102,6 +106,59 @@ def test_reset_none_raises_until_seek(fake: FakeServer, gateway: FakeGateway) ->
         )
         c.seek(TP0, 3)
         assert [r.offset for r in drain(c, 2)] == [3, 4]
+
+
+MISSING = TopicPartition("missing", 0)
+BEYOND = TopicPartition("t", 1)  # "t" has one partition
+
+
+def test_unknown_partitions_wait_while_the_others_are_reset_and_read(
+    fake: FakeServer, gateway: FakeGateway, caplog: pytest.LogCaptureFixture
+) -> None:
+    gateway.create("t", 1)
+    produce(fake, 3)
+    config = {"retry_backoff_ms": 5, "retry_backoff_max_ms": 20}
+    with (
+        caplog.at_level(logging.DEBUG, "riverlog.client.consumer.consumer"),
+        consumer(fake, auto_offset_reset="earliest", **config) as c,
+    ):
+        c.assign([MISSING, TP0, BEYOND])
+        assert [r.offset for r in drain(c, 3)] == [0, 1, 2]
+        assert c.position(TP0) == 3
+        for tp in (MISSING, BEYOND):  # still pending, retried on a back-off
+            with pytest.raises(ClientTimeoutError, match=str(tp)):
+                c.position(tp, timeout_ms=20)
+        requested = {tp for request in gateway.fetch_requests for tp in request}
+        assert requested == {("t", 0)}  # no fetch without a position
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert sorted(m.split()[3] for m in warned) == ["missing-0", "t-1"]  # once each
+    assert all("UNKNOWN_TOPIC_OR_PARTITION" in m for m in warned)
+    retried = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+    assert any(m.startswith("offset reset of missing-0 failed") for m in retried)
+
+
+def test_unknown_partition_is_read_once_its_topic_appears(
+    fake: FakeServer, gateway: FakeGateway
+) -> None:
+    gateway.create("t", 1)
+    produce(fake, 2)
+    config = {"retry_backoff_ms": 5, "retry_backoff_max_ms": 20}
+    with consumer(fake, auto_offset_reset="earliest", **config) as c:
+        c.assign([TP0, MISSING])
+        assert [(r.topic, r.offset) for r in drain(c, 2)] == [("t", 0), ("t", 1)]
+        gateway.create("missing", 1)
+        with Producer(bootstrap_servers=fake.address, linger_ms=0) as p:
+            for i in range(3):
+                p.send("missing", b"m%d" % i, partition=0)
+        produce(fake, 1, start=2)
+        records = drain(c, 4)
+        assert sorted((r.topic, r.offset) for r in records) == [
+            ("missing", 0),
+            ("missing", 1),
+            ("missing", 2),
+            ("t", 2),
+        ]
+        assert c.position(MISSING) == 3
 
 
 def test_position_out_of_the_log_is_reset(fake: FakeServer, gateway: FakeGateway) -> None:

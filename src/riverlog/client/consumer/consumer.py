@@ -16,6 +16,7 @@ listener and commit callbacks always run on the thread calling poll()/commit_*/c
 from __future__ import annotations
 
 import itertools
+import logging
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,6 +32,7 @@ from .._offsets import (
     LATEST_TIMESTAMP,
     OffsetAndTimestamp,
     list_offsets,
+    lookup_offsets,
 )
 from ..config import ConsumerConfig
 from ..errors import ClientClosedError, ClientTimeoutError, NoOffsetForPartitionError
@@ -49,6 +51,7 @@ from .group.offsets import CommitCallback
 from .subscription import EARLIEST, LATEST, NONE, SubscriptionState
 
 _ids = itertools.count(1)
+log = logging.getLogger(__name__)
 
 
 class Consumer(Closing):
@@ -240,9 +243,15 @@ class Consumer(Closing):
         return hw if hw >= 0 else None
 
     def _update_positions(self, timeout_s: float, only: TopicPartition | None = None) -> None:
-        needing = self._subs.needing_reset()
-        if only is not None:
-            needing = {tp: p for tp, p in needing.items() if tp == only}
+        """Look up the positions to reset, each on its own (Kafka's resetPositionsIfNeeded):
+        a partition that cannot be looked up yet (UNKNOWN_TOPIC_OR_PARTITION: its topic is
+        not created yet, or has fewer partitions) backs off, retry.backoff.ms doubling up to
+        retry.backoff.max.ms, and the others are reset and fetched meanwhile. poll() makes one
+        attempt (timeout 0); position() retries its partition until its timeout."""
+        if only is None:
+            needing = self._subs.needing_reset(time.monotonic())
+        else:
+            needing = {tp: p for tp, p in self._subs.needing_reset().items() if tp == only}
         if not needing:
             return
         undefined = {tp: -1 for tp, policy in needing.items() if policy == NONE}
@@ -252,11 +261,42 @@ class Consumer(Closing):
             tp: EARLIEST_TIMESTAMP if policy == EARLIEST else LATEST_TIMESTAMP
             for tp, policy in needing.items()
         }
-        found = self._list_offsets(queries, timeout_s)
+        self._check_open()
+        config = self.config
+        found, failed = lookup_offsets(
+            self._conn,
+            queries,
+            timeout_s=timeout_s,
+            request_timeout_s=config.request_timeout_ms / 1000,
+            backoff_s=config.retry_backoff_ms / 1000,
+            read_committed=config.isolation_level == "read_committed",
+        )
         for tp, result in found.items():
             state = self._subs.partitions.get(tp)
             if state is not None and state.position is None and result is not None:
+                if state.reset_failures:
+                    log.info("offset reset of %s done (%d) after failing", tp, result.offset)
                 state.seek(result.offset)
+        now = time.monotonic()
+        for tp, error in failed.items():
+            state = self._subs.partitions.get(tp)
+            if state is None or state.position is not None:
+                continue
+            backoff_ms = min(
+                config.retry_backoff_ms * 2 ** min(state.reset_failures, 30),
+                config.retry_backoff_max_ms,
+            )
+            state.reset_failures += 1
+            state.backoff_until = now + backoff_ms / 1000
+            if error is not None and error.refresh_metadata:
+                self._metadata.invalidate(tp.topic)
+            log.log(
+                logging.WARNING if state.reset_failures == 1 else logging.DEBUG,
+                "offset reset of %s failed, retried in %d ms while the others are read (%s)",
+                tp,
+                backoff_ms,
+                error if error is not None else "no answer",
+            )
 
     def metrics(self) -> dict[str, float]:
         """Kafka's fetch-throttle-time-avg / -max (ms, over the last minute of responses)."""
@@ -286,11 +326,7 @@ class Consumer(Closing):
                 if not coordinator.poll(max(deadline - time.monotonic(), 0.0)):
                     return {}  # still joining: the join continues at the next poll
                 self._refresh_committed(max(deadline - time.monotonic(), 0.0))
-            if self._subs.needing_reset():
-                try:
-                    self._update_positions(max(deadline - time.monotonic(), 0.0))
-                except ClientTimeoutError:
-                    pass  # offsets not available yet: try again at the next round
+            self._update_positions(0.0)  # one attempt: failed partitions back off alone
             records = fetcher.collect(limit)
             fetcher.send_fetch()
             if records:
@@ -299,7 +335,8 @@ class Consumer(Closing):
             if remaining <= 0:
                 return {}
             if not fetcher.in_flight:
-                # Nothing to fetch (no assignment, or every partition backing off).
+                # Nothing to fetch (no assignment, every partition backing off, or waiting
+                # for a reset that failed).
                 time.sleep(min(remaining, self.config.retry_backoff_ms / 1000))
                 continue
             fetcher.wait(remaining)

@@ -1,5 +1,6 @@
 """Which partitions a consumer reads and where it stands in each: the position (the next offset
-poll() returns), a pending offset reset, a back-off after a partition error, and an epoch that
+poll() returns), a pending offset reset, a back-off after a partition error (of a fetch, or of
+the reset's look-up: a topic not created yet waits alone), and an epoch that
 every seek bumps so answers to fetches sent before the seek are recognised and dropped.
 
 Kafka's SubscriptionState: partitions come from `assign()` (manual assignment) or, after
@@ -39,11 +40,13 @@ class PartitionState:
         "log_start_offset",
         "position",
         "reset",
+        "reset_failures",
     )
 
     def __init__(self, reset: str | None) -> None:
         self.position: int | None = None
         self.reset: str | None = reset
+        self.reset_failures = 0  # look-ups failed in a row: the back-off grows with them
         self.epoch = next(_epochs)
         self.backoff_until = 0.0
         self.high_watermark = -1
@@ -52,6 +55,7 @@ class PartitionState:
     def seek(self, offset: int) -> None:
         self.position = offset
         self.reset = None
+        self.reset_failures = 0
         self.epoch = next(_epochs)
         self.backoff_until = 0.0
 
@@ -138,12 +142,15 @@ class SubscriptionState:
         for tp in tps:
             self.state(tp).request_reset(policy)
 
-    def needing_reset(self) -> dict[TopicPartition, str]:
-        """Partitions whose position must be looked up, with the policy to apply."""
+    def needing_reset(self, now: float | None = None) -> dict[TopicPartition, str]:
+        """Partitions whose position must be looked up, with the policy to apply; given `now`,
+        only those whose back-off after a failed look-up has run out."""
         return {
             tp: state.reset
             for tp, state in self.partitions.items()
-            if state.position is None and state.reset is not None
+            if state.position is None
+            and state.reset is not None
+            and (now is None or state.backoff_until <= now)
         }
 
     def fetchable(self, now: float | None = None) -> list[TopicPartition]:
