@@ -1,8 +1,9 @@
 """The SDK against the session's real cluster (etcd, metadata, three storage nodes, one gateway):
 produce and consume round trips with every compression type, keys, headers and null values,
 each acks setting, positions and seeks, offsets look-ups, auto.offset.reset, flush and close,
-an unknown topic, and the admin client. Each test runs against both SDK flavours, the sync
-clients and the asyncio ones (the `sdk` fixture, sdk_flavours.py)."""
+an unknown topic (to produce to, and assigned: read once created), and the admin client. Each
+test runs against both SDK flavours, the sync clients and the asyncio ones (the `sdk` fixture,
+sdk_flavours.py)."""
 
 from __future__ import annotations
 
@@ -175,6 +176,40 @@ def test_unknown_topic_fails_after_max_block_ms(
         ):
             p.send(topic_name, b"v")
         assert time.monotonic() - start < 60  # bounded by max.block.ms, not the 60 s default
+
+
+def test_assigned_missing_topic_waits_while_the_others_are_read(
+    sdk: Sdk, gateway_address: str, new_topic: NewTopicFn, topic_name: str
+) -> None:
+    """As Kafka's consumer: a partition of a topic not created yet (or beyond a topic's
+    partition count) keeps its offset reset pending, retried on a back-off, without holding
+    back the partitions that exist; it is read once its topic is created."""
+    topic = new_topic(partitions=1)
+    real, missing = TopicPartition(topic, 0), TopicPartition(topic_name, 0)
+    beyond = TopicPartition(topic, 1)
+    config = {"auto.offset.reset": "earliest", "fetch.max.wait.ms": 100}
+    with sdk.Consumer({"bootstrap.servers": gateway_address, **config}) as consumer:
+        consumer.assign([missing, real, beyond])
+        with producer(sdk, gateway_address) as p:
+            for i in range(3):
+                p.send(topic, b"r%d" % i)
+
+        def read(want: int) -> list[tuple[str, bytes | None]]:
+            got: list[tuple[str, bytes | None]] = []
+            deadline = time.monotonic() + 60
+            while len(got) < want and time.monotonic() < deadline:
+                for records in consumer.poll(timeout_ms=500).values():
+                    got += [(r.topic, r.value) for r in records]
+            return got
+
+        assert read(3) == [(topic, b"r0"), (topic, b"r1"), (topic, b"r2")]
+        new_topic(name=topic_name)
+        with producer(sdk, gateway_address) as p:
+            for i in range(2):
+                p.send(topic_name, b"m%d" % i)
+            p.send(topic, b"r3")
+        assert sorted(read(3)) == sorted([(topic, b"r3"), (topic_name, b"m0"), (topic_name, b"m1")])
+        assert consumer.position(missing) == 2
 
 
 def test_admin_client(sdk: Sdk, gateway_address: str, topic_name: str) -> None:
