@@ -4,9 +4,10 @@ member of a consumer group (`subscribe`, with group.id; see `group/`).
 `poll()` returns `{TopicPartition: [ConsumerRecord, ...]}` (kafka-python's shape: records of
 one partition stay together and in offset order; iterate `.values()` or use `itertools.chain`
 for a flat stream). Positions that are unknown or fall out of the log are reset by
-auto.offset.reset through ListOffsets. Fetches stay in flight while the application
-handles the last records, several per partition when reading behind the end of the log (see
-`fetcher.py`), so throughput is not bound by round trips.
+auto.offset.reset through ListOffsets, each partition on its own: one whose topic does not
+exist yet backs off and is retried while the others are read. Fetches stay in flight while
+the application handles the last records, several per partition when reading behind the end of
+the log (see `fetcher.py`), so throughput is not bound by round trips.
 
 Threads: the consumer is used from one thread at a time. With a group, a heartbeat thread keeps
 the membership alive and an async-commit worker sends commit_async's requests; the rebalance
