@@ -5,7 +5,8 @@ in `records.py` is the only fetch path that decodes). Long-poll parameters are p
 with ONE overall `max_wait_ms`: every leader is asked at the same time, and a partition re-sent
 after a stale route only waits for what is left of it. The response-wide `max_bytes` is shared
 between the leaders of one request, so a fetch touching many leaders cannot add up to more than
-a gRPC message can carry.
+a gRPC message can carry. The request returns once min_bytes is met across its leaders; the
+leaders still waiting then are not asked again, their partitions come back empty (`_LongPoll`).
 
 Fetching from the closest replica (KIP-392, decision 0038): a fetch that carries the client's
 rack (`rack_id`) goes, partition by partition, to the replica `ReadReplicas` picks (with
@@ -116,6 +117,8 @@ class Fetcher:
             if config.replica_selector_class != "leader"
             else None
         )
+        # Long polls a request stopped waiting for, until they finish (see `_LongPoll`).
+        self._abandoned: set[asyncio.Future[list[FetchPartResult]]] = set()
 
     def check(self, options: FetchOptions) -> FetchOptions:
         """The options as forwarded (sizes capped); RiverlogError for a request wrong as a
@@ -173,7 +176,7 @@ class Fetcher:
         served: dict[TopicPartition, int] = {}  # partitions a follower answered, by node id
         leaders = self._leader_count(items, route_fn)
         share = max(options.max_bytes // leaders, 1)
-        poll = _LongPoll(options.min_bytes)
+        poll = _LongPoll(options.min_bytes, self._abandoned)
 
         async def send(
             node: NodeInfo, batch: list[FetchPart], deadline: Deadline
@@ -278,15 +281,30 @@ def _part_error(part: FetchPart) -> RiverlogError | None:
     return offset_error(part.fetch_offset)
 
 
-class _LongPoll:
-    """The long poll of one fetch spread over several leaders: once the answers in hand reach
-    min_bytes, leaders still waiting are asked again without waiting (so the request returns,
-    as Kafka's fetch does, when min_bytes is met, with a fresh answer from every leader)."""
+def not_waited_for(batch: Sequence[FetchPart]) -> list[FetchPartResult]:
+    """The answer for a leader's partitions when the request's min_bytes was met elsewhere
+    before that leader answered: no records and no error, so the client's position stays
+    where it was and its next fetch asks again. The high watermark and offsets are -1 (not
+    known: the leader's answer was not waited for), as the wire allows for any partition."""
+    return [FetchPartResult(part.tp) for part in batch]
 
-    def __init__(self, min_bytes: int) -> None:
+
+class _LongPoll:
+    """The long poll of one fetch spread over several leaders. Once the answers in hand reach
+    min_bytes the request returns, as Kafka's fetch does, and the leaders still waiting are
+    answered `not_waited_for`. Their calls are abandoned, not cancelled: a zero-copy exchange
+    cancelled mid-way loses its framing and closes its connection, and the channel has no
+    cancel message. An abandoned call finishes on its connection (when that leader has data or
+    its wait runs out, within the request's deadline), its answer is dropped (a consumer fetch
+    changes nothing on the leader) and the connection goes back to the pool."""
+
+    def __init__(
+        self, min_bytes: int, abandoned: set[asyncio.Future[list[FetchPartResult]]]
+    ) -> None:
         self.min_bytes = min_bytes
         self.received = 0
         self.satisfied = asyncio.Event()
+        self.abandoned = abandoned  # the Fetcher's: holds the calls until they finish
 
     def add(self, results: list[FetchPartResult]) -> list[FetchPartResult]:
         self.received += sum(len(r.records) for r in results)
@@ -306,14 +324,23 @@ class _LongPoll:
         enough = asyncio.ensure_future(self.satisfied.wait())
         try:
             await asyncio.wait({call, enough}, return_when=asyncio.FIRST_COMPLETED)
-            if not call.done():
-                call.cancel()
-                await asyncio.wait({call})  # it may still have finished on its own
+        except BaseException:
+            call.cancel()  # the request itself is going away
+            raise
         finally:
             enough.cancel()
-            call.cancel()
-        if not call.cancelled():
+        if call.done():  # its answer stands, even when min_bytes was met at the same time
             return self.add(call.result())
-        log.debug("min_bytes met elsewhere; asking storage node %d again", node.node_id)
-        now = FetchOptions(0, 0, options.max_bytes, options.isolation_level)
-        return self.add(await sender.fetch(node, now, batch, deadline))
+        log.debug("min_bytes met elsewhere; storage node %d's long poll abandoned", node.node_id)
+        self._abandon(call)
+        return not_waited_for(batch)
+
+    def _abandon(self, call: asyncio.Future[list[FetchPartResult]]) -> None:
+        self.abandoned.add(call)
+
+        def finished(future: asyncio.Future[list[FetchPartResult]]) -> None:
+            self.abandoned.discard(future)
+            if not future.cancelled() and future.exception() is not None:
+                log.debug("an abandoned long poll failed: %s", future.exception())
+
+        call.add_done_callback(finished)

@@ -8,7 +8,12 @@ from gateway_fakes import Harness
 
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import OffsetSpec, TopicPartition
-from riverlog.services.gateway.fetch import FetchOptions, FetchPart, FetchPartResult
+from riverlog.services.gateway.fetch import (
+    FetchOptions,
+    FetchPart,
+    FetchPartResult,
+    not_waited_for,
+)
 from riverlog.services.gateway.offsets import (
     DeleteRecordsPart,
     ListOffsetsPart,
@@ -122,24 +127,72 @@ async def test_delete_records_routed_and_checked(harness: Harness) -> None:
         await harness.offsets.delete_records(harness.ctx(), -1, parts)
 
 
-async def test_min_bytes_met_by_one_leader_cuts_the_other_long_polls_short(
+async def test_min_bytes_met_by_one_leader_abandons_the_other_long_polls(
     harness: Harness,
 ) -> None:
+    """The request returns with leader 1's records; leader 2's long poll is neither cancelled
+    (that would close its zero-copy connection) nor asked again: its partition comes back
+    empty, and the poll finishes on its own later, its answer dropped."""
     calls: list[tuple[int, int]] = []
+    release = asyncio.Event()
+    finished: list[int] = []
 
     async def fetch(node, options, parts, deadline):
         calls.append((node.node_id, options.max_wait_ms))
-        if node.node_id == 2 and options.max_wait_ms > 0:
-            await asyncio.sleep(30)  # a long poll with nothing to return
-        records = b"x" * 10 if node.node_id == 1 else b""
+        if node.node_id == 2:
+            await release.wait()  # a long poll with nothing to return, yet
+            finished.append(node.node_id)
+            records = b"late"
+        else:
+            records = b"x" * 10
         return [FetchPartResult(p.tp, records=records, high_watermark=node.node_id) for p in parts]
 
     harness.storage.fetch = fetch
     options = FetchOptions(max_wait_ms=20_000, min_bytes=5, max_bytes=1000)
-    parts = [FetchPart(TopicPartition("t", 0), 0), FetchPart(TopicPartition("t", 1), 0)]
+    parts = [FetchPart(TopicPartition("t", 0), 0), FetchPart(TopicPartition("t", 1), 4)]
     results = await asyncio.wait_for(harness.fetcher.fetch(harness.ctx(30), options, parts), 5)
-    assert [(r.records, r.high_watermark) for r in results] == [(b"x" * 10, 1), (b"", 2)]
-    assert calls[-1] == (2, 0)  # asked again without waiting once min_bytes was met
+    assert results == [
+        FetchPartResult(TopicPartition("t", 0), records=b"x" * 10, high_watermark=1),
+        FetchPartResult(TopicPartition("t", 1)),  # empty, no error: the position stays at 4
+    ]
+    assert [node for node, _ in calls] == [1, 2]  # nobody asked again
+    release.set()
+    async with asyncio.timeout(5):
+        while harness.fetcher._abandoned:
+            await asyncio.sleep(0.01)
+    assert finished == [2]  # ran to its end rather than being cancelled
+
+
+async def test_an_answer_that_arrives_with_min_bytes_met_elsewhere_is_kept(
+    harness: Harness,
+) -> None:
+    """Both leaders answer in the same step: each answer stands, nothing is dropped."""
+
+    async def fetch(node, options, parts, deadline):
+        return [FetchPartResult(p.tp, records=b"y" * 6, high_watermark=7) for p in parts]
+
+    harness.storage.fetch = fetch
+    options = FetchOptions(max_wait_ms=20_000, min_bytes=5, max_bytes=1000)
+    parts = [FetchPart(TopicPartition("t", 0), 0), FetchPart(TopicPartition("t", 1), 0)]
+    results = await harness.fetcher.fetch(harness.ctx(30), options, parts)
+    assert [(r.records, r.high_watermark) for r in results] == [(b"y" * 6, 7)] * 2
+    assert not harness.fetcher._abandoned
+
+
+def test_partitions_not_waited_for_are_answered_empty_at_their_position() -> None:
+    batch = [FetchPart(TopicPartition("t", 1), 4, 100), FetchPart(TopicPartition("u", 0), 9)]
+    assert not_waited_for(batch) == [
+        FetchPartResult(TopicPartition("t", 1)),
+        FetchPartResult(TopicPartition("u", 0)),
+    ]
+    for result in not_waited_for(batch):
+        assert (result.error_code, result.records, result.aborted_transactions) == (0, b"", ())
+        # No offsets the client could mistake for a new position or a truncation.
+        assert (result.high_watermark, result.log_start_offset, result.log_end_offset) == (
+            -1,
+            -1,
+            -1,
+        )
 
 
 async def test_single_leader_long_poll_is_passed_through(manual_harness: Harness) -> None:
