@@ -200,7 +200,12 @@ class StorageNode:
             leader_quota,
             remote=self.remote_log.reader if self.remote_log is not None else None,
         )
-        register_prometheus_metrics(replicas, fetch, self.remote_log)
+        register_prometheus_metrics(
+            replicas,
+            fetch,
+            self.remote_log,
+            lambda: self.zero_copy.accepted if self.zero_copy is not None else 0,
+        )
         servicer = StorageServicer(
             config.node_id,
             ProduceHandler(

@@ -1,12 +1,13 @@
 """The storage node's gauges and counters for Prometheus (decision 0033): under-replicated
 partitions, ISR shrinks and expands, partition and leader counts, log size and end offset per
-replica, and the producer ids with state on this node (Kafka's ReplicaManager and Log
-metrics). Read from the replica manager on the event loop at scrape time, so the produce and
-fetch paths pay nothing for them."""
+replica, the producer ids with state on this node (Kafka's ReplicaManager and Log metrics) and
+the connections accepted on the zero-copy port. Read on the event loop at scrape time, so the
+produce and fetch paths pay nothing for them."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Protocol
 
 from prometheus_client.core import Metric
@@ -31,6 +32,7 @@ NAMES = (
     "riverlog_log_end_offset",
     "riverlog_producer_ids",
     "riverlog_consumer_fetches",
+    "riverlog_zero_copy_connections",
 )
 # Tiered storage's families (served when remote.log.storage.system.enable).
 TIERED_NAMES = (
@@ -55,10 +57,16 @@ class TieringStats(Protocol):
     def cache_misses(self) -> int: ...
 
 
-def snapshot(replicas: ReplicaManager, fetches: FetchHandler | None = None) -> list[Metric]:
+def snapshot(
+    replicas: ReplicaManager,
+    fetches: FetchHandler | None = None,
+    zero_copy_accepted: Callable[[], int] | None = None,
+) -> list[Metric]:
     """The families, from the replica manager's state now (event loop only)."""
     node = str(replicas.node_id)
-    urp, shrinks, expands, count, leaders, size, end, producers, served = (family(n) for n in NAMES)
+    urp, shrinks, expands, count, leaders, size, end, producers, served, connections = (
+        family(n) for n in NAMES
+    )
     partitions = list(replicas.partitions.values())
     urp.add_metric([node], replicas.under_replicated_partitions)
     shrinks.add_metric([node], replicas.isr_shrinks)
@@ -77,7 +85,9 @@ def snapshot(replicas: ReplicaManager, fetches: FetchHandler | None = None) -> l
         for (tp, as_leader), n in fetches.consumer_fetches.items():
             role = "leader" if as_leader else "follower"
             served.add_metric([node, tp.topic, str(tp.partition), role], n)
-    return [urp, shrinks, expands, count, leaders, size, end, producers, served]
+    if zero_copy_accepted is not None:
+        connections.add_metric([node], zero_copy_accepted())
+    return [urp, shrinks, expands, count, leaders, size, end, producers, served, connections]
 
 
 def tiered_snapshot(replicas: ReplicaManager, stats: TieringStats) -> list[Metric]:
@@ -105,12 +115,18 @@ def register_prometheus_metrics(
     replicas: ReplicaManager,
     fetches: FetchHandler | None = None,
     tiering: TieringStats | None = None,
+    zero_copy_accepted: Callable[[], int] | None = None,
 ) -> None:
-    """Serve the families on `/metrics` (no-op when this process serves none)."""
+    """Serve the families on `/metrics` (no-op when this process serves none).
+    `zero_copy_accepted`: the zero-copy server's connection count, read at scrape time (the
+    server starts after the metrics are registered)."""
     if not endpoint.enabled():
         return
     loop = asyncio.get_running_loop()
-    endpoint.register("storage", LoopCollector(loop, NAMES, lambda: snapshot(replicas, fetches)))
+    endpoint.register(
+        "storage",
+        LoopCollector(loop, NAMES, lambda: snapshot(replicas, fetches, zero_copy_accepted)),
+    )
     if tiering is not None:
         stats = tiering
         endpoint.register(

@@ -93,6 +93,9 @@ class ZeroCopyServer:
         self._sendfile_ok = True
         self._timers = RequestTimers()
         self.port = 0
+        self.accepted = 0
+        """Connections accepted since start (riverlog_zero_copy_connections): how often
+        clients such as gateways had to open one rather than reuse one."""
 
     async def start(self) -> None:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -129,6 +132,7 @@ class ZeroCopyServer:
                 log.warning("zero-copy accept failed: %s", exc)
                 await asyncio.sleep(0.1)
                 continue
+            self.accepted += 1
             conn.setblocking(False)
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             task = asyncio.create_task(self._serve(conn, peer), name=f"zero-copy-{peer}")

@@ -136,6 +136,12 @@ _SPECS = (
         "kafka.server:type=BrokerTopicMetrics,name=TotalFetchRequestsPerSec,topic=*",
     ),
     MetricSpec(
+        "riverlog_zero_copy_connections", C, ("node_id",), ("storage",),
+        "connections accepted on this storage node's zero-copy port (gateways' fetch pools "
+        "and produce lanes): a rate that does not settle means connections are not reused",
+        "kafka.server:type=socket-server-metrics,listener=*,name=connection-creation-total",
+    ),
+    MetricSpec(
         "riverlog_remote_copy_bytes", C, ("node_id",), ("storage",),
         "segment bytes this storage node copied to the remote store as leader (tiered storage)",
         "kafka.server:type=BrokerTopicMetrics,name=RemoteCopyBytesPerSec",
