@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -299,3 +300,51 @@ def test_fetches_reach_leaders_over_their_zero_copy_channels(
     }
     zero_copy_ports = {cluster.storage(n).info["zero_copy_port"] for n in leaders}
     assert zero_copy_ports <= _connected_ports(cluster.gateway(1).pid)
+
+
+def test_one_fetch_over_every_leader_gets_each_trickled_record_once_in_order(
+    client: GatewayClient, new_topic
+) -> None:
+    # A plain gRPC client's Fetch over partitions on all three storage nodes while single
+    # records trickle to every partition: the gateway answers once min_bytes is met by some
+    # leaders, the others' partitions empty at the client's position (their long polls are
+    # abandoned, not re-asked), so reading on from the positions must neither skip nor repeat.
+    partitions = 6
+    topic = new_topic(partitions=partitions)
+    metadata = client.GetMetadata(gateway_pb2.GetMetadataRequest(topics=[topic]))
+    assert len({p.leader for p in metadata.topics[0].partitions}) > 1  # several leaders
+    per_partition = 8
+    sent = {p: [f"p{p}-{i}".encode() for i in range(per_partition)] for p in range(partitions)}
+    failures: list[str] = []
+
+    def trickle() -> None:
+        for i in range(per_partition):
+            for p in range(partitions):
+                response = client.Produce(produce_request(topic, {p: encode([sent[p][i]])}))
+                if response.partitions[0].error_code != 0:
+                    failures.append(response.partitions[0].error_message)
+                time.sleep(0.02)  # pacing (not a wait for a condition): a trickle, not a burst
+
+    producer = threading.Thread(target=trickle)
+    producer.start()
+    positions = dict.fromkeys(range(partitions), 0)
+    got: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    deadline = time.monotonic() + 90
+    try:
+        while any(len(got[p]) < per_partition for p in got) and time.monotonic() < deadline:
+            response = client.Fetch(fetch_request(topic, positions, max_wait_ms=2_000))
+            assert sorted(r.partition for r in response.partitions) == list(range(partitions))
+            for part in response.partitions:
+                assert part.error_code == 0, part.error_message
+                records = decode(part.records, positions[part.partition])
+                if not records:
+                    continue  # this leader had nothing, or was not waited for
+                offsets = [r.offset for r in records]
+                start = positions[part.partition]
+                assert offsets == list(range(start, start + len(records))), offsets
+                got[part.partition].extend(r.value for r in records)
+                positions[part.partition] = offsets[-1] + 1
+    finally:
+        producer.join(timeout=60)
+    assert not failures
+    assert got == sent
