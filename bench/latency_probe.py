@@ -16,6 +16,12 @@ nothing: run it against two clusters (or one cluster restarted with other code) 
 the producer and consumer are this checkout's, so two checkouts against one cluster compare
 client changes.
 
+`--grpc-fetch` reads with a plain gRPC client instead of the SDK consumer: ONE Fetch request
+over every partition at a time (min_bytes 1, max_wait 500 ms), as a client without the SDK
+does, so a request spans all leaders. With `--data-dir DATA_DIR` (the cluster's, `riverlog
+cluster up --data-dir`) the run also prints the connections the storage nodes accepted on their
+zero-copy ports during it (`riverlog_zero_copy_connections_total`, scraped).
+
 `--hops DATA_DIR` (a cluster started by `riverlog cluster up --data-dir DATA_DIR`) instead
 times one 100-byte record at a time, 100 per second, over three paths that each add a hop:
 the leader's produce lane alone (its zero-copy port, as the gateway uses it), a raw
@@ -23,7 +29,7 @@ ProduceStream message through the gateway, and the SDK's `send().result()`.
 
     .venv/bin/python bench/latency_probe.py --bootstrap 127.0.0.1:PORT [--partitions 1]
         [--rate 1000] [--seconds 5] [--linger-ms N] [--reps 3] [--pid PID ...]
-        [--hops DATA_DIR]
+        [--hops DATA_DIR] [--grpc-fetch] [--data-dir DATA_DIR]
 """
 
 from __future__ import annotations
@@ -36,15 +42,17 @@ import os
 import queue
 import struct
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import grpc
+from prometheus_client.parser import text_string_to_metric_families
 
 from riverlog.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from riverlog.cluster import STATE_FILE
-from riverlog.common.records import BatchBuilder
+from riverlog.common.records import BatchBuilder, iter_batches_records
 from riverlog.common.zerocopy import AsyncProduceLane
 from riverlog.v1 import common_pb2, data_pb2, gateway_pb2, gateway_pb2_grpc
 
@@ -72,6 +80,64 @@ def _consume(
                     if sent:  # not the warm-up record
                         latencies.append(now - sent)
     out.put(latencies)
+
+
+def _fetch_grpc(
+    address: str, topic: str, partitions: int, expected: int, ready: Any, out: Any
+) -> None:
+    """`_consume` with one plain gRPC Fetch over every partition at a time, no SDK."""
+    latencies: list[int] = []
+    deadline = time.monotonic() + 60
+    positions = dict.fromkeys(range(partitions), 0)
+    with grpc.insecure_channel(address) as channel:
+        stub = gateway_pb2_grpc.GatewayStub(channel)
+
+        def request() -> data_pb2.FetchRequest:
+            return data_pb2.FetchRequest(
+                max_wait_ms=500,
+                min_bytes=1,
+                max_bytes=4 << 20,
+                partitions=[
+                    data_pb2.FetchPartition(
+                        topic=topic, partition=p, fetch_offset=o, partition_max_bytes=1 << 20
+                    )
+                    for p, o in positions.items()
+                ],
+            )
+
+        stub.Fetch(request(), timeout=30)  # the channel is up and the leaders are known
+        ready.set()
+        while len(latencies) < expected and time.monotonic() < deadline:
+            response = stub.Fetch(request(), timeout=30)
+            now = time.monotonic_ns()
+            for part in response.partitions:
+                if part.error_code:
+                    continue  # asked again next round
+                for record in iter_batches_records(part.records, positions[part.partition]):
+                    positions[part.partition] = record.offset + 1
+                    sent = _STAMP.unpack_from(record.value or b"")[0]
+                    if sent:  # not the warm-up record
+                        latencies.append(now - sent)
+    out.put(latencies)
+
+
+def _zero_copy_connections(data_dir: str | None) -> int | None:
+    """Connections the cluster's storage nodes accepted on their zero-copy ports so far."""
+    if data_dir is None:
+        return None
+    state = json.loads((Path(data_dir) / STATE_FILE).read_text())
+    total = 0.0
+    for process in state["processes"]:
+        address = process["info"].get("metrics_address")
+        if process["role"] != "storage" or not address:
+            continue
+        with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as response:
+            text = response.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "riverlog_zero_copy_connections_total":
+                    total += sample.value
+    return int(total)
 
 
 def _summary(name: str, values_ns: list[int]) -> str:
@@ -103,11 +169,13 @@ def run_once(args: argparse.Namespace, rep: int) -> str:
     ready = ctx.Event()
     out = ctx.Queue()
     reader = ctx.Process(
-        target=_consume, args=(args.bootstrap, topic, args.partitions, total, ready, out)
+        target=_fetch_grpc if args.grpc_fetch else _consume,
+        args=(args.bootstrap, topic, args.partitions, total, ready, out),
     )
     reader.start()
     ready.wait(60)
     time.sleep(0.5)
+    connections_before = _zero_copy_connections(args.data_dir)
     settings: dict[str, object] = {"bootstrap.servers": args.bootstrap, "acks": "1"}
     if args.linger_ms is not None:
         settings["linger.ms"] = args.linger_ms
@@ -134,11 +202,16 @@ def run_once(args: argparse.Namespace, rep: int) -> str:
         cpu = {pid: (_cpu_seconds(pid) - used) / wall for pid, used in cpu.items()}
     latencies = out.get(timeout=90)
     reader.join(10)
+    connections = ""
+    if connections_before is not None:
+        opened = (_zero_copy_connections(args.data_dir) or 0) - connections_before
+        connections = f"; {opened} zero-copy connections opened"
     linger = "default" if args.linger_ms is None else args.linger_ms
+    reader_kind = "gRPC Fetch" if args.grpc_fetch else "SDK consumer"
     return (
-        f"{args.partitions} partition(s), linger.ms {linger}, {args.rate}/s: "
+        f"{args.partitions} partition(s), {reader_kind}, linger.ms {linger}, {args.rate}/s: "
         f"{_summary('ack', acks)}; {_summary('e2e', latencies)} ({len(latencies)}/{total}); "
-        "CPU/wall " + " ".join(f"{pid}:{share:.2f}" for pid, share in cpu.items())
+        "CPU/wall " + " ".join(f"{pid}:{share:.2f}" for pid, share in cpu.items()) + connections
     )
 
 
@@ -232,6 +305,12 @@ def main() -> None:
     parser.add_argument("--pid", type=int, action="append", default=[], help="print its CPU/wall")
     parser.add_argument("--hops", metavar="DATA_DIR", help="time the hops of one record instead")
     parser.add_argument("--hop-count", type=int, default=300)
+    parser.add_argument(
+        "--grpc-fetch", action="store_true", help="read with one plain gRPC Fetch at a time"
+    )
+    parser.add_argument(
+        "--data-dir", help="the cluster's data dir: count zero-copy connections opened"
+    )
     args = parser.parse_args()
     if args.hops:
         hops(args)
