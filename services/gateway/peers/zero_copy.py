@@ -5,9 +5,10 @@ A zero-copy connection carries one request at a time, so each node has a small p
 takes an idle connection or opens one, and gives it back when it is done. Long polls hold their
 connection for their wait, so the pool grows with the fetches waiting at once; at most
 `max_idle` connections per node are kept once the load drops. A connection whose exchange
-failed or was cancelled (its framing is lost) closes itself and is dropped. A node that
-restarted (a new incarnation) or moved gets fresh connections; `prune` closes those of nodes
-that left the cluster image.
+failed or was cancelled (its framing is lost) closes itself and is dropped, which is why a
+fetch that stops waiting for a leader's long poll abandons the call rather than cancelling it
+(`fetch._LongPoll`). A node that restarted (a new incarnation) or moved gets fresh
+connections; `prune` closes those of nodes that left the cluster image.
 
 Produce takes one `AsyncProduceLane` per node instead: a single connection that pipelines
 requests, so they reach the leader in the order the gateway sent them (pooled connections
