@@ -120,6 +120,11 @@ class Fetcher:
         # Long polls a request stopped waiting for, until they finish (see `_LongPoll`).
         self._abandoned: set[asyncio.Future[list[FetchPartResult]]] = set()
 
+    @property
+    def abandoned_polls(self) -> int:
+        """Leaders' long polls that requests stopped waiting for and that are still running."""
+        return len(self._abandoned)
+
     def check(self, options: FetchOptions) -> FetchOptions:
         """The options as forwarded (sizes capped); RiverlogError for a request wrong as a
         whole."""

@@ -158,7 +158,7 @@ async def test_min_bytes_met_by_one_leader_abandons_the_other_long_polls(
     assert [node for node, _ in calls] == [1, 2]  # nobody asked again
     release.set()
     async with asyncio.timeout(5):
-        while harness.fetcher._abandoned:
+        while harness.fetcher.abandoned_polls:
             await asyncio.sleep(0.01)
     assert finished == [2]  # ran to its end rather than being cancelled
 
@@ -176,7 +176,7 @@ async def test_an_answer_that_arrives_with_min_bytes_met_elsewhere_is_kept(
     parts = [FetchPart(TopicPartition("t", 0), 0), FetchPart(TopicPartition("t", 1), 0)]
     results = await harness.fetcher.fetch(harness.ctx(30), options, parts)
     assert [(r.records, r.high_watermark) for r in results] == [(b"y" * 6, 7)] * 2
-    assert not harness.fetcher._abandoned
+    assert harness.fetcher.abandoned_polls == 0
 
 
 def test_partitions_not_waited_for_are_answered_empty_at_their_position() -> None:
