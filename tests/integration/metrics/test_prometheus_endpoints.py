@@ -97,6 +97,14 @@ def test_every_process_serves_catalog_names_and_one_active_controller(
             for family in served_by:
                 assert family is not None and role in CATALOG[family].served_by, (family, role)
             assert any(n.startswith("riverlog_request_duration_seconds") for n in ours)
+    for process in metrics_cluster.by_role("storage"):
+        assert process.metrics_url is not None and process.node_id is not None
+        accepted = value(
+            scrape(process.metrics_url),
+            "riverlog_zero_copy_connections_total",
+            node_id=str(process.node_id),
+        )
+        assert accepted is not None and accepted >= 0  # gateways' connections to its fast path
 
     def one_controller() -> bool:
         counts = [
