@@ -13,14 +13,12 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-import urllib.request
 
-from prometheus_client.parser import text_string_to_metric_families
+from bench_common import metric_samples, read_partition
 
-from riverlog.client import AdminClient, Consumer, NewTopic, Producer
+from riverlog.client import AdminClient, NewTopic, Producer
 from riverlog.cluster import LocalCluster
 from riverlog.common.rpc.channel import sync_channel
-from riverlog.common.types import TopicPartition
 from riverlog.v1 import admin_pb2, metadata_pb2_grpc
 
 RACKS = ["a", "b", "c"]
@@ -36,21 +34,6 @@ def produce(address: str, topic: str, records: int) -> float:
         return records / (time.perf_counter() - start)
 
 
-def consume(address: str, topic: str, rack: str) -> tuple[int, float]:
-    tp = TopicPartition(topic, 0)
-    config = {"bootstrap.servers": address, "client.rack": rack}
-    with Consumer(config) as consumer:
-        consumer.assign([tp])
-        consumer.seek_to_beginning(tp)
-        end = consumer.end_offsets([tp])[tp]
-        count = 0
-        start = time.perf_counter()
-        while consumer.position(tp) < end:
-            for batch in consumer.poll(timeout_ms=1000).values():
-                count += len(batch)
-        return count, time.perf_counter() - start
-
-
 def leader_of(cluster: LocalCluster, topic: str) -> int:
     with sync_channel(cluster.metadata_addresses[0]) as channel:
         stub = metadata_pb2_grpc.MetadataServiceStub(channel)
@@ -60,17 +43,8 @@ def leader_of(cluster: LocalCluster, topic: str) -> int:
 
 def served(cluster: LocalCluster, topic: str) -> dict[tuple[int, str], float]:
     """riverlog_consumer_fetches_total of `topic` per (node, leader|follower), scraped."""
-    out: dict[tuple[int, str], float] = {}
-    for process in cluster.by_role("storage"):
-        if process.metrics_url is None or process.node_id is None:
-            continue
-        with urllib.request.urlopen(process.metrics_url, timeout=10) as response:
-            text = response.read().decode()
-        for family in text_string_to_metric_families(text):
-            for s in family.samples:
-                if s.name == "riverlog_consumer_fetches_total" and s.labels["topic"] == topic:
-                    out[(process.node_id, s.labels["replica"])] = s.value
-    return out
+    samples = metric_samples(cluster, "storage", "riverlog_consumer_fetches_total")
+    return {(node, labels["replica"]): v for node, labels, v in samples if labels["topic"] == topic}
 
 
 def main() -> None:
@@ -95,7 +69,7 @@ def main() -> None:
                   f"follower read: rack {follower_rack}")  # fmt: skip
             for r in range(args.rounds):
                 for label, rack in (("leader", ""), ("follower", follower_rack)):
-                    count, elapsed = consume(address, topic, rack)
+                    count, elapsed = read_partition(address, topic, rack)
                     print(f"round {r + 1} consume from the {label}: {count / elapsed:,.0f} rec/s "
                           f"({count * len(VALUE) / elapsed / 1e6:.1f} MB/s of values)")  # fmt: skip
             print("consumer fetches served (node, replica):", served(cluster, topic))

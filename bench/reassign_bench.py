@@ -29,9 +29,9 @@ import argparse
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
+from bench_common import RECORD, fill, in_sync, wait_until
 from produce_consume_bench import percentile
 
 from riverlog.client import AdminClient, NewTopic, Producer, TopicPartition
@@ -46,20 +46,10 @@ from riverlog.common.replication_throttle import (
 
 RATES = (LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE)
 LISTS = (LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS)
-RECORD = 16 * 1024
 PROBE_RATE = 200
 WAIT_S = 1_800.0
 WARM_UP_S = 5.0
 BEFORE_S = 10.0
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.2) -> None:
-    """Poll `predicate` until true; raise after `timeout` seconds (a bench must not hang)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"not reached in {timeout:g} s")
-        time.sleep(interval)
 
 
 class Probe:
@@ -96,25 +86,6 @@ class Probe:
         self._stop.set()
         self._thread.join(timeout=10)
         self._producer.close()
-
-
-def fill(address: str, topic: str, size_mb: int) -> float:
-    """Write `size_mb` MiB into partition 0 of `topic`; returns the seconds it took."""
-    value = b"x" * RECORD
-    count = size_mb * 1024 * 1024 // RECORD
-    start = time.perf_counter()
-    with Producer(
-        bootstrap_servers=address, acks="1", linger_ms=5, batch_size=1024 * 1024
-    ) as producer:
-        for _ in range(0, count, 64):
-            producer.send_many(topic, [value] * 64, partition=0)
-        producer.flush()
-    return time.perf_counter() - start
-
-
-def in_sync(admin: AdminClient, topic: str) -> bool:
-    part = admin.describe_topics([topic])[topic].partitions[0]
-    return len(part.isr) == len(part.replicas)
 
 
 def move(admin: AdminClient, tp: TopicPartition, nodes: list[int], throttle_mb: float) -> float:
@@ -184,7 +155,7 @@ def run(cluster: LocalCluster, size_mb: int, throttles: list[float]) -> None:
     configs = {"min.insync.replicas": "2", "segment.bytes": str(128 * 1024 * 1024)}
     admin.create_topics([NewTopic("big", 1, 3, configs), NewTopic("probe", 3, 3, configs)])
     wait_until(lambda: in_sync(admin, "big") and in_sync(admin, "probe"), 60)
-    took = fill(address, "big", size_mb)
+    took = fill(address, "big", size_mb * 1024 * 1024)
     print(f"filled {size_mb} MiB in {took:.1f} s ({size_mb / took:.0f} MiB/s, acks=1)")
     wait_until(lambda: in_sync(admin, "big"), WAIT_S)
     nodes = [1, 2, 3, 4]

@@ -73,11 +73,12 @@ def throughput(address: str, topic: str, acks: str, records: int) -> float:
 
 
 def fixed_rate(
-    address: str, topic: str, acks: str, rate: int, seconds: float
+    address: str, topic: str, acks: str, rate: int, seconds: float, partitions: int | None = None
 ) -> tuple[list[float], list[float]]:
-    """(acknowledgement latencies, end-to-end latencies) in ms, sorted, at `rate` records/s."""
+    """(acknowledgement latencies, end-to-end latencies) in ms, sorted, at `rate` records/s
+    over the topic's `partitions` (default PARTITIONS), read by a consumer from their end."""
     total = int(rate * seconds)
-    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    tps = [TopicPartition(topic, p) for p in range(partitions or PARTITIONS)]
     sent_at: dict[bytes, int] = {}
     acked: list[float] = []
     seen: list[float] = []
