@@ -29,6 +29,7 @@ from .controller.acls import AclController
 from .controller.balancer import ReplicaBalancer
 from .controller.cluster import NodeRegistry
 from .controller.coordinators import CoordinatorAssigner
+from .controller.draining import DrainingController
 from .controller.election import ControllerElection
 from .controller.node_configs import NodeConfigController
 from .controller.producer_ids import ProducerIdManager
@@ -87,6 +88,7 @@ class MetadataInstance:
         self.replication: ReplicationController | None = None
         self.reassignments: ReassignmentController | None = None
         self.balancer: ReplicaBalancer | None = None
+        self.draining: DrainingController | None = None
 
     @property
     def address(self) -> str:
@@ -141,6 +143,7 @@ class MetadataInstance:
         servicer.reassignments = ReassignmentsRpc(reassignments)
         servicer.node_configs = NodeConfigController(election, image)
         servicer.balancer = BalancerRpc(balancer)
+        draining = servicer.draining = DrainingController(election, image)
         servicer.acls = AclsRpc(
             AclController(election, self.client_quotas), self.client_quotas.acls
         )
@@ -156,6 +159,8 @@ class MetadataInstance:
         reassignments.start()
         self.balancer = balancer
         balancer.start()
+        self.draining = draining
+        draining.start()
         log.info(
             "metadata instance %d serving on %s (cluster %s)",
             config.instance_id,
@@ -168,6 +173,8 @@ class MetadataInstance:
             await self.assigner.stop()
         if self.balancer is not None:
             await self.balancer.stop()
+        if self.draining is not None:
+            await self.draining.stop()
         if self.reassignments is not None:
             await self.reassignments.stop()
         if self.replication is not None:

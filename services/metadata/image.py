@@ -31,6 +31,7 @@ from .records import (
     InstanceRecord,
     TopicRecord,
     coordinator_decode,
+    draining_nodes_decode,
     node_configs_decode,
     node_decode,
     partition_decode,
@@ -87,6 +88,9 @@ class MetadataImage:
         self._partitions: dict[str, dict[int, PartitionInfo]] = {}
         self._coordinators: dict[int, CoordinatorAssignment] = {}
         self._node_configs: dict[str, Mapping[str, str]] = {}
+        # Storage nodes being drained (controller state, read by the controller's placement,
+        # reassignment checks and balancer; not part of the image other processes follow).
+        self.draining: frozenset[int] = frozenset()
         self._subscribers: set[Subscription] = set()
         self._listeners: list[Callable[[], None]] = []
         self._changed = asyncio.Event()
@@ -153,6 +157,7 @@ class MetadataImage:
         self._partitions.clear()
         self._coordinators.clear()
         self._node_configs.clear()
+        self.draining = frozenset()
         nodes: dict[NodeKey, NodeInfo] = {}
         cluster_id = ""
         for key, value in values.items():
@@ -214,6 +219,8 @@ class MetadataImage:
                     self._node_configs.pop(entity, None)
                 else:
                     self._node_configs[entity] = node_configs_decode(value)
+            elif key == self.keys.draining_nodes:
+                self.draining = draining_nodes_decode(value) if value is not None else frozenset()
             elif head == "coordinators" and value is not None:
                 self._coordinators[int(rest)] = coordinator_decode(int(rest), value)
             elif head == "partitions":

@@ -8,7 +8,7 @@ controller key is compared by value in every fenced transaction.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -213,3 +213,15 @@ def node_configs_decode(raw: bytes) -> Mapping[str, str]:
     if not isinstance(configs, dict):
         raise ValueError(f"expected configs to be an object, got {raw[:80]!r}")
     return MappingProxyType({str(k): str(v) for k, v in configs.items()})
+
+
+def draining_nodes_encode(nodes: Collection[int]) -> bytes:
+    """The draining storage nodes' value: {"nodes": [id, ...]} (decision 0025's addendum)."""
+    return _dumps({"nodes": sorted(nodes)})
+
+
+def draining_nodes_decode(raw: bytes) -> frozenset[int]:
+    nodes = _loads(raw)["nodes"]
+    if not isinstance(nodes, list):
+        raise ValueError(f"expected nodes to be a list, got {raw[:80]!r}")
+    return frozenset(int(n) for n in nodes)

@@ -15,6 +15,8 @@ Keys, under a root prefix P (default `/riverlog/`, `metadata.etcd.prefix`):
                                   the cluster-wide default entity (decision 0024)
     P producer_ids/next_block     JSON {next_producer_id, node_id}: the first id not yet handed out
     P controller_state/storage_incarnations  JSON {node id: incarnation} the controller acted on
+    P controller_state/draining_nodes  JSON [node id]: storage nodes being drained (no new
+                                  replica goes to them; decision 0025's addendum)
     P node_incarnation            "<kind>/<id>" of the last AllocateIncarnation: each put's
                                   revision is a new incarnation (decision 0003)
 
@@ -104,6 +106,7 @@ class Keys:
         self.node_configs = prefix + "node_configs/"
         self.producer_ids_next_block = prefix + "producer_ids/next_block"
         self.storage_incarnations = prefix + "controller_state/storage_incarnations"
+        self.draining_nodes = prefix + "controller_state/draining_nodes"
         self.node_incarnation = prefix + "node_incarnation"
 
     def instance(self, instance_id: int) -> str:

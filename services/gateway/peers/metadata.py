@@ -36,6 +36,7 @@ PASSTHROUGH: Final = {
     "AlterPartitionReassignments": "AlterPartitionReassignments",
     "ListPartitionReassignments": "ListPartitionReassignments",
     "BalanceReplicas": "BalanceReplicas",
+    "AlterNodeDraining": "AlterNodeDraining",
     "AlterClientQuotas": "AlterClientQuotas",
     "DescribeClientQuotas": "DescribeClientQuotas",
     "UpsertUser": "UpsertUser",

@@ -62,6 +62,7 @@ CLUSTER_OPS: Final[dict[str, AclOperation]] = {
     "ListPartitionReassignments": Op.DESCRIBE,
     "DescribeLogDirs": Op.DESCRIBE,
     "BalanceReplicas": Op.ALTER,
+    "AlterNodeDraining": Op.ALTER,
     "AlterClientQuotas": Op.ALTER_CONFIGS,
     "DescribeClientQuotas": Op.DESCRIBE_CONFIGS,
     "UpsertUser": Op.ALTER,

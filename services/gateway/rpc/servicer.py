@@ -423,6 +423,14 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         )
         return response
 
+    async def AlterNodeDraining(
+        self, request: admin_pb2.AlterNodeDrainingRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.AlterNodeDrainingResponse:
+        response: admin_pb2.AlterNodeDrainingResponse = await self.admin.forward(
+            "AlterNodeDraining", request, context
+        )
+        return response
+
     async def ListPartitionReassignments(
         self,
         request: admin_pb2.ListPartitionReassignmentsRequest,

@@ -15,6 +15,10 @@ Goals, in priority order; a later goal never undoes an earlier one:
 4. *Leader distribution*: preferred leaders (the first replica of each target list) within one
    of each other, by reordering replicas; a reorder copies nothing.
 
+A node being drained (`draining`, decision 0025's addendum) is not a live node to the planner:
+no replica or leadership goes to it, its counts are left out of the spread, and a partition
+with a replica on it belongs to the drain, not to the balancer.
+
 Only partitions that are fully in sync, led, not moving and whose replicas are all on live
 nodes are touched (an under-replicated partition or one on a dead node is left to the ISR and
 to the operator). A move never changes a replication factor. Moves in progress count at their
@@ -31,11 +35,13 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True, slots=True)
 class BalancerNode:
-    """A live storage node; `disk_bytes` None when it reports none."""
+    """A live storage node; `disk_bytes` None when it reports none; `draining`: being
+    emptied, so it takes nothing."""
 
     node_id: int
     rack: str = ""
     disk_bytes: int | None = None
+    draining: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +117,7 @@ class _State:
     """The assignment being planned: targets by partition, loads by node."""
 
     def __init__(self, nodes: Sequence[BalancerNode], partitions: Sequence[BalancerPartition]):
+        nodes = [n for n in nodes if not n.draining]
         self.live = sorted(n.node_id for n in nodes)
         self.rack = {n.node_id: n.rack for n in nodes}
         self.rack_aware = bool(nodes) and all(n.rack for n in nodes)
@@ -242,6 +249,9 @@ def plan_balance(
         if state.target[p.key] != p.replicas
     )
     notes = []
+    draining = sorted(n.node_id for n in nodes if n.draining)
+    if draining:
+        notes.append(f"storage nodes {draining} are being drained: nothing goes to them")
     if budget.slots == 0 and in_progress:
         notes.append(f"{in_progress} moves in progress fill balancer.max.concurrent.moves")
     if not state.bytes_known:

@@ -15,7 +15,8 @@ the moves, and starts a new run by itself when the balancer is enabled.
 While a partition moves, its topic's `leader/follower.replication.throttled.replicas` name its
 current and adding replicas (`throttled_replicas`); the entries go once it stops moving. A new
 controller adopts every such entry, so none outlives its move after a failover. Partition
-sizes come from the storage nodes' heartbeats (`replica_sizes`).
+sizes come from the storage nodes' heartbeats (`replica_sizes`). Nodes being drained
+(`MetadataImage.draining`) are handed to the planner as such: it moves nothing onto them.
 """
 
 from __future__ import annotations
@@ -103,7 +104,10 @@ class ReplicaBalancer:
         unknown when none did, and then the plan balances counts only."""
         cluster = self.image.cluster
         reported = reported or {}
-        nodes = [BalancerNode(n.node_id, n.rack) for n in cluster.nodes_of_kind("storage")]
+        nodes = [
+            BalancerNode(n.node_id, n.rack, draining=n.node_id in self.image.draining)
+            for n in cluster.nodes_of_kind("storage")
+        ]
 
         def size(topic: str, replicas: Sequence[int], partition: int) -> int | None:
             tp = TopicPartition(topic, partition)

@@ -123,6 +123,22 @@ def validate_target(
         )
 
 
+def validate_not_draining(
+    topic: TopicInfo,
+    current: PartitionInfo,
+    partition: int,
+    target: Sequence[int],
+    draining: Collection[int],
+) -> None:
+    """A move may keep a replica on a node being drained, never add one there."""
+    joining = sorted((set(target) - set(current.replicas)) & set(draining))
+    if joining:
+        raise RiverlogError(
+            f"{topic.name}-{partition}: target replicas {joining} are being drained",
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        )
+
+
 def _with_sets(
     base: PartitionInfo,
     after: PartitionInfo | None,

@@ -129,6 +129,9 @@ class ReassignmentController:
             after: PartitionInfo | None = steps.cancel(current, live)
         else:
             steps.validate_target(topic, item.partition, item.target, live)
+            steps.validate_not_draining(
+                topic, current, item.partition, item.target, self.image.draining
+            )
             after = steps.start(current, item.target, live)
         return PartitionUpdate(item.topic, current, after) if after is not None else None
 

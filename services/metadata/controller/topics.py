@@ -95,8 +95,11 @@ class TopicController:
         self._writes = asyncio.Lock()
 
     def _storage_nodes(self) -> list[NodePlacement]:
+        """Where new replicas may go: live storage nodes not being drained."""
         return [
-            NodePlacement(n.node_id, n.rack) for n in self.image.cluster.nodes_of_kind("storage")
+            NodePlacement(n.node_id, n.rack)
+            for n in self.image.cluster.nodes_of_kind("storage")
+            if n.node_id not in self.image.draining
         ]
 
     async def _per_topic(

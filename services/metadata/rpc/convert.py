@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Collection, Mapping, Sequence
 from typing import TypeVar
 
 from google.protobuf.message import Message
@@ -115,6 +115,7 @@ def cluster_to_proto(
     instances: Sequence[InstanceRecord],
     leader_elections: int = 0,
     isr_changes: int = 0,
+    draining: Collection[int] = (),
 ) -> admin_pb2.DescribeClusterResponse:
     partitions = [p for t in image.topics.values() for p in t.partitions]
     return admin_pb2.DescribeClusterResponse(
@@ -136,6 +137,7 @@ def cluster_to_proto(
         ],
         nodes=[node_to_proto(n) for _, n in sorted(image.nodes.items())],
         metadata_version=image.version,
+        draining_nodes=sorted(draining),
     )
 
 

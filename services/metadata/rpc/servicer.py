@@ -27,6 +27,7 @@ from riverlog.common.types import TopicPartition
 from riverlog.v1 import acls_pb2, admin_pb2, metadata_pb2, metadata_pb2_grpc
 
 from ..controller.cluster import NodeRegistry
+from ..controller.draining import DrainingController
 from ..controller.election import ControllerElection
 from ..controller.node_configs import NodeConfigController
 from ..controller.producer_ids import ProducerIdManager
@@ -50,6 +51,7 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
     reassignments: ReassignmentsRpc  # set by the app, as client_quotas
     node_configs: NodeConfigController  # set by the app
     balancer: BalancerRpc  # set by the app
+    draining: DrainingController  # set by the app
     acls: AclsRpc  # set by the app
 
     def __init__(
@@ -294,6 +296,15 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
 
         return await self._write("BalanceReplicas", request, context, local)
 
+    async def AlterNodeDraining(
+        self, request: admin_pb2.AlterNodeDrainingRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.AlterNodeDrainingResponse:
+        async def local() -> admin_pb2.AlterNodeDrainingResponse:
+            marked = await self.draining.alter(request.node_id, request.draining)
+            return admin_pb2.AlterNodeDrainingResponse(draining_nodes=sorted(marked))
+
+        return await self._write("AlterNodeDraining", request, context, local)
+
     # --- reads (any instance) -------------------------------------------------------------------
 
     async def ListPartitionReassignments(
@@ -356,4 +367,5 @@ class MetadataServicer(ClientQuotasRpc, metadata_pb2_grpc.MetadataServiceService
             list(self.image.instances.values()),
             self.replication.leader_elections,
             self.replication.isr_changes,
+            self.image.draining,
         )

@@ -88,6 +88,7 @@ class ClusterDescription:
     metadata_instances: tuple[tuple[int, str, int, bool], ...]  # id, host, port, is_controller
     offline_partitions: int = 0  # partitions with no leader
     under_replicated_partitions: int = 0  # partitions whose ISR is smaller than their replicas
+    draining: tuple[int, ...] = ()  # storage nodes being drained (alter_node_draining)
 
 
 def _kind(kind: int) -> str:
@@ -339,6 +340,7 @@ class AdminClient(
             instances,
             r.offline_partitions,
             r.under_replicated_partitions,
+            tuple(r.draining_nodes),
         )
 
     def elect_leaders(

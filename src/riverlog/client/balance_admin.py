@@ -1,5 +1,6 @@
 """The replica balancer for `AdminClient` (decision 0025): the controller's plan, and a run
-that carries it out, over the gateway's BalanceReplicas passthrough. There is one planner, the
+that carries it out, over the gateway's BalanceReplicas passthrough, and the draining mark that
+keeps the balancer (and every placement) off a node being emptied. There is one planner, the
 controller's, so a dry run here shows exactly what `balancer.enable` would do.
 `BalanceAdminMixin` needs only the admin client's `_call`. Thread-safe, as the admin client.
 """
@@ -100,3 +101,15 @@ class BalanceAdminMixin:
         if response.error_code != ErrorCode.NONE:
             raise error_for(response.error_code, response.error_message)
         return plan_from_proto(response)
+
+    def alter_node_draining(self, node_id: int, draining: bool = True) -> tuple[int, ...]:
+        """Mark storage node `node_id` as being drained (or unmark it, `draining` False): the
+        controller then places no new replica on it (new topics and partitions, reassignments,
+        the balancer). Marking is what `riverlog partitions drain` does before it moves the
+        node's replicas; the controller drops the mark once the node has unregistered and holds
+        nothing. Returns every node marked after the change (`describe_cluster().draining`)."""
+        request = admin_pb2.AlterNodeDrainingRequest(node_id=node_id, draining=draining)
+        response = self._call(lambda s: s.AlterNodeDraining, request)
+        if response.error_code != ErrorCode.NONE:
+            raise error_for(response.error_code, response.error_message)
+        return tuple(response.draining_nodes)

@@ -238,7 +238,7 @@ class DescribeClusterRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DescribeClusterResponse(_message.Message):
-    __slots__ = ("cluster_id", "controller_id", "controller_epoch", "metadata_instances", "nodes", "metadata_version", "offline_partitions", "under_replicated_partitions", "leader_elections", "isr_changes", "throttle_time_ms")
+    __slots__ = ("cluster_id", "controller_id", "controller_epoch", "metadata_instances", "nodes", "metadata_version", "offline_partitions", "under_replicated_partitions", "leader_elections", "isr_changes", "throttle_time_ms", "draining_nodes")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -250,6 +250,7 @@ class DescribeClusterResponse(_message.Message):
     LEADER_ELECTIONS_FIELD_NUMBER: _ClassVar[int]
     ISR_CHANGES_FIELD_NUMBER: _ClassVar[int]
     THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    DRAINING_NODES_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     controller_id: int
     controller_epoch: int
@@ -261,7 +262,8 @@ class DescribeClusterResponse(_message.Message):
     leader_elections: int
     isr_changes: int
     throttle_time_ms: int
-    def __init__(self, cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., metadata_instances: _Optional[_Iterable[_Union[MetadataInstance, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., metadata_version: _Optional[int] = ..., offline_partitions: _Optional[int] = ..., under_replicated_partitions: _Optional[int] = ..., leader_elections: _Optional[int] = ..., isr_changes: _Optional[int] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
+    draining_nodes: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., metadata_instances: _Optional[_Iterable[_Union[MetadataInstance, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., metadata_version: _Optional[int] = ..., offline_partitions: _Optional[int] = ..., under_replicated_partitions: _Optional[int] = ..., leader_elections: _Optional[int] = ..., isr_changes: _Optional[int] = ..., throttle_time_ms: _Optional[int] = ..., draining_nodes: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ElectLeadersRequest(_message.Message):
     __slots__ = ("election_type", "partitions")
@@ -550,6 +552,26 @@ class BalanceReplicasResponse(_message.Message):
     notes: _containers.RepeatedScalarFieldContainer[str]
     throttle_time_ms: int
     def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., moves: _Optional[_Iterable[_Union[BalanceMove, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[NodeBalance, _Mapping]]] = ..., moves_in_progress: _Optional[int] = ..., running: _Optional[bool] = ..., enabled: _Optional[bool] = ..., max_concurrent_moves: _Optional[int] = ..., rack_violations_before: _Optional[int] = ..., rack_violations_after: _Optional[int] = ..., notes: _Optional[_Iterable[str]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
+
+class AlterNodeDrainingRequest(_message.Message):
+    __slots__ = ("node_id", "draining")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    DRAINING_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    draining: bool
+    def __init__(self, node_id: _Optional[int] = ..., draining: _Optional[bool] = ...) -> None: ...
+
+class AlterNodeDrainingResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "draining_nodes", "throttle_time_ms")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    DRAINING_NODES_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    draining_nodes: _containers.RepeatedScalarFieldContainer[int]
+    throttle_time_ms: int
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., draining_nodes: _Optional[_Iterable[int]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class ClientQuotaEntityComponent(_message.Message):
     __slots__ = ("entity_type", "name")

@@ -144,6 +144,11 @@ class GatewayStub:
                 request_serializer=riverlog_dot_v1_dot_admin__pb2.BalanceReplicasRequest.SerializeToString,
                 response_deserializer=riverlog_dot_v1_dot_admin__pb2.BalanceReplicasResponse.FromString,
                 _registered_method=True)
+        self.AlterNodeDraining = channel.unary_unary(
+                '/riverlog.v1.Gateway/AlterNodeDraining',
+                request_serializer=riverlog_dot_v1_dot_admin__pb2.AlterNodeDrainingRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_admin__pb2.AlterNodeDrainingResponse.FromString,
+                _registered_method=True)
         self.DescribeLogDirs = channel.unary_unary(
                 '/riverlog.v1.Gateway/DescribeLogDirs',
                 request_serializer=riverlog_dot_v1_dot_admin__pb2.DescribeClusterLogDirsRequest.SerializeToString,
@@ -408,6 +413,13 @@ class GatewayServicer:
 
     def BalanceReplicas(self, request, context):
         """The replica balancer's plan, and a balancing run (decision 0025); served by the controller.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterNodeDraining(self, request, context):
+        """Mark a storage node as being drained, or unmark it; served by the controller.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -697,6 +709,11 @@ def add_GatewayServicer_to_server(servicer, server):
                     servicer.BalanceReplicas,
                     request_deserializer=riverlog_dot_v1_dot_admin__pb2.BalanceReplicasRequest.FromString,
                     response_serializer=riverlog_dot_v1_dot_admin__pb2.BalanceReplicasResponse.SerializeToString,
+            ),
+            'AlterNodeDraining': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterNodeDraining,
+                    request_deserializer=riverlog_dot_v1_dot_admin__pb2.AlterNodeDrainingRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_admin__pb2.AlterNodeDrainingResponse.SerializeToString,
             ),
             'DescribeLogDirs': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeLogDirs,
@@ -1401,6 +1418,33 @@ class Gateway:
             '/riverlog.v1.Gateway/BalanceReplicas',
             riverlog_dot_v1_dot_admin__pb2.BalanceReplicasRequest.SerializeToString,
             riverlog_dot_v1_dot_admin__pb2.BalanceReplicasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterNodeDraining(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/AlterNodeDraining',
+            riverlog_dot_v1_dot_admin__pb2.AlterNodeDrainingRequest.SerializeToString,
+            riverlog_dot_v1_dot_admin__pb2.AlterNodeDrainingResponse.FromString,
             options,
             channel_credentials,
             insecure,

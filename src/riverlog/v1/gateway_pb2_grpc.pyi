@@ -67,6 +67,8 @@ class GatewayStub:
     ListPartitionReassignments: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ListPartitionReassignmentsRequest, _admin_pb2.ListPartitionReassignmentsResponse]
     BalanceReplicas: _grpc.UnaryUnaryMultiCallable[_admin_pb2.BalanceReplicasRequest, _admin_pb2.BalanceReplicasResponse]
     """The replica balancer's plan, and a balancing run (decision 0025); served by the controller."""
+    AlterNodeDraining: _grpc.UnaryUnaryMultiCallable[_admin_pb2.AlterNodeDrainingRequest, _admin_pb2.AlterNodeDrainingResponse]
+    """Mark a storage node as being drained, or unmark it; served by the controller."""
     DescribeLogDirs: _grpc.UnaryUnaryMultiCallable[_admin_pb2.DescribeClusterLogDirsRequest, _admin_pb2.DescribeClusterLogDirsResponse]
     """Every storage node's log dirs and the size of each replica in them (Kafka's
     DescribeLogDirs, API 35; decision 0040): the gateway asks the storage nodes at once; a
@@ -142,6 +144,8 @@ class GatewayAsyncStub(GatewayStub):
     ListPartitionReassignments: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListPartitionReassignmentsRequest, _admin_pb2.ListPartitionReassignmentsResponse]  # type: ignore[assignment]
     BalanceReplicas: _aio.UnaryUnaryMultiCallable[_admin_pb2.BalanceReplicasRequest, _admin_pb2.BalanceReplicasResponse]  # type: ignore[assignment]
     """The replica balancer's plan, and a balancing run (decision 0025); served by the controller."""
+    AlterNodeDraining: _aio.UnaryUnaryMultiCallable[_admin_pb2.AlterNodeDrainingRequest, _admin_pb2.AlterNodeDrainingResponse]  # type: ignore[assignment]
+    """Mark a storage node as being drained, or unmark it; served by the controller."""
     DescribeLogDirs: _aio.UnaryUnaryMultiCallable[_admin_pb2.DescribeClusterLogDirsRequest, _admin_pb2.DescribeClusterLogDirsResponse]  # type: ignore[assignment]
     """Every storage node's log dirs and the size of each replica in them (Kafka's
     DescribeLogDirs, API 35; decision 0040): the gateway asks the storage nodes at once; a
@@ -340,6 +344,14 @@ class GatewayServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_admin_pb2.BalanceReplicasResponse, _abc.Awaitable[_admin_pb2.BalanceReplicasResponse]]:
         """The replica balancer's plan, and a balancing run (decision 0025); served by the controller."""
+
+    @_abc_1.abstractmethod
+    def AlterNodeDraining(
+        self,
+        request: _admin_pb2.AlterNodeDrainingRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.AlterNodeDrainingResponse, _abc.Awaitable[_admin_pb2.AlterNodeDrainingResponse]]:
+        """Mark a storage node as being drained, or unmark it; served by the controller."""
 
     @_abc_1.abstractmethod
     def DescribeLogDirs(

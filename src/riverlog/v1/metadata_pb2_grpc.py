@@ -131,6 +131,11 @@ class MetadataServiceStub:
                 request_serializer=riverlog_dot_v1_dot_admin__pb2.BalanceReplicasRequest.SerializeToString,
                 response_deserializer=riverlog_dot_v1_dot_admin__pb2.BalanceReplicasResponse.FromString,
                 _registered_method=True)
+        self.AlterNodeDraining = channel.unary_unary(
+                '/riverlog.v1.MetadataService/AlterNodeDraining',
+                request_serializer=riverlog_dot_v1_dot_admin__pb2.AlterNodeDrainingRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_admin__pb2.AlterNodeDrainingResponse.FromString,
+                _registered_method=True)
         self.AlterClientQuotas = channel.unary_unary(
                 '/riverlog.v1.MetadataService/AlterClientQuotas',
                 request_serializer=riverlog_dot_v1_dot_admin__pb2.AlterClientQuotasRequest.SerializeToString,
@@ -305,6 +310,13 @@ class MetadataServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterNodeDraining(self, request, context):
+        """Mark a storage node as being drained, or unmark it; served by the controller.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def AlterClientQuotas(self, request, context):
         """Client quotas and users (issue 5). Writes are validated and stored in etcd by any instance;
         WatchClientQuotas streams the whole quota/user state, then again after every change.
@@ -460,6 +472,11 @@ def add_MetadataServiceServicer_to_server(servicer, server):
                     servicer.BalanceReplicas,
                     request_deserializer=riverlog_dot_v1_dot_admin__pb2.BalanceReplicasRequest.FromString,
                     response_serializer=riverlog_dot_v1_dot_admin__pb2.BalanceReplicasResponse.SerializeToString,
+            ),
+            'AlterNodeDraining': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterNodeDraining,
+                    request_deserializer=riverlog_dot_v1_dot_admin__pb2.AlterNodeDrainingRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_admin__pb2.AlterNodeDrainingResponse.SerializeToString,
             ),
             'AlterClientQuotas': grpc.unary_unary_rpc_method_handler(
                     servicer.AlterClientQuotas,
@@ -1020,6 +1037,33 @@ class MetadataService:
             '/riverlog.v1.MetadataService/BalanceReplicas',
             riverlog_dot_v1_dot_admin__pb2.BalanceReplicasRequest.SerializeToString,
             riverlog_dot_v1_dot_admin__pb2.BalanceReplicasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterNodeDraining(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.MetadataService/AlterNodeDraining',
+            riverlog_dot_v1_dot_admin__pb2.AlterNodeDrainingRequest.SerializeToString,
+            riverlog_dot_v1_dot_admin__pb2.AlterNodeDrainingResponse.FromString,
             options,
             channel_credentials,
             insecure,

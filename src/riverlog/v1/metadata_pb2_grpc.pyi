@@ -67,6 +67,8 @@ class MetadataServiceStub:
     ListPartitionReassignments: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ListPartitionReassignmentsRequest, _admin_pb2.ListPartitionReassignmentsResponse]
     BalanceReplicas: _grpc.UnaryUnaryMultiCallable[_admin_pb2.BalanceReplicasRequest, _admin_pb2.BalanceReplicasResponse]
     """The replica balancer's plan, and a balancing run (decision 0025); served by the controller."""
+    AlterNodeDraining: _grpc.UnaryUnaryMultiCallable[_admin_pb2.AlterNodeDrainingRequest, _admin_pb2.AlterNodeDrainingResponse]
+    """Mark a storage node as being drained, or unmark it; served by the controller."""
     AlterClientQuotas: _grpc.UnaryUnaryMultiCallable[_admin_pb2.AlterClientQuotasRequest, _admin_pb2.AlterClientQuotasResponse]
     """Client quotas and users (issue 5). Writes are validated and stored in etcd by any instance;
     WatchClientQuotas streams the whole quota/user state, then again after every change.
@@ -118,6 +120,8 @@ class MetadataServiceAsyncStub(MetadataServiceStub):
     ListPartitionReassignments: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListPartitionReassignmentsRequest, _admin_pb2.ListPartitionReassignmentsResponse]  # type: ignore[assignment]
     BalanceReplicas: _aio.UnaryUnaryMultiCallable[_admin_pb2.BalanceReplicasRequest, _admin_pb2.BalanceReplicasResponse]  # type: ignore[assignment]
     """The replica balancer's plan, and a balancing run (decision 0025); served by the controller."""
+    AlterNodeDraining: _aio.UnaryUnaryMultiCallable[_admin_pb2.AlterNodeDrainingRequest, _admin_pb2.AlterNodeDrainingResponse]  # type: ignore[assignment]
+    """Mark a storage node as being drained, or unmark it; served by the controller."""
     AlterClientQuotas: _aio.UnaryUnaryMultiCallable[_admin_pb2.AlterClientQuotasRequest, _admin_pb2.AlterClientQuotasResponse]  # type: ignore[assignment]
     """Client quotas and users (issue 5). Writes are validated and stored in etcd by any instance;
     WatchClientQuotas streams the whole quota/user state, then again after every change.
@@ -280,6 +284,14 @@ class MetadataServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_admin_pb2.BalanceReplicasResponse, _abc.Awaitable[_admin_pb2.BalanceReplicasResponse]]:
         """The replica balancer's plan, and a balancing run (decision 0025); served by the controller."""
+
+    @_abc_1.abstractmethod
+    def AlterNodeDraining(
+        self,
+        request: _admin_pb2.AlterNodeDrainingRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.AlterNodeDrainingResponse, _abc.Awaitable[_admin_pb2.AlterNodeDrainingResponse]]:
+        """Mark a storage node as being drained, or unmark it; served by the controller."""
 
     @_abc_1.abstractmethod
     def AlterClientQuotas(

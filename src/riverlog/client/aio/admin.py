@@ -71,6 +71,7 @@ class AIOAdminClient(AsyncClosing):
     alter_partition_reassignments = awaitable(AdminClient.alter_partition_reassignments)
     list_partition_reassignments = awaitable(AdminClient.list_partition_reassignments)
     balance_replicas = awaitable(AdminClient.balance_replicas)
+    alter_node_draining = awaitable(AdminClient.alter_node_draining)
     # log dirs and replica sizes (log_dirs_admin.py)
     describe_log_dirs = awaitable(AdminClient.describe_log_dirs)
     # transactions (transaction_admin.py)

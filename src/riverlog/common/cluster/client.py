@@ -49,6 +49,7 @@ METADATA_RPCS: Final[Rpcs[metadata_pb2_grpc.MetadataServiceAsyncStub]] = {
     "AlterPartitionReassignments": lambda s: s.AlterPartitionReassignments,
     "ListPartitionReassignments": lambda s: s.ListPartitionReassignments,
     "BalanceReplicas": lambda s: s.BalanceReplicas,
+    "AlterNodeDraining": lambda s: s.AlterNodeDraining,
     "AlterClientQuotas": lambda s: s.AlterClientQuotas,
     "DescribeClientQuotas": lambda s: s.DescribeClientQuotas,
     "UpsertUser": lambda s: s.UpsertUser,

@@ -232,3 +232,48 @@ def test_a_run_starts_on_an_empty_node_a_rack_violation_or_the_threshold() -> No
     assert start_reason(spread_of(nodes(1, 2, 3), skewed), threshold=4) is None
     over = start_reason(spread_of(nodes(1, 2, 3), skewed), threshold=2)
     assert over is not None and "threshold 2" in over
+
+
+def drained(live: Sequence[BalancerNode], *ids: int) -> list[BalancerNode]:
+    return [replace(n, draining=n.node_id in ids) for n in live]
+
+
+def test_a_draining_node_emptied_by_its_drain_gets_nothing_back() -> None:
+    """The drain emptied node 4 (still registered): to the planner it is not a target, so its
+    zero replicas neither start a run nor attract moves or leaderships."""
+    live = drained(nodes(1, 2, 3, 4), 4)
+    partitions = [part("t", i, [1 + i % 3, 1 + (i + 1) % 3]) for i in range(12)]
+    assert start_reason(spread_of(live, partitions), threshold=2) is None
+    plan = plan_balance(live, partitions, max_moves=10)
+    assert plan.moves == ()
+    assert 4 not in plan.before.replicas and 4 not in plan.after.replicas
+    assert any("[4]" in note and "drained" in note for note in plan.notes)
+    # the same cluster with node 4 not draining: the planner fills it (the bug this guards)
+    assert any(4 in m.target for m in plan_balance(nodes(1, 2, 3, 4), partitions, 10).moves)
+
+
+def test_draining_node_is_never_a_target_while_others_are_balanced() -> None:
+    """A skewed cluster with node 5 draining (holding replicas its drain will move): the plan
+    evens out nodes 1-4 only, never puts a replica or a preferred leader on 5, and leaves the
+    partitions on 5 to the drain."""
+    live = drained(nodes(1, 2, 3, 4, 5, racks="abcab"), 5)
+    partitions = [part("t", i, [1, 2, 3]) for i in range(8)]
+    partitions += [part("d", 0, [5, 1, 2]), part("d", 1, [3, 5, 1])]
+    final, _ = balance_until_done(live, partitions, max_moves=2)
+    by_key = {p.key: p for p in final}
+    assert by_key[("d", 0)].replicas == (5, 1, 2) and by_key[("d", 1)].replicas == (3, 5, 1)
+    assert all(5 not in p.replicas for p in final if p.topic == "t")
+    c = counts([p for p in final if p.topic == "t"], [1, 2, 3, 4])
+    assert c[4] > 0
+    plan = plan_balance(live, partitions, max_moves=10)
+    assert all(5 not in set(m.target) - set(m.current) and m.target[0] != 5 for m in plan.moves)
+    assert 5 not in plan.after.replicas
+
+
+def test_racks_are_judged_on_the_nodes_that_are_not_draining() -> None:
+    """Node 3 holds the only rack c: once it drains, two racks remain, so a partition on three
+    nodes is no violation, and nothing moves to 3 to "fix" one."""
+    live = drained(nodes(1, 2, 3, 4, racks="abca"), 3)
+    partitions = [part("t", 0, [1, 2, 4]), part("t", 1, [2, 4, 1])]
+    assert spread_of(live, partitions).rack_violations == 0
+    assert all(3 not in m.target for m in plan_balance(live, partitions, 5).moves)

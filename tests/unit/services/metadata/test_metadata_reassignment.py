@@ -176,6 +176,15 @@ def test_validate_target_accepts_live_distinct():
     ra.validate_target(topic(**{"min.insync.replicas": "2"}), 0, [2, 3], LIVE)
 
 
+def test_a_move_may_keep_a_draining_node_but_never_add_one():
+    current = state(replicas=(1, 2, 3))
+    with pytest.raises(RiverlogError, match=r"\[4\] are being drained") as err:
+        ra.validate_not_draining(topic(), current, 0, [2, 3, 4], draining={4})
+    assert err.value.code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    ra.validate_not_draining(topic(), current, 0, [3, 1, 2], draining={1})  # a reorder
+    ra.validate_not_draining(topic(), current, 0, [2, 3, 5], draining={1})  # the drain itself
+
+
 def test_find_partition_unknown():
     for name, partition in (("nope", 0), ("t", 7)):
         with pytest.raises(RiverlogError) as err:
