@@ -61,6 +61,23 @@ def test_drain_ignores_dead_nodes_and_is_empty_for_an_empty_node():
     assert drain_plan({tp(0): (2, 3)}, leaving=1, live=[1, 2, 3]) == {}
 
 
+def test_drain_never_targets_another_draining_node():
+    current = {tp(0): (1, 2, 3), tp(1): (1, 3, 4)}
+    plan = drain_plan(current, leaving=1, live=[1, 2, 3, 4, 5], draining=[1, 4])
+    assert plan == {tp(0): (2, 3, 5), tp(1): (3, 4, 5)}  # 4 is kept where it is, never added
+    with pytest.raises(DrainError, match="not being drained"):
+        drain_plan({tp(0): (1, 2, 3)}, leaving=1, live=[1, 2, 3, 4], draining=[4])
+
+
+def test_drain_and_remove_take_throttle_cancel_and_json():
+    parser = build_parser()
+    args = parser.parse_args(["partitions", "drain", "--node", "3", "--throttle", "1000", "--json"])
+    assert (args.node, args.throttle, args.json, args.cancel) == (3, 1000, True, False)
+    assert parser.parse_args(["partitions", "drain", "--node", "3", "--cancel"]).cancel
+    args = parser.parse_args(["cluster", "remove", "storage", "4", "--throttle", "5", "--json"])
+    assert (args.node_id, args.throttle, args.json) == (4, 5, True)
+
+
 def test_next_node_id_skips_ids_with_stale_data():
     assert next_node_id([1, 2, 3]) == 4
     assert next_node_id([]) == 1

@@ -135,6 +135,23 @@ def test_progress_line():
     )
 
 
+def test_progress_line_is_weighted_by_bytes():
+    """A 1 MiB partition fully copied weighs little next to a 3 MiB one not yet started: the
+    bar shows a quarter, where counting in-sync replicas would show a half."""
+    mib = 1 << 20
+    moves = {
+        T0: PartitionReassignment(
+            (2, 3, 4, 1), (4,), (1,), (1, 2, 3, 4), 1, {1: (9, mib), 4: (9, mib)}
+        ),
+        T1: PartitionReassignment((5, 3, 1), (5,), (1,), (1, 3), 1, {1: (30, 3 * mib), 5: (0, 0)}),
+    }
+    assert progress_line(moves, width=8) == (
+        "[##------] 25% 1.0 MiB of 4.0 MiB copied, 1/2 new replicas in sync, 2 partitions moving"
+    )
+    unknown = {T0: moves[T0], T1: PartitionReassignment((5, 3, 1), (5,), (1,), (1, 3), 1)}
+    assert progress_line(unknown, width=8).startswith("[####----] 1/2 new replicas in sync")
+
+
 def test_topic_describe_shows_a_move_in_progress():
     moving = AdminPartitionInfo(0, 1, 3, (2, 3, 4, 1), (1, 2, 3), (4,), (1,))
     idle = AdminPartitionInfo(1, 2, 0, (2, 3), (2, 3))

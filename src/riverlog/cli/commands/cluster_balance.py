@@ -23,7 +23,8 @@ from riverlog.client import AdminClient, BalancePlan
 
 from ..connection import add_connection_args, admin_client, local_cluster_bootstrap
 from ..console import EXIT_OK, CliError, emit, table, to_json
-from .partitions import POLL_S, progress_line
+from .partitions import POLL_S
+from .reassign_progress import progress_line
 
 
 def register(sub: Any) -> None:

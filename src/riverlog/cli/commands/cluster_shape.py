@@ -2,11 +2,13 @@
 remove KIND N`: changing a running local cluster one process at a time (issue 13 item 3; the
 steps are `riverlog.cluster.shape`'s).
 
-`remove storage N` drains the node first, as one would before retiring a Kafka broker: every
-partition with a replica on N is reassigned (KIP-455, through the AdminClient) to other live
-storage nodes keeping its replication factor, the command waits until no partition names N,
-and only then stops the node. It is refused, with nothing moved, when the other live nodes
-cannot hold some partition's replication factor.
+`remove storage N` drains the node first, as one would before retiring a Kafka broker
+(`node_drain.py`): N is marked as draining so nothing new lands on it, every partition with a
+replica on N is reassigned (KIP-455, through the AdminClient) to other live storage nodes
+that are not draining, keeping its replication factor (throttled with `--throttle`), the
+command waits until no partition names N, and only then stops the node; its clean stop
+unregisters it and the controller drops the mark. It is refused, with nothing moved, when the
+other live nodes cannot hold some partition's replication factor. `--json` prints the moves.
 """
 
 from __future__ import annotations
@@ -36,9 +38,9 @@ from riverlog.cluster.shape import (
 )
 
 from ..connection import add_connection_args, admin_client, default_data_dir
-from ..console import EXIT_OK, CliError, emit
+from ..console import EXIT_OK, EXIT_USAGE, CliError, emit, to_json
 from .drain_plan import DrainError
-from .node_drain import drain
+from .node_drain import DrainResult, drain, report
 
 
 def register(sub: Any) -> None:
@@ -69,6 +71,13 @@ def register(sub: Any) -> None:
     remove.add_argument(
         "--drain-timeout", type=float, default=600.0, help="seconds the drain may take"
     )
+    remove.add_argument(
+        "--throttle",
+        type=int,
+        metavar="BYTES_PER_S",
+        help="storage: throttle the drain's replication to this rate (removed when done)",
+    )
+    remove.add_argument("--json", action="store_true", help="print one JSON document")
     _common(remove, data_dir_help)
     add_connection_args(remove)
     remove.set_defaults(func=run_remove)
@@ -148,23 +157,32 @@ def run_resume(args: argparse.Namespace) -> int:
 
 
 def run_remove(args: argparse.Namespace) -> int:
+    if args.throttle is not None and args.kind != "storage":
+        raise CliError("--throttle is for removing a storage node (its drain)", EXIT_USAGE)
     with _attached(args) as cluster:
-        _remove(cluster, args)
-    print(f"{args.kind}-{args.node_id} stopped and removed from the cluster", file=sys.stderr)
+        drained = _remove(cluster, args)
+    name = f"{args.kind}-{args.node_id}"
+    if args.json:
+        document = drained.document() if drained is not None else {"node": args.node_id}
+        emit(to_json({"removed": name, **document}))
+    else:
+        print(f"{name} stopped and removed from the cluster", file=sys.stderr)
     return EXIT_OK
 
 
-def _remove(cluster: LocalCluster, args: argparse.Namespace) -> None:
+def _remove(cluster: LocalCluster, args: argparse.Namespace) -> DrainResult | None:
     try:
         if args.kind != "storage":
             remove_process(cluster, args.kind, args.node_id, args.grace)
-        else:
-            proc = process_of(cluster, "storage", args.node_id)
-            if args.bootstrap is None:
-                args.bootstrap = cluster.bootstrap_servers or None
-            with admin_client(args) as admin:
-                moved = drain(admin, args.node_id, args.drain_timeout)
-            print(f"moved {moved} partitions off storage node {args.node_id}", file=sys.stderr)
-            forget_process(cluster, proc, args.grace)
+            return None
+        proc = process_of(cluster, "storage", args.node_id)
+        if args.bootstrap is None:
+            args.bootstrap = cluster.bootstrap_servers or None
+        with admin_client(args) as admin:
+            result = drain(admin, args.node_id, args.drain_timeout, args.throttle)
+        if not args.json:
+            report(result, as_json=False)
+        forget_process(cluster, proc, args.grace)
+        return result
     except (ClusterError, DrainError) as e:
         raise CliError(str(e)) from None

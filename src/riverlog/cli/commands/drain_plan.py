@@ -6,7 +6,8 @@ replica is dropped and a live node not yet holding the partition is appended, th
 fewest replicas so far (ties: the lowest id), counting the plan's own moves as it goes, so a
 drain spreads the node's replicas instead of piling them on one neighbour. With `racks`, a
 node on a rack the partition's other replicas do not use comes first (Kafka's rack-aware
-placement: no two replicas on one rack when racks allow). Appending (rather
+placement: no two replicas on one rack when racks allow). A node that is itself being drained
+(another drain running) is never a target. Appending (rather
 than replacing in place) makes the next replica, already in sync, the preferred leader when
 the leaving node was it. When the other live nodes are fewer than a partition's replication
 factor the whole drain is refused, before anything moves.
@@ -31,12 +32,13 @@ def drain_plan(
     leaving: int,
     live: Collection[int],
     racks: Mapping[int, str] | None = None,
+    draining: Collection[int] = (),
 ) -> Plan:
     """The target replicas of every partition of `current` that has a replica on `leaving`,
-    using only `live` nodes other than it; DrainError naming the partitions that cannot move.
-    `racks`: node → rack ("" or absent: none)."""
+    using only `live` nodes other than it and other than the `draining` ones; DrainError
+    naming the partitions that cannot move. `racks`: node → rack ("" or absent: none)."""
     rack_of = dict(racks or {})
-    targets = sorted(set(live) - {leaving})
+    targets = sorted(set(live) - {leaving} - set(draining))
     load = Counter(dict.fromkeys(targets, 0))
     for replicas in current.values():
         load.update(r for r in replicas if r in load)
@@ -57,7 +59,8 @@ def drain_plan(
         plan[tp] = (*kept, chosen)
     if short:
         raise DrainError(
-            f"cannot drain node {leaving}: the other live storage nodes {targets} cannot keep "
+            f"cannot drain node {leaving}: the other live storage nodes not being drained "
+            f"{targets} cannot keep "
             f"the replication factor of {', '.join(short)}"
         )
     return plan

@@ -13,11 +13,14 @@
 - `--list` shows every move in progress with its adding and removing replicas, ISR, and the
   bytes the adding replicas copied and still lack next to the leader (only those of `--plan
   FILE` or `--topics T1,T2` when given; an unknown topic or partition is an error,
-  UNKNOWN_TOPIC_OR_PARTITION, as in Kafka); `--wait` follows them until none is left.
+  UNKNOWN_TOPIC_OR_PARTITION, as in Kafka); `--wait` follows them until none is left, with a
+  progress bar weighted by the bytes copied and remaining (`reassign_progress.py`).
 
-`riverlog partitions drain --node N` empties storage node N (every replica reassigned to the
-other live nodes, keeping replication factors and racks apart) and waits until it holds none,
-the step before retiring a node outside the local launcher (`node_drain.py`).
+`riverlog partitions drain --node N [--throttle BYTES_PER_S]` marks storage node N as draining
+(nothing new is placed on it, the balancer included), empties it (every replica reassigned to
+the other live nodes that are not draining, keeping replication factors and racks apart) and
+waits until it holds none, the step before retiring a node outside the local launcher;
+`--cancel` stops a drain (`node_drain.py`).
 
 `--json` prints one document instead of text. The exit status is 1 when any partition was
 refused (the reason on stderr) or a verified partition is not where the plan puts it.
@@ -49,6 +52,7 @@ from .reassign_plan import (
     verification_text,
     verify,
 )
+from .reassign_progress import progress_line
 from .reassign_throttle import apply_throttle, clear_throttles
 
 POLL_S = 0.5
@@ -88,6 +92,18 @@ def register(subparsers: Any) -> None:
     )
     drain.add_argument("--node", type=int, required=True, help="the storage node to empty")
     drain.add_argument("--timeout", type=float, default=600.0, help="seconds the moves may take")
+    drain.add_argument(
+        "--throttle",
+        type=int,
+        metavar="BYTES_PER_S",
+        help="throttle the replication of the moves to this rate (removed when done)",
+    )
+    drain.add_argument(
+        "--cancel",
+        action="store_true",
+        help="stop draining: unmark the node and cancel the moves off it in progress",
+    )
+    drain.add_argument("--json", action="store_true", help="print one JSON document")
     drain.set_defaults(func=run_drain)
     add_connection_args(drain)
 
@@ -166,15 +182,6 @@ def _refusals(outcomes: Mapping[TopicPartition, RiverlogError | None]) -> list[s
         for tp, e in sorted(outcomes.items(), key=lambda i: (i[0].topic, i[0].partition))
         if e is not None
     ]
-
-
-def progress_line(moves: Mapping[TopicPartition, PartitionReassignment], width: int = 20) -> str:
-    """A progress bar of the moves: the adding replicas already in the ISR of all adding."""
-    adding = sum(len(m.adding_replicas) for m in moves.values())
-    joined = sum(len([r for r in m.adding_replicas if r in m.isr]) for m in moves.values())
-    filled = width * joined // adding if adding else width
-    bar = "#" * filled + "-" * (width - filled)
-    return f"[{bar}] {joined}/{adding} new replicas in sync, {len(moves)} partitions moving"
 
 
 def _wait(admin: AdminClient, partitions: Sequence[TopicPartition] | None, timeout: float) -> None:
