@@ -69,6 +69,8 @@ class DrainingController:
         return frozenset(n.node_id for n in self.image.cluster.nodes_of_kind("storage"))
 
     def _ended(self) -> frozenset[int]:
+        if not self.image.draining:
+            return frozenset()
         cluster = self.image.cluster
         return ended_marks(self.image.draining, self._storage_ids(), named_nodes(cluster))
 

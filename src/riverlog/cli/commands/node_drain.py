@@ -104,15 +104,15 @@ def drain(
     if plan and throttle is not None:
         result.throttle = apply_throttle(admin, plan, throttle)
     for _ in range(PLAN_ATTEMPTS):
+        if not plan:
+            break
         outcomes = admin.alter_partition_reassignments(dict(plan), raise_on_error=False)
         result.moves.update(
             (tp, (before.get(tp, ()), plan[tp])) for tp, e in outcomes.items() if not e
         )
         refused = {tp: e for tp, e in outcomes.items() if e is not None}
-        if not refused:
-            break
         plan = {tp: t for tp, t in _plan(admin, node_id).items() if tp in refused}
-    else:
+    if plan:
         raise ClusterError(
             f"draining node {node_id}: moves refused: "
             + "; ".join(f"{tp.topic}-{tp.partition}: {e}" for tp, e in refused.items())
