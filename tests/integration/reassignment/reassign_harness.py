@@ -142,9 +142,11 @@ class ReassignHarness:
 
         return wait_until(equal, timeout_s, f"replica logs of {topic} on {nodes} to match")
 
-    def read_all(self, topic: str, end: int, timeout_s: float = 90.0) -> list[tuple[int, bytes]]:
-        """(offset, value) of every record of partition 0 below `end`, from the beginning."""
-        tp = TopicPartition(topic, 0)
+    def read_all(
+        self, topic: str, end: int, timeout_s: float = 90.0, partition: int = 0
+    ) -> list[tuple[int, bytes]]:
+        """(offset, value) of every record of `partition` below `end`, from the beginning."""
+        tp = TopicPartition(topic, partition)
         out: list[tuple[int, bytes]] = []
         with Consumer(bootstrap_servers=self.cluster.gateway_address) as consumer:
             consumer.assign([tp])
@@ -158,10 +160,11 @@ class ReassignHarness:
 
 class AckedProducer:
     """Sends numbered records with acks=all from a thread until stopped; keeps the offset of
-    every acknowledged record."""
+    every acknowledged record. Record n goes to partition n % `partitions` (`partition_of`)."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, partitions: int = 1) -> None:
         self.topic = topic
+        self.partitions = partitions
         self.acked: dict[bytes, int] = {}
         self.failed = 0
         self.errors: list[str] = []  # the first failures, for the assertion message
@@ -186,7 +189,8 @@ class AckedProducer:
             futures = []
             for _ in range(20):
                 value = b"record-%08d" % sent
-                futures.append((value, self._producer.send(self.topic, value, partition=0)))
+                partition = sent % self.partitions
+                futures.append((value, self._producer.send(self.topic, value, partition=partition)))
                 sent += 1
             for value, future in futures:
                 try:
@@ -195,6 +199,9 @@ class AckedProducer:
                     self.failed += 1
                     self.errors.append(f"{value!r}: {type(exc).__name__}: {exc}")
             time.sleep(0.02)
+
+    def partition_of(self, value: bytes) -> int:
+        return int(value.removeprefix(b"record-")) % self.partitions
 
     def wait_acked(self, count: int, timeout_s: float = 60.0) -> None:
         wait_until(lambda: len(self.acked) >= count, timeout_s, f"{count} acknowledged records")

@@ -200,3 +200,70 @@ def test_new_controller_finishes_the_run_of_a_killed_one(
     assert min(counts.values()) > 0
     wait_until(lambda: throttles_cleared(admin), 30, "throttled replicas removed")
     check_every_record(cluster, written)
+
+
+def storage_partitions(admin: AdminClient, node: int) -> list[TopicPartition]:
+    """Every partition, internal ones included, with a replica on `node`."""
+    described = admin.describe_topics(include_internal=True)
+    return [
+        TopicPartition(name, p.partition)
+        for name, d in described.items()
+        for p in d.partitions
+        if node in p.replicas
+    ]
+
+
+def test_a_drained_node_gets_nothing_back_from_the_balancer(
+    cluster: LocalCluster, admin: AdminClient
+) -> None:
+    """`partitions drain` with balancer.enable=true: the drained node is left empty and still
+    registered, which is exactly what a node that just joined looks like, so without the
+    draining mark the balancer planned moves back onto it. With it the node is out of the
+    balancer's plan, of placement and of reassignment targets; the drain's throttle is removed
+    when it ends; `cluster remove storage` then stops the node and the mark goes with it."""
+    wait_until(lambda: settled_within_one(admin, 6), 120, "the previous run to end")
+    node = max(n.node_id for n in admin.describe_cluster().nodes if n.kind == "storage")
+    held = storage_partitions(admin, node)
+    assert held
+    command = [sys.executable, "-m", "riverlog.cli.main", "partitions", "drain"]
+    command += ["--node", str(node), "--throttle", "50000000", "--json", "--timeout", "300"]
+    command += ["--bootstrap", cluster.gateway_address]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=400, check=False)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert {TopicPartition(m["topic"], m["partition"]) for m in document["moved"]} == set(held)
+    assert document["draining_nodes"] == [node]
+    assert document["throttle"] and document["throttle_removed"]
+
+    assert admin.describe_cluster().draining == (node,)
+    plan = admin.balance_replicas(dry_run=True)
+    assert node not in plan.nodes
+    assert all(node not in m.target for m in plan.moves), plan.moves
+    assert any(f"[{node}]" in note for note in plan.notes)
+    # whatever run the drain set off has ended, and the node is still empty
+    wait_until(
+        lambda: (
+            not admin.list_partition_reassignments()
+            and not admin.balance_replicas(dry_run=True).running
+        ),
+        120,
+        "the balancer idle",
+    )
+    assert storage_partitions(admin, node) == []
+    rates = admin.describe_node_configs(all_nodes=True)
+    assert all(
+        entry.is_default
+        for entity in rates.values()
+        for key, entry in entity.items()
+        if key.endswith("replication.throttled.rate")
+    )
+    assert throttles_cleared(admin)
+    cluster.create_topic("after-drain", 10, 2)
+    assert all(
+        node not in p.replicas
+        for p in admin.describe_topics(["after-drain"])["after-drain"].partitions
+    )
+
+    removed = json.loads(cli(cluster, "remove", "storage", str(node), "--json").stdout)
+    assert removed["removed"] == f"storage-{node}" and removed["moved"] == []
+    wait_until(lambda: admin.describe_cluster().draining == (), 60, "the mark dropped")
