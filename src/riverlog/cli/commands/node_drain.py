@@ -111,14 +111,14 @@ def drain(
             (tp, (before.get(tp, ()), plan[tp])) for tp, e in outcomes.items() if not e
         )
         refused = {tp: e for tp, e in outcomes.items() if e is not None}
-        plan = {tp: t for tp, t in _plan(admin, node_id).items() if tp in refused}
+        plan = {t: r for t, r in _plan(admin, node_id).items() if t in refused} if refused else {}
     if plan:
         raise ClusterError(
             f"draining node {node_id}: moves refused: "
             + "; ".join(f"{tp.topic}-{tp.partition}: {e}" for tp, e in refused.items())
         )
     _wait_empty(admin, node_id, timeout, report)
-    if throttle is not None:
+    if result.throttle:  # set by this drain: removed by it
         result.throttle_removed = clear_throttles(admin, sorted({tp.topic for tp in result.moves}))
     result.draining = admin.describe_cluster().draining
     return result
