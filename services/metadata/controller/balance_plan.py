@@ -117,9 +117,9 @@ class _State:
     """The assignment being planned: targets by partition, loads by node."""
 
     def __init__(self, nodes: Sequence[BalancerNode], partitions: Sequence[BalancerPartition]):
+        self._racks = {n.node_id: n.rack for n in nodes}  # draining nodes' too
         nodes = [n for n in nodes if not n.draining]
         self.live = sorted(n.node_id for n in nodes)
-        self.rack = {n.node_id: n.rack for n in nodes}
         self.rack_aware = bool(nodes) and all(n.rack for n in nodes)
         self.num_racks = len({n.rack for n in nodes}) if self.rack_aware else 0
         self.parts = {p.key: p for p in partitions}
@@ -170,7 +170,12 @@ class _State:
         if not self.rack_aware:
             return 0
         rs = list(replicas)
-        return max(0, len(rs) - len({self.rack[r] for r in rs}) - max(0, len(rs) - self.num_racks))
+        return max(0, len(rs) - len({self.rack(r) for r in rs}) - max(0, len(rs) - self.num_racks))
+
+    def rack(self, node: int) -> str:
+        """The node's rack; a node that is not live and has none (a dead one) counts as a rack
+        of its own, so a partition left on it is judged on its other replicas."""
+        return self._racks.get(node) or f"node-{node}"
 
     def spread(self) -> Spread:
         violations = sum(1 for t in self.target.values() if self.violation(t) > 0)
@@ -265,9 +270,9 @@ def _fix_racks(state: _State, movable: Sequence[BalancerPartition], budget: _Bud
         while state.violation(state.target[p.key]) > 0 and budget.allows(p.key):
             replicas = state.target[p.key]
             counts = state.counts()
-            per_rack = Counter(state.rack[r] for r in replicas)
-            crowded = [r for r in replicas if per_rack[state.rack[r]] > 1]
-            free = [n for n in state.live if state.rack[n] not in per_rack]
+            per_rack = Counter(state.rack(r) for r in replicas)
+            crowded = [r for r in replicas if per_rack[state.rack(r)] > 1]
+            free = [n for n in state.live if state.rack(n) not in per_rack]
             if not crowded or not free:
                 break
             old = max(crowded, key=lambda r: (counts[r], r))

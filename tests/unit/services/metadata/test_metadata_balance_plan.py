@@ -277,3 +277,13 @@ def test_racks_are_judged_on_the_nodes_that_are_not_draining() -> None:
     partitions = [part("t", 0, [1, 2, 4]), part("t", 1, [2, 4, 1])]
     assert spread_of(live, partitions).rack_violations == 0
     assert all(3 not in m.target for m in plan_balance(live, partitions, 5).moves)
+
+
+def test_a_partition_on_a_dead_node_is_judged_on_racks_without_failing() -> None:
+    """With racks, a replica on a node that is not live (dead, rack unknown) used to fail the
+    plan (KeyError); it now counts as a rack of its own and the partition is left alone."""
+    live = nodes(1, 2, 3, racks="abc")
+    partitions = [part("dead", 0, [1, 9]), *(part("t", i, [1, 2]) for i in range(4))]
+    plan = plan_balance(live, partitions, max_moves=5)
+    assert plan.moves and all(m.topic != "dead" for m in plan.moves)
+    assert plan.before.rack_violations == 0
