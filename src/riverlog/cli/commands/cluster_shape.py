@@ -181,7 +181,7 @@ def _remove(cluster: LocalCluster, args: argparse.Namespace) -> DrainResult | No
         with admin_client(args) as admin:
             result = drain(admin, args.node_id, args.drain_timeout, args.throttle)
         if not args.json:
-            report(result, as_json=False)
+            report(result)
         forget_process(cluster, proc, args.grace)
         return result
     except (ClusterError, DrainError) as e:

@@ -199,20 +199,18 @@ def run_drain(args: argparse.Namespace) -> int:
             result = drain(admin, args.node, args.timeout, args.throttle)
     except (ClusterError, DrainError) as e:
         raise CliError(str(e)) from None
-    report(result, args.json)
-    if not args.json:
-        _stderr(f"storage node {args.node} holds no partition now and can be stopped")
+    if args.json:
+        emit(to_json(result.document()))
+    else:
+        report(result, "; it holds none now and can be stopped")
     return EXIT_OK
 
 
-def report(result: DrainResult, as_json: bool, extra: dict[str, Any] | None = None) -> None:
-    """The drain's outcome: one JSON document on stdout, or lines on stderr."""
-    if as_json:
-        emit(to_json({**result.document(), **(extra or {})}))
-        return
+def report(result: DrainResult, tail: str = "") -> None:
+    """The drain's outcome as lines on stderr (`--json` prints `result.document()`)."""
     for line in result.throttle:
         _stderr(line)
-    _stderr(f"moved {len(result.moves)} partitions off storage node {result.node}")
+    _stderr(f"moved {len(result.moves)} partitions off storage node {result.node}{tail}")
     for line in result.throttle_removed:
         _stderr(line)
 
