@@ -10,7 +10,7 @@ two storage nodes tiering to it through a gate (s3_gate.py) that can hold segmen
 - the server SIGKILLed and restarted empty (moto keeps nothing): segments the metadata names
   are gone, so a read of them is a clear error and never other bytes, a fresh replica cannot
   load the metadata, and the leader copies nothing more (keeping its data local and readable)
-  rather than start a metadata log no one could load (decision 0039, addendum 4).
+  rather than start a metadata log no one could load (decision 0039, addendum 5).
 """
 
 from __future__ import annotations
