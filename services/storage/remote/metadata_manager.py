@@ -11,7 +11,10 @@ its sequence number taken reads what was written there and tries again on the ne
 a newer leader epoch wrote it: then it raises FENCED_LEADER_EPOCH and the caller stops acting
 as leader for that partition. A write that succeeds below a snapshot (the name was free only
 because a compaction had deleted the record there) is void: it is dropped and the log replayed
-anew, so an old leader cannot slip a record in behind the compaction.
+anew, so an old leader cannot slip a record in behind the compaction. A log whose beginning
+the store lost (records gone that no snapshot covers: a bucket emptied or recreated) is a
+clear error, RemoteLogMetadataLostError, both to a replica loading it and to a leader about to
+write on from memory: nothing is built on a log no one could load again.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from riverlog.common.types import TopicPartition
 
 from .metadata_compaction import (
     SNAPSHOT_PREFIX,
+    MetadataObject,
     compaction_due,
     latest_snapshot,
     parse_names,
@@ -33,7 +37,7 @@ from .metadata_compaction import (
 )
 from .metadata_log import MetadataRecord, RemotePartitionMetadata
 from .segment_metadata import IllegalStateTransition, RemoteLogSegmentMetadata
-from .storage import RemoteStorageManager
+from .storage import RemoteStorageError, RemoteStorageManager
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +91,7 @@ class RemoteLogMetadataManager:
         """Replay the partition's metadata log from its newest snapshot (from the listing),
         then anything written since; replaces what was loaded before. A compaction deleting
         what the listing showed makes it list again."""
+        previous: list[MetadataObject] | None = None
         for _ in range(MAX_RACES):
             objects = parse_names(
                 metadata_prefix(tp), await self._store.list_objects(metadata_prefix(tp))
@@ -101,6 +106,9 @@ class RemoteLogMetadataManager:
                 state = snapshot_from_bytes(data)
             state = await self._read_forward(tp, state)
             if any(not o.snapshot and o.seq >= state.next_seq for o in objects):
+                if objects == previous:
+                    raise _lost(tp, state.next_seq, objects)
+                previous = objects
                 continue  # a record listed was deleted before it was read: list again
             self._states[tp] = state
             self._snapshot_seq[tp] = snapshot.seq if snapshot is not None else 0
@@ -193,13 +201,30 @@ class RemoteLogMetadataManager:
                 raise IllegalStateTransition(f"{tp}: {reason}")
             name = record_name(tp, state.next_seq)
             if await self._store.put_if_absent(name, record.to_bytes()):
-                if await self._compacted_past(tp, state.next_seq):
+                objects = parse_names(
+                    metadata_prefix(tp), await self._store.list_objects(metadata_prefix(tp))
+                )
+                newest = latest_snapshot(objects)
+                if newest is not None and newest.seq > state.next_seq:
                     # The name was free because a compaction had deleted the record there:
                     # ours is below a snapshot, read by no one. Drop it and replay anew (an
-                    # older leader is fenced by the snapshot's epoch).
+                    # older leader is fenced by the snapshot's epoch). (A snapshot is written
+                    # before the records below it are deleted, so one listing after the
+                    # create tells; one LIST per write, a few writes per copied segment.)
                     await self._store.delete_objects([name])
                     state = await self.load(tp)
                     continue
+                if not self._intact(tp, objects):
+                    # What this replica replayed is gone from the store (a bucket emptied or
+                    # recreated): a record here would start a log no one can load. Nothing is
+                    # written until someone repairs the store; the caller keeps local data.
+                    await self._store.delete_objects([name])
+                    first = min(o.seq for o in objects)
+                    raise RemoteLogMetadataLostError(
+                        f"{tp}: the remote log metadata lost its records below {first} (the "
+                        "store no longer has them and no snapshot covers them); nothing more "
+                        "is written to it"
+                    )
                 state = state.apply(record)
                 self._states[tp] = state
                 return state
@@ -210,16 +235,13 @@ class RemoteLogMetadataManager:
             ErrorCode.KAFKA_STORAGE_ERROR,
         )
 
-    async def _compacted_past(self, tp: TopicPartition, seq: int) -> bool:
-        """Whether a snapshot above `seq` exists. A snapshot is written before the records
-        below it are deleted, so after creating the record at `seq` this tells whether the
-        name was free only because a compaction had removed the record (one listing per
-        write: writes are a few per copied segment)."""
-        objects = parse_names(
-            metadata_prefix(tp), await self._store.list_objects(metadata_prefix(tp))
-        )
-        newest = latest_snapshot(objects)
-        return newest is not None and newest.seq > seq
+    def _intact(self, tp: TopicPartition, objects: list[MetadataObject]) -> bool:
+        """Whether the listing still holds where this replica's replay began: the snapshot
+        it loaded (or a newer one), or, with none, the first record."""
+        known = self._snapshot_seq.get(tp, 0)
+        if any(o.snapshot and o.seq >= known for o in objects):
+            return True
+        return known == 0 and any(o.seq == 0 for o in objects)
 
     def forget(self, tp: TopicPartition) -> None:
         self._states.pop(tp, None)
@@ -236,3 +258,24 @@ class RemoteLogMetadataManager:
         await self._store.delete_objects([n for n in names if n.startswith(metadata_prefix(tp))])
         self.forget(tp)
         return len(names)
+
+
+class RemoteLogMetadataLostError(RemoteStorageError):
+    """The partition's metadata log lost records no snapshot covers: the store lost objects
+    (a bucket emptied or recreated). Readers of the remote tier get it as KAFKA_STORAGE_ERROR;
+    the leader's copy task backs off and keeps local data, as for a store that is down."""
+
+
+def _lost(
+    tp: TopicPartition, missing: int, objects: list[MetadataObject]
+) -> RemoteLogMetadataLostError:
+    """The metadata log has a hole that no compaction explains: two listings alike show records
+    after `missing` but neither it nor a snapshot above it (a compaction writes its snapshot
+    before deleting below it). The store lost objects, e.g. a bucket emptied or recreated:
+    the segments those records named cannot be found, so the partition's remote tier is not
+    served (a clear error, never a guess at what the lost records said)."""
+    after = min(o.seq for o in objects if not o.snapshot and o.seq >= missing)
+    return RemoteLogMetadataLostError(
+        f"{tp}: the remote log metadata lost records {missing}..{after - 1} (the store no "
+        f"longer has them and no snapshot covers them); its remote segments are unreadable"
+    )

@@ -96,6 +96,14 @@ async def _sleep_or_wake(wake: asyncio.Event, timeout_s: float) -> None:
     wake.clear()
 
 
+async def _cancel_all(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
 @dataclass
 class PartitionTask:
     """The state of one partition's task: the epoch it leads in, and its backoff."""
@@ -240,15 +248,12 @@ class RemoteLogManager:
             hooks = state.log.on_log_start_moved
             if state.on_log_start_moved in hooks:
                 hooks.remove(state.on_log_start_moved)
-        tasks += list(self._deletions)
         tasks += [task for _, task in self._following.values()]
         self._tasks.clear()
         self._following.clear()
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await _cancel_all(tasks)
+        # Then the deletions, with the discards that copies cancelled just now added.
+        await _cancel_all(list(self._deletions))
         await self.store.close()
 
     async def _loop(self, state: PartitionTask) -> None:
@@ -364,13 +369,54 @@ class RemoteLogManager:
             now,
         )
         await self.metadata.add(metadata)
-        await self.store.copy_log_segment_data(metadata.segment_id, data)
+        upload = asyncio.ensure_future(self.store.copy_log_segment_data(metadata.segment_id, data))
+        try:
+            await asyncio.shield(upload)
+        except asyncio.CancelledError:
+            # Leadership moved while the objects were being written (on_not_leader cancels
+            # this task): the store call goes on (a worker thread, a request in flight) and
+            # may land after the new leader removed this attempt. Remove them once it ends.
+            self._discard_after(upload, metadata.segment_id)
+            raise
         finished = metadata.transition_to(S.COPY_SEGMENT_FINISHED, epoch, self._clock.time_ms())
-        await self.metadata.update(finished)
+        try:
+            await self.metadata.update(finished)
+        except RiverlogError as exc:
+            if exc.code == ErrorCode.FENCED_LEADER_EPOCH:
+                # A newer leader wrote first (this node has not heard of it yet): the attempt
+                # is never finished, and the new leader's cleanup of it may have run before
+                # these objects landed.
+                self._discard_after(upload, metadata.segment_id)
+            raise
         self.bytes_copied += segment.size
         self.segments_copied += 1
         log.info("%s: copied [%d, %d] as %s", tp, start, next_offset - 1, metadata.segment_id)
         self._publish(state)
+
+    def _discard_after(self, upload: asyncio.Future[None], segment_id: RemoteLogSegmentId) -> None:
+        """Once `upload` ended (however), delete the objects of that copy attempt, which no
+        one will finish: its id is its own, so nothing readable goes with it. Retried with
+        the backoff while the store fails; `stop` cancels it (the next leader's cleanup of
+        COPY_SEGMENT_STARTED, or a later one, covers what is left)."""
+
+        async def discard() -> None:
+            await asyncio.wait([upload])
+            if not upload.cancelled() and upload.exception() is not None:
+                log.info("%s: abandoned copy failed: %s", segment_id, upload.exception())
+            backoff = self.config.retry_backoff_ms
+            while True:
+                try:
+                    await self.store.delete_log_segment_data(segment_id)
+                    log.info("%s: removed the objects of an abandoned copy", segment_id)
+                    return
+                except RemoteStorageError as exc:
+                    log.warning("%s: removing an abandoned copy failed (%s)", segment_id, exc)
+                    await asyncio.sleep(backoff / 1000.0)
+                    backoff = min(backoff * 2, self.config.retry_backoff_max_ms)
+
+        task = asyncio.create_task(discard(), name=f"rlm-discard-{segment_id}")
+        self._deletions.add(task)
+        task.add_done_callback(self._deletions.discard)
 
     async def _expire(self, state: PartitionTask) -> None:
         plog = state.log

@@ -1,6 +1,7 @@
 """A real S3-compatible server for the tiered-storage tests: moto's server (`moto[server]`)
-as its own process on a free loopback port, started and stopped by PID, with a bucket made
-through boto3 as any S3 user would."""
+as its own process on a free loopback port, started and stopped (or killed) by PID, with a
+bucket made through boto3 as any S3 user would, and optionally moto's request recorder, whose
+replay gives a restarted server the state of the killed one."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -56,6 +58,19 @@ class MotoServer:
         )
         client.create_bucket(Bucket=bucket)
 
+    def kill(self) -> None:
+        """SIGKILL, by PID: the server and everything it held in memory are gone."""
+        os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+    def replay_recording(self) -> None:
+        """Replay what a recording server (`moto_server(recording=...)`) wrote to the
+        recording file before it was killed: moto's own way to get its state back."""
+        url = f"{self.endpoint}/moto-api/recorder/replay-recording"
+        request = urllib.request.Request(url, method="POST", data=b"")
+        with urllib.request.urlopen(request, timeout=120) as response:
+            assert response.status == 200
+
     def pause(self) -> None:
         os.kill(self.process.pid, signal.SIGSTOP)
 
@@ -72,15 +87,27 @@ def _accepting(port: int) -> bool:
 
 
 @contextmanager
-def moto_server(log_dir: Path, port: int | None = None) -> Iterator[MotoServer]:
+def moto_server(
+    log_dir: Path, port: int | None = None, recording: Path | None = None
+) -> Iterator[MotoServer]:
     """Run moto's S3 server until the block ends (then SIGTERM, SIGKILL after 10 s, by PID).
-    `port` restarts a server on the port an earlier one had."""
+    `port` restarts a server on the port an earlier one had. `recording`: moto keeps nothing
+    across a restart, but its recorder appends every request to this file, which a server
+    started later replays (`MotoServer.replay_recording`); a line a kill cut short is dropped
+    first."""
     port = port or free_port()
     log = (log_dir / f"moto-{port}.log").open("ab")
+    env = dict(os.environ)
+    if recording is not None:
+        env |= {"MOTO_ENABLE_RECORDING": "true", "MOTO_RECORDER_FILEPATH": str(recording)}
+        if recording.exists():
+            data = recording.read_bytes()
+            recording.write_bytes(data[: data.rfind(b"\n") + 1])
     process = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", HOST, "-p", str(port)],
         stdout=log,
         stderr=subprocess.STDOUT,
+        env=env,
     )
     try:
         deadline = time.monotonic() + 60

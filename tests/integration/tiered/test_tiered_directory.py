@@ -5,7 +5,8 @@ what is remote plus what is local is every batch produced, byte for byte, read b
 through the remote tier; DescribeLogDirs reports the remote size and the local log start;
 deleting the topic deletes its remote data. Also: DeleteRecords into the remote tier, the
 metadata log's compaction, a wiped follower that takes the producer state from the remote tier
-and leads, and a leader killed mid-copy."""
+and leads, a replica added by a reassignment that copies only the local tail, and a leader
+killed mid-copy."""
 
 from __future__ import annotations
 
@@ -26,8 +27,10 @@ from tiered_cluster import (
     fetch_from,
     local_segments,
     make_batch,
+    partition_state,
     produce,
     produce_request,
+    reassign,
     remote_bytes,
     remote_state,
     tiered_harness,
@@ -253,6 +256,41 @@ def test_the_metadata_log_stays_bounded_as_segments_expire(
     for header, batch in zip(headers, sent[start // 5 :], strict=True):
         assert stored[pos + 17 : pos + header.size] == batch[17:]
         pos += header.size
+
+
+def test_a_reassigned_replica_copies_only_the_local_tail_and_serves_every_record(
+    harness: StorageHarness, tier: Path
+) -> None:
+    """Partition reassignment (KIP-455, decision 0021) of a tiered topic: the replica added on
+    the other node starts at the leader's local log start (OFFSET_MOVED_TO_TIERED_STORAGE, with
+    the leader epochs below it from the remote tier: remote/aux_state.py), not at 0, and joins
+    the ISR. Then the old replica is removed (leadership moves to the new one): a consumer from
+    0 reads the remote part through the new leader, the same bytes."""
+    topic, leader = create_tiered_topic(harness, "tiered-reassign")
+    other = 3 - leader
+    store = DirectoryRemoteStorage(tier)
+    now = int(time.time() * 1000)
+    sent = [make_batch(count=5, tag=i, value_size=200, ts=now) for i in range(40)]
+    produce(harness, topic, sent, node=leader)
+    wait_until(
+        lambda: remote_bytes(store, topic)[1] and len(local_segments(harness, topic, leader)) <= 2,
+        60,
+        "segments copied and deleted locally",
+    )
+    leader_start = int(local_segments(harness, topic, leader)[0].stem)
+    assert leader_start > 0
+
+    reassign(harness, topic, [leader, other])  # waits for the new replica in the ISR
+    first_local = int(local_segments(harness, topic, other)[0].stem)
+    assert first_local >= leader_start  # only the local tail was copied, never offset 0
+    checkpoint = (harness.log_dir(other) / f"{topic}-0" / "leader-epoch-checkpoint").read_text()
+    assert checkpoint.splitlines()[2].split()[1] == "0"  # epochs from 0, from the remote tier
+
+    reassign(harness, topic, [other])  # the move: the old replica goes, `other` leads
+    assert partition_state(harness, topic).leader == other
+    assert_same_batches(fetch_from(harness, topic, 0, node=other), sent)
+    gone = harness.log_dir(leader) / f"{topic}-0"
+    wait_until(lambda: not gone.exists(), 30, "the old replica's files to go")
 
 
 def idempotent_batch(seq: int, ts: int, count: int = 5) -> bytes:

@@ -29,7 +29,7 @@ from riverlog.services.storage.remote.metadata_manager import (
     RemoteLogMetadataManager,
 )
 from riverlog.services.storage.remote.storage import RemoteStorageManager
-from riverlog.v1 import admin_pb2, data_pb2
+from riverlog.v1 import admin_pb2, common_pb2, data_pb2
 
 __all__ = ["StorageHarness", "make_batch", "produce_request", "wait_until"]
 
@@ -52,7 +52,7 @@ TOPIC_CONFIGS = {
 def tiered_harness(
     root: Path, store_configs: dict[str, str], storage_nodes: int = 1
 ) -> StorageHarness:
-    return StorageHarness(start_cluster(root, storage_nodes, **FAST, **store_configs))
+    return StorageHarness(start_cluster(root, storage_nodes, **{**FAST, **store_configs}))
 
 
 def create_tiered_topic(
@@ -73,6 +73,60 @@ def create_tiered_topic(
         for result in reply.topics:
             raise_for(result.error_code, result.error_message)
     return name, harness.wait_for_leaders(name, 1).partitions[0].leader
+
+
+def partition_state(harness: StorageHarness, topic: str) -> common_pb2.PartitionState:
+    described = harness.describe_topic(topic)
+    assert described is not None, f"{topic} is not described"
+    return described.partitions[0]
+
+
+def reassign(harness: StorageHarness, topic: str, replicas: list[int]) -> None:
+    """Move partition 0 onto `replicas` (AlterPartitionReassignments, KIP-455) and wait until
+    no reassignment is in progress and they are its replicas, all in sync, one leading."""
+    with harness.metadata() as stub:
+        target = admin_pb2.ReassignablePartition(topic=topic, partition=0, replicas=replicas)
+        reply = stub.AlterPartitionReassignments(
+            admin_pb2.AlterPartitionReassignmentsRequest(partitions=[target]), timeout=30
+        )
+    raise_for(reply.error_code, reply.error_message)
+    for result in reply.partitions:
+        raise_for(result.error_code, result.error_message)
+
+    def done() -> bool:
+        p = partition_state(harness, topic)
+        return (
+            list(p.replicas) == replicas
+            and sorted(p.isr) == sorted(replicas)
+            and not p.adding_replicas
+            and not p.removing_replicas
+            and p.leader in replicas
+        )
+
+    wait_until(done, 90, f"{topic} on {replicas}")
+
+
+def elect_preferred(harness: StorageHarness, topic: str) -> common_pb2.PartitionState:
+    """A preferred leader election of partition 0 (the first replica leads, the old leader
+    alive); its state once that replica leads."""
+    preferred = partition_state(harness, topic).replicas[0]
+    with harness.metadata() as stub:
+        reply = stub.ElectLeaders(
+            admin_pb2.ElectLeadersRequest(
+                election_type=admin_pb2.ELECTION_TYPE_PREFERRED,
+                partitions=[common_pb2.TopicPartition(topic=topic, partition=0)],
+            ),
+            timeout=30,
+        )
+    raise_for(reply.error_code, reply.error_message)
+    [result] = reply.partitions
+    if result.error_code != ErrorCode.ELECTION_NOT_NEEDED:
+        raise_for(result.error_code, result.error_message)
+    return wait_until(
+        lambda: (p := partition_state(harness, topic)).leader == preferred and p,
+        30,
+        f"node {preferred} to lead {topic}",
+    )
 
 
 def produce(
@@ -130,18 +184,25 @@ def fetch_from(
     raise AssertionError("fetch did not reach the high watermark")
 
 
-def fetch_error(harness: StorageHarness, topic: str, offset: int, node: int = 1) -> int:
+def fetch_once(
+    harness: StorageHarness, topic: str, offset: int, node: int = 1
+) -> data_pb2.FetchPartitionResponse:
+    """One consumer fetch of partition 0 from `offset`: its result as it came."""
     with harness.storage(node) as stub:
         reply = stub.Fetch(fetch_request((topic, 0, offset)), timeout=10)
-    return int(reply.partitions[0].error_code)
+    return reply.partitions[0]
 
 
-def assert_same_batches(stored: bytes, sent: list[bytes]) -> None:
-    """`stored` holds `sent` in order with contiguous offsets: the same bytes but for the base
-    offset and the leader epoch the leader wrote into each header."""
+def fetch_error(harness: StorageHarness, topic: str, offset: int, node: int = 1) -> int:
+    return int(fetch_once(harness, topic, offset, node).error_code)
+
+
+def assert_same_batches(stored: bytes, sent: list[bytes], first: int = 0) -> None:
+    """`stored` holds `sent` in order with contiguous offsets from `first`: the same bytes but
+    for the base offset and the leader epoch the leader wrote into each header."""
     headers = iter_batches(stored)
     assert len(headers) == len(sent)
-    pos, offset = 0, 0
+    pos, offset = 0, first
     for header, batch in zip(headers, sent, strict=True):
         assert header.base_offset == offset
         assert stored[pos + 17 : pos + header.size] == batch[17:]

@@ -9,7 +9,11 @@ import pytest
 
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
-from riverlog.services.storage.remote.metadata_manager import RemoteLogMetadataManager
+from riverlog.services.storage.remote.metadata_manager import (
+    RemoteLogMetadataLostError,
+    RemoteLogMetadataManager,
+    metadata_prefix,
+)
 from riverlog.services.storage.remote.segment_metadata import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentState,
@@ -141,10 +145,32 @@ async def compaction_bounds_the_objects_and_keeps_the_state(
     assert err.value.code == ErrorCode.FENCED_LEADER_EPOCH
 
 
+async def a_log_that_lost_its_first_records_is_a_clear_error(store: RemoteStorageManager) -> None:
+    """The store lost records that no snapshot covers (a bucket emptied, or recreated and
+    written again): loading is a clear error naming the hole, not a replay of what is left
+    (which would serve reads of the lost segments from a later one) nor endless listings; and
+    the leader, which still has the state in memory, writes nothing more on top of the hole."""
+    tp = TopicPartition("lost", 0)
+    leader = RemoteLogMetadataManager(store)
+    await leader.start_epoch(tp, 1)
+    a = started(tp, 0, 9, 1)
+    await leader.add(a)
+    await leader.update(a.transition_to(S.COPY_SEGMENT_FINISHED, 1, 0))
+    names = await store.list_objects(metadata_prefix(tp))
+    await store.delete_objects(names[:2])  # lost: records 0 and 1; record 2 is left
+    with pytest.raises(RemoteLogMetadataLostError, match=r"lost records 0\.\.1") as err:
+        await RemoteLogMetadataManager(store).load(tp)
+    assert err.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    with pytest.raises(RemoteLogMetadataLostError, match="lost its records below 2"):
+        await leader.add(started(tp, 10, 19, 1))
+    assert await store.list_objects(metadata_prefix(tp)) == names[2:]  # its record taken back
+
+
 CASES = [
     a_new_leader_continues_where_the_old_one_stopped,
     the_old_leader_is_fenced_once_the_new_one_started,
     writers_of_one_epoch_interleave_without_losing_records,
     deleting_a_partition_removes_data_and_metadata,
     compaction_bounds_the_objects_and_keeps_the_state,
+    a_log_that_lost_its_first_records_is_a_clear_error,
 ]

@@ -7,6 +7,8 @@ an interrupted copy and fences the old one; remote segments expire by the total 
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,7 +27,12 @@ from riverlog.services.storage.remote.remote_log_manager import (
     epoch_checkpoint_slice,
 )
 from riverlog.services.storage.remote.segment_metadata import RemoteLogSegmentState
-from riverlog.services.storage.remote.storage import IndexType, RemoteStorageError
+from riverlog.services.storage.remote.storage import (
+    IndexType,
+    LogSegmentData,
+    RemoteLogSegmentId,
+    RemoteStorageError,
+)
 from riverlog.services.storage.remote_log_config import RemoteLogConfig
 
 S = RemoteLogSegmentState
@@ -294,3 +301,70 @@ async def test_dump_log_reads_a_remote_segment_as_its_local_original(
     for suffix, lines in expected.items():
         path = tmp_path / "tier" / remote.segment_id.object_name(suffix)
         assert list(dump_segment(path))[1:] == lines
+
+
+class SlowStore(DirectoryRemoteStorage):
+    """A directory store whose segment copies wait in their worker thread until `release` is
+    set (an upload in flight): like the real one's, a copy goes on when its caller is
+    cancelled (a thread is not interrupted)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.copying = threading.Event()
+        self.release = threading.Event()
+        self.copied = threading.Event()
+
+    def _copy(self, segment_id: RemoteLogSegmentId, data: LogSegmentData) -> None:
+        self.copying.set()
+        self.release.wait(30)
+        try:
+            super()._copy(segment_id, data)
+        finally:
+            self.copied.set()
+
+
+async def _orphans(store: DirectoryRemoteStorage) -> list[str]:
+    """Data objects whose segment the metadata does not name."""
+    state = await RemoteLogMetadataManager(store).load(TP)
+    live = set(state.segments)
+    names = [n for n in await store.list_objects(f"{TP}/") if "/metadata/" not in n]
+    return [n for n in names if n.split("/")[-1].split(".")[0] not in live]
+
+
+async def _until(predicate: Callable[[], bool]) -> None:
+    for _ in range(1000):
+        if predicate():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached")
+
+
+@pytest.mark.parametrize("old_leader_hears_of_it", [True, False], ids=["moved", "zombie"])
+async def test_a_copy_overtaken_by_a_new_leader_leaves_no_objects_once_it_ends(
+    tmp_path: Path, clock: ManualClock, plog: PartitionLog, old_leader_hears_of_it: bool
+) -> None:
+    """The old leader is mid-copy (COPY_SEGMENT_STARTED written, objects in flight) when
+    leadership moves with the old leader alive: the new leader cleans that attempt up and
+    copies on. Told of the move, the old leader's task is cancelled; not told yet (a zombie),
+    its COPY_SEGMENT_FINISHED is fenced. Either way its upload lands after the cleanup, and the
+    old leader then deletes what it wrote: no orphan objects, nothing copied twice."""
+    slow = SlowStore(tmp_path / "tier")
+    old = RemoteLogManager(RemoteLogConfig(task_interval_ms=10), slow, clock)
+    old.on_leader(plog, 1)
+    await _until(slow.copying.is_set)
+    if old_leader_hears_of_it:
+        old.on_not_leader(TP)
+    store = DirectoryRemoteStorage(tmp_path / "tier")
+    new = RemoteLogManager(RemoteLogConfig(), store, clock)
+    await new.run_once(PartitionTask(plog, 2))
+    try:
+        state = new.metadata.state(TP)
+        assert state is not None and not state.in_state(S.COPY_SEGMENT_STARTED)
+        starts = [s.start_offset for s in state.readable_segments()]
+        assert starts == [s.base_offset for s in plog.segments[:-1]]
+        slow.release.set()  # the old upload lands now, after the new leader's cleanup
+        await _until(lambda: slow.copied.is_set() and not old.leads(TP) and not old._deletions)
+    finally:
+        slow.release.set()
+        await old.stop()
+    assert await _orphans(store) == []
