@@ -1,5 +1,6 @@
 """The exactly-once streaming sink (`option("riverlog.transactional", "true")`): each micro-batch's
-writes become visible together, once, even when tasks, executors or the driver die.
+writes become visible once the driver commits them, exactly once, even when tasks, executors or
+the driver die.
 
 Spark's Kafka sink is at least once: a retried task or a replayed micro-batch writes its rows
 again. Here, for query q, micro-batch b and Spark partition p (q and b come from the task's
@@ -14,9 +15,10 @@ local properties, which Spark sets for every micro-batch):
 3. Else it begins a transaction, sends its rows, commits the marker b + 1 with the
    transaction (`send_offsets_to_transaction`), flushes, and returns the transaction's id,
    producer id and epoch to the driver WITHOUT ending it.
-4. The driver's `commit(messages, b)` ends every task's transaction with EndTxn(commit): the
-   batch becomes visible to read_committed readers as a whole. Spark records the batch as done
-   only after that returns. `abort` ends them with EndTxn(abort).
+4. The driver's `commit(messages, b)` ends every task's transaction with EndTxn(commit), one
+   after the other: the batch becomes visible to read_committed readers once all are ended (a
+   driver dying midway leaves part of it visible until the replay below). Spark records the
+   batch as done only after that returns. `abort` ends them with EndTxn(abort).
 
 If the driver dies between ending some transactions and recording the batch, the restarted
 query replays b: the tasks whose transactions committed find their marker and write nothing;
