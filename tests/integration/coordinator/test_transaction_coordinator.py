@@ -2,10 +2,13 @@
 coordinators, a gateway), driven through the gateway's gRPC API as any client would: a
 transaction commits and its partitions get commit markers with the bumped epoch; the next one
 aborts; a late write of an ended transaction is fenced; a new session fences the old one and
-aborts what it left open; describe and list (SDK and CLI) show it; bad requests change nothing.
+aborts what it left open; describe and list (SDK and CLI) show it; bad requests change nothing;
+the torn-transaction case (a stale EndTxn, or a stale marker sent straight to the partition's
+storage node, arriving while the next transaction is open) is refused and leaves the open one
+whole and committable.
 
-read_committed fetches are in test_txn_read_committed.py. Not here yet (issue 14):
-TxnOffsetCommit, the SDK producer."""
+read_committed fetches are in test_txn_read_committed.py; TxnOffsetCommit in
+test_txn_offset_commit.py; the SDK producer in test_transactional_clients.py."""
 
 from __future__ import annotations
 
@@ -26,8 +29,16 @@ from riverlog.common.errors import ErrorCode
 from riverlog.common.records import BatchBuilder, CompressionType
 from riverlog.common.records.control import ControlRecordType, parse_end_txn_marker
 from riverlog.common.records.header import iter_batches
-from riverlog.common.rpc.channel import CLIENT_ID_KEY
-from riverlog.v1 import common_pb2, data_pb2, gateway_pb2_grpc
+from riverlog.common.records.reader import iter_batches_records
+from riverlog.common.rpc.channel import CLIENT_ID_KEY, sync_channel
+from riverlog.v1 import (
+    common_pb2,
+    data_pb2,
+    gateway_pb2,
+    gateway_pb2_grpc,
+    storage_pb2,
+    storage_pb2_grpc,
+)
 from riverlog.v1 import transactions_pb2 as pb
 
 pytestmark = pytest.mark.timeout(300)
@@ -336,3 +347,83 @@ def test_leaders_verify_transactional_writes_with_the_coordinator(
     assert hanging.error_code == E.INVALID_PRODUCER_EPOCH, hanging
     late = partition_state(gateway, topic, 1)
     assert late.log_end_offset == 0 and late.last_stable_offset == late.high_watermark
+
+
+def leader_address(cluster: LocalCluster, stub: gateway_pb2_grpc.GatewayStub, topic: str) -> str:
+    answer = call(stub, "GetMetadata", gateway_pb2.GetMetadataRequest(topics=[topic]))
+    leader = int(answer.topics[0].partitions[0].leader)
+    address = cluster.storage(leader).address
+    assert address is not None
+    return address
+
+
+def test_a_stale_end_or_marker_cannot_end_the_next_transaction(
+    cluster: LocalCluster, gateway: gateway_pb2_grpc.GatewayStub
+) -> None:
+    """Jepsen's torn transaction: transaction 1 commits (marker at epoch E+1), transaction 2 is
+    open at E+1 with data in the partition; then transaction 1's EndTxn (epoch E) arrives late
+    at the coordinator, and a marker of epoch E reaches the partition's storage node directly
+    (as a delayed WriteTxnMarkers would). Both are refused, nothing is written, transaction 2
+    stays open and unread, and then commits whole."""
+    topic = unique_topic_name("torn")
+    cluster.create_topic(topic, partitions=1, replication_factor=3, configs={
+        "min.insync.replicas": "2"
+    })  # fmt: skip
+    tid = "torn-" + topic
+    first = init(gateway, tid)
+    pid, epoch = first.producer_id, first.producer_epoch
+    assert add(gateway, tid, first, topic, 0).error_code == E.NONE
+    assert produce(gateway, topic, 0, txn_batch(pid, epoch, 0, b"one"), tid).error_code == E.NONE
+    assert end(gateway, tid, pid, epoch, True).error_code == E.NONE
+    wait_for(in_state(gateway, tid, "CompleteCommit"), what="CompleteCommit")
+    [(_, raw_marker)] = [(h, raw) for h, raw in batches(gateway, topic, 0) if h.is_control]
+    coordinator_epoch = parse_end_txn_marker(raw_marker).coordinator_epoch
+
+    second = pb.InitProducerIdResponse(producer_id=pid, producer_epoch=epoch + 1)
+    assert add(gateway, tid, second, topic, 0).error_code == E.NONE
+    two = produce(gateway, topic, 0, txn_batch(pid, epoch + 1, 0, b"two"), tid)
+    assert two.error_code == E.NONE, two
+    before = partition_state(gateway, topic, 0)
+    assert before.last_stable_offset == two.base_offset  # transaction 2 holds the LSO
+
+    for committed in (True, False):  # the late end of transaction 1, either way
+        stale = end(gateway, tid, pid, epoch, committed)
+        assert stale.error_code == E.PRODUCER_FENCED, stale
+    row = describe(gateway, tid)
+    assert (row.transaction_state, row.producer_epoch) == ("Ongoing", epoch + 1)
+    assert [(t.name, list(t.partitions)) for t in row.topics] == [(topic, [0])]
+
+    channel = sync_channel(leader_address(cluster, gateway, topic))
+    try:
+        storage = storage_pb2_grpc.StorageServiceStub(channel)
+        for committed in (True, False):
+            request = storage_pb2.WriteTxnMarkersRequest(
+                producer_id=pid,
+                producer_epoch=epoch,  # older than the partition's (E+1, from marker 1)
+                committed=committed,
+                coordinator_epoch=coordinator_epoch,
+                topic=topic,
+                partition=0,
+                timeout_ms=10_000,
+            )
+            refused = storage.WriteTxnMarkers(request, timeout=TIMEOUT_S)
+            assert refused.error_code == E.INVALID_PRODUCER_EPOCH, refused
+    finally:
+        channel.close()
+    after = partition_state(gateway, topic, 0)
+    assert (after.log_end_offset, after.last_stable_offset) == (
+        before.log_end_offset, before.last_stable_offset,
+    )  # fmt: skip
+    assert markers(gateway, topic, 0) == [(epoch + 1, ControlRecordType.COMMIT)]
+
+    ended = end(gateway, tid, pid, epoch + 1, True)  # transaction 2 is untouched: it commits
+    assert (ended.error_code, ended.producer_epoch) == (E.NONE, epoch + 2)
+    wait_for(in_state(gateway, tid, "CompleteCommit"), what="CompleteCommit of transaction 2")
+    assert markers(gateway, topic, 0) == [
+        (epoch + 1, ControlRecordType.COMMIT),
+        (epoch + 2, ControlRecordType.COMMIT),
+    ]
+    done = partition_state(gateway, topic, 0)
+    assert done.last_stable_offset == done.high_watermark == done.log_end_offset
+    values = [r.value for r in iter_batches_records(bytes(done.records)) if r.value is not None]
+    assert values == [b"one-0", b"one-1", b"two-0", b"two-1"]

@@ -1,6 +1,8 @@
 """Batch reads through the `riverlog` format against the session cluster: a whole topic equals
 what was produced, offset ranges are honoured exactly, minPartitions splits without
-duplicates or gaps, and a tiered topic reads from below its local log start."""
+duplicates or gaps, a tiered topic reads from below its local log start, and under
+kafka.isolation.level=read_committed a read drops an aborted transaction's records and stops at
+the last stable offset (an open transaction's first offset), where read_uncommitted reads all."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import time
 import pytest
 from spark_helpers import produce, rows_as_dicts
 
-from riverlog.client import AdminClient, TopicPartition
+from riverlog.client import AdminClient, Producer, TopicPartition
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -156,3 +158,60 @@ def test_a_tiered_topic_reads_from_offset_zero_below_the_local_log_start(
         assert (row["key"], row["value"]) == (want["key"], want["value"])
         stamp = dt.datetime.fromtimestamp(want["timestamp_ms"] / 1000, dt.UTC)
         assert row["timestamp"].replace(tzinfo=dt.UTC) == stamp
+
+
+def _sent(future) -> int:
+    return future.result(timeout=30).offset
+
+
+def test_read_committed_drops_aborted_records_and_stops_at_the_lso(
+    spark, gateway_address, new_topic
+):
+    """Offsets: 0-1 plain, 2-3 an aborted transaction (its marker at 4), 5-6 plain, 7-8 a
+    transaction left open, 9 plain. read_committed reads 0-1 and 5-6: nothing aborted, nothing
+    at or past the open transaction's first offset (the LSO), not even the committed plain
+    record after it; read_uncommitted reads every data record, aborted and open ones too."""
+    topic = new_topic(partitions=1)
+    conf = {"bootstrap.servers": gateway_address, "linger.ms": 0}
+
+    def plain(*values: bytes) -> list[int]:
+        return [
+            r["offset"] for r in produce(gateway_address, topic, [{"value": v} for v in values])
+        ]
+
+    expected_committed = plain(b"p0", b"p1")
+    with Producer({**conf, "transactional.id": "spark-rc-aborted-" + topic}) as aborted:
+        aborted.init_transactions(timeout=60)
+        aborted.begin_transaction()
+        aborted_offsets = [_sent(aborted.send(topic, v)) for v in (b"a0", b"a1")]
+        aborted.abort_transaction(timeout=60)
+    expected_committed += plain(b"c0", b"c1")
+    with Producer({**conf, "transactional.id": "spark-rc-open-" + topic}) as open_txn:
+        open_txn.init_transactions(timeout=60)
+        open_txn.begin_transaction()
+        open_offsets = [_sent(open_txn.send(topic, v)) for v in (b"o0", b"o1")]
+        after = plain(b"d0")
+        try:
+            committed = rows_as_dicts(
+                _reader(spark, gateway_address)
+                .option("subscribe", topic)
+                .option("kafka.isolation.level", "read_committed")
+                .load()
+            )
+            uncommitted = rows_as_dicts(
+                _reader(spark, gateway_address)
+                .option("subscribe", topic)
+                .option("kafka.isolation.level", "read_uncommitted")
+                .load()
+            )
+        finally:
+            open_txn.abort_transaction(timeout=60)
+    assert aborted_offsets == [2, 3] and open_offsets == [7, 8] and after == [9]
+    assert [(r["offset"], r["value"]) for r in committed] == [
+        (0, b"p0"), (1, b"p1"), (5, b"c0"), (6, b"c1"),
+    ]  # fmt: skip
+    assert [r["offset"] for r in committed] == expected_committed
+    assert [(r["offset"], r["value"]) for r in uncommitted] == [
+        (0, b"p0"), (1, b"p1"), (2, b"a0"), (3, b"a1"), (5, b"c0"), (6, b"c1"),
+        (7, b"o0"), (8, b"o1"), (9, b"d0"),
+    ]  # fmt: skip
