@@ -363,8 +363,9 @@ def test_a_stale_end_or_marker_cannot_end_the_next_transaction(
     """Jepsen's torn transaction: transaction 1 commits (marker at epoch E+1), transaction 2 is
     open at E+1 with data in the partition; then transaction 1's EndTxn (epoch E) arrives late
     at the coordinator, and a marker of epoch E reaches the partition's storage node directly
-    (as a delayed WriteTxnMarkers would). Both are refused, nothing is written, transaction 2
-    stays open and unread, and then commits whole."""
+    (as a delayed WriteTxnMarkers would). Both are refused, and transaction 1's own marker
+    replayed is a duplicate; nothing is written, transaction 2 stays open and unread, and then
+    commits whole."""
     topic = unique_topic_name("torn")
     cluster.create_topic(topic, partitions=1, replication_factor=3, configs={
         "min.insync.replicas": "2"
@@ -376,8 +377,9 @@ def test_a_stale_end_or_marker_cannot_end_the_next_transaction(
     assert produce(gateway, topic, 0, txn_batch(pid, epoch, 0, b"one"), tid).error_code == E.NONE
     assert end(gateway, tid, pid, epoch, True).error_code == E.NONE
     wait_for(in_state(gateway, tid, "CompleteCommit"), what="CompleteCommit")
-    [(_, raw_marker)] = [(h, raw) for h, raw in batches(gateway, topic, 0) if h.is_control]
+    [(header, raw_marker)] = [(h, raw) for h, raw in batches(gateway, topic, 0) if h.is_control]
     coordinator_epoch = parse_end_txn_marker(raw_marker).coordinator_epoch
+    first_marker_offset = header.base_offset
 
     second = pb.InitProducerIdResponse(producer_id=pid, producer_epoch=epoch + 1)
     assert add(gateway, tid, second, topic, 0).error_code == E.NONE
@@ -408,6 +410,12 @@ def test_a_stale_end_or_marker_cannot_end_the_next_transaction(
             )
             refused = storage.WriteTxnMarkers(request, timeout=TIMEOUT_S)
             assert refused.error_code == E.INVALID_PRODUCER_EPOCH, refused
+            # Transaction 1's own marker (epoch E+1, the epoch transaction 2 now writes with)
+            # replayed: a duplicate, answered with its first offset, never a second marker
+            # that would end transaction 2 early.
+            request.producer_epoch = epoch + 1
+            replayed = storage.WriteTxnMarkers(request, timeout=TIMEOUT_S)
+            assert (replayed.error_code, replayed.offset) == (E.NONE, first_marker_offset)
     finally:
         channel.close()
     after = partition_state(gateway, topic, 0)
