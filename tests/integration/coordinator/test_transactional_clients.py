@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +30,7 @@ from txn_cluster import gateway_stub, txn_cluster, wait_for
 
 from riverlog.client import (
     AbortableTransactionError,
+    AdminClient,
     FatalTransactionError,
     TopicPartition,
     TransactionStateError,
@@ -455,3 +457,91 @@ def test_consume_transform_produce_copies_exactly_once_across_a_crash(
     copied = read_all(sdk, cluster, sink, "read_committed")
     for partition in range(PARTITIONS):
         assert [r.value for r in copied if r.partition == partition] == expected[partition]
+
+
+def test_the_readme_loop_aborts_rewinds_and_goes_on_after_an_abortable_error(
+    sdk: Sdk, cluster: LocalCluster, gateway: gateway_pb2_grpc.GatewayStub, topic: str
+) -> None:
+    """The README's consume-transform-produce loop, its abortable branch included: one record's
+    output is larger than the sink's max.message.bytes, so every transaction holding it fails
+    at the partition leader (MESSAGE_TOO_LARGE: abortable) until an operator raises the limit.
+    Each time the loop aborts, rewinds to the group's committed offsets and goes on; in the end
+    every record is copied exactly once, in order per partition, and the offsets committed with
+    the output are the source's ends. (A transaction the coordinator timed out is not used:
+    its producer is fenced, the loop's fatal branch; decision 0030.)"""
+    sink = unique_topic_name("txn-loop-sink")
+    cluster.create_topic(sink, partitions=PARTITIONS, replication_factor=3, configs={
+        "max.message.bytes": "1000"
+    })  # fmt: skip
+    values = [b"v%02d" % i if i != 40 else b"big" + b"x" * 2000 for i in range(60)]
+    with sdk.Producer(bootstrap_servers=cluster.gateway_address) as plain:
+        for i, value in enumerate(values):
+            plain.send(topic, value, partition=i % PARTITIONS)
+    group, tid = "loop-" + topic, "loop-" + topic
+    consumer = sdk.Consumer(
+        bootstrap_servers=cluster.gateway_address,
+        group_id=group,
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_poll_records=7,
+    )
+    p = producer(sdk, cluster, tid)
+    aborted: list[ErrorCode] = []
+    stop = threading.Event()
+
+    def operator() -> None:  # raises the limit once the loop has failed on it twice
+        wait_for(lambda: len(aborted) >= 2 or stop.is_set(), timeout_s=120, what="two aborts")
+        if stop.is_set():
+            return
+        with AdminClient(bootstrap_servers=cluster.gateway_address) as admin:
+            admin.alter_configs({sink: {"max.message.bytes": str(1 << 20)}})
+
+    fixer = threading.Thread(target=operator, daemon=True)
+    fixer.start()
+    tps = [TopicPartition(topic, i) for i in range(PARTITIONS)]
+    try:
+        consumer.subscribe([topic])
+        p.init_transactions(timeout=60)
+        ends = consumer.end_offsets(tps)
+        deadline = time.monotonic() + 180
+        while True:
+            assert time.monotonic() < deadline, f"the loop did not finish ({aborted})"
+            batches = consumer.poll(timeout_ms=500)
+            if not batches:
+                assigned = consumer.assignment()
+                if len(assigned) == PARTITIONS and all(
+                    consumer.position(tp) >= ends[tp] for tp in assigned
+                ):
+                    break
+                continue
+            # The README's loop from here (sent to the source's partition, to check order).
+            p.begin_transaction()
+            try:
+                for tp, records in batches.items():
+                    for record in records:
+                        p.send(sink, record.value.upper(), key=record.key, partition=tp.partition)
+                positions = {tp: records[-1].offset + 1 for tp, records in batches.items()}
+                p.send_offsets_to_transaction(positions, consumer.group_metadata(), timeout=60)
+                p.commit_transaction(timeout=60)
+            except AbortableTransactionError as e:
+                aborted.append(ErrorCode(e.code))
+                p.abort_transaction(timeout=60)
+                for tp in batches:
+                    committed = consumer.committed({tp})[tp]
+                    consumer.seek(tp, committed.offset if committed else 0)
+    finally:
+        stop.set()
+        fixer.join(timeout=150)
+        consumer.close()
+        p.close()
+    assert len(aborted) >= 2 and set(aborted) == {ErrorCode.MESSAGE_TOO_LARGE}, aborted
+    expected = {q: [v.upper() for v in values[q::PARTITIONS]] for q in range(PARTITIONS)}
+    copied = read_all(sdk, cluster, sink, "read_committed")
+    for q in range(PARTITIONS):
+        assert [r.value for r in copied if r.partition == q] == expected[q]
+    # The aborted attempts ended at the big record's partition with ABORT markers.
+    assert markers(gateway, sink, 1).count(ControlRecordType.ABORT) == len(aborted)
+    with sdk.Consumer(bootstrap_servers=cluster.gateway_address, group_id=group) as reader:
+        offsets = reader.committed(set(tps))
+    assert {tp: o.offset if o else None for tp, o in offsets.items()} == ends
