@@ -164,6 +164,18 @@ def _sent(future) -> int:
     return future.result(timeout=30).offset
 
 
+def _wait_until_complete(transactional_id: str, bootstrap: str) -> None:
+    """An abort is answered once decided; its markers are written after."""
+    deadline = time.monotonic() + 60
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        while True:
+            found = admin.describe_transactions([transactional_id])[transactional_id]
+            if getattr(found, "state", None) == "CompleteAbort":
+                return
+            assert time.monotonic() < deadline, f"{transactional_id} still {found}"
+            time.sleep(0.1)
+
+
 def test_read_committed_drops_aborted_records_and_stops_at_the_lso(
     spark, gateway_address, new_topic
 ):
@@ -185,6 +197,7 @@ def test_read_committed_drops_aborted_records_and_stops_at_the_lso(
         aborted.begin_transaction()
         aborted_offsets = [_sent(aborted.send(topic, v)) for v in (b"a0", b"a1")]
         aborted.abort_transaction(timeout=60)
+    _wait_until_complete("spark-rc-aborted-" + topic, gateway_address)  # its marker is at 4
     expected_committed += plain(b"c0", b"c1")
     with Producer({**conf, "transactional.id": "spark-rc-open-" + topic}) as open_txn:
         open_txn.init_transactions(timeout=60)
