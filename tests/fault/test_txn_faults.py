@@ -6,7 +6,9 @@ transaction is aborted by the coordinator and the woken zombie is fenced), the l
 partition is SIGKILLed, the transaction coordinator of the copier's transactional id is
 SIGKILLed, the leader of an A partition is SIGSTOPped past its lease, and the group's
 coordinator is SIGKILLed. Each killed service is restarted; a copier that died or was fenced is
-replaced by a new one with the same transactional id.
+replaced by a new one with the same transactional id. The long variant (`make faults`, marker
+long_fault) also SIGSTOPs past their leases, while the copier holds a transaction open, the
+transaction coordinator of its id and the leader of a B partition.
 
 Afterwards `txn_checker.check_copy` holds the result to: every record of A copied to B exactly
 once, in order per partition, no transaction torn, no aborted or not-yet-committed record ever
@@ -31,7 +33,7 @@ from txn_copier import FATAL_EXIT
 from workload import Workload
 
 from riverlog.client import AdminClient, Consumer
-from riverlog.cluster import LocalCluster
+from riverlog.cluster import LocalCluster, ManagedProcess
 from riverlog.common.rpc.channel import sync_channel
 from riverlog.common.types import TopicPartition
 from riverlog.v1 import coordinator_pb2, gateway_pb2_grpc
@@ -224,10 +226,32 @@ def restart_after(cluster: LocalCluster, role: str, node_id: int, down_s: float)
     restart_all([proc])
 
 
+def pause_in_transaction(copiers: Copiers, proc: ManagedProcess) -> None:
+    """SIGSTOP `proc` past its lease while the copier holds a written transaction open (so
+    its EndTxn or its next write meets the pause), then SIGCONT; a process that did not
+    survive being a zombie is started again."""
+    assert wait_until(copiers.in_transaction, 60, interval=0.02), "no transaction to hit"
+    pause_past_lease(proc)
+    if not proc.alive:
+        restart_all([proc])
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        pytest.param("default", id="default"),
+        # Also pauses the transaction coordinator and a B leader: ~110 s against the default's
+        # ~80 s, so `make faults` only (make test is near its 30 min).
+        pytest.param(
+            "long", id="with-coordinator-and-b-leader-paused", marks=pytest.mark.long_fault
+        ),
+    ],
+)
 def test_a_copier_copies_exactly_once_through_kills_and_pauses(
     start_cluster: Callable[..., LocalCluster],
     tmp_path: Path,
     fault_summary: Callable[[str], None],
+    schedule: str,
 ) -> None:
     cluster = start_cluster(coordinators=2, extra_config=COORDINATOR_CONFIG)
     bootstrap = cluster.gateway_address
@@ -265,6 +289,22 @@ def test_a_copier_copies_exactly_once_through_kills_and_pauses(
         restart_after(cluster, "coordinator", txn_coordinator, 2.0)
         notes.append(f"transaction coordinator {txn_coordinator} SIGKILLed and restarted")
         time.sleep(2)
+
+        if schedule == "long":
+            txn_coordinator = coordinator_of(
+                cluster, TXN_ID, coordinator_pb2.COORDINATOR_KEY_TYPE_TRANSACTION
+            )
+            pause_in_transaction(copiers, cluster.coordinator(txn_coordinator))
+            notes.append(
+                f"transaction coordinator {txn_coordinator} SIGSTOPped past its lease "
+                "in a transaction"
+            )
+            time.sleep(2)
+
+            node = leader_of(cluster, dest, 1)
+            pause_in_transaction(copiers, cluster.storage(node))
+            notes.append(f"leader {node} of {dest}-1 SIGSTOPped past its lease in a transaction")
+            time.sleep(2)
 
         node = leader_of(cluster, source, 1)
         pause_past_lease(cluster.storage(node))
