@@ -87,14 +87,18 @@ class CheckpointFile(Generic[T]):
         self._parse = parse_entry
         self.version = version
 
-    def write(self, entries: Iterable[T]) -> None:
-        """Replace the file atomically with `entries`."""
+    def render(self, entries: Iterable[T]) -> bytes:
+        """The file's bytes for `entries` (what `write` writes)."""
         lines = [self._format(entry) for entry in entries]
         text = "".join(f"{line}\n" for line in [str(self.version), str(len(lines)), *lines])
+        return text.encode("utf-8")
+
+    def write(self, entries: Iterable[T]) -> None:
+        """Replace the file atomically with `entries`."""
+        data = self.render(entries)
         tmp = self.path.with_name(self.path.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            data = text.encode("utf-8")
             written = 0
             while written < len(data):
                 written += os.write(fd, data[written:])
@@ -107,10 +111,19 @@ class CheckpointFile(Generic[T]):
     def read(self) -> list[T]:
         """The entries, or [] when the file does not exist."""
         try:
-            text = self.path.read_text(encoding="utf-8")
+            data = self.path.read_bytes()
         except FileNotFoundError:
             return []
-        except (OSError, UnicodeDecodeError) as exc:
+        except OSError as exc:
+            raise self._corrupt(f"unreadable: {exc}") from exc
+        return self.parse(data)
+
+    def parse(self, data: bytes) -> list[T]:
+        """The entries in a file's bytes (read here, or the same format from elsewhere: a
+        remote segment's leader-epoch checkpoint); raises CorruptCheckpointError."""
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
             raise self._corrupt(f"unreadable: {exc}") from exc
         lines = text.splitlines()
         if len(lines) < 2:

@@ -49,6 +49,13 @@ def _parse(line: str) -> EpochEntry:
     return EpochEntry(int(fields[0]), int(fields[1]))
 
 
+def epoch_checkpoint(path: Path) -> CheckpointFile[EpochEntry]:
+    """The `leader-epoch-checkpoint` format at `path`: `read()` a file as written (not
+    sanitized), `render` / `parse` the same bytes kept elsewhere (a remote segment's copy,
+    named `<segment id>.leader-epoch-checkpoint`)."""
+    return CheckpointFile(path, _format, _parse)
+
+
 class LeaderEpochFileCache:
     """The epoch entries of one partition log, mirrored to its checkpoint file.
 
@@ -61,7 +68,7 @@ class LeaderEpochFileCache:
     def __init__(self, path: Path | None) -> None:
         """`path` None keeps the cache in memory only (tests)."""
         self._file: CheckpointFile[EpochEntry] | None = (
-            CheckpointFile(path, _format, _parse) if path is not None else None
+            epoch_checkpoint(path) if path is not None else None
         )
         self._entries: list[EpochEntry] = []
         if self._file is not None:

@@ -17,9 +17,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from riverlog.common.types import TopicPartition
 
+from ..log.checkpoint import CorruptCheckpointError
+from ..log.leader_epoch_cache import epoch_checkpoint
 from .metadata_manager import RemoteLogMetadataManager
 from .segment_metadata import RemoteLogSegmentMetadata
 from .storage import IndexType, RemoteResourceNotFoundError, RemoteStorageManager
@@ -39,16 +42,13 @@ class RemoteLogAuxState:
 
 
 def parse_epoch_checkpoint(data: bytes) -> list[tuple[int, int]]:
-    """The entries of a `leader-epoch-checkpoint` (version, count, `epoch start` lines);
-    ValueError for anything else."""
-    lines = data.decode("utf-8").splitlines()
-    if len(lines) < 2 or lines[0].strip() != "0" or int(lines[1]) != len(lines) - 2:
-        raise ValueError("not a version-0 leader-epoch checkpoint")
-    out: list[tuple[int, int]] = []
-    for line in lines[2:]:
-        epoch, start = line.split()
-        out.append((int(epoch), int(start)))
-    return out
+    """The entries of a remote segment's `leader-epoch-checkpoint` object, parsed as the
+    local file is (leader_epoch_cache.py); ValueError for anything else."""
+    checkpoint = epoch_checkpoint(Path(IndexType.LEADER_EPOCH.value))
+    try:
+        return [(e.epoch, e.start_offset) for e in checkpoint.parse(data)]
+    except CorruptCheckpointError as exc:
+        raise ValueError(exc.message) from None
 
 
 def merged_epochs(

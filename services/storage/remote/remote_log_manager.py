@@ -28,11 +28,13 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from riverlog.common.clock import Clock
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 
+from ..log.leader_epoch_cache import EpochEntry, epoch_checkpoint
 from ..log.partition_log import PartitionLog
 from ..log.segment import (
     INDEX_SUFFIX,
@@ -46,7 +48,13 @@ from ..producer.snapshot import snapshot_path
 from ..remote_log_config import RemoteLogConfig
 from .metadata_manager import RemoteLogMetadataManager
 from .segment_metadata import RemoteLogSegmentMetadata, RemoteLogSegmentState
-from .storage import LogSegmentData, RemoteLogSegmentId, RemoteStorageError, RemoteStorageManager
+from .storage import (
+    IndexType,
+    LogSegmentData,
+    RemoteLogSegmentId,
+    RemoteStorageError,
+    RemoteStorageManager,
+)
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +75,8 @@ def epoch_checkpoint_slice(entries: list[tuple[int, int]], start: int, end: int)
 
 def checkpoint_bytes(epochs: dict[int, int]) -> bytes:
     """Epochs in the `leader-epoch-checkpoint` format (leader_epoch_cache.py)."""
-    lines = ["0", str(len(epochs)), *(f"{e} {o}" for e, o in sorted(epochs.items()))]
-    return ("\n".join(lines) + "\n").encode()
+    checkpoint = epoch_checkpoint(Path(IndexType.LEADER_EPOCH.value))
+    return checkpoint.render(EpochEntry(e, o) for e, o in sorted(epochs.items()))
 
 
 def segment_data(segment: LogSegment, next_offset: int, epochs: bytes) -> LogSegmentData:

@@ -83,7 +83,9 @@ def test_consume_options() -> None:
 
 def test_dump_log() -> None:
     args = parse("dump-log", "/x/00000000000000000000.log", "--print-records")
-    assert str(args.path).endswith(".log") and args.print_records
+    assert [str(p) for p in args.paths] == ["/x/00000000000000000000.log"] and args.print_records
+    args = parse("dump-log", "/x/a.log", "/x/a.snapshot")
+    assert [p.name for p in args.paths] == ["a.log", "a.snapshot"]
 
 
 @pytest.mark.parametrize(

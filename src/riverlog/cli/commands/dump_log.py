@@ -1,7 +1,8 @@
-"""`riverlog dump-log PATH [--print-records]`: print a segment file's batches (and with
-`--print-records` each record), as Kafka's `kafka-dump-log.sh`. The storage service's log layer
-owns the format, so this command only calls `riverlog.services.storage.log.dump` — the one
-service module the CLI may import — and writes the lines it yields.
+"""`riverlog dump-log PATH [PATH ...] [--print-records]`: print a segment file's batches (and
+with `--print-records` each record), an index, a producer snapshot or a leader-epoch
+checkpoint, as Kafka's `kafka-dump-log.sh`; a remote segment's objects (tiered storage) too.
+The storage service owns the formats, so this command only calls `riverlog.services.storage.dump`
+— the one service module the CLI may import — and writes the lines it yields.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any, cast
 
 from ..console import EXIT_OK, CliError, emit
 
-DUMP_MODULE = "riverlog.services.storage.log.dump"
+DUMP_MODULE = "riverlog.services.storage.dump"
 
 DumpSegment = Callable[..., Iterable[str]]
 
@@ -23,7 +24,14 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "dump-log", help="print the batches of a segment file", description=__doc__
     )
-    parser.add_argument("path", type=Path, metavar="PATH", help="a segment (.log) or index file")
+    parser.add_argument(
+        "paths",
+        type=Path,
+        nargs="+",
+        metavar="PATH",
+        help="a segment (.log), index, producer snapshot or leader-epoch checkpoint file; "
+        "several are dumped one after the other (Kafka's --files a,b)",
+    )
     parser.add_argument("--print-records", action="store_true", help="also print every record")
     parser.set_defaults(func=run)
 
@@ -39,12 +47,14 @@ def load_dump_segment() -> DumpSegment:
 
 
 def run(args: argparse.Namespace) -> int:
-    path: Path = args.path
-    if not path.exists():
-        raise CliError(f"no such file: {path}")
-    if path.is_dir():
-        raise CliError(f"{path} is a directory: give one segment file (NNNN.log)")
+    paths: list[Path] = args.paths
+    for path in paths:
+        if not path.exists():
+            raise CliError(f"no such file: {path}")
+        if path.is_dir():
+            raise CliError(f"{path} is a directory: give segment files (NNNN.log)")
     dump_segment = load_dump_segment()
-    for line in dump_segment(path, records=args.print_records):
-        emit(line)
+    for path in paths:
+        for line in dump_segment(path, records=args.print_records):
+            emit(line)
     return EXIT_OK

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from riverlog.services.storage.log.dump import dump_segment
+from riverlog.services.storage.dump import dump_segment
 from riverlog.services.storage.log.txn_index import (
     ENTRY_SIZE,
     AbortedTxn,

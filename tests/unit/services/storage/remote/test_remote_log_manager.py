@@ -287,7 +287,7 @@ async def test_dump_log_reads_a_remote_segment_as_its_local_original(
 ) -> None:
     """`riverlog dump-log` on the objects of a remote segment (named by segment id, not base
     offset) prints what it prints for the local files they were copied from."""
-    from riverlog.services.storage.log.dump import dump_segment
+    from riverlog.services.storage.dump import dump_segment
 
     segment = plog.segments[3]
     local = {s: segment.dir / f"{segment.base_offset:020d}{s}" for s in (".log", ".timeindex")}

@@ -1,4 +1,4 @@
-"""Human-readable dumps of segment files, line by line (Kafka's DumpLogSegments), for
+"""Human-readable dumps of a partition's storage files, line by line (Kafka's DumpLogSegments), for
 `riverlog dump-log PATH`.
 
 - `.log`: one line per batch (`baseOffset: 0 lastOffset: 4 count: 5 ... position: 0
@@ -10,8 +10,19 @@
   Entries are absolute offsets. An untrimmed (preallocated) index ends at its first zero entry.
 - `.txnindex`: `version: 0 producerId: P firstOffset: F lastOffset: L lastStableOffset: S`
   per aborted transaction, as Kafka's.
+- `.snapshot` (producer state, `producer/snapshot.py`): one `producerId: P producerEpoch: E
+  coordinatorEpoch: C currentTxnFirstOffset: F lastTimestamp: T` line per producer (as Kafka's,
+  -1 for none), then one `| firstSequence: ... lastOffset: ... timestamp: ...` line per batch
+  it remembers (Kafka keeps one, Riverlog five).
+- `leader-epoch-checkpoint` (`log/leader_epoch_cache.py`): `epoch: E startOffset: O` per entry.
 
-Files are opened read-only and nothing is written, so it is safe on a live log directory.
+A remote segment's objects (tiered storage) are named `<segment id><suffix>` instead of by
+offset, with `.leader-epoch-checkpoint` as the checkpoint's suffix; they dump the same way, the
+base offset taken from the `.log` of the same name. The formats are read by the storage code's
+own readers (the log's indexes, the producer snapshot decoder, the checkpoint parser), so this
+module has no parser of its own but the batch headers'. Files are opened read-only and nothing
+is written, so it is safe on a live log directory. It sits above `producer` and `log` in the
+storage layers and is the one service module the CLI imports (`riverlog dump-log`).
 """
 
 from __future__ import annotations
@@ -30,21 +41,26 @@ from riverlog.common.records.header import (
     validate_batch,
 )
 
-from .loader import parse_base_offset
-from .offset_index import OffsetIndex
-from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
-from .time_index import TimeIndex
-from .txn_index import TXN_INDEX_VERSION, decode_entries
+from .log.checkpoint import CorruptCheckpointError
+from .log.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT, epoch_checkpoint
+from .log.loader import parse_base_offset
+from .log.offset_index import OffsetIndex
+from .log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
+from .log.time_index import TimeIndex
+from .log.txn_index import TXN_INDEX_VERSION, decode_entries
+from .producer.snapshot import SNAPSHOT_SUFFIX, CorruptSnapshotError, decode, snapshot_offset
 
 _MAX_SHOWN = 64
+KINDS = f".log, .index, .timeindex, .txnindex, {SNAPSHOT_SUFFIX} or {LEADER_EPOCH_CHECKPOINT}"
 
 
 def dump_segment(path: Path | str, records: bool = False) -> Iterator[str]:
-    """The lines describing the segment file at `path` (.log, .index, .timeindex or
-    .txnindex)."""
+    """The lines describing the storage file at `path` (one of KINDS)."""
     path = Path(path)
     yield f"Dumping {path}"
-    if path.suffix == LOG_SUFFIX:
+    if path.name == LEADER_EPOCH_CHECKPOINT or path.suffix == f".{LEADER_EPOCH_CHECKPOINT}":
+        yield from _dump_epoch_checkpoint(path)
+    elif path.suffix == LOG_SUFFIX:
         yield from _dump_log(path, records)
     elif path.suffix == INDEX_SUFFIX:
         yield from _dump_offset_index(path)
@@ -57,8 +73,10 @@ def dump_segment(path: Path | str, records: bool = False) -> Iterator[str]:
                 f"{e.first_offset} lastOffset: {e.last_offset} lastStableOffset: "
                 f"{e.last_stable_offset}"
             )
+    elif path.suffix == SNAPSHOT_SUFFIX:
+        yield from _dump_producer_snapshot(path)
     else:
-        raise ValueError(f"{path}: not a .log, .index, .timeindex or .txnindex file")
+        raise ValueError(f"{path}: not a {KINDS} file")
 
 
 def _base_offset(path: Path) -> int:
@@ -182,3 +200,37 @@ def _dump_time_index(path: Path) -> Iterator[str]:
         yield f"timestamp: {timestamp} offset: {base + relative}"
     if usable != len(data):
         yield f"Found {len(data) - usable} trailing bytes (not a whole entry)"
+
+
+def _dump_producer_snapshot(path: Path) -> Iterator[str]:
+    offset = snapshot_offset(path)
+    if offset is not None:
+        yield f"Producer state as of offset: {offset}"
+    try:
+        entries = decode(path.read_bytes())
+    except CorruptSnapshotError as exc:
+        yield f"Found an invalid producer snapshot: {exc}"
+        return
+    for e in entries:
+        yield (
+            f"producerId: {e.producer_id} producerEpoch: {e.producer_epoch} "
+            f"coordinatorEpoch: {e.coordinator_epoch} "
+            f"currentTxnFirstOffset: {e.current_txn_first_offset} "
+            f"lastTimestamp: {e.last_timestamp}"
+        )
+        for b in e.batches:
+            yield (
+                f"| firstSequence: {b.first_seq} lastSequence: {b.last_seq} "
+                f"firstOffset: {b.first_offset} lastOffset: {b.last_offset} "
+                f"timestamp: {b.timestamp}"
+            )
+
+
+def _dump_epoch_checkpoint(path: Path) -> Iterator[str]:
+    try:
+        entries = epoch_checkpoint(path).read()
+    except CorruptCheckpointError as exc:
+        yield f"Found an invalid leader-epoch checkpoint: {exc.message}"
+        return
+    for entry in entries:
+        yield f"epoch: {entry.epoch} startOffset: {entry.start_offset}"
