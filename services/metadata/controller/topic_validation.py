@@ -121,13 +121,19 @@ def validate_partition_increase(name: str, current: int, requested: int) -> None
 
 
 def validate_configs(configs: Mapping[str, str]) -> dict[str, str]:
-    """Overrides checked against the topic-config catalog (INVALID_CONFIG), normalized."""
-    return topic_config.validate(configs)
+    """Overrides checked against the topic-config catalog and as a whole (INVALID_CONFIG),
+    normalized."""
+    out = topic_config.validate(configs)
+    topic_config.check_combination(out)
+    return out
 
 
 def apply_config_ops(current: Mapping[str, str], ops: Sequence[ConfigOp]) -> dict[str, str]:
-    """A topic's overrides after incremental `ops`; raises INVALID_CONFIG / INVALID_REQUEST."""
-    return apply_ops(current, ops, _check_topic_config_name, topic_config.validate)
+    """A topic's overrides after incremental `ops`, checked as a whole; raises INVALID_CONFIG /
+    INVALID_REQUEST."""
+    out = apply_ops(current, ops, _check_topic_config_name, topic_config.validate)
+    topic_config.check_combination(out)
+    return out
 
 
 def _check_topic_config_name(name: str) -> None:

@@ -1,8 +1,10 @@
 """Topic-level configuration: Kafka's names, types, defaults and valid ranges, in one table.
 
-The metadata service validates `topics create --config` and `topics alter` against it; storage
-nodes turn a topic's overrides into typed settings with `resolve()`. Unknown names and bad
-values raise RiverlogError(INVALID_CONFIG) naming the key, the value and what is allowed.
+The metadata service validates `topics create --config` and `topics alter` against it (each
+value with `validate()`, the resulting overrides as a whole with `check_combination()`); storage
+nodes turn a topic's overrides into typed settings with `resolve()`. Unknown names, bad values
+and refused combinations raise RiverlogError(INVALID_CONFIG) naming the keys, the values and
+what is allowed.
 """
 
 from __future__ import annotations
@@ -215,6 +217,25 @@ def validate(overrides: Mapping[str, str]) -> dict[str, str]:
         definition.parse(raw)
         out[name] = raw.strip()
     return out
+
+
+def check_combination(overrides: Mapping[str, str]) -> None:
+    """Refuse the combinations Kafka refuses as a whole (INVALID_CONFIG), for a topic's
+    overrides as they would be after a create or an alter (values already validated):
+    `remote.storage.enable=true` with a `cleanup.policy` that compacts (Kafka's
+    LogConfig.validateNoRemoteStorageForCompactedTopic: tiered storage copies closed segments
+    once and never rewrites them, which compaction would)."""
+    remote = TOPIC_CONFIGS["remote.storage.enable"].parse(
+        overrides.get("remote.storage.enable", "false")
+    )
+    policy = overrides.get("cleanup.policy", "delete")
+    compacts = TOPIC_CONFIGS["cleanup.policy"].parse(policy)
+    if remote is True and isinstance(compacts, tuple) and "compact" in compacts:
+        raise RiverlogError(
+            f"remote.storage.enable=true is not allowed with cleanup.policy={policy}: remote "
+            "log storage only supports topics with cleanup.policy=delete",
+            ErrorCode.INVALID_CONFIG,
+        )
 
 
 def resolve(overrides: Mapping[str, str]) -> dict[str, ConfigValue]:

@@ -100,6 +100,27 @@ def test_alter_refuses_a_bad_value_and_keeps_the_old_one(riverlog, new_topic, ex
     assert describe_json(riverlog, name)["configs"] == {"retention.ms": "60000"}
 
 
+def test_a_compacted_topic_cannot_be_tiered(riverlog, new_topic, topic_name, expect_error) -> None:
+    """Kafka's rule: remote.storage.enable=true only with cleanup.policy=delete. Refused with
+    INVALID_CONFIG on create and on alter, whichever of the two comes second; nothing changes."""
+    refused = "remote.storage.enable=true is not allowed with cleanup.policy=compact"
+    both = ("--config", "remote.storage.enable=true", "--config", "cleanup.policy=compact")
+    expect_error(riverlog("topics", "create", topic_name, *both), "INVALID_CONFIG", refused)
+    assert topic_name not in json.loads(riverlog("topics", "list", "--json").stdout)
+
+    tiered = new_topic(configs={"remote.storage.enable": "true"})
+    compacted = new_topic(configs={"cleanup.policy": "compact"})
+    for name, change in (
+        (tiered, "cleanup.policy=compact"),
+        (compacted, "remote.storage.enable=true"),
+    ):
+        before = describe_json(riverlog, name)["configs"]
+        expect_error(
+            riverlog("topics", "alter", name, "--config", change), "INVALID_CONFIG", refused
+        )
+        assert describe_json(riverlog, name)["configs"] == before
+
+
 def test_alter_grows_partitions(riverlog, new_topic) -> None:
     name = new_topic(partitions=1)
     done = riverlog("topics", "alter", name, "--partitions", "3")

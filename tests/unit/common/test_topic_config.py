@@ -1,7 +1,13 @@
 import pytest
 
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.topic_config import TOPIC_CONFIGS, render, resolve, validate
+from riverlog.common.topic_config import (
+    TOPIC_CONFIGS,
+    check_combination,
+    render,
+    resolve,
+    validate,
+)
 
 
 def test_defaults_are_kafkas() -> None:
@@ -56,3 +62,22 @@ def test_unknown_names_are_refused() -> None:
 def test_render_round_trips_every_default() -> None:
     for name, definition in TOPIC_CONFIGS.items():
         assert definition.parse(render(definition.default)) == definition.default, name
+
+
+@pytest.mark.parametrize("policy", ["compact", "compact,delete", "delete,compact"])
+def test_remote_storage_is_refused_on_compacted_topics(policy: str) -> None:
+    """Kafka's rule: tiered storage only for cleanup.policy=delete (INVALID_CONFIG, 40)."""
+    with pytest.raises(RiverlogError) as info:
+        check_combination({"remote.storage.enable": "true", "cleanup.policy": policy})
+    assert info.value.code is ErrorCode.INVALID_CONFIG
+    assert f"remote.storage.enable=true is not allowed with cleanup.policy={policy}" in (
+        info.value.message
+    )
+    for fine in (
+        {"remote.storage.enable": "true"},
+        {"remote.storage.enable": "true", "cleanup.policy": "delete"},
+        {"remote.storage.enable": "false", "cleanup.policy": policy},
+        {"cleanup.policy": policy},
+        {},
+    ):
+        check_combination(fine)

@@ -86,6 +86,36 @@ def test_incremental_config_ops():
         assert code_of(v.apply_config_ops, current, ops) == code
 
 
+def test_a_compacted_topic_cannot_be_tiered_on_create_or_alter():
+    """remote.storage.enable=true with cleanup.policy containing compact is INVALID_CONFIG,
+    whichever of the two a create or an alter brings; the current configs stay as they were."""
+    tiered = {"remote.storage.enable": "true"}
+    compacted = {"cleanup.policy": "compact"}
+    assert code_of(v.validate_configs, {**tiered, **compacted}) == ErrorCode.INVALID_CONFIG
+    assert code_of(v.validate_configs, {**tiered, "cleanup.policy": "delete,compact"}) == (
+        ErrorCode.INVALID_CONFIG
+    )
+    assert v.validate_configs(tiered) == tiered
+    for current, op in [
+        (tiered, ConfigOp("cleanup.policy", "compact", "SET")),
+        (compacted, ConfigOp("remote.storage.enable", "true", "SET")),
+    ]:
+        before = dict(current)
+        assert code_of(v.apply_config_ops, current, [op]) == ErrorCode.INVALID_CONFIG
+        assert current == before
+    # Both in one alter is refused too; turning one off while turning the other on is fine.
+    both = [
+        ConfigOp("remote.storage.enable", "true", "SET"),
+        ConfigOp("cleanup.policy", "compact", "SET"),
+    ]
+    assert code_of(v.apply_config_ops, {}, both) == ErrorCode.INVALID_CONFIG
+    swap = [
+        ConfigOp("remote.storage.enable", "", "DELETE"),
+        ConfigOp("cleanup.policy", "compact", "SET"),
+    ]
+    assert v.apply_config_ops(tiered, swap) == compacted
+
+
 def test_describe_configs_flags_defaults():
     entries = {name: (value, d) for name, value, d in v.describe_configs({"retention.ms": "5"})}
     assert entries["retention.ms"] == ("5", False)
