@@ -3,9 +3,12 @@ disk for tests and single-machine users, or a shared filesystem (NFS, a mounted 
 every node of the cluster sees at the same path.
 
 Layout: `<rsm.config.dir>/<prefix>/<topic>-<partition>/<segment id><suffix>`, one file per
-object (`storage.py`). Each file is written to a temporary name, fsynced and renamed, so a
-reader sees a whole object or none. File I/O runs in worker threads (`asyncio.to_thread`):
-the event loop that serves the tail never waits on a slow disk or a hung mount.
+object (`storage.py`). Each file is written to a temporary name (`.<name>.<random>.tmp`, never
+listed), fsynced and renamed (or hard-linked: `put_if_absent`), so a reader sees a whole object
+or none. What a writer killed in between leaves is removed by the next delete of its segment
+(data) or by `delete_incomplete_objects` when the partition's next leader starts (metadata).
+File I/O runs in worker threads (`asyncio.to_thread`): the event loop that serves the tail
+never waits on a slow disk or a hung mount.
 """
 
 from __future__ import annotations
@@ -172,6 +175,25 @@ class DirectoryRemoteStorage:
                 continue
             except OSError as exc:
                 raise RemoteStorageError(f"delete of {name} failed: {exc}") from exc
+
+    async def delete_incomplete_objects(self, under: str) -> int:
+        return await asyncio.to_thread(self._delete_incomplete, under)
+
+    def _delete_incomplete(self, under: str) -> int:
+        """The `.<name>.<random>.tmp` files directly below `under`: a write killed between
+        creating its temporary file and linking or renaming it to its name left them."""
+        removed = 0
+        try:
+            for tmp in (self.root / under).glob(".*.tmp"):
+                tmp.unlink(missing_ok=True)
+                removed += 1
+        except FileNotFoundError:
+            return removed
+        except OSError as exc:
+            raise RemoteStorageError(
+                f"removing the temporary files below {under or '/'} failed: {exc}"
+            ) from exc
+        return removed
 
     async def close(self) -> None:
         return None

@@ -171,11 +171,16 @@ class RemoteLogMetadataManager:
 
     async def start_epoch(self, tp: TopicPartition, leader_epoch: int) -> RemotePartitionMetadata:
         """Record that the leader of `leader_epoch` took over: from now on no older leader's
-        record counts. A no-op when the log already has this epoch."""
+        record counts (nothing is written when the log already has this epoch). Then remove
+        what a writer killed mid-write left in the partition's metadata (the directory store's
+        temporary files): every earlier writer is fenced now, so none of it is still wanted."""
         state = self._states.get(tp) or await self.load(tp)
-        if state.leader_epoch == leader_epoch:
-            return state
-        return await self._append(tp, MetadataRecord(leader_epoch))
+        if state.leader_epoch != leader_epoch:
+            state = await self._append(tp, MetadataRecord(leader_epoch))
+        removed = await self._store.delete_incomplete_objects(metadata_prefix(tp))
+        if removed:
+            log.info("%s: removed %d metadata writes a killed writer left unfinished", tp, removed)
+        return state
 
     async def add(self, metadata: RemoteLogSegmentMetadata) -> RemotePartitionMetadata:
         """Record a new segment (COPY_SEGMENT_STARTED) or a change of a known one, as the

@@ -188,5 +188,9 @@ class S3RemoteStorage:
         except BaseError as exc:
             raise RemoteStorageError(f"delete of {len(names)} objects failed: {exc}") from exc
 
+    async def delete_incomplete_objects(self, under: str) -> int:
+        return 0  # a put is whole or absent; an interrupted multipart upload is for the bucket's
+        # lifecycle rule (AbortIncompleteMultipartUpload)
+
     async def close(self) -> None:
         return None

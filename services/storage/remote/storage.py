@@ -149,4 +149,13 @@ class RemoteStorageManager(Protocol):
         """Remove the objects; missing ones are no error."""
         ...
 
+    async def delete_incomplete_objects(self, under: str) -> int:
+        """Remove what writes killed half-way left directly below `under` (a `dir/` prefix),
+        never listed as objects, and return how many: the directory store's temporary files; 0
+        on S3, whose writes are atomic. Only for a prefix whose every writer but the caller is
+        fenced (a fenced writer caught between its write and its create then fails with
+        RemoteStorageError rather than finding its name taken): the metadata manager calls it
+        for a partition's metadata once its leader has started its epoch."""
+        ...
+
     async def close(self) -> None: ...

@@ -103,7 +103,7 @@ async def a_bad_range_is_refused(store: RemoteStorageManager, tmp: Path) -> None
 
 async def put_if_absent_creates_once(store: RemoteStorageManager, tmp: Path) -> None:
     """The metadata log's fencing primitive: the second create of a name fails and the
-    first one's bytes stay."""
+    first one's bytes stay; removing incomplete writes leaves whole objects."""
     assert await store.put_if_absent("orders-3/metadata/00000000000000000000.json", b"first")
     assert not await store.put_if_absent("orders-3/metadata/00000000000000000000.json", b"x")
     assert await store.put_if_absent("orders-3/metadata/00000000000000000001.json", b"second")
@@ -114,6 +114,9 @@ async def put_if_absent_creates_once(store: RemoteStorageManager, tmp: Path) -> 
         "orders-3/metadata/00000000000000000001.json",
     ]
     assert await store.list_objects("orders-4/") == []
+    # Whole objects are never "incomplete" (only what a killed write left, none here).
+    assert await store.delete_incomplete_objects("orders-3/metadata/") == 0
+    assert len(await store.list_objects("orders-3/metadata/")) == 2
     await store.delete_objects(await store.list_objects("orders-3/metadata/"))
     await store.delete_objects(["orders-3/metadata/00000000000000000000.json"])
     assert await store.list_objects("orders-3/metadata/") == []
