@@ -122,21 +122,18 @@ async def test_a_downloaded_remote_segment_dumps_every_object(
     assert dumped[IndexType.TRANSACTION.value][1:] == [
         f"version: 0 producerId: {TRANSACTIONAL} firstOffset: 1 lastOffset: 3 lastStableOffset: 4"
     ]
-    # The producers as of the segment's end (offset 4): the idempotent one's two batches, the
-    # transactional one's transaction ended by the abort (its coordinator's epoch kept).
-    snapshot = dumped[IndexType.PRODUCER_SNAPSHOT.value][1:]
-    assert snapshot[:3] == [
+    # The producers as of the segment's end (offset 4): the idempotent one's two batches; the
+    # transactional one's transaction ended by the abort (its coordinator's epoch kept, the
+    # marker remembered as a batch without sequence numbers).
+    assert dumped[IndexType.PRODUCER_SNAPSHOT.value][1:] == [
         f"producerId: {IDEMPOTENT} producerEpoch: 0 coordinatorEpoch: -1 "
         f"currentTxnFirstOffset: -1 lastTimestamp: {TS + 1}",
         f"| firstSequence: 0 lastSequence: 0 firstOffset: 0 lastOffset: 0 timestamp: {TS}",
         f"| firstSequence: 1 lastSequence: 1 firstOffset: 2 lastOffset: 2 timestamp: {TS + 1}",
-    ]
-    assert snapshot[3].startswith(
         f"producerId: {TRANSACTIONAL} producerEpoch: 0 coordinatorEpoch: 5 "
-        "currentTxnFirstOffset: -1 lastTimestamp: "
-    )
-    assert snapshot[4:] == [
-        f"| firstSequence: 0 lastSequence: 0 firstOffset: 1 lastOffset: 1 timestamp: {TS}"
+        f"currentTxnFirstOffset: -1 lastTimestamp: {TS + 50}",
+        f"| firstSequence: 0 lastSequence: 0 firstOffset: 1 lastOffset: 1 timestamp: {TS}",
+        f"| firstSequence: -1 lastSequence: -1 firstOffset: 3 lastOffset: 3 timestamp: {TS + 50}",
     ]
     assert dumped[IndexType.LEADER_EPOCH.value][1:] == ["epoch: 2 startOffset: 2"]
 
