@@ -42,7 +42,7 @@ from riverlog.common.records.builder import BatchBuilder
 from riverlog.common.records.header import iter_batches
 from riverlog.services.storage.remote.directory import DirectoryRemoteStorage
 from riverlog.services.storage.remote.segment_metadata import RemoteLogSegmentState
-from riverlog.v1 import common_pb2, data_pb2, storage_pb2
+from riverlog.v1 import admin_pb2, common_pb2, data_pb2, storage_pb2
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -223,12 +223,28 @@ def test_the_metadata_log_stays_bounded_as_segments_expire(
     four metadata records each, but the leader's compactions (a snapshot every
     METADATA_SNAPSHOT_INTERVAL records here) keep the metadata objects bounded, and the
     state replayed from the snapshot still reads the retained records."""
-    topic, leader = create_tiered_topic(harness, "tiered-compact", retention_bytes="12288")
+    topic, leader = create_tiered_topic(harness, "tiered-compact")
     store = DirectoryRemoteStorage(tier)
     now = int(time.time() * 1000)
     sent = [make_batch(count=5, tag=i, value_size=200, ts=now) for i in range(72)]  # ~18 segs
     produce(harness, topic, sent, node=leader)
     metadata = tier / f"{topic}-0" / "metadata"
+
+    # retention.bytes only once every closed segment is copied: set during the burst, the total
+    # retention could take local segments before the leader's next round copied them (a race
+    # this test lost now and then), leaving fewer metadata records than it counts on.
+    def all_copied() -> bool:
+        active = int(local_segments(harness, topic, leader)[-1].stem)
+        return (remote_state(store, topic).copied_next_offset() or 0) >= active
+
+    wait_until(all_copied, 60, "every closed segment to be copied")
+    op = admin_pb2.AlterConfigsRequest.Op(name="retention.bytes", value="12288")
+    alter = admin_pb2.AlterConfigsRequest(
+        topics=[admin_pb2.AlterConfigsRequest.Topic(name=topic, ops=[op])]
+    )
+    with harness.metadata() as stub:
+        [result] = stub.AlterConfigs(alter, timeout=30).topics
+    assert result.error_code == ErrorCode.NONE, result.error_message
 
     def objects() -> list[str]:
         return [p.name for p in metadata.iterdir() if p.suffix == ".json"]
