@@ -86,6 +86,10 @@ def pid_matches(pid: int, args: tuple[str, ...]) -> bool:
         return not Path("/proc/self").exists() and pid_running(pid)
     except OSError:
         return False
+    if not raw:
+        # An exiting process has released its memory, so its cmdline reads empty, but it is
+        # not gone until it is a zombie: still ours, or stop() would return before it ended.
+        return pid_running(pid)
     argv = [part.decode(errors="replace") for part in raw.split(b"\0")[:-1]]
     return argv[1:] == list(args[1:])
 
