@@ -295,7 +295,8 @@ def test_group_consuming_while_a_coordinator_is_added_then_removed_reads_nothing
                     text=True,
                 )
             elif adder is not None and not added and adder.poll() is not None:
-                assert adder.returncode == 0, adder.communicate()[1]
+                err = adder.communicate()[1]  # closes the pipe
+                assert adder.returncode == 0, err
                 added = LocalCluster.attach(shaped.data_dir).by_role("coordinator")[-1].node_id or 0
                 assert added and added != first
             elif added and not moved_at and coordinators_of(shaped, [group]).get(group) == added:
@@ -311,7 +312,8 @@ def test_group_consuming_while_a_coordinator_is_added_then_removed_reads_nothing
                     text=True,
                 )
             elif remover is not None and producing and remover.poll() is not None:
-                assert remover.returncode == 0, remover.communicate()[1]
+                err = remover.communicate()[1]
+                assert remover.returncode == 0, err
                 wait_until(
                     lambda: coordinators_of(shaped, [group]).get(group) == first,
                     what=f"{group} back on coordinator {first}",
@@ -334,7 +336,7 @@ def test_group_consuming_while_a_coordinator_is_added_then_removed_reads_nothing
         consumer.close()
         producer.close()
         for proc in (adder, remover):
-            if proc is not None and proc.poll() is None:
+            if proc is not None:
                 proc.communicate(timeout=60)
     assert committed == sent and set(seen) == set(range(sent))
     assert admin.list_group_offsets(group)[tp].offset == sent

@@ -178,7 +178,7 @@ def test_joining_replica_killed_mid_copy_resumes(harness: ReassignHarness) -> No
         assert workload.wait_for_acks(100, 30), dict(workload.failures)
         move = start_held_move(cluster, topic, leave_leader=False)
         workload.mark_fault()
-        kill_joiner_and_restart(cluster, move)
+        held = kill_joiner_and_restart(cluster, move)
         lift_throttle(cluster, move)
         wait_moved(cluster, move)
         assert workload.wait_for_acks(50, 30, since=time.monotonic()), dict(workload.failures)
@@ -189,6 +189,7 @@ def test_joining_replica_killed_mid_copy_resumes(harness: ReassignHarness) -> No
     read = read_back(cluster.gateway_address, topic, 1)
     logs = wait_for_convergence(cluster.data_dir, topic, 1, {0: move.target}, timeout=20)
     report = check(workload, read, logs, watcher, affected=[0])
+    print(f"\n{report.summary(str(move))}; joiner killed holding {held} bytes")
     assert report.acked and not report.problems, "\n".join(
         [report.summary(str(move)), *report.problems]
     )
