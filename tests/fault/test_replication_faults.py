@@ -10,6 +10,12 @@ different replicas; and that the concurrent consumer never saw a record above th
 watermark or one that was later truncated. Each case prints how many records it checked and
 how long the partitions the failure touched had no acknowledged produce.
 
+The reassignment cases (issue 13, `held_move.py`) run on four storage nodes: partition 0
+moves onto the fourth while a follower throttle holds the copy, and the joining replica, the
+leaving leader, or the controller, the joiner and the leader in turn are SIGKILLed mid-copy;
+the throttle is then lifted and the move must complete, the leaving node delete its copy and
+the target replicas end byte for byte equal.
+
 The first case (replication factor 1, acks=1: kill -9 the only replica and restart it) proves
 the harness on what the single-replica foundation already promises.
 """
@@ -20,6 +26,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from checker import check
@@ -36,6 +43,13 @@ from faults import (
     wait_for_full_isr,
     wait_for_leaders,
     wait_until,
+)
+from held_move import (
+    controller_joiner_leader_killed,
+    joiner_killed_mid_copy,
+    leaving_leader_killed,
+    move_completes,
+    target_bytes_equal,
 )
 from observers import HighWatermarkWatcher, read_back, wait_for_convergence
 from workload import Workload
@@ -68,6 +82,7 @@ class Context:
     notes: list[str] = field(default_factory=list)
     epochs: dict[int, int] = field(default_factory=dict)
     unclean: bool = False
+    move: Any = None  # held_move.HeldMove, for the reassignment cases
 
 
 Step = Callable[[Context], None]
@@ -86,6 +101,7 @@ class Scenario:
     metadata_nodes: int = 2
     producer_config: dict = field(default_factory=dict)
     marks: tuple = ()
+    after: Step | None = None  # more checks once the checker passed (the cluster is quiet)
 
     def __str__(self) -> str:
         return self.name
@@ -361,6 +377,32 @@ SCENARIOS = [
         marks=(pytest.mark.long_fault,),
     ),
     Scenario("restart-etcd", kill_etcd, metadata_writable),
+    # Partition moves (issue 13): the short variant of the first runs in make test, in
+    # tests/integration/reassignment/test_reassignment_faults.py.
+    Scenario(
+        "reassign-joiner-killed-mid-copy",
+        joiner_killed_mid_copy,
+        move_completes,
+        storage_nodes=4,
+        after=target_bytes_equal,
+        marks=(pytest.mark.long_fault,),
+    ),
+    Scenario(
+        "reassign-leaving-leader-killed",
+        leaving_leader_killed,
+        move_completes,
+        storage_nodes=4,
+        after=target_bytes_equal,
+        marks=(pytest.mark.long_fault,),
+    ),
+    Scenario(
+        "reassign-controller-joiner-leader-killed",
+        controller_joiner_leader_killed,
+        move_completes,
+        storage_nodes=4,
+        after=target_bytes_equal,
+        marks=(pytest.mark.long_fault,),
+    ),
 ]
 
 
@@ -435,3 +477,5 @@ def test_acknowledged_records_survive(
     fault_summary(summary if not report.problems else f"{summary} FAILED")
     assert not report.problems, "\n".join([summary, *report.problems])
     assert full, f"{scenario}: the ISR did not grow back to every replica: {description}"
+    if scenario.after is not None:
+        scenario.after(ctx)

@@ -1,10 +1,12 @@
 """The gateway's client of coordinator instances: one channel per instance (the shared
 `ChannelCache`: replaced when the instance restarts, closed when it leaves the cluster), and
-one call that turns transport failures into COORDINATOR_NOT_AVAILABLE so the group router
-retries them like Kafka clients retry a coordinator that went away."""
+one call that turns transport failures (and a call cut by the instance leaving the cluster)
+into COORDINATOR_NOT_AVAILABLE so the group router retries them like Kafka clients retry a
+coordinator that went away."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, Final
 
@@ -12,7 +14,7 @@ import grpc
 
 from riverlog.common.cluster import NodeInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.rpc.channels import ChannelCache, Rpcs, pick
+from riverlog.common.rpc.channels import ChannelCache, Rpcs, channel_closed_under_call, pick
 from riverlog.v1 import coordinator_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -54,6 +56,17 @@ class CoordinatorPeers:
         try:
             rpc = pick(COORDINATOR_RPCS, self.channels.stub(node), method)
             return await rpc(request, timeout=max(timeout_s, 0.01))
+        except asyncio.CancelledError:
+            if not channel_closed_under_call():
+                raise  # the caller itself is being cancelled
+            # The instance left the cluster (a clean stop unregisters it first) and its channel
+            # was pruned under the call: retriable, so the router asks the partition's new
+            # owner instead of the client waiting out its request timeout.
+            log.info("coordinator %d left the cluster during %s", node.node_id, method)
+            raise RiverlogError(
+                f"coordinator {node.node_id} left the cluster during the call",
+                ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            ) from None
         except grpc.RpcError as exc:
             status = exc.code() if hasattr(exc, "code") else None
             if status == grpc.StatusCode.DEADLINE_EXCEEDED:

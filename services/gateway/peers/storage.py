@@ -24,7 +24,7 @@ from riverlog.common.cluster import NodeInfo
 from riverlog.common.cluster.image import NodeKey
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.rpc.channel import CLIENT_ID_KEY
-from riverlog.common.rpc.channels import ChannelCache, Rpcs, pick
+from riverlog.common.rpc.channels import ChannelCache, Rpcs, channel_closed_under_call, pick
 from riverlog.common.rpc.convert import (
     acks_to_proto,
     isolation_level_to_proto,
@@ -122,8 +122,7 @@ class StoragePeers:
                 f"storage node {node.node_id} at {node.address}: {error.message}", error.code
             ) from None
         except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
+            if not channel_closed_under_call():
                 raise  # the caller itself is being cancelled: let it go
             # The call, not the caller, was cancelled: its channel closed under it because the
             # node left the cluster (prune) or restarted. Retriable, so the router moves on to

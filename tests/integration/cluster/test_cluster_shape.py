@@ -2,7 +2,9 @@
 item 3), run as the CLI runs them: attached to the cluster through its state file. A stopped
 storage node rejoins and acks=all writes that need it succeed; a node added later takes a
 partition reassigned to it and is drained again by `remove`; a drain that would break a
-replication factor is refused; a coordinator removed hands its offsets to the other."""
+replication factor is refused; a coordinator removed hands its offsets to the other, and a
+coordinator added, then removed again, while a group consumes and commits takes the group's
+offsets partition and gives it back with nothing lost or read twice past a commit."""
 
 from __future__ import annotations
 
@@ -25,12 +27,15 @@ from riverlog.client import (
     TopicPartition,
 )
 from riverlog.cluster import LocalCluster
+from riverlog.common.cluster.image import OFFSETS_TOPIC, CoordinatorAssignment, group_partition
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.rpc.channel import sync_channel
+from riverlog.services.metadata.controller.coordinators import plan_assignment
 from riverlog.v1 import coordinator_pb2, gateway_pb2_grpc
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 T = TypeVar("T")
+CLI = (sys.executable, "-m", "riverlog.cli.main", "cluster")
 
 
 def wait_until(predicate: Callable[[], T], timeout_s: float = 60.0, what: str = "") -> T:
@@ -77,8 +82,7 @@ def admin(shaped: LocalCluster) -> Iterator[AdminClient]:
 def cli(cluster: LocalCluster, *argv: str) -> subprocess.CompletedProcess[str]:
     """`riverlog cluster ...` in its own process, as a user runs it (the processes it starts
     outlive it)."""
-    command = [sys.executable, "-m", "riverlog.cli.main", "cluster", *argv]
-    command += ["--data-dir", str(cluster.data_dir)]
+    command = [*CLI, *argv, "--data-dir", str(cluster.data_dir)]
     return subprocess.run(command, capture_output=True, text=True, timeout=150, check=False)
 
 
@@ -207,19 +211,56 @@ def test_removed_coordinator_hands_committed_offsets_to_the_other(
         assert read[tp].offset == offset
 
 
-def test_group_consuming_while_its_coordinator_is_removed_reads_nothing_behind_a_commit(
+def single_coordinator(cluster: LocalCluster) -> int:
+    """Leave one coordinator running (after the test above only one runs; alone, two do)."""
+    running = [p for p in LocalCluster.attach(cluster.data_dir).by_role("coordinator") if p.alive]
+    for extra in running[:-1]:
+        ok(cli(cluster, "remove", "coordinator", str(extra.node_id)))
+    return running[-1].node_id or 0
+
+
+def groups_moved_and_kept(admin: AdminClient, owner: int) -> tuple[str, str]:
+    """A group whose `__consumer_offsets` partition moves when a second coordinator joins
+    `owner`, alone until then, and one whose partition stays (the controller's planner moves
+    the excess of the one owner: its highest partitions)."""
+    count = len(admin.describe_topics([OFFSETS_TOPIC])[OFFSETS_TOPIC].partitions)
+    held = {p: CoordinatorAssignment(p, owner, 1, 0) for p in range(count)}
+    plan = plan_assignment(count, held, [owner, owner + 1])
+    moved = {a.partition for a in plan if a.coordinator_id == owner + 1}
+    names = [f"live-group-{i}" for i in range(100)]
+    group = next(n for n in names if group_partition(n, count) in moved)
+    kept = next(n for n in names if group_partition(n, count) not in moved)
+    return group, kept
+
+
+def group_state(admin: AdminClient, group: str) -> tuple[str, int, tuple[str, ...]]:
+    """The group's state, generation and member ids, as its coordinator describes it."""
+    described = admin.describe_groups([group])[group]
+    return described.state, described.generation_id, tuple(m.member_id for m in described.members)
+
+
+def test_group_consuming_while_a_coordinator_is_added_then_removed_reads_nothing_behind_a_commit(
     shaped: LocalCluster, admin: AdminClient
 ) -> None:
-    ok(cli(shaped, "add", "coordinator"))  # two running, whatever the tests before removed
+    """A group consumes what a producer keeps writing and commits after every poll while
+    `cluster add coordinator` starts a second instance, which takes half of the first one's
+    `__consumer_offsets` partitions, the group's among them; then while that new owner is
+    removed again. At both moves the committed offset and the group (state, generation,
+    member) come through; no commit goes backwards, nothing is read behind a commit, and
+    every record written is consumed."""
+    first = single_coordinator(shaped)
+    group, kept = groups_moved_and_kept(admin, first)
+    wait_until(
+        lambda: coordinators_of(shaped, [group, kept]) == {group: first, kept: first},
+        what=f"every group on coordinator {first}",
+    )
     shaped.create_topic("live-group", 1, 1)
     tp = TopicPartition("live-group", 0)
-    with Producer(bootstrap_servers=shaped.gateway_address, acks="all") as producer:
-        producer.send_many("live-group", [b"%d" % i for i in range(300)], partition=0)
-        producer.flush()
+    producer = Producer(bootstrap_servers=shaped.gateway_address, acks="all")
     consumer = Consumer(
         {
             "bootstrap.servers": shaped.gateway_address,
-            "group.id": "live-group-g",
+            "group.id": group,
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
             "max.poll.records": 10,
@@ -227,18 +268,61 @@ def test_group_consuming_while_its_coordinator_is_removed_reads_nothing_behind_a
             "heartbeat.interval.ms": 300,
         }
     )
-    committed, seen = 0, []
+    sent, committed, seen = 0, 0, []
+    adder: subprocess.Popen[str] | None = None
     remover: subprocess.Popen[str] | None = None
-    owner = 0
-    deadline = time.monotonic() + 120
+    added = moved_at = 0
+    before: tuple[str, int, tuple[str, ...]] | None = None
+    producing = True
+    deadline = time.monotonic() + 150
     try:
         consumer.subscribe(["live-group"])
-        while committed < 300 or (remover is not None and remover.poll() is None):
-            assert time.monotonic() < deadline, f"committed {committed} of 300"
+        while producing or committed < sent:
+            assert time.monotonic() < deadline, f"committed {committed} of {sent}"
+            if producing and sent - committed < 100:  # a bounded backlog, written throughout
+                producer.send_many("live-group", [b"%d" % i for i in range(sent, sent + 5)])
+                sent += 5
             for records in consumer.poll(timeout_ms=100).values():
                 for record in records:
                     assert record.offset >= committed, "read again behind a commit"
                     seen.append(record.offset)
+            if adder is None and len(seen) >= 100:
+                before = group_state(admin, group)
+                assert before[0] == "Stable" and len(before[2]) == 1, before
+                adder = subprocess.Popen(
+                    [*CLI, "add", "coordinator", "--data-dir", str(shaped.data_dir)],
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            elif adder is not None and not added and adder.poll() is not None:
+                err = adder.communicate()[1]  # closes the pipe
+                assert adder.returncode == 0, err
+                added = LocalCluster.attach(shaped.data_dir).by_role("coordinator")[-1].node_id or 0
+                assert added and added != first
+            elif added and not moved_at and coordinators_of(shaped, [group]).get(group) == added:
+                moved_at = max(committed, 1)
+                assert coordinators_of(shaped, [kept])[kept] == first
+                offsets = wait_until(lambda: admin.list_group_offsets(group), what="offsets")
+                assert offsets[tp].offset == committed, "the new owner lost the last commit"
+                assert group_state(admin, group) == before, "the group changed with its owner"
+            elif moved_at and remover is None and committed >= moved_at + 50:
+                remover = subprocess.Popen(
+                    [*CLI, "remove", "coordinator", str(added), "--data-dir", str(shaped.data_dir)],
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            elif remover is not None and producing and remover.poll() is not None:
+                err = remover.communicate()[1]
+                assert remover.returncode == 0, err
+                wait_until(
+                    lambda: coordinators_of(shaped, [group]).get(group) == first,
+                    what=f"{group} back on coordinator {first}",
+                )
+                offsets = wait_until(lambda: admin.list_group_offsets(group), what="offsets")
+                assert offsets[tp].offset == committed, "the old owner lost the last commit"
+                assert group_state(admin, group) == before, "the group changed with its owner"
+                producing = False
+                producer.flush(60)
             if tp not in consumer.assignment():
                 continue
             position = consumer.position(tp)
@@ -248,19 +332,14 @@ def test_group_consuming_while_its_coordinator_is_removed_reads_nothing_behind_a
                 continue  # the group is moving: the next poll rejoins, then commit again
             assert position >= committed, "commit went backwards"
             committed = position
-            if remover is None and len(seen) >= 100:
-                owner = coordinators_of(shaped, ["live-group-g"])["live-group-g"]
-                command = [sys.executable, "-m", "riverlog.cli.main", "cluster", "remove"]
-                command += ["coordinator", str(owner), "--data-dir", str(shaped.data_dir)]
-                remover = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     finally:
         consumer.close()
-        if remover is not None:
-            _, err = remover.communicate(timeout=60)
-            assert remover.returncode == 0, err
-    assert remover is not None and set(seen) == set(range(300))
-    assert coordinators_of(shaped, ["live-group-g"])["live-group-g"] != owner
-    assert admin.list_group_offsets("live-group-g")[tp].offset == 300
+        producer.close()
+        for proc in (adder, remover):
+            if proc is not None:
+                proc.communicate(timeout=60)
+    assert committed == sent and set(seen) == set(range(sent))
+    assert admin.list_group_offsets(group)[tp].offset == sent
 
 
 def test_crashed_storage_node_comes_back_with_its_id_and_log_dirs(

@@ -7,18 +7,38 @@ deletes its copy and the target replicas' logs end byte for byte equal.
 
 A move is held in progress by pausing a staying target replica (node 3) until it has left the
 ISR (lag) while it stays registered (session timeout): the new replica copies and joins, but
-the move cannot complete until node 3 is back in sync."""
+the move cannot complete until node 3 is back in sync.
+
+The last test kills the joining replica earlier, mid-copy (held out of the ISR by a follower
+throttle), and is judged by the fault matrix's checker: the short variant of the matrix's
+reassignment cases (`tests/fault/held_move.py`, `make faults`)."""
 
 from __future__ import annotations
 
 import signal
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from reassign_harness import AckedProducer, ReassignHarness, wait_until
 
 from riverlog.client import AdminClient, TopicPartition
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fault"))
+from checker import check  # tests/fault: the fault matrix's harness
+from held_move import (
+    assert_bytes_equal,
+    kill_joiner_and_restart,
+    lift_throttle,
+    start_held_move,
+    wait_copy_deleted,
+    wait_moved,
+)
+from observers import HighWatermarkWatcher, read_back, wait_for_convergence
+from workload import Workload
 
 pytestmark = [pytest.mark.integration, pytest.mark.fault, pytest.mark.timeout(400)]
 
@@ -141,3 +161,36 @@ def test_leader_killed_and_restarted(harness: ReassignHarness) -> None:
         harness.wait_replicas(topic, (1, 3, 4))
     assert producer.failed == 0, producer.errors[:3]
     check_moved(harness, topic, producer)
+
+
+def test_joining_replica_killed_mid_copy_resumes(harness: ReassignHarness) -> None:
+    """Off a follower onto node 4 (or whichever node holds none of it), the joiner SIGKILLed
+    while a throttle holds its copy out of the ISR, restarted: it copies on from its log, and
+    once the throttle is lifted the move completes. acks=all throughout; the checker finds
+    nothing lost, duplicated, reordered or seen above the high watermark."""
+    cluster = harness.cluster
+    topic = harness.create_topic("joiner-mid-copy")
+    wait_until(lambda: live_storage_nodes(harness) == {1, 2, 3, 4}, what="every storage node")
+    workload = Workload(cluster.gateway_address, topic, 1, producers=1, rate=200.0)
+    watcher = HighWatermarkWatcher(cluster.gateway_address, topic, 1).start()
+    try:
+        workload.start()
+        assert workload.wait_for_acks(100, 30), dict(workload.failures)
+        move = start_held_move(cluster, topic, leave_leader=False)
+        workload.mark_fault()
+        held = kill_joiner_and_restart(cluster, move)
+        lift_throttle(cluster, move)
+        wait_moved(cluster, move)
+        assert workload.wait_for_acks(50, 30, since=time.monotonic()), dict(workload.failures)
+    finally:
+        workload.stop()
+        watcher.stop()
+    wait_copy_deleted(cluster, move)
+    read = read_back(cluster.gateway_address, topic, 1)
+    logs = wait_for_convergence(cluster.data_dir, topic, 1, {0: move.target}, timeout=20)
+    report = check(workload, read, logs, watcher, affected=[0])
+    print(f"\n{report.summary(str(move))}; joiner killed holding {held} bytes")
+    assert report.acked and not report.problems, "\n".join(
+        [report.summary(str(move)), *report.problems]
+    )
+    assert_bytes_equal(cluster, move)

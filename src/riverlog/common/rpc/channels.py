@@ -6,8 +6,11 @@ A cluster node is keyed by (kind, node id) and known by its address and incarnat
 that comes back as a new incarnation (a restart, at the same address or another) gets a fresh
 channel, so no reconnect backoff left over from the old process delays the first call to the
 new one, and the old channel is closed in the background once its calls had a grace period to
-end. `prune` closes the channels of nodes that left the cluster image (an in-flight call on one
-fails at once, as CANCELLED, instead of waiting out its deadline), and `close` closes all.
+end. `prune` closes the channels of nodes that left the cluster image, and `close` closes all.
+A call in flight on a channel closed under it ends at once, not at its deadline, but grpc.aio
+raises asyncio.CancelledError for it, not an RpcError: peer clients turn it into a retriable
+error when `channel_closed_under_call()` says so, since a servicer that lets it escape never
+answers its own client, which then waits out its whole request timeout.
 """
 
 from __future__ import annotations
@@ -108,6 +111,15 @@ class ChannelCache(Generic[S]):
         task = asyncio.get_running_loop().create_task(channel.close(grace=REPLACED_GRACE_S))
         self._replaced[channel] = task
         task.add_done_callback(lambda _: self._replaced.pop(channel, None))
+
+
+def channel_closed_under_call() -> bool:
+    """In an `except asyncio.CancelledError` around a peer call: True when the call, not the
+    calling task, was cancelled, i.e. its channel was closed under it (`prune`: the node left
+    the cluster; a restarted node's channel replaced); False when the caller itself is being
+    cancelled, which must go on (re-raise)."""
+    task = asyncio.current_task()
+    return task is not None and not task.cancelling()
 
 
 def pick(rpcs: Rpcs[S], stub: S, method: str) -> Any:
