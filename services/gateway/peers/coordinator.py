@@ -6,7 +6,6 @@ coordinator that went away."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any, Final
 
@@ -14,7 +13,7 @@ import grpc
 
 from riverlog.common.cluster import NodeInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.rpc.channels import ChannelCache, Rpcs, channel_closed_under_call, pick
+from riverlog.common.rpc.channels import ChannelCache, Rpcs, closed_channel_raises, pick
 from riverlog.v1 import coordinator_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -55,18 +54,13 @@ class CoordinatorPeers:
         cannot be reached, REQUEST_TIMED_OUT when the deadline passes."""
         try:
             rpc = pick(COORDINATOR_RPCS, self.channels.stub(node), method)
-            return await rpc(request, timeout=max(timeout_s, 0.01))
-        except asyncio.CancelledError:
-            if not channel_closed_under_call():
-                raise  # the caller itself is being cancelled
             # The instance left the cluster (a clean stop unregisters it first) and its channel
             # was pruned under the call: retriable, so the router asks the partition's new
             # owner instead of the client waiting out its request timeout.
-            log.info("coordinator %d left the cluster during %s", node.node_id, method)
-            raise RiverlogError(
-                f"coordinator {node.node_id} left the cluster during the call",
-                ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            ) from None
+            with closed_channel_raises(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {node.node_id} ({method})"
+            ):
+                return await rpc(request, timeout=max(timeout_s, 0.01))
         except grpc.RpcError as exc:
             status = exc.code() if hasattr(exc, "code") else None
             if status == grpc.StatusCode.DEADLINE_EXCEEDED:

@@ -11,7 +11,6 @@ grpc errors.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from riverlog.common.cluster import NodeInfo
 from riverlog.common.cluster.image import NodeKey
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.rpc.channel import CLIENT_ID_KEY
-from riverlog.common.rpc.channels import ChannelCache, Rpcs, channel_closed_under_call, pick
+from riverlog.common.rpc.channels import ChannelCache, Rpcs, closed_channel_raises, pick
 from riverlog.common.rpc.convert import (
     acks_to_proto,
     isolation_level_to_proto,
@@ -115,21 +114,17 @@ class StoragePeers:
         metadata = ((CLIENT_ID_KEY, ctx.client_id),) if ctx is not None else None
         try:
             rpc = pick(STORAGE_RPCS, self.channels.stub(node), method)
-            return await rpc(request, timeout=timeout, metadata=metadata)
+            # A channel closed under the call (the node left the cluster or restarted):
+            # retriable, so the router moves on to the new leader instead of the client
+            # waiting out its request timeout.
+            with closed_channel_raises(
+                ErrorCode.NETWORK_EXCEPTION, f"storage node {node.node_id} at {node.address}"
+            ):
+                return await rpc(request, timeout=timeout, metadata=metadata)
         except grpc.RpcError as exc:
             error = from_rpc_error(exc)
             raise RiverlogError(
                 f"storage node {node.node_id} at {node.address}: {error.message}", error.code
-            ) from None
-        except asyncio.CancelledError:
-            if not channel_closed_under_call():
-                raise  # the caller itself is being cancelled: let it go
-            # The call, not the caller, was cancelled: its channel closed under it because the
-            # node left the cluster (prune) or restarted. Retriable, so the router moves on to
-            # the new leader instead of the client waiting out its request timeout.
-            raise RiverlogError(
-                f"storage node {node.node_id} at {node.address} left the cluster during the call",
-                ErrorCode.NETWORK_EXCEPTION,
             ) from None
 
     # --- the families' senders ----------------------------------------------------------------

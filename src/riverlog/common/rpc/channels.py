@@ -8,9 +8,11 @@ channel, so no reconnect backoff left over from the old process delays the first
 new one, and the old channel is closed in the background once its calls had a grace period to
 end. `prune` closes the channels of nodes that left the cluster image, and `close` closes all.
 A call in flight on a channel closed under it ends at once, not at its deadline, but grpc.aio
-raises asyncio.CancelledError for it, not an RpcError: peer clients turn it into a retriable
-error when `channel_closed_under_call()` says so, since a servicer that lets it escape never
-answers its own client, which then waits out its whole request timeout.
+raises asyncio.CancelledError for it, not an RpcError: every peer client wraps its calls in
+`closed_channel_raises(code, peer)`, which turns that into RiverlogError(code), a retriable
+error of the caller's kind, when `channel_closed_under_call()` says so. A servicer that let it
+escape would never answer its own client, which then waits out its whole request timeout; a
+background loop that let it escape would end.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 import grpc
@@ -120,6 +123,42 @@ def channel_closed_under_call() -> bool:
     cancelled, which must go on (re-raise)."""
     task = asyncio.current_task()
     return task is not None and not task.cancelling()
+
+
+class closed_channel_raises:  # lower case: used like a function, as contextlib.suppress
+    """`with closed_channel_raises(code, peer): await <a call on a ChannelCache stub>`: a call
+    whose channel was closed under it (`channel_closed_under_call()`) raises
+    RiverlogError(`code`) naming `peer` instead of asyncio.CancelledError; a caller that is
+    itself being cancelled still is, and every other outcome passes through unchanged.
+
+    `code` is the retriable error the caller acts on when the peer went away, in Kafka's
+    names: COORDINATOR_NOT_AVAILABLE for a coordinator, NETWORK_EXCEPTION for a storage node
+    (the router or fetcher tries the partition's leader again), NOT_CONTROLLER for the
+    controller. A plain class, not a generator: it wraps calls on the request path."""
+
+    __slots__ = ("_code", "_peer")
+
+    def __init__(self, code: ErrorCode, peer: str) -> None:
+        self._code = code
+        self._peer = peer
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None or not issubclass(exc_type, asyncio.CancelledError):
+            return
+        if not channel_closed_under_call():
+            return  # the caller itself is being cancelled: that goes on
+        log.info("%s left the cluster or restarted during a call (%s)", self._peer, self._code.name)
+        raise RiverlogError(
+            f"{self._peer} left the cluster or restarted during the call", self._code
+        ) from None
 
 
 def pick(rpcs: Rpcs[S], stub: S, method: str) -> Any:
