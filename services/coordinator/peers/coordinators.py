@@ -18,7 +18,7 @@ import grpc
 
 from riverlog.common.cluster import ClusterImage
 from riverlog.common.errors import ErrorCode, RiverlogError, code_of
-from riverlog.common.rpc.channels import ChannelCache
+from riverlog.common.rpc.channels import ChannelCache, closed_channel_raises
 from riverlog.common.rpc.status import answer_of, from_rpc_error
 from riverlog.common.types import TopicPartition
 from riverlog.v1 import coordinator_pb2, coordinator_pb2_grpc, transactions_pb2
@@ -77,9 +77,14 @@ class PeerCoordinators:
             committed=committed,
             coordinator_epoch=coordinator_epoch,
         )
-        await answer_of(
-            self.channels.stub(node).WriteOffsetsTxnMarker(request, timeout=timeout_ms / 1000 + 1)
-        )
+        with closed_channel_raises(
+            ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {node.node_id}"
+        ):
+            await answer_of(
+                self.channels.stub(node).WriteOffsetsTxnMarker(
+                    request, timeout=timeout_ms / 1000 + 1
+                )
+            )
 
     async def verify_in_transaction(
         self,
@@ -122,9 +127,14 @@ class PeerCoordinators:
         if node is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         try:
-            response = await self.channels.stub(node).AddPartitionsToTxn(
-                request, timeout=timeout_ms / 1000
-            )
+            with closed_channel_raises(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {node.node_id}"
+            ):
+                response = await self.channels.stub(node).AddPartitionsToTxn(
+                    request, timeout=timeout_ms / 1000
+                )
         except grpc.RpcError as exc:
             return from_rpc_error(exc).code
+        except RiverlogError as exc:
+            return exc.code
         return code_of(response.error_code)

@@ -28,7 +28,7 @@ from riverlog.common.records import (
     validate_batch,
 )
 from riverlog.common.records.control import ControlRecordType, parse_control_type
-from riverlog.common.rpc.channels import ChannelCache
+from riverlog.common.rpc.channels import ChannelCache, closed_channel_raises
 from riverlog.common.rpc.convert import acks_to_proto
 from riverlog.common.rpc.status import answer_of, from_rpc_error
 from riverlog.common.types import Acks, TopicPartition
@@ -52,8 +52,9 @@ def producer_id_for(partition: int) -> int:
 class StorageClient:
     """Calls to the leaders of `__consumer_offsets` partitions, over the shared `ChannelCache`
     (one channel per storage node, replaced when it restarts; `channels.on_image` follows the
-    cluster to close those of nodes that left). Lifecycle: one per coordinator process, used
-    from its event loop; `close()` at shutdown."""
+    cluster to close those of nodes that left: a call cut so fails as NETWORK_EXCEPTION, which
+    the shard and the marker channel retry at the partition's next leader). Lifecycle: one per
+    coordinator process, used from its event loop; `close()` at shutdown."""
 
     def __init__(
         self,
@@ -112,7 +113,10 @@ class StorageClient:
         node = self._image().leader_node(tp.topic, tp.partition)
         if node is None:
             raise RiverlogError(f"{tp} has no live leader", ErrorCode.LEADER_NOT_AVAILABLE)
-        await answer_of(self._stub(node).WriteTxnMarkers(request, timeout=timeout_ms / 1000 + 1))
+        with _closed_channel_raises(node):
+            await answer_of(
+                self._stub(node).WriteTxnMarkers(request, timeout=timeout_ms / 1000 + 1)
+            )
 
     async def write_marker(
         self,
@@ -174,7 +178,8 @@ class StorageClient:
         )
         node = self._leader(partition)
         try:
-            response = await self._stub(node).Produce(request, timeout=timeout_ms / 1000 + 1)
+            with _closed_channel_raises(node):
+                response = await self._stub(node).Produce(request, timeout=timeout_ms / 1000 + 1)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from exc
         if not response.partitions:
@@ -208,7 +213,8 @@ class StorageClient:
                 ],
             )
             try:
-                response = await self._stub(node).Fetch(request, timeout=30)
+                with _closed_channel_raises(node):
+                    response = await self._stub(node).Fetch(request, timeout=30)
             except grpc.RpcError as exc:
                 raise from_rpc_error(exc) from exc
             part = response.partitions[0]
@@ -230,6 +236,12 @@ class StorageClient:
                     ErrorCode.CORRUPT_MESSAGE,
                 )
             position = next_position
+
+
+def _closed_channel_raises(node: NodeInfo) -> closed_channel_raises:
+    """A storage node's channel closed under a call (it left the cluster or restarted):
+    NETWORK_EXCEPTION, retriable like any transport failure."""
+    return closed_channel_raises(ErrorCode.NETWORK_EXCEPTION, f"storage node {node.node_id}")
 
 
 def records_below(data: bytes, position: int, end: int) -> tuple[list[LogRecord], int]:

@@ -13,7 +13,8 @@ from collections.abc import Iterable
 import grpc
 
 from riverlog.common.cluster import ClusterImage, NodeInfo
-from riverlog.common.errors import ErrorCode, code_of
+from riverlog.common.errors import ErrorCode, RiverlogError, code_of
+from riverlog.common.rpc.channels import closed_channel_raises
 from riverlog.common.types import TopicPartition
 from riverlog.v1 import common_pb2, data_pb2
 
@@ -53,8 +54,9 @@ async def _ask(
         isolation_level=common_pb2.READ_UNCOMMITTED,
     )
     try:
-        response = await storage.channels.stub(node).ListOffsets(request, timeout=_TIMEOUT_S)
-    except grpc.RpcError as exc:
+        with closed_channel_raises(ErrorCode.NETWORK_EXCEPTION, f"storage node {node.node_id}"):
+            response = await storage.channels.stub(node).ListOffsets(request, timeout=_TIMEOUT_S)
+    except (grpc.RpcError, RiverlogError) as exc:
         log.debug("high watermarks from node %d: %s", node.node_id, exc)
         return {}
     return {
