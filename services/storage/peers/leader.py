@@ -4,7 +4,9 @@ records), or over gRPC Fetch when the leader has no zero-copy port or the node i
 without it (`replica.fetch.zero.copy.enable=false`); OffsetsForLeaderEpoch over gRPC.
 
 The replica fetcher talks to this through its `LeaderEndpoint` protocol, in plain values; the
-conversions to and from the protos are here. Failures come back as RiverlogError.
+conversions to and from the protos are here. Failures come back as RiverlogError, a call cut
+by the leader leaving the cluster or restarting (its channel closed under the call) as
+NETWORK_EXCEPTION, so the fetcher backs off and tries again instead of its task ending.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from typing import TypeAlias
 import grpc
 
 from riverlog.common.cluster import NodeInfo
-from riverlog.common.errors import code_of
-from riverlog.common.rpc.channels import ChannelCache
+from riverlog.common.errors import ErrorCode, code_of
+from riverlog.common.rpc.channels import ChannelCache, closed_channel_raises
 from riverlog.common.rpc.status import from_rpc_error
 from riverlog.common.types import TopicPartition
 from riverlog.common.zerocopy import AsyncZeroCopyFetchClient
@@ -101,6 +103,7 @@ class LeaderClient:
     def __init__(self, leader: NodeInfo, channels: LeaderChannels, zero_copy: bool = True) -> None:
         self.leader = leader
         self._stub = channels.stub(leader)
+        self._peer = f"leader {leader.node_id} at {leader.address}"
         self._zero_copy: AsyncZeroCopyFetchClient | None = None
         if zero_copy and leader.zero_copy_port > 0:
             self._zero_copy = AsyncZeroCopyFetchClient(leader.host, leader.zero_copy_port)
@@ -117,9 +120,10 @@ class LeaderClient:
             results = follower_results_from_proto(response, raw)
         else:
             try:
-                response = await self._stub.Fetch(
-                    request, timeout=_RPC_TIMEOUT_S + params.max_wait_ms / 1000.0
-                )
+                with closed_channel_raises(ErrorCode.NETWORK_EXCEPTION, self._peer):
+                    response = await self._stub.Fetch(
+                        request, timeout=_RPC_TIMEOUT_S + params.max_wait_ms / 1000.0
+                    )
             except grpc.RpcError as exc:
                 raise from_rpc_error(exc) from None
             results = follower_results_from_proto(response)
@@ -137,7 +141,8 @@ class LeaderClient:
             if p.current_leader_epoch is not None:
                 part.current_leader_epoch = p.current_leader_epoch
         try:
-            response = await self._stub.OffsetsForLeaderEpoch(request, timeout=_RPC_TIMEOUT_S)
+            with closed_channel_raises(ErrorCode.NETWORK_EXCEPTION, self._peer):
+                response = await self._stub.OffsetsForLeaderEpoch(request, timeout=_RPC_TIMEOUT_S)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
         return [

@@ -3,7 +3,8 @@ transactional id's coordinator, found in the followed cluster image (decision 00
 partition is in the producer's ongoing transaction (AddPartitionsToTxn with verify_only).
 
 Channels are cached per coordinator instance (pruned as the image changes). Every failure comes
-back as an error code (transport failures as COORDINATOR_NOT_AVAILABLE), never an exception.
+back as an error code (transport failures, and a call cut by the coordinator leaving the
+cluster or restarting, as COORDINATOR_NOT_AVAILABLE), never an exception.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from typing import Final, TypeAlias
 import grpc
 
 from riverlog.common.cluster import ClusterImage
-from riverlog.common.errors import ErrorCode, code_of
-from riverlog.common.rpc.channels import ChannelCache
+from riverlog.common.errors import ErrorCode, RiverlogError, code_of
+from riverlog.common.rpc.channels import ChannelCache, closed_channel_raises
 from riverlog.common.rpc.status import from_rpc_error
 from riverlog.common.types import TopicPartition
 from riverlog.v1 import coordinator_pb2_grpc, transactions_pb2
@@ -53,11 +54,14 @@ class TxnCoordinatorClient:
             verify_only=True,
         )
         try:
-            response = await self._channels.stub(node).AddPartitionsToTxn(
-                request, timeout=_TIMEOUT_S
-            )
-        except grpc.RpcError as exc:
-            error = from_rpc_error(exc)
+            with closed_channel_raises(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {node.node_id}"
+            ):
+                response = await self._channels.stub(node).AddPartitionsToTxn(
+                    request, timeout=_TIMEOUT_S
+                )
+        except (grpc.RpcError, RiverlogError) as exc:
+            error = from_rpc_error(exc) if isinstance(exc, grpc.RpcError) else exc
             log.info("%s: verification of %s failed: %s", transactional_id, tp, error)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, str(error)
         return code_of(response.error_code), response.error_message
