@@ -21,9 +21,10 @@ import grpc
 
 from riverlog.common.clock import Clock
 from riverlog.common.cluster import ClusterImage, NodeInfo
+from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.quota.convert import answer_from_proto, report_to_proto
 from riverlog.common.quota.exchange import LocalQuotaView, UsageReport
-from riverlog.common.rpc.channels import ChannelCache
+from riverlog.common.rpc.channels import ChannelCache, closed_channel_raises
 from riverlog.v1 import quota_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -110,10 +111,15 @@ class QuotaReporter:
     async def _send(self, node: NodeInfo, part: UsageReport) -> None:
         part = UsageReport(part.gateway_id, part.seq, part.deltas, self.view_interval_ms)
         try:
-            response = await self._stub(node).ReportUsage(
-                report_to_proto(part), timeout=_CALL_TIMEOUT_S
-            )
-        except grpc.RpcError as exc:
+            # a channel closed under the call (the instance left or restarted) is one more
+            # unreachable instance, not the end of the reporter's task
+            with closed_channel_raises(
+                ErrorCode.NETWORK_EXCEPTION, f"quota instance {node.node_id}"
+            ):
+                response = await self._stub(node).ReportUsage(
+                    report_to_proto(part), timeout=_CALL_TIMEOUT_S
+                )
+        except (grpc.RpcError, RiverlogError) as exc:
             self.view.requeue(part)
             if node.node_id not in self._unreachable:
                 self._unreachable.add(node.node_id)
@@ -121,7 +127,7 @@ class QuotaReporter:
                     "quota instance %d at %s unreachable (%s); enforcing with the local view",
                     node.node_id,
                     node.address,
-                    exc.code() if hasattr(exc, "code") else exc,
+                    exc.code() if isinstance(exc, grpc.RpcError) and hasattr(exc, "code") else exc,
                 )
             return
         if node.node_id in self._unreachable:

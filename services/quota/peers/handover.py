@@ -20,9 +20,10 @@ from collections.abc import Callable
 import grpc
 
 from riverlog.common.cluster import ClusterImage, NodeInfo
+from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.quota.convert import handover_to_proto
 from riverlog.common.quota.handover import EntityWindow, WindowHandover
-from riverlog.common.rpc.channels import ChannelCache
+from riverlog.common.rpc.channels import ChannelCache, closed_channel_raises
 from riverlog.v1 import quota_pb2_grpc
 
 from ..ledger import QuotaLedger
@@ -142,15 +143,20 @@ class WindowHandoff:
         handover = WindowHandover(self.node_id, tuple(windows), leaving, self.incarnation)
         request = handover_to_proto(handover)
         try:
-            response = await self.channels.stub(node).HandOverWindows(
-                request, timeout=_CALL_TIMEOUT_S
-            )
-        except grpc.RpcError as exc:
+            # a channel closed under the call (the instance left or restarted): keep the
+            # windows for the next sweep, as for any unreachable instance
+            with closed_channel_raises(
+                ErrorCode.NETWORK_EXCEPTION, f"quota instance {node.node_id}"
+            ):
+                response = await self.channels.stub(node).HandOverWindows(
+                    request, timeout=_CALL_TIMEOUT_S
+                )
+        except (grpc.RpcError, RiverlogError) as exc:
             log.warning(
                 "could not hand %d quota windows to instance %d (%s); keeping them",
                 len(windows),
                 node.node_id,
-                exc.code() if hasattr(exc, "code") else exc,
+                exc.code() if isinstance(exc, grpc.RpcError) and hasattr(exc, "code") else exc,
             )
             self.ledger.absorb(windows)
             return 0
