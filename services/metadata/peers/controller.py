@@ -14,7 +14,8 @@ from typing import Any, Final
 import grpc
 
 from riverlog.common.cluster.client import METADATA_RPCS
-from riverlog.common.rpc.channels import ChannelCache, pick
+from riverlog.common.errors import ErrorCode
+from riverlog.common.rpc.channels import ChannelCache, closed_channel_raises, pick
 from riverlog.common.rpc.status import from_rpc_error
 from riverlog.v1 import metadata_pb2_grpc
 
@@ -37,10 +38,12 @@ class ControllerPeer:
         )
 
     async def forward(self, address: str, method: str, request: Any) -> Any:
-        """Call `method` on the controller at `address`; raises RiverlogError."""
+        """Call `method` on the controller at `address`; raises RiverlogError (NOT_CONTROLLER,
+        so the client retries, when the channel closes under the call: this instance stops)."""
         try:
             rpc = pick(METADATA_RPCS, self._channels.stub_at(address), method)
-            return await rpc(request, timeout=self.timeout_s, metadata=((FORWARDED_KEY, "1"),))
+            with closed_channel_raises(ErrorCode.NOT_CONTROLLER, f"controller at {address}"):
+                return await rpc(request, timeout=self.timeout_s, metadata=((FORWARDED_KEY, "1"),))
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
 
