@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from riverlog.common.cluster import ClusterImage
+from riverlog.common.cluster import ClusterImage, NodeInfo
 from riverlog.common.errors import ErrorCode
 from riverlog.common.records import BatchBuilder
 from riverlog.common.records.header import parse_header
@@ -94,7 +94,7 @@ class Client(StorageClient):
         self.leader = leader
 
     def _leader(self, partition: int) -> Any:
-        return None
+        return NodeInfo("storage", 1, "127.0.0.1", 1)
 
     def _stub(self, node: Any) -> Any:
         return self.leader
