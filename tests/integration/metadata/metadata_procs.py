@@ -41,6 +41,18 @@ def wait_until(predicate: Callable[[], Any], timeout_s: float = 30.0, what: str 
     raise AssertionError(f"timed out waiting for {what or predicate} (last error: {last_exc})")
 
 
+async def until(predicate: Callable[[], Any], timeout_s: float = 30.0, what: str = "") -> None:
+    """`wait_until` on the event loop: what `predicate` reads is changed by tasks of the same
+    loop (a MembershipSession's heartbeats), so it polls with asyncio.sleep. For a state that
+    is not in the cluster image (a watcher's `wait_for` would only look again when the image
+    changes, or when its timeout runs out)."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out waiting for {what or predicate}")
+        await asyncio.sleep(0.05)
+
+
 class MetadataProcess:
     """One metadata instance process. start() waits for its ready file."""
 

@@ -5,7 +5,7 @@ the old registration, which is then fenced; a lower incarnation is refused."""
 from __future__ import annotations
 
 import pytest
-from metadata_procs import run
+from metadata_procs import run, until
 
 from riverlog.common.cluster import MembershipSession, MetadataClient, MetadataWatcher, NodeInfo
 from riverlog.common.cluster.convert import node_to_proto
@@ -101,7 +101,7 @@ def test_higher_incarnation_replaces_a_live_registration(cluster_factory):
             )
             assert image.storage_node(3).port == 19203
             # The old process learns at its next heartbeat that it was replaced.
-            await watcher.wait_for(lambda _: old.fenced, 20)
+            await until(lambda: old.fenced, 20, "the old session fenced")
             # A lower incarnation than the live one is refused outright.
             stale = metadata_pb2.RegisterNodeRequest(node=node_to_proto(storage(3, 150)))
             response = await client.register_node(stale)

@@ -8,7 +8,7 @@ alone."""
 from __future__ import annotations
 
 import pytest
-from metadata_procs import run
+from metadata_procs import run, until
 from test_metadata_leadership import SHORT, Harness, live_ids, poll, storage
 
 from riverlog.common.cluster import (
@@ -49,7 +49,7 @@ def test_allocated_incarnations_grow_and_outrank_the_live_registration(cluster_f
             new = MembershipSession(client, storage(4, third))
             await new.start()
             await watcher.wait_for(lambda i: i.storage_node(4).incarnation == third, 20)
-            await watcher.wait_for(lambda _: old.fenced, 20)
+            await until(lambda: old.fenced, 20, "the old session fenced")
         finally:
             await old.stop()
             if new is not None:
