@@ -2,7 +2,9 @@
 one metadata instance, three storage nodes and one gateway — real processes on loopback,
 started by `riverlog.cluster.LocalCluster` and always stopped by PID at the end), and topics
 with names no other test uses. Tests that need another layout or that break processes start
-their own LocalCluster. Every test under tests/integration is marked `integration`.
+their own LocalCluster, or share one with other modules (shared_clusters.py): `tls_cluster`,
+every channel encrypted, and `client_cluster`, which runs a test of the SDK against the session
+cluster and against `tls_cluster`. Every test under tests/integration is marked `integration`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from sdk_flavours import SYNC, EventLoopThread, Sdk, asyncio_sdk
+from shared_clusters import ClientCluster, group_users, shared_cluster, stop_unused
 
 from riverlog.cluster import LocalCluster, unique_topic_name
 
@@ -32,6 +35,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             "integration"
         ):
             item.add_marker(pytest.mark.integration)
+    group_users(items)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After a test's own teardown, stop the shared clusters the next test does not use."""
+    try:
+        return (yield)
+    finally:
+        stop_unused(nextitem)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    stop_unused(None)
 
 
 @pytest.fixture(scope="session")
@@ -45,12 +62,19 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         metadata_nodes=SESSION_METADATA_NODES,
         gateways=SESSION_GATEWAYS,
         # One coordinator, so groups and transactions (the Spark transactional sink) work on
-        # the session cluster; few internal partitions keep its start cheap.
+        # the session cluster; few internal partitions keep its start cheap. Members may ask
+        # for session timeouts down to 500 ms (groups/test_groups.py's members use 3 s), and a
+        # group's first rebalance does not wait 3 s for more members: a test that needs that
+        # delay starts a cluster of its own.
         coordinators=1,
         extra_config={
             "metadata": {
                 "offsets.topic.num.partitions": "4",
                 "transaction.state.log.num.partitions": "4",
+            },
+            "coordinator": {
+                "group.min.session.timeout.ms": "500",
+                "group.initial.rebalance.delay.ms": "0",
             },
             # Tiered storage is on for the nodes (topics opt in with remote.storage.enable;
             # nothing changes for the others), with a directory store and short task and
@@ -102,11 +126,7 @@ def topic_name(request: pytest.FixtureRequest) -> str:
     return unique_topic_name(_prefix(request))
 
 
-@pytest.fixture
-def new_topic(cluster: LocalCluster, request: pytest.FixtureRequest) -> NewTopic:
-    """Factory: `new_topic(partitions=1, replication_factor=1, configs=None)` creates a
-    uniquely named topic, waits until every partition has a leader, and returns its name."""
-
+def _topic_factory(cluster: LocalCluster, request: pytest.FixtureRequest) -> NewTopic:
     def create(
         partitions: int = 1,
         replication_factor: int = 1,
@@ -119,3 +139,51 @@ def new_topic(cluster: LocalCluster, request: pytest.FixtureRequest) -> NewTopic
         return topic
 
     return create
+
+
+@pytest.fixture
+def new_topic(cluster: LocalCluster, request: pytest.FixtureRequest) -> NewTopic:
+    """Factory: `new_topic(partitions=1, replication_factor=1, configs=None)` creates a
+    uniquely named topic, waits until every partition has a leader, and returns its name."""
+    return _topic_factory(cluster, request)
+
+
+def _tls_cluster(root: Path) -> LocalCluster:
+    return LocalCluster(
+        root,
+        storage_nodes=3,
+        metadata_nodes=2,
+        gateways=1,
+        coordinators=1,
+        quota_nodes=1,
+        tls=True,
+        extra_config={
+            "storage": {"replica.fetch.wait.max.ms": "200"},
+            "coordinator": {"group.initial.rebalance.delay.ms": "0"},
+        },
+    )
+
+
+TLS_CLUSTER = shared_cluster("tls_cluster", _tls_cluster)
+
+
+@pytest.fixture(scope="module")
+def tls_cluster(tmp_path_factory: pytest.TempPathFactory) -> LocalCluster:
+    """A cluster with every channel encrypted (`LocalCluster(tls=True)`, as `riverlog cluster
+    up --tls`; decision 0035): two metadata instances, three storage nodes, a coordinator, a
+    quota instance and a gateway, each with its own certificate from a throwaway CA; the
+    gateway's client listener is TLS too. Shared by the modules that use it
+    (shared_clusters.py), so the same rules as the session cluster's: do not kill, pause or
+    reconfigure its processes, and create only names no other test uses."""
+    return TLS_CLUSTER.get(tmp_path_factory)
+
+
+@pytest.fixture(params=["cluster", "tls_cluster"], ids=["plaintext", "tls"])
+def client_cluster(request: pytest.FixtureRequest) -> ClientCluster:
+    """The session cluster, then `tls_cluster`: a behavioural test that takes this fixture
+    (and builds its clients with `client_cluster.config`) runs over plaintext and over TLS. A
+    test that runs TLS for some of its cases only parametrizes `client_cluster` itself
+    (`indirect=["client_cluster"]`, values "cluster" and "tls_cluster")."""
+    cluster: LocalCluster = request.getfixturevalue(request.param)
+    name = "tls" if request.param == "tls_cluster" else "plaintext"
+    return ClientCluster(name, cluster, _topic_factory(cluster, request))
