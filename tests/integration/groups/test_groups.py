@@ -1,4 +1,4 @@
-"""Consumer groups on a real cluster (real etcd, metadata, storage, coordinator and gateway
+"""Consumer groups on the session cluster (real etcd, metadata, storage, coordinator and gateway
 processes), through the SDK and the CLI: three members share twelve partitions with no
 partition owned by two members in one generation and every record read (eager and
 cooperative); a member killed with SIGKILL has its partitions given to a successor after its
@@ -323,7 +323,7 @@ def riverlog(*args: str, bootstrap: str) -> subprocess.CompletedProcess[str]:
 def test_cli_consume_group_and_groups_commands_round_trip(bootstrap: str) -> None:
     topic = create_topic(bootstrap, "cli", 3)
     produce(bootstrap, topic, 3, 10)
-    group = "cli-group"
+    group = f"{topic}-group"  # the session cluster is shared: names are the test's own
     consume = ("consume", topic, "--group", group, "--from-beginning", "--timeout-ms", "5000")
     done = riverlog(*consume, "--max-messages", "12", bootstrap=bootstrap)
     assert done.returncode == 0, done.stderr
