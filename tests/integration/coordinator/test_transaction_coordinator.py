@@ -16,12 +16,11 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
 import pytest
-from txn_cluster import gateway_stub, txn_cluster, wait_for
+from txn_cluster import gateway_stub, wait_for
 
 from riverlog.client import AdminClient
 from riverlog.cluster import LocalCluster, unique_topic_name
@@ -49,9 +48,9 @@ TIMEOUT_S = 30.0
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with txn_cluster(Path(tmp_path_factory.mktemp("txn"))) as local:
-        yield local
+def cluster(shared_txn_cluster: LocalCluster) -> LocalCluster:
+    """The transaction cluster this module shares (conftest.py): names are the module's own."""
+    return shared_txn_cluster
 
 
 @pytest.fixture(scope="module")

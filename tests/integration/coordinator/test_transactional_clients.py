@@ -21,12 +21,11 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 from sdk_flavours import SYNC, Sdk
-from txn_cluster import gateway_stub, txn_cluster, wait_for
+from txn_cluster import gateway_stub, wait_for
 
 from riverlog.client import (
     AbortableTransactionError,
@@ -48,9 +47,9 @@ PARTITIONS = 3
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with txn_cluster(Path(tmp_path_factory.mktemp("txn-sdk"))) as local:
-        yield local
+def cluster(shared_txn_cluster: LocalCluster) -> LocalCluster:
+    """The transaction cluster this module shares (conftest.py): names are the module's own."""
+    return shared_txn_cluster
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """What the transaction tests share: their cluster (etcd, one metadata instance, three storage
 nodes, two coordinators, a gateway; few internal partitions, fast heartbeats and follower
-fetches, a 200 ms timed-out-transaction sweep), a raw gateway stub, and a bounded poll."""
+fetches, a 200 ms timed-out-transaction sweep, no initial rebalance delay: each group here has
+one member at a time), a raw gateway stub, and a bounded poll."""
 
 from __future__ import annotations
 
@@ -23,20 +24,26 @@ TXN_CLUSTER_CONFIG: Mapping[str, Mapping[str, str]] = {
         "transaction.state.log.num.partitions": "6",
     },
     "storage": {"replica.fetch.wait.max.ms": "100"},
-    "coordinator": {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"},
+    "coordinator": {
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
+        "group.initial.rebalance.delay.ms": "0",
+    },
+}
+
+
+TXN_CLUSTER_SHAPE: Mapping[str, int] = {
+    "storage_nodes": 3,
+    "metadata_nodes": 1,
+    "gateways": 1,
+    "coordinators": 2,
 }
 
 
 @contextmanager
 def txn_cluster(data_dir: Path) -> Iterator[LocalCluster]:
-    with LocalCluster(
-        data_dir,
-        storage_nodes=3,
-        metadata_nodes=1,
-        gateways=1,
-        coordinators=2,
-        extra_config=TXN_CLUSTER_CONFIG,
-    ) as local:
+    """A transaction cluster of the caller's own (for tests that kill its processes; the
+    others share conftest.py's `shared_txn_cluster`)."""
+    with LocalCluster(data_dir, **TXN_CLUSTER_SHAPE, extra_config=TXN_CLUSTER_CONFIG) as local:
         yield local
 
 
