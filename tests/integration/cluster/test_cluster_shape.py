@@ -62,6 +62,8 @@ def shaped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         gateways=1,
         coordinators=2,
         quota_nodes=1,
+        # the one group here has one member: its (re)joins need not wait for others
+        extra_config={"coordinator": {"group.initial.rebalance.delay.ms": "0"}},
     )
     try:
         cluster.start(timeout=120)
