@@ -3,16 +3,19 @@ produce and consume round trips with every compression type, keys, headers and n
 each acks setting, positions and seeks, offsets look-ups, auto.offset.reset, flush and close,
 an unknown topic (to produce to, and assigned: read once created), and the admin client. Each
 test runs against both SDK flavours, the sync clients and the asyncio ones (the `sdk` fixture,
-sdk_flavours.py)."""
+sdk_flavours.py). A round trip (zstd), acks=all on replication factor 3 and a group's committed
+offsets run over internal TLS too, on the shared `tls_cluster` (the `client_cluster` fixture,
+conftest.py)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
 from sdk_flavours import Sdk
+from shared_clusters import ClientCluster
 
 from riverlog.client import (
     ClientTimeoutError,
@@ -33,17 +36,24 @@ NewTopicFn = Callable[..., str]
 BOUNDED = {"delivery.timeout.ms": 60_000, "request.timeout.ms": 20_000}
 
 
-def producer(sdk: Sdk, address: str, **config: object) -> Any:
-    return sdk.Producer({"bootstrap.servers": address, **BOUNDED}, **config)
+Target = str | Mapping[str, str]  # a gateway's address, or a `client_cluster.config`
+
+
+def base(target: Target) -> dict[str, object]:
+    return {"bootstrap.servers": target} if isinstance(target, str) else dict(target)
+
+
+def producer(sdk: Sdk, target: Target, **config: object) -> Any:
+    return sdk.Producer({**base(target), **BOUNDED}, **config)
 
 
 def consume(
-    sdk: Sdk, address: str, tps: list[TopicPartition], want: int, **config: object
+    sdk: Sdk, target: Target, tps: list[TopicPartition], want: int, **config: object
 ) -> list[ConsumerRecord]:
     """Read from the start until `want` records came back (bounded: 200 polls)."""
     out: list[ConsumerRecord] = []
     settings = {"auto.offset.reset": "earliest", "fetch.max.wait.ms": 100, **config}
-    with sdk.Consumer({"bootstrap.servers": address, **settings}) as consumer:
+    with sdk.Consumer({**base(target), **settings}) as consumer:
         consumer.assign(tps)
         for _ in range(200):
             for records in consumer.poll(timeout_ms=500).values():
@@ -53,13 +63,25 @@ def consume(
     return out
 
 
-@pytest.mark.parametrize("compression", ["none", "gzip", "snappy", "lz4", "zstd"])
+def over(values: list[str], tls: str) -> Any:
+    """`values` on the session cluster (ids unchanged), and `tls` on the TLS cluster too: the
+    arguments of a parametrize over (value, client_cluster), client_cluster indirect."""
+    cases = [pytest.param(v, "cluster", id=v) for v in values]
+    return [*cases, pytest.param(tls, "tls_cluster", id=f"{tls}-tls")]
+
+
+@pytest.mark.parametrize(
+    ("compression", "client_cluster"),
+    over(["none", "gzip", "snappy", "lz4", "zstd"], "zstd"),
+    indirect=["client_cluster"],
+)
 def test_round_trip_per_compression(
-    sdk: Sdk, gateway_address: str, new_topic: NewTopicFn, compression: str
+    sdk: Sdk, client_cluster: ClientCluster, compression: str
 ) -> None:
-    topic = new_topic(partitions=3)
+    topic = client_cluster.new_topic(partitions=3)
+    target = client_cluster.config
     sent = []
-    with producer(sdk, gateway_address, compression_type=compression, acks=1) as p:
+    with producer(sdk, target, compression_type=compression, acks=1) as p:
         for i in range(600):
             key = None if i % 5 == 0 else b"key-%d" % (i % 17)
             value = None if i % 7 == 0 else b"value-%d-" % i + b"x" * (i % 50)
@@ -68,7 +90,7 @@ def test_round_trip_per_compression(
         p.flush()
     metas = [f.result(30) for *_, f in sent]
     tps = [TopicPartition(topic, i) for i in range(3)]
-    got = {(r.partition, r.offset): r for r in consume(sdk, gateway_address, tps, len(sent))}
+    got = {(r.partition, r.offset): r for r in consume(sdk, target, tps, len(sent))}
     assert len(got) == len(sent)
     for (key, value, headers, _), meta in zip(sent, metas, strict=True):
         record = got[(meta.partition, meta.offset)]
@@ -78,12 +100,13 @@ def test_round_trip_per_compression(
             assert meta.partition == partition_for_key(key, 3)
 
 
-@pytest.mark.parametrize("acks", ["0", "1", "all"])
-def test_each_acks_setting(
-    sdk: Sdk, gateway_address: str, new_topic: NewTopicFn, acks: str
-) -> None:
-    topic = new_topic(partitions=1, replication_factor=3)
-    with producer(sdk, gateway_address, acks=acks) as p:
+@pytest.mark.parametrize(
+    ("acks", "client_cluster"), over(["0", "1", "all"], "all"), indirect=["client_cluster"]
+)
+def test_each_acks_setting(sdk: Sdk, client_cluster: ClientCluster, acks: str) -> None:
+    topic = client_cluster.new_topic(partitions=1, replication_factor=3)
+    target = client_cluster.config
+    with producer(sdk, target, acks=acks) as p:
         futures = [p.send(topic, b"v%d" % i) for i in range(50)]
         p.flush()
         offsets = [f.result(30).offset for f in futures]
@@ -91,7 +114,7 @@ def test_each_acks_setting(
         assert offsets == [-1] * 50
     else:
         assert offsets == list(range(50))
-    records = consume(sdk, gateway_address, [TopicPartition(topic, 0)], 50)
+    records = consume(sdk, target, [TopicPartition(topic, 0)], 50)
     assert [r.value for r in records] == [b"v%d" % i for i in range(50)]
 
 
@@ -252,24 +275,25 @@ def test_delete_records_moves_the_log_start(
 
 
 def test_assign_with_a_group_starts_at_its_committed_offset(
-    sdk: Sdk, gateway_address: str, new_topic: NewTopicFn
+    sdk: Sdk, client_cluster: ClientCluster
 ) -> None:
     """As Kafka's consumer: assign() plus group.id starts where the group committed (no
     rebalance, the group only stores offsets); without a commit, per auto.offset.reset."""
-    topic = new_topic(partitions=2)
-    with producer(sdk, gateway_address) as p:
+    topic = client_cluster.new_topic(partitions=2)
+    target = client_cluster.config
+    with producer(sdk, target) as p:
         for i in range(10):
             p.send(topic, b"v%d" % i, partition=0)
             p.send(topic, b"w%d" % i, partition=1)
     group = f"assign-{topic}"
-    with sdk.AdminClient(bootstrap_servers=gateway_address) as admin:
+    with sdk.AdminClient(target) as admin:
         admin.alter_group_offsets(group, {TopicPartition(topic, 0): 7})
     tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
-    config = {"bootstrap.servers": gateway_address, "group.id": group}
+    config = {**target, "group.id": group}
     with sdk.Consumer({**config, "auto.offset.reset": "earliest"}) as consumer:
         consumer.assign(tps)
         assert consumer.position(tps[0]) == 7
         assert consumer.position(tps[1]) == 0  # nothing committed: auto.offset.reset
-    records = consume(sdk, gateway_address, tps, 13, **{"group.id": group})
+    records = consume(sdk, target, tps, 13, **{"group.id": group})
     assert [r.value for r in records if r.partition == 0] == [b"v7", b"v8", b"v9"]
     assert len(records) == 13

@@ -1,6 +1,9 @@
 """A local cluster with every channel encrypted (`LocalCluster(tls=True)`, what `riverlog
 cluster up --tls` starts; decision 0035): two metadata instances, three storage nodes, a group
 coordinator, a quota instance and a gateway, each with its own certificate from a throwaway CA.
+It is the `tls_cluster` the behavioural suites that take `client_cluster` also run on (client
+round trips, acks=all on RF 3, idempotence, a replication round trip: conftest.py), so what is
+asserted here holds whatever those tests did on it.
 
 Produce (acks=all, RF 3) and a group consume go through the TLS gateway, and the followers catch
 up over TLS replication. That every channel is encrypted is checked from the servers' side:
@@ -20,14 +23,14 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
 import pytest
 
-from riverlog.client import Consumer, Producer
+from riverlog.client import AdminClient, Consumer, Producer
 from riverlog.cluster import LocalCluster, unique_topic_name
 from riverlog.cluster.certs import issue, new_ca
 from riverlog.common.errors import ErrorCode
@@ -59,19 +62,9 @@ def wait_until(predicate: Callable[[], T | None], what: str, timeout_s: float = 
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    local = LocalCluster(
-        tmp_path_factory.mktemp("tls-cluster"),
-        storage_nodes=3,
-        metadata_nodes=2,
-        gateways=1,
-        coordinators=1,
-        quota_nodes=1,
-        tls=True,
-        extra_config={"storage": {"replica.fetch.wait.max.ms": "200"}},
-    )
-    with local:
-        yield local
+def cluster(tls_cluster: LocalCluster) -> LocalCluster:
+    """The shared TLS cluster (tests/integration/conftest.py)."""
+    return tls_cluster
 
 
 @pytest.fixture(scope="module")
@@ -202,9 +195,10 @@ def test_every_internal_channel_carries_the_callers_certificate(
     assert metadata_callers >= storage_names | {"gateway-1", "coordinator-1", "quota-1"}
     assert other.name in callers(seen[controller], METADATA + "CreateTopics")
 
-    leader = next(
-        n for n in (1, 2, 3) if "gateway-1" in callers(seen[f"storage-{n}"], STORAGE + "Produce")
-    )
+    client = {"bootstrap.servers": cluster.bootstrap_servers, **cluster.client_tls_config}
+    with AdminClient(client) as admin:
+        leader = admin.describe_topics([traffic])[traffic].partitions[0].leader
+    assert "gateway-1" in callers(seen[f"storage-{leader}"], STORAGE + "Produce")
     followers = storage_names - {f"storage-{leader}"}
     # storage → storage replication: both followers fetch from the leader with their own cert.
     assert callers(seen[f"storage-{leader}"], STORAGE + "Fetch") >= followers | {"gateway-1"}

@@ -15,10 +15,10 @@ TIMEOUT_S = 30.0
 
 
 class Client:
-    """One gateway's stub."""
+    """One gateway's stub (over TLS with `credentials`)."""
 
-    def __init__(self, address: str) -> None:
-        self.channel: grpc.Channel = sync_channel(address)
+    def __init__(self, address: str, credentials: grpc.ChannelCredentials | None = None) -> None:
+        self.channel: grpc.Channel = sync_channel(address, credentials)
         self.stub = gateway_pb2_grpc.GatewayStub(self.channel)
 
     def close(self) -> None:

@@ -98,23 +98,34 @@ def start_replication_cluster(
 
 
 class ReplicationHarness:
-    def __init__(self, cluster: LocalCluster) -> None:
+    """Speaks to the cluster's metadata and storage processes directly; over TLS with
+    `credentials` (a client certificate of the cluster's CA), and then it creates topics through
+    the cluster's gateway (a TLS cluster has two metadata instances: a write sent to the one
+    that is not the controller would be forwarded)."""
+
+    def __init__(
+        self, cluster: LocalCluster, credentials: grpc.ChannelCredentials | None = None
+    ) -> None:
         self.cluster = cluster
+        self.credentials = credentials
 
     @contextmanager
     def metadata(self) -> Iterator[Any]:
-        with sync_channel(self.cluster.metadata_addresses[0]) as channel:
+        with sync_channel(self.cluster.metadata_addresses[0], self.credentials) as channel:
             yield metadata_pb2_grpc.MetadataServiceStub(channel)
 
     @contextmanager
     def storage(self, node_id: int) -> Iterator[Any]:
         address = self.cluster.storage(node_id).address
         assert address is not None
-        with sync_channel(address) as channel:
+        with sync_channel(address, self.credentials) as channel:
             yield storage_pb2_grpc.StorageServiceStub(channel)
 
     def create_topic(self, prefix: str, configs: Mapping[str, str] | None = None) -> str:
         name = unique_topic_name(prefix)
+        if self.credentials is not None:
+            self.cluster.create_topic(name, 1, 3, configs)  # waits for the leader
+            return name
         request = admin_pb2.CreateTopicsRequest(
             topics=[
                 admin_pb2.CreatableTopic(

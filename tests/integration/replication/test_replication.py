@@ -1,6 +1,7 @@
 """Replication on real processes: three storage nodes, replication factor 3.
 
-acks=all round trips whose followers' logs end byte-identical to the leader's; a killed follower
+acks=all round trips whose followers' logs end byte-identical to the leader's (over plaintext,
+and over TLS on the shared `tls_cluster`, every channel encrypted); a killed follower
 leaving the ISR (acks=all carries on without it) and rejoining after its restart;
 min.insync.replicas=2 refusing acks=all with NOT_ENOUGH_REPLICAS when both followers are dead;
 consumers never reading above the high watermark while followers are paused; a leader kill -9
@@ -28,7 +29,10 @@ def _followers(harness: ReplicationHarness, topic: str) -> tuple[int, list[int]]
     return state.leader, [r for r in state.replicas if r != state.leader]
 
 
-def test_acks_all_round_trip_leaves_byte_identical_replicas(harness: ReplicationHarness) -> None:
+def test_acks_all_round_trip_leaves_byte_identical_replicas(
+    any_harness: ReplicationHarness,
+) -> None:
+    harness = any_harness
     topic = harness.create_topic("rf3-round-trip")
     harness.wait_isr(topic, ALL)
     leader, followers = _followers(harness, topic)
