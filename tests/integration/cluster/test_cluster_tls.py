@@ -176,6 +176,15 @@ def test_every_internal_channel_carries_the_callers_certificate(
         ),
         f"{controller} to record a CreateTopics forwarded by {other.name}",
     )
+    # Every service heartbeats to the metadata service every few seconds: on a cluster whose
+    # tests ran quickly the first heartbeat of one may still be to come.
+    heartbeating = storage_names | {"gateway-1", "coordinator-1", "quota-1"}
+
+    def heartbeats() -> set[str]:
+        seen_by = [peers(m.address or "", credentials) for m in cluster.by_role("metadata")]
+        return set().union(*(callers(s, METADATA + "Heartbeat") for s in seen_by))
+
+    wait_until(lambda: heartbeats() >= heartbeating, "every service's first heartbeat")
 
     seen = {
         p.name: peers(p.address or "", credentials)
@@ -192,7 +201,7 @@ def test_every_internal_channel_carries_the_callers_certificate(
     metadata_callers: set[str] = set()
     for instance in cluster.by_role("metadata"):
         metadata_callers |= callers(seen[instance.name], METADATA + "Heartbeat")
-    assert metadata_callers >= storage_names | {"gateway-1", "coordinator-1", "quota-1"}
+    assert metadata_callers >= heartbeating
     assert other.name in callers(seen[controller], METADATA + "CreateTopics")
 
     client = {"bootstrap.servers": cluster.bootstrap_servers, **cluster.client_tls_config}
