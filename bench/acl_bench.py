@@ -11,8 +11,11 @@
    `--rounds` each.
 2. Per request: produce requests of one record, 32 in flight for 5 s (requests/s and the
    gateway's CPU per request), where the gateway's per-request work is what limits.
+3. Latency: `latency_probe.measure` (1,000 records/s for `--latency-seconds`, SDK defaults,
+   acks=1, a consumer in its own process), alternately without and with ACLs: send → ack and
+   send → poll() p50 / p99 of every run.
 
-    .venv/bin/python bench/acl_bench.py [--records N] [--rounds 3]
+    .venv/bin/python bench/acl_bench.py [--records N] [--rounds 3] [--latency-seconds 5]
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from latency_probe import measure, summary
 from quota_bench import _cpu_seconds, _request_run, _runs
 
 from riverlog.client import AdminClient, Consumer, Producer, TopicPartition
@@ -41,6 +45,7 @@ from riverlog.common.acl.model import (
 )
 
 TOPIC = "quota-bench"  # quota_bench's request loop produces to this name
+LATENCY_PREFIX = "acl-latency-"  # a topic per latency run (its reader starts at the earliest)
 PARTITIONS = 4
 
 
@@ -111,8 +116,14 @@ def set_acls(admin: AdminClient, on: bool) -> None:
         admin.create_acls(
             [
                 *unrelated(),
-                _binding(TOPIC, AclOperation.WRITE, "User:ANONYMOUS"),
-                _binding(TOPIC, AclOperation.READ, "User:ANONYMOUS"),
+                *(
+                    _binding(name, op, "User:ANONYMOUS", pattern)
+                    for name, pattern in (
+                        (TOPIC, PatternType.LITERAL),
+                        (LATENCY_PREFIX, PatternType.PREFIXED),
+                    )
+                    for op in (AclOperation.WRITE, AclOperation.READ)
+                ),
                 AclBinding(  # so this admin client may take them away again
                     ResourcePattern(ResourceType.CLUSTER, CLUSTER_NAME),
                     AccessControlEntry(
@@ -172,10 +183,32 @@ def request_overhead(cluster: LocalCluster, rounds: int, seconds: float = 5.0) -
         )
 
 
+def latency(cluster: LocalCluster, rounds: int, seconds: float) -> None:
+    bootstrap = cluster.gateway_addresses[0]
+    runs_of = [(r, on) for r in range(rounds) for on in (False, True)]
+    topics = {(r, on): f"{LATENCY_PREFIX}{r}-{int(on)}" for r, on in runs_of}
+    for name in topics.values():  # before any ACL: creating needs no CREATE binding then
+        cluster.create_topic(name, partitions=1)
+    runs: dict[bool, list[tuple[list[int], list[int]]]] = {False: [], True: []}
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        for r in range(rounds):
+            for on in (False, True):
+                set_acls(admin, on)
+                acks, e2e, _ = measure(bootstrap, topics[r, on], seconds=seconds)
+                runs[on].append((acks, e2e))
+            set_acls(admin, False)
+    print(f"latency: 1,000 records/s for {seconds:g} s, acks=1, SDK defaults, per run")
+    for on in (False, True):
+        label = "ACLs enforced:" if on else "no ACLs (dormant):"
+        for acks, e2e in runs[on]:
+            print(f"  {label:24s}{summary('ack', acks)}; {summary('e2e', e2e)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--latency-seconds", type=float, default=5.0)
     args = parser.parse_args()
     decision_cost()
     with tempfile.TemporaryDirectory(prefix="riverlog-acl-bench-") as tmp:
@@ -183,6 +216,7 @@ def main() -> None:
             cluster.create_topic(TOPIC, partitions=PARTITIONS)
             throughput(cluster, args.records, args.rounds)
             request_overhead(cluster, args.rounds)
+            latency(cluster, args.rounds, args.latency_seconds)
 
 
 if __name__ == "__main__":

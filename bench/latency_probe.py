@@ -60,11 +60,18 @@ _STAMP = struct.Struct("<Q")
 
 
 def _consume(
-    address: str, topic: str, partitions: int, expected: int, ready: Any, out: Any
+    address: str,
+    topic: str,
+    partitions: int,
+    expected: int,
+    ready: Any,
+    out: Any,
+    client: dict[str, object] | None = None,
 ) -> None:
     latencies: list[int] = []
     deadline = time.monotonic() + 60
-    with Consumer({"bootstrap.servers": address, "auto.offset.reset": "earliest"}) as consumer:
+    conf = {**(client or {}), "bootstrap.servers": address, "auto.offset.reset": "earliest"}
+    with Consumer(conf) as consumer:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         consumer.assign(tps)
         for tp in tps:
@@ -140,7 +147,8 @@ def _zero_copy_connections(data_dir: str | None) -> int | None:
     return int(total)
 
 
-def _summary(name: str, values_ns: list[int]) -> str:
+def summary(name: str, values_ns: list[int]) -> str:
+    """`name p50 .. p99 .. max .. ms` of latencies in nanoseconds."""
     if not values_ns:
         return f"{name}: none"
     values = sorted(v / 1e6 for v in values_ns)
@@ -160,32 +168,50 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_once(args: argparse.Namespace, rep: int) -> str:
-    topic = f"probe-{int(time.time())}-{rep}"
-    with AdminClient(bootstrap_servers=args.bootstrap) as admin:
-        admin.create_topics([NewTopic(topic, args.partitions, 1)])
-    total = int(args.rate * args.seconds)
+def measure(
+    bootstrap: str,
+    topic: str,
+    *,
+    partitions: int = 1,
+    rate: int = 1000,
+    seconds: float = 5.0,
+    linger_ms: int | None = None,
+    value_size: int = 100,
+    grpc_fetch: bool = False,
+    client: dict[str, object] | None = None,
+    pids: list[int] | None = None,
+    on_ready: Callable[[], object] | None = None,
+) -> tuple[list[int], list[int], dict[int, float]]:
+    """Send `rate` records/s to `topic` (it exists) for `seconds` with the SDK (acks=1) while
+    a reader in another process polls them: (send → ack latencies, send → poll latencies, in
+    ns; CPU/wall of this process and of `pids`). `client`: more SDK settings for both sides
+    (TLS, credentials); the `grpc_fetch` reader is plaintext only. `on_ready` is called once
+    the reader is connected, before the producer starts."""
+    if grpc_fetch and client:
+        raise ValueError("the gRPC Fetch reader takes no client settings")
+    total = int(rate * seconds)
     ctx = mp.get_context("spawn")
     ready = ctx.Event()
     out = ctx.Queue()
-    reader = ctx.Process(
-        target=_fetch_grpc if args.grpc_fetch else _consume,
-        args=(args.bootstrap, topic, args.partitions, total, ready, out),
-    )
+    reader_args: tuple[object, ...] = (bootstrap, topic, partitions, total, ready, out)
+    if not grpc_fetch:
+        reader_args += (client,)
+    reader = ctx.Process(target=_fetch_grpc if grpc_fetch else _consume, args=reader_args)
     reader.start()
     ready.wait(60)
     time.sleep(0.5)
-    connections_before = _zero_copy_connections(args.data_dir)
-    settings: dict[str, object] = {"bootstrap.servers": args.bootstrap, "acks": "1"}
-    if args.linger_ms is not None:
-        settings["linger.ms"] = args.linger_ms
+    if on_ready is not None:
+        on_ready()
+    settings: dict[str, object] = {**(client or {}), "bootstrap.servers": bootstrap, "acks": "1"}
+    if linger_ms is not None:
+        settings["linger.ms"] = linger_ms
     acks: list[int] = []
-    padding = b"x" * (args.value_size - _STAMP.size)
+    padding = b"x" * (value_size - _STAMP.size)
     with Producer(settings) as producer:
         producer.send(topic, _STAMP.pack(0) + padding, partition=0).result(30)  # warm up
         start = time.monotonic_ns() + 5_000_000
-        cpu = {pid: _cpu_seconds(pid) for pid in [os.getpid(), *args.pid]}
-        period = int(1e9 / args.rate)
+        cpu = {pid: _cpu_seconds(pid) for pid in [os.getpid(), *(pids or [])]}
+        period = int(1e9 / rate)
         for i in range(total):
             due = start + i * period
             now = time.monotonic_ns()
@@ -202,15 +228,40 @@ def run_once(args: argparse.Namespace, rep: int) -> str:
         cpu = {pid: (_cpu_seconds(pid) - used) / wall for pid, used in cpu.items()}
     latencies = out.get(timeout=90)
     reader.join(10)
+    return acks, latencies, cpu
+
+
+def run_once(args: argparse.Namespace, rep: int) -> str:
+    topic = f"probe-{int(time.time())}-{rep}"
+    with AdminClient(bootstrap_servers=args.bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, args.partitions, 1)])
+    total = int(args.rate * args.seconds)
+    connections_before: list[int | None] = [None]
+
+    def count_connections() -> None:
+        connections_before[0] = _zero_copy_connections(args.data_dir)
+
+    acks, latencies, cpu = measure(
+        args.bootstrap,
+        topic,
+        partitions=args.partitions,
+        rate=args.rate,
+        seconds=args.seconds,
+        linger_ms=args.linger_ms,
+        value_size=args.value_size,
+        grpc_fetch=args.grpc_fetch,
+        pids=args.pid,
+        on_ready=count_connections,
+    )
     connections = ""
-    if connections_before is not None:
-        opened = (_zero_copy_connections(args.data_dir) or 0) - connections_before
+    if connections_before[0] is not None:
+        opened = (_zero_copy_connections(args.data_dir) or 0) - connections_before[0]
         connections = f"; {opened} zero-copy connections opened"
     linger = "default" if args.linger_ms is None else args.linger_ms
     reader_kind = "gRPC Fetch" if args.grpc_fetch else "SDK consumer"
     return (
         f"{args.partitions} partition(s), {reader_kind}, linger.ms {linger}, {args.rate}/s: "
-        f"{_summary('ack', acks)}; {_summary('e2e', latencies)} ({len(latencies)}/{total}); "
+        f"{summary('ack', acks)}; {summary('e2e', latencies)} ({len(latencies)}/{total}); "
         "CPU/wall " + " ".join(f"{pid}:{share:.2f}" for pid, share in cpu.items()) + connections
     )
 
@@ -223,7 +274,7 @@ def _timed(name: str, count: int, one: Callable[[], object]) -> str:
         one()
         took.append(time.monotonic_ns() - start)
         time.sleep(0.01)
-    return _summary(name, took)
+    return summary(name, took)
 
 
 def hops(args: argparse.Namespace) -> None:
@@ -262,7 +313,7 @@ def hops(args: argparse.Namespace) -> None:
                 took.append(time.monotonic_ns() - start)
                 await asyncio.sleep(0.01)
             await lane.close()
-            return _summary("leader's produce lane", took)
+            return summary("leader's produce lane", took)
 
         print(asyncio.run(on_lane()), flush=True)
         requests: queue.SimpleQueue[data_pb2.ProduceRequest | None] = queue.SimpleQueue()

@@ -11,7 +11,9 @@ factor 1, then:
    application would) and prints records/s and MB/s;
 3. sends 1,000 records/s for ~10 s while a consumer thread reads them, and prints the p50,
    p99 and max end-to-end latency (the producer's send time, in the value, to the moment
-   `poll()` hands the record to the consumer).
+   `poll()` hands the record to the consumer) and of the acknowledgement (send to the
+   producer's callback: the producer → gateway → leader half and back, where internal TLS
+   adds its hop), as `latency_probe.summary` prints them.
 
 For each phase it also prints the CPU seconds each process used (this client process, the
 gateway, every storage node, metadata, etcd) per wall second, which says what limits the
@@ -38,6 +40,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from latency_probe import summary
 
 from riverlog.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from riverlog.cluster import LocalCluster
@@ -126,8 +130,9 @@ def consume(address: str, topic: str, records: int) -> tuple[int, float]:
 
 def latency(
     address: str, topic: str, seconds: float, rate: int, linger_ms: int | None
-) -> list[float]:
-    """Send `rate` records/s for `seconds`; latencies in ms as a consumer thread saw them."""
+) -> tuple[list[float], list[int]]:
+    """Send `rate` records/s for `seconds`: end-to-end latencies in ms as a consumer thread saw
+    them (sorted), and send → acknowledgement latencies in ns."""
     tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
     total = int(seconds * rate)
     latencies: list[float] = []
@@ -152,16 +157,22 @@ def latency(
     settings: dict[str, object] = {**CLIENT_TLS, "bootstrap.servers": address, "acks": "1"}
     if linger_ms is not None:
         settings["linger.ms"] = linger_ms
+    acks: list[int] = []
     with Producer(settings) as producer:
         start = time.perf_counter()
         for i in range(total):
             pause = start + i / rate - time.perf_counter()
             if pause > 0:
                 time.sleep(pause)
-            producer.send(topic, _NS.pack(time.time_ns()) + padding)
+            sent = time.time_ns()
+            producer.send(
+                topic,
+                _NS.pack(sent) + padding,
+                callback=lambda _m, _e, sent=sent: acks.append(time.time_ns() - sent),
+            )
         producer.flush()
     reader.join(seconds + 60)
-    return sorted(latencies)
+    return sorted(latencies), acks
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -193,12 +204,13 @@ def run(address: str, pids: dict[str, int], args: argparse.Namespace) -> None:
     if args.latency_seconds > 0:
         for linger in (None, 0):
             with measured("latency run", pids):
-                values = latency(address, topic, args.latency_seconds, args.rate, linger)
+                values, acks = latency(address, topic, args.latency_seconds, args.rate, linger)
             shown = "default" if linger is None else linger
             print(f"end-to-end latency at {args.rate:,} records/s for {args.latency_seconds:g} s "
                   f"({len(values):,} records, linger.ms={shown}): "
                   f"p50 {percentile(values, 0.5):.2f} ms, p99 {percentile(values, 0.99):.2f} ms, "
-                  f"max {values[-1] if values else float('nan'):.2f} ms")  # fmt: skip
+                  f"max {values[-1] if values else float('nan'):.2f} ms; "
+                  f"{summary('ack', acks)}")  # fmt: skip
 
 
 def main(
