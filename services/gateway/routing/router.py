@@ -153,8 +153,16 @@ class Router:
             if not retry or deadline.expired:
                 break
             attempt += 1
-            waited = await self.cache.wait_newer(version, min(backoff, deadline.remaining()))
+            budget = deadline.remaining()
+            wait_s = min(backoff, budget)
+            waited = await self.cache.wait_newer(version, wait_s)
             if not waited:
+                if wait_s >= budget:
+                    # The wait took the request's whole remaining time. Stop here rather than
+                    # ask `deadline.expired`: its clock ticks in milliseconds, so just short of
+                    # the deadline it can stay unexpired for the rest of a millisecond, and
+                    # each retry would then wait ~0 and call the leaders again at once.
+                    break
                 backoff = min(backoff * 2, self.config.retry_backoff_max_s)
             if deadline.expired:
                 break

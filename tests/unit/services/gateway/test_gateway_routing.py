@@ -7,6 +7,7 @@ import asyncio
 import pytest
 from gateway_fakes import FAST, Harness, make_image
 
+from riverlog.common.clock import ManualClock
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 from riverlog.services.gateway.config import GatewayConfig
@@ -134,6 +135,26 @@ async def test_gives_up_with_the_last_error_at_the_deadline(harness: Harness) ->
     assert results[0].error_message == "node 1 is not the leader"
     # Backoff bounds the number of attempts: 0.3 s with 10 ms doubling to 50 ms.
     assert 2 <= len(harness.storage.calls) <= 15
+
+
+async def test_gives_up_once_a_wait_took_the_rest_of_the_deadline() -> None:
+    # The deadline's clock ticks in milliseconds: within the last one, the deadline is not
+    # expired though less than a millisecond remains. A wait for that remainder is the
+    # request's last; calling the leader again after it would repeat at once until the tick.
+    clock = ManualClock()
+    h = Harness(make_image(1, {"t": [1]}), FAST, clock)
+
+    def answer(node_id: int, item: ProducePart) -> ProducePartResult:
+        if len(h.storage.calls) == 20:
+            clock.advance(1)  # so that the test ends when the router does not stop by itself
+        return ProducePartResult(item.tp, ErrorCode.NOT_LEADER_OR_FOLLOWER, "not the leader")
+
+    h.storage.answer = answer
+    results = await h.router.dispatch(
+        parts(("t", 0)), h.send, ProducePartResult.failed, h.ctx(0.0005).deadline
+    )
+    assert results[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert len(h.storage.calls) == 1
 
 
 async def test_unknown_topic_answers_at_once_without_sending(harness: Harness) -> None:
