@@ -4,8 +4,10 @@ results in request order, and retry only the partitions whose route turned out s
 Every data-plane family (produce, fetch, list offsets, delete records, plain records) goes
 through `Router.dispatch`. A partition is retried when its leader said it is not the leader (or
 does not host it), when its leader could not be reached, or when the cache shows no leader: the
-request then waits for a NEWER metadata image (pushed by the watcher; a backoff bounds the wait
-so a leader that merely lags behind the gateway's metadata is retried too) and routes again,
+request then waits for a NEWER metadata image that routes one of those partitions elsewhere
+(pushed by the watcher; a backoff bounds the wait so a leader that merely lags behind the
+gateway's metadata is retried too, and other metadata changes do not cut the backoff short)
+and routes again,
 until the request deadline, when the last answer stands. Partitions with no leader wait at most
 `max.block.ms`; unknown topics and partitions answer at once. UNKNOWN_LEADER_EPOCH is retried
 only while the leader lags behind the epoch this gateway routed by: an item whose own
@@ -20,7 +22,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Final, Protocol, TypeVar
 
-from riverlog.common.cluster.image import NodeInfo, NodeKey
+from riverlog.common.cluster.image import ClusterImage, NodeInfo, NodeKey
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.types import TopicPartition
 
@@ -155,7 +157,8 @@ class Router:
             attempt += 1
             budget = deadline.remaining()
             wait_s = min(backoff, budget)
-            waited = await self.cache.wait_newer(version, wait_s)
+            moved = self._moved_check(items, version, retry, groups, route_fn)
+            waited = await self.cache.wait_until(moved, wait_s)
             if not waited:
                 if wait_s >= budget:
                     # The wait took the request's whole remaining time. Stop here rather than
@@ -175,6 +178,39 @@ class Router:
             )
             pending = sorted(retry)
         return [results[i] for i in range(len(items))]
+
+    def _moved_check(
+        self,
+        items: Sequence[ItemT],
+        version: int,
+        retry: Sequence[int],
+        groups: Sequence[_Group],
+        route_fn: RouteFn | None,
+    ) -> Callable[[ClusterImage], bool]:
+        """A predicate: the image is newer than `version` and routes one of `retry` elsewhere
+        than `groups` did (another node or leader epoch, or a route where there was none). Only
+        then does a retry skip the backoff (as Kafka's producer does since KIP-951): a new image
+        that leaves these routes as they were (another topic created, an ISR change) must not
+        resend them at once."""
+        routed: dict[int, tuple[NodeKey, int]] = {}
+        for group in groups:
+            for index, epoch in zip(group.indexes, group.epochs, strict=True):
+                routed[index] = (group.node.key, epoch)
+        find = route_fn or self.cache.route
+
+        def moved(image: ClusterImage) -> bool:
+            if image.version <= version:
+                return False
+            for index in retry:
+                try:
+                    route = find(items[index].tp)  # by the cache's image, which is `image`
+                except RiverlogError:
+                    continue  # still (or now) no route: nothing to resend to yet
+                if routed.get(index) != (route.node.key, route.leader_epoch):
+                    return True
+            return False
+
+        return moved
 
     @staticmethod
     def _collect(

@@ -137,6 +137,29 @@ async def test_gives_up_with_the_last_error_at_the_deadline(harness: Harness) ->
     assert 2 <= len(harness.storage.calls) <= 15
 
 
+async def test_metadata_that_leaves_the_route_as_it_was_does_not_cut_the_backoff(
+    harness: Harness,
+) -> None:
+    # Each refusal is followed by a new image that changes nothing for t-0 (as another topic's
+    # creation or an ISR change would): only a moved route may skip the backoff.
+    images = iter(range(2, 10_000))
+
+    def answer(node_id: int, item: ProducePart) -> ProducePartResult:
+        unrelated = make_image(next(images), {"t": [1, 2, 1], "u": [3], "v": [2]})
+        asyncio.get_running_loop().call_soon(
+            lambda: asyncio.ensure_future(harness.source.publish(unrelated))
+        )
+        return ProducePartResult(item.tp, ErrorCode.NOT_LEADER_OR_FOLLOWER, "not the leader")
+
+    harness.storage.answer = answer
+    results = await harness.router.dispatch(
+        parts(("t", 0)), harness.send, ProducePartResult.failed, harness.ctx(0.3).deadline
+    )
+    assert results[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    # As in the test above: 0.3 s with 10 ms doubling to 50 ms.
+    assert 2 <= len(harness.storage.calls) <= 15
+
+
 async def test_gives_up_once_a_wait_took_the_rest_of_the_deadline() -> None:
     # The deadline's clock ticks in milliseconds: within the last one, the deadline is not
     # expired though less than a millisecond remains. A wait for that remainder is the
