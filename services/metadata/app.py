@@ -130,7 +130,10 @@ class MetadataInstance:
         replication = ReplicationController(election, image, config)
         producer_ids = ProducerIdManager(election, image)
         reassignments = ReassignmentController(replication, image)
-        balancer = ReplicaBalancer(replication, reassignments, topics, image, config, sizes)
+        node_configs = NodeConfigController(election, image)
+        balancer = ReplicaBalancer(
+            replication, reassignments, topics, image, config, sizes, node_configs
+        )
         servicer = MetadataServicer(
             image, election, topics, registry, self.peer, replication, producer_ids
         )
@@ -141,7 +144,7 @@ class MetadataInstance:
         )
         servicer.client_quotas = self.client_quotas
         servicer.reassignments = ReassignmentsRpc(reassignments)
-        servicer.node_configs = NodeConfigController(election, image)
+        servicer.node_configs = node_configs
         servicer.balancer = BalancerRpc(balancer)
         draining = servicer.draining = DrainingController(election, image)
         servicer.acls = AclsRpc(

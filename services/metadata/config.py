@@ -33,6 +33,11 @@ _KEYS: Final[dict[str, tuple[str, int, int]]] = {
     "transaction.state.log.min.isr": ("transaction_state_log_min_isr", 1, 1_000),
     "balancer.max.concurrent.moves": ("balancer_max_concurrent_moves", 1, 10_000),
     "balancer.imbalance.threshold": ("balancer_imbalance_threshold", 1, 1_000_000),
+    "balancer.replication.throttled.rate": (
+        "balancer_replication_throttled_rate",
+        0,
+        9_223_372_036_854_775_807,
+    ),
 }
 _STRING_KEYS: Final[dict[str, str]] = {"metadata.etcd.prefix": "etcd_prefix"}
 _BOOL_KEYS: Final[dict[str, str]] = {
@@ -90,6 +95,12 @@ class MetadataConfig:
     balancer_enable: bool = False
     balancer_max_concurrent_moves: int = 3
     balancer_imbalance_threshold: int = 2
+    # balancer.replication.throttled.rate: bytes/s the balancer sets as
+    # leader/follower.replication.throttled.rate on the nodes of its moves while they run
+    # (Cruise Control's default.replication.throttle), removed when they are done; a node (or
+    # the default entity) with a rate an operator set keeps it. 0: no throttle. 10 MiB/s by
+    # default (decision 0025, addendum).
+    balancer_replication_throttled_rate: int = 10 * 1024 * 1024
 
     @property
     def address(self) -> str:

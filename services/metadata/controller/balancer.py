@@ -14,7 +14,10 @@ the moves, and starts a new run by itself when the balancer is enabled.
 
 While a partition moves, its topic's `leader/follower.replication.throttled.replicas` name its
 current and adding replicas (`throttled_replicas`); the entries go once it stops moving. A new
-controller adopts every such entry, so none outlives its move after a failover. Partition
+controller adopts every such entry, so none outlives its move after a failover. The nodes of
+its moves get `balancer.replication.throttled.rate` as their throttled rates while a move of
+the balancer involves them, unless an operator set a rate (`balance_throttle`); the rates go
+once no move involves the node, and a new controller adopts them too. Partition
 sizes come from the storage nodes' heartbeats (`replica_sizes`). Nodes being drained
 (`MetadataImage.draining`) are handed to the planner as such: it moves nothing onto them.
 """
@@ -26,10 +29,12 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.node_config import rate_configs
 from riverlog.common.types import TopicPartition
 
 from ..config import MetadataConfig
 from ..image import MetadataImage
+from . import balance_throttle as rates
 from . import reassignment as steps
 from . import throttled_replicas as throttle
 from .background import cancel_all, wait_woken
@@ -42,6 +47,7 @@ from .balance_plan import (
     spread_of,
     start_reason,
 )
+from .node_configs import NodeConfigController
 from .reassignments import ReassignmentController, ReassignmentItem
 from .replica_sizes import ReplicaSizeBook
 from .replication import ReplicationController
@@ -67,8 +73,10 @@ class ReplicaBalancer:
         image: MetadataImage,
         config: MetadataConfig,
         sizes: ReplicaSizeBook | None = None,
+        node_configs: NodeConfigController | None = None,
     ) -> None:
         self.replication = replication
+        self.node_configs = node_configs
         self.sizes = sizes
         self.reassignments = reassignments
         self.topics = topics
@@ -76,6 +84,7 @@ class ReplicaBalancer:
         self.config = config
         self.running = False
         self._throttled: dict[str, set[int]] = {}
+        self._rated: set[int] = set()  # nodes whose throttled rates the balancer set
         self._elect: set[tuple[str, int]] = set()
         self._was_controller = False
         self._wake = asyncio.Event()
@@ -181,11 +190,13 @@ class ReplicaBalancer:
         if not self.is_controller:
             self._was_controller = self.running = False
             self._throttled.clear()
+            self._rated.clear()
             return
         if not self._was_controller:
             self._adopt_throttles()
             self._was_controller = True
         await self._unthrottle_finished()
+        await self._unrate_finished()
         if any(
             steps.is_reassigning(p)
             for t in self.image.cluster.topics.values()
@@ -275,6 +286,10 @@ class ReplicaBalancer:
             changes.append((topic, ops))
             self._throttled.setdefault(topic, set()).update(m.partition for m in topic_moves)
         await self._alter(changes)
+        rate = self.config.balancer_replication_throttled_rate
+        involved = {r for m in moves for r in (*m.current, *m.target)}
+        nodes = rates.nodes_to_rate(involved, self.image.cluster.node_configs, self._rated, rate)
+        self._rated.update(await self._alter_rates(nodes, rate))
 
     def _adopt_throttles(self) -> None:
         """A new controller takes over every throttled-replicas entry (the last one may have
@@ -285,6 +300,57 @@ class ReplicaBalancer:
             )
             if marked:
                 self._throttled.setdefault(info.name, set()).update(marked)
+        rate = self.config.balancer_replication_throttled_rate
+        self._rated |= rates.adopted_nodes(self.image.cluster.node_configs, rate)
+
+    async def _unrate_finished(self) -> None:
+        """Remove the rates of nodes no move of the balancer involves any more (kept for the
+        next step when the write fails); forget those an operator changed meanwhile."""
+        if not self._rated:
+            return
+        involved = {
+            r
+            for topic, partitions in self._throttled.items()
+            if (info := self.image.cluster.topics.get(topic)) is not None
+            for p in info.partitions
+            if p.partition in partitions and steps.is_reassigning(p)
+            for r in p.replicas
+        }
+        clear, forget = rates.nodes_to_clear(
+            self._rated,
+            involved,
+            self.image.cluster.node_configs,
+            self.config.balancer_replication_throttled_rate,
+        )
+        self._rated -= set(forget) | await self._alter_rates(clear, None)
+
+    async def _alter_rates(self, nodes: Sequence[int], rate: int | None) -> set[int]:
+        """Set (or remove, None) the throttled rates of `nodes`; the nodes written."""
+        if not nodes or self.node_configs is None:
+            return set()
+        changes = [
+            (
+                str(node),
+                [
+                    ConfigOp(k, "", "DELETE") if v is None else ConfigOp(k, str(v), "SET")
+                    for k, v in configs.items()
+                ],
+            )
+            for node, configs in rate_configs(nodes, rate).items()
+        ]
+        written: set[int] = set()
+        for r in await self.node_configs.alter(changes):
+            if r.error_code == ErrorCode.NONE:
+                written.add(int(r.name))
+            else:
+                log.warning("balancer: throttled rates of node %s: %s", r.name, r.error_message)
+        if written:
+            log.info(
+                "balancer: throttled rates %s on nodes %s",
+                "removed" if rate is None else f"set to {rate} B/s",
+                ",".join(map(str, sorted(written))),
+            )
+        return written
 
     async def _unthrottle_finished(self) -> None:
         """Remove the entries of partitions that no longer move (kept for the next step when

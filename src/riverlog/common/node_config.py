@@ -11,7 +11,7 @@ with it, the CLI and the SDK name the keys from it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Final
 
 from riverlog.common.errors import ErrorCode, RiverlogError
@@ -19,6 +19,8 @@ from riverlog.common.topic_config import LONG_MAX, ConfigDef, render
 
 LEADER_THROTTLED_RATE: Final = "leader.replication.throttled.rate"
 FOLLOWER_THROTTLED_RATE: Final = "follower.replication.throttled.rate"
+THROTTLED_RATES: Final = (LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE)
+"""The node configs a replication throttle sets on the nodes of its moves (one rate, both sides)."""
 DEFAULT_ENTITY: Final = ""
 """The entity name of the cluster-wide default (Kafka's `<default>` broker)."""
 
@@ -110,3 +112,18 @@ def describe(overrides: Mapping[str, str]) -> list[tuple[str, str, bool]]:
         else:
             out.append((name, render(NODE_CONFIGS[name].default), True))
     return out
+
+
+def rate_configs(nodes: Iterable[int], rate: int | None) -> dict[int, dict[str, int | None]]:
+    """The node-config changes that set both throttled rates of `nodes` to `rate`, or remove
+    them (None): what `partitions reassign --throttle`, `partitions drain --throttle` and the
+    controller's replica balancer write."""
+    return {node: dict.fromkeys(THROTTLED_RATES, rate) for node in sorted(set(nodes))}
+
+
+def nodes_with_rates(explicit: Mapping[int, Collection[str]]) -> list[int]:
+    """The nodes with a throttled rate set on them: `explicit` maps a node to the names of
+    the configs set on its own entity (the cluster-wide default entity is not a node)."""
+    return sorted(
+        node for node, names in explicit.items() if any(k in names for k in THROTTLED_RATES)
+    )

@@ -3,7 +3,9 @@
 with replica counts within one of each other and every record written before still readable;
 `riverlog cluster balance --dry-run` plans without moving anything, `--execute --wait` carries
 the plan out; a controller SIGKILLed as a node joins leaves the run to its successor, which
-finishes it and removes the throttled-replicas configs."""
+finishes it and removes the throttled-replicas configs. While the balancer's moves run, their
+nodes carry `balancer.replication.throttled.rate` as their throttled rates, removed after; a
+rate an operator set on a node stays as it was."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from reassign_harness import wait_until
@@ -24,6 +27,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900
 
 TOPICS = {"bal-a": (4, 3), "bal-b": (4, 2), "bal-c": (3, 2)}  # name: (partitions, RF)
 RECORDS = 20
+BALANCER_RATE = 40_000_000
+OPERATOR_RATE = 30_000_000
+RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +47,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
                 # only a node joining starts a run by itself here, so the test can skew the
                 # cluster later and balance it by hand
                 "balancer.imbalance.threshold": "1000",
+                "balancer.replication.throttled.rate": str(BALANCER_RATE),
             },
         },
     )
@@ -178,10 +185,61 @@ def test_grown_cluster_balances_itself_and_balance_cli_plans_and_executes(
     again = json.loads(cli(cluster, "balance", "--dry-run", "--json").stdout)
     assert again["moves"] == plan["moves"]  # nothing ran meanwhile
 
-    cli(cluster, "balance", "--execute", "--wait")
+    execute_with_a_move_held_open(cluster, admin, plan["moves"][0])
     assert wait_until(lambda: settled_within_one(admin, 5), 60, "balanced by hand")
     wait_until(lambda: throttles_cleared(admin), 30, "throttled replicas removed")
     check_every_record(cluster, written)
+
+
+def rates(admin: AdminClient) -> dict[int, tuple[str, ...]]:
+    """The throttled rates set on each node's own entity (nodes with none left out)."""
+    out: dict[int, tuple[str, ...]] = {}
+    for node, entries in admin.describe_node_configs(all_nodes=True).items():
+        if node is not None and any(not entries[k].is_default for k in RATE_KEYS):
+            out[node] = tuple(entries[k].value or "" for k in RATE_KEYS)
+    return out
+
+
+def execute_with_a_move_held_open(
+    cluster: LocalCluster, admin: AdminClient, first: dict[str, Any]
+) -> None:
+    """`cluster balance --execute --wait` with the node the plan's first move adds paused
+    (SIGSTOP, well within its session and replica.lag.time.max.ms), so that move cannot end
+    before the rates are read: every node of it carries the balancer's rate, except a node on
+    which an operator set one, which keeps it; once the run is done the balancer's rates are
+    gone and the operator's is still there."""
+    current = [int(r) for r in first["current"]]
+    target = [int(r) for r in first["target"]]
+    joining = next(r for r in target if r not in current)
+    operator_node = current[0]
+    admin.alter_node_configs({operator_node: dict.fromkeys(RATE_KEYS, OPERATOR_RATE)})
+    node = LocalCluster.attach(cluster.data_dir).storage(joining)  # added by the CLI
+    tp = TopicPartition(first["topic"], first["partition"])
+    command = [sys.executable, "-m", "riverlog.cli.main", "cluster", "balance", "--execute"]
+    command += ["--wait", "--data-dir", str(cluster.data_dir)]
+    node.pause()
+    try:
+        run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        moving = wait_until(
+            lambda: admin.list_partition_reassignments().get(tp), 30, "the first move issued"
+        )
+        assert joining in moving.adding_replicas
+        during = rates(admin)
+    finally:
+        node.resume()
+    _, err = run.communicate(timeout=300)
+    assert run.returncode == 0, err
+    balancer = (str(BALANCER_RATE),) * 2
+    assert during[operator_node] == (str(OPERATOR_RATE),) * 2
+    assert all(during.get(r) == balancer for r in {*current, *target} - {operator_node}), during
+
+    def only_the_operators() -> dict[int, tuple[str, ...]] | None:
+        now = rates(admin)
+        return now if set(now) == {operator_node} else None
+
+    after = wait_until(only_the_operators, 30, "the balancer's rates removed")
+    assert after[operator_node] == (str(OPERATOR_RATE),) * 2
+    admin.alter_node_configs({operator_node: dict.fromkeys(RATE_KEYS)})
 
 
 def test_new_controller_finishes_the_run_of_a_killed_one(

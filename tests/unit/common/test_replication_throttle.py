@@ -77,3 +77,24 @@ def test_lists_for_moves_are_kafka_reassign_partitions() -> None:
 
 def test_no_moves_no_lists() -> None:
     assert throttled_replicas_for_moves({}) == {}
+
+
+def test_rate_configs_set_or_remove_both_rates_per_node() -> None:
+    from riverlog.common.node_config import THROTTLED_RATES, rate_configs
+
+    assert rate_configs([3, 1, 3], 500) == {
+        1: dict.fromkeys(THROTTLED_RATES, 500),
+        3: dict.fromkeys(THROTTLED_RATES, 500),
+    }
+    assert rate_configs([2], None) == {2: dict.fromkeys(THROTTLED_RATES)}
+
+
+def test_nodes_with_rates_are_those_with_either_rate_set() -> None:
+    from riverlog.common.node_config import (
+        FOLLOWER_THROTTLED_RATE,
+        LEADER_THROTTLED_RATE,
+        nodes_with_rates,
+    )
+
+    explicit = {1: {LEADER_THROTTLED_RATE}, 2: set(), 3: {FOLLOWER_THROTTLED_RATE}, 4: {"x"}}
+    assert nodes_with_rates(explicit) == [1, 3]

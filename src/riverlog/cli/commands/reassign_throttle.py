@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from riverlog.client import AdminClient
-from riverlog.common.node_config import FOLLOWER_THROTTLED_RATE, LEADER_THROTTLED_RATE
+from riverlog.common.node_config import THROTTLED_RATES, nodes_with_rates, rate_configs
 from riverlog.common.replication_throttle import (
     FOLLOWER_THROTTLED_REPLICAS,
     LEADER_THROTTLED_REPLICAS,
@@ -26,7 +26,7 @@ from riverlog.common.replication_throttle import (
 )
 from riverlog.common.types import TopicPartition
 
-RATES = (LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE)
+RATES = THROTTLED_RATES
 LISTS = (LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS)
 
 
@@ -57,7 +57,7 @@ def apply_throttle(
     """Set the rates on the plan's nodes and the lists on its topics; lines to tell the user."""
     moves = planned_moves(admin, plan)
     nodes = sorted(nodes_of_moves(moves))
-    admin.alter_node_configs({node: dict.fromkeys(RATES, rate) for node in nodes})
+    admin.alter_node_configs(dict(rate_configs(nodes, rate).items()))
     lists = throttled_replicas_for_moves(moves)
     if lists:
         admin.alter_configs({topic: throttles.configs() for topic, throttles in lists.items()})
@@ -73,13 +73,15 @@ def clear_throttles(admin: AdminClient, topics: Sequence[str]) -> list[str]:
     """Remove the lists from `topics` and the rates from every node that has one set."""
     lines: list[str] = []
     entities = admin.describe_node_configs(all_nodes=True)
-    throttled = sorted(
-        node
-        for node, entries in entities.items()
-        if node is not None and any(not entries[k].is_default for k in RATES if k in entries)
+    throttled = nodes_with_rates(
+        {
+            node: {k for k, entry in entries.items() if not entry.is_default}
+            for node, entries in entities.items()
+            if node is not None
+        }
     )
     if throttled:
-        admin.alter_node_configs({node: dict.fromkeys(RATES) for node in throttled})
+        admin.alter_node_configs(dict(rate_configs(throttled, None).items()))
         lines.append(f"Throttle was removed from nodes {','.join(map(str, throttled))}.")
     configs = admin.describe_configs(sorted(set(topics)))
     listed = sorted(
