@@ -5,13 +5,19 @@ with names no other test uses. Tests that need another layout or that break proc
 their own LocalCluster, or share one with other modules (shared_clusters.py): `tls_cluster`,
 every channel encrypted, and `client_cluster`, which runs a test of the SDK against the session
 cluster and against `tls_cluster`. Every test under tests/integration is marked `integration`.
+The `spark` fixture is the session's one SparkSession, for the Spark suite and any other test
+that runs a Spark query (marked `spark`).
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sdk_flavours import SYNC, EventLoopThread, Sdk, asyncio_sdk
@@ -95,6 +101,28 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 def gateway_address(cluster: LocalCluster) -> str:
     """`host:port` of the session cluster's gateway (the SDK's bootstrap.servers)."""
     return cluster.gateway_address
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """ONE SparkSession in local[2] for every test that runs Spark (starting one takes 8-20 s
+    here), set up as measured in shared/notes/pyspark.md (no UI, two shuffle partitions, a
+    fast-starting JIT, loopback only, the venv's Python for workers, quiet logs; see
+    `riverlog.spark.session`). It does not call `riverlog.spark.register`: PySpark finds the
+    `riverlog` format through the installed `pyspark_riverlog` module, which the tests rely on.
+    Skips without a Java runtime."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("no Java runtime (java on PATH or JAVA_HOME): Spark cannot start")
+    from riverlog.spark.session import local_session
+
+    os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    session = local_session(
+        "riverlog-tests", "local[2]", work_dir=tmp_path_factory.mktemp("spark-work")
+    )
+    try:
+        yield session
+    finally:
+        session.stop()
 
 
 @pytest.fixture(scope="session")
