@@ -7,8 +7,10 @@ follows are served by node 2 (its `riverlog_consumer_fetches` counter, scraped o
 follower; their leaders served none); no record it gets is at or above the leader's high
 watermark at that time; with the third replica paused (SIGSTOP) the leader's high watermark
 stays put while acks=1 records reach node 2's log, and node 2 does not serve them until it
-moves; a consumer without `client.rack` reads from the leaders only; and when node 2 is
-SIGKILLed the rack-b consumer goes on from the leaders with nothing lost or repeated.
+moves; a consumer without `client.rack` reads from the leaders only; a Spark batch read with
+`kafka.client.rack=b` (the session's SparkSession, the `spark` fixture) reads every record once
+and its fetches are served by node 2 the same way; and when node 2 is SIGKILLed the rack-b
+consumer goes on from the leaders with nothing lost or repeated.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -190,6 +193,35 @@ def test_a_consumer_without_a_rack_reads_from_the_leaders(harness: ReplicationHa
     assert not [k for k in counts if k[2] == "follower"], counts
     for p, leader in leaders.items():
         assert counts.get((leader, p, "leader"), 0) > 0, counts
+
+
+@pytest.mark.spark
+def test_a_spark_read_with_kafka_client_rack_reads_from_the_rack_b_follower(
+    harness: ReplicationHarness, spark: Any
+) -> None:
+    """The Spark source's tasks send `kafka.client.rack` in their fetches: the partitions node 2
+    follows are read from node 2, none from their leaders, each committed record once."""
+    topic = create_topic(harness, "spark-rack-b")
+    leaders = {p.partition: p.leader for p in partitions(harness, topic)}
+    followed = [p for p, leader in leaders.items() if leader != RACK_B_NODE]
+    assert followed, f"node {RACK_B_NODE} leads every partition: {leaders}"
+    sent = produce(harness, topic, "spark")
+    rows = (
+        spark.read.format("riverlog")
+        .option("kafka.bootstrap.servers", harness.cluster.gateway_address)
+        .option("kafka.client.rack", "b")
+        .option("subscribe", topic)
+        .load()
+        .select("partition", "offset", "value")
+        .collect()
+    )
+    got = [(row.partition, row.offset) for row in rows]
+    assert len(got) == len(set(got)), "a record was read twice"
+    assert {(row.partition, row.offset): bytes(row.value) for row in rows} == sent
+    counts = served(harness, topic)
+    for p in followed:
+        assert counts.get((RACK_B_NODE, p, "follower"), 0) > 0, counts
+        assert counts.get((leaders[p], p, "leader"), 0) == 0, counts
 
 
 def offsets_on(
