@@ -41,6 +41,7 @@ from riverlog.common.errors import ErrorCode
 from riverlog.common.records.builder import BatchBuilder
 from riverlog.common.records.header import iter_batches
 from riverlog.services.storage.remote.directory import DirectoryRemoteStorage
+from riverlog.services.storage.remote.metadata_log import RemotePartitionMetadata
 from riverlog.services.storage.remote.segment_metadata import RemoteLogSegmentState
 from riverlog.v1 import admin_pb2, common_pb2, data_pb2, storage_pb2
 
@@ -226,8 +227,17 @@ def test_the_metadata_log_stays_bounded_as_segments_expire(
     topic, leader = create_tiered_topic(harness, "tiered-compact")
     store = DirectoryRemoteStorage(tier)
     now = int(time.time() * 1000)
-    sent = [make_batch(count=5, tag=i, value_size=200, ts=now) for i in range(72)]  # ~18 segs
-    produce(harness, topic, sent, node=leader)
+    # Three batches fill a segment. How many segments get copied (two metadata records each,
+    # two more when they expire) depends on how far the copy lags the producer: the total
+    # retention deletes local segments the copy has not reached (decision 0039), which a
+    # loaded machine makes frequent. So produce until the leader has written three snapshot
+    # intervals of records, not a fixed amount (72 batches are enough on an idle machine).
+    sent: list[bytes] = []
+    while len(sent) < 72 or remote_state(store, topic).next_seq < 3 * METADATA_SNAPSHOT_INTERVAL:
+        assert len(sent) < 720, "the leader copied too few segments to its remote store"
+        chunk = [make_batch(count=5, tag=len(sent) + i, value_size=200, ts=now) for i in range(12)]
+        produce(harness, topic, chunk, node=leader)
+        sent += chunk
     metadata = tier / f"{topic}-0" / "metadata"
 
     # retention.bytes only once every closed segment is copied: set during the burst, the total
@@ -249,19 +259,46 @@ def test_the_metadata_log_stays_bounded_as_segments_expire(
     def objects() -> list[str]:
         return [p.name for p in metadata.iterdir() if p.suffix == ".json"]
 
-    def settled() -> bool:
+    def snapshot_seq() -> int:
+        snapshots = [name for name in objects() if name.startswith("snapshot-")]
+        return max((int(name[len("snapshot-") : -len(".json")]) for name in snapshots), default=-1)
+
+    def nothing_over_retention(state: RemotePartitionMetadata, copied: int) -> bool:
+        """Retention's own rule (tiered_retention.remote_expired_segments): the oldest remote
+        segment goes while the remote bytes plus the local ones not copied exceed
+        retention.bytes by at least its size."""
+        readable = state.readable_segments()
+        local = sum(
+            p.stat().st_size
+            for p in local_segments(harness, topic, leader)
+            if int(p.stem) >= copied
+        )
+        excess = state.size_bytes() + local - 12288
+        return not readable or excess < readable[0].segment_size_bytes
+
+    def settled() -> RemotePartitionMetadata | None:
+        """The remote state once the leader's remote log task has nothing left to do: every
+        closed segment copied (the copy lags the producer under load, so the oldest local
+        segment is not yet the active one), no copy or delete half done, nothing more over
+        retention.bytes, and no compaction due. Checked before it, the state can still move
+        (a copy, an expiry, a compaction's snapshot written before its deletes)."""
         state = remote_state(store, topic)
-        return (
+        active = int(local_segments(harness, topic, leader)[-1].stem)
+        copied = state.copied_next_offset() or 0
+        snapshot = snapshot_seq()
+        done = (
             state.next_seq >= 3 * METADATA_SNAPSHOT_INTERVAL
+            and copied >= active
+            and not state.in_state(RemoteLogSegmentState.COPY_SEGMENT_STARTED)
+            and not state.in_state(RemoteLogSegmentState.DELETE_SEGMENT_STARTED)
             and state.size_bytes() <= 12288
-            and (state.copied_next_offset() or 0)
-            >= int(local_segments(harness, topic, leader)[0].stem)
-            and any(name.startswith("snapshot-") for name in objects())
+            and nothing_over_retention(state, copied)
+            and 0 <= state.next_seq - snapshot < METADATA_SNAPSHOT_INTERVAL
             and len(objects()) <= METADATA_SNAPSHOT_INTERVAL + 1  # the deletes done
         )
+        return state if done else None
 
-    wait_until(settled, 90, "segments to be copied, expired and the metadata compacted")
-    state = remote_state(store, topic)
+    state = wait_until(settled, 90, "segments to be copied, expired and the metadata compacted")
     assert len(objects()) <= METADATA_SNAPSHOT_INTERVAL + 1 < state.next_seq
     start = state.log_start_offset()
     assert start is not None and start > 0
