@@ -152,6 +152,13 @@ def test_progress_line_is_weighted_by_bytes():
     assert progress_line(unknown, width=8).startswith("[####----] 1/2 new replicas in sync")
 
 
+def test_progress_line_of_empty_partitions_counts_the_replicas_in_sync():
+    """Nothing to copy is not 100% done: the new replica has still to join the ISR."""
+    empty = {T0: PartitionReassignment((2, 3, 4, 1), (4,), (1,), (1, 2, 3), 1, {1: (0, 0)})}
+    assert empty[T0].bytes_remaining == 0
+    assert progress_line(empty, width=4) == "[----] 0/1 new replicas in sync, 1 partitions moving"
+
+
 def test_topic_describe_shows_a_move_in_progress():
     moving = AdminPartitionInfo(0, 1, 3, (2, 3, 4, 1), (1, 2, 3), (4,), (1,))
     idle = AdminPartitionInfo(1, 2, 0, (2, 3), (2, 3))

@@ -5,7 +5,8 @@ ListPartitionReassignments answer, so it is unit-tested alone.
 The bar is weighted by bytes: what the adding replicas copied out of what they copied plus what
 they still lack next to the leader (`bytes_copied`, `bytes_remaining`, from the storage nodes'
 DescribeLogDirs), so a partition of 1 GB weighs a thousand times one of 1 MB. When a move's
-sizes are unknown (its leader's node did not answer in time), the bar falls back to counting
+sizes are unknown (its leader's node did not answer in time), or there are no bytes to copy
+(empty partitions: the bytes say nothing of whether the new replicas joined), the bar counts
 the adding replicas that joined the ISR, as before.
 """
 
@@ -31,17 +32,16 @@ def human_bytes(count: int) -> str:
 
 def progress_line(moves: Mapping[TopicPartition, PartitionReassignment], width: int = 20) -> str:
     """A progress bar of the moves: bytes copied of bytes to copy when every move's sizes are
-    known, else the adding replicas already in the ISR of all adding ones."""
+    known and there are some, else the adding replicas already in the ISR of all adding ones."""
     adding = sum(len(m.adding_replicas) for m in moves.values())
     joined = sum(len([r for r in m.adding_replicas if r in m.isr]) for m in moves.values())
     in_sync = f"{joined}/{adding} new replicas in sync, {len(moves)} partitions moving"
     remaining = [m.bytes_remaining for m in moves.values()]
     copied = sum(m.bytes_copied for m in moves.values())
-    if moves and None not in remaining:
-        total = copied + sum(r for r in remaining if r is not None)
-        done = copied if total else 1
-        filled = width * done // (total or 1)
-        percent = 100 * done // (total or 1)
+    total = copied + sum(r for r in remaining if r is not None)
+    if moves and None not in remaining and total > 0:
+        filled = width * copied // total
+        percent = 100 * copied // total
         return (
             f"[{_bar(filled, width)}] {percent}% {human_bytes(copied)} of "
             f"{human_bytes(total)} copied, {in_sync}"
