@@ -36,8 +36,12 @@ def test_generate_execute_verify_list(harness: ReassignHarness, tmp_path: Path) 
 
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps(proposed))
-    executed = riverlog(harness, "--plan", str(plan), "--execute", "--wait", "--json")
-    assert executed.returncode == 0, executed.stderr
+    # --wait ends before the subprocess timeout, so a move that never completes fails with the
+    # command's progress lines (new replica in sync or not) and the partition's state.
+    executed = riverlog(
+        harness, "--plan", str(plan), "--execute", "--wait", "--wait-timeout", "120", "--json"
+    )
+    assert executed.returncode == 0, (executed.stderr, harness.state(topic))
     document = json.loads(executed.stdout)
     assert document["started"] == [{"topic": topic, "partition": 0}]
     assert document["rollback"]["partitions"][0]["replicas"] == [1, 2, 3]
