@@ -7,7 +7,13 @@ partition. Answers, as Kafka reads them:
 - NONE: the controller committed the change; its state (ISR, partition epoch) becomes ours.
 - INVALID_UPDATE_VERSION, FENCED_LEADER_EPOCH: the change was based on a stale state. When the
   answer carries the partition's current state at our leader epoch we take it (and may ask
-  again); otherwise the change stays pending until the image brings the newer state.
+  again); otherwise the change stays pending until the image brings the newer state. An answer
+  whose partition epoch is older than ours comes from a controller whose image lags the etcd
+  write this node has already seen (storage nodes follow any metadata instance's image): no
+  image will ever bring us a newer state, so the request is sent again after the backoff, as
+  for a retriable error, until the controller has caught up. (Waiting on the image there left
+  the change pending for good: no ISR change for the partition again, and a reassignment whose
+  new replica could never join the ISR never completed.)
 - retriable errors (the controller moving, a timeout, no answer at all): sent again after a
   backoff, as long as the partition still waits on that change.
 - anything else (INELIGIBLE_REPLICA, an unknown partition...): the change is dropped; the next
@@ -142,12 +148,14 @@ class AlterPartitionManager:
             outcome.error_message,
         )
         if outcome.error in _WAIT_FOR_IMAGE:
-            newer = outcome.isr is not None and outcome.partition_epoch > request.partition_epoch
-            if newer and outcome.leader_epoch == request.leader_epoch:
+            same_epoch = outcome.isr is not None and outcome.leader_epoch == request.leader_epoch
+            if same_epoch and outcome.partition_epoch > request.partition_epoch:
                 assert outcome.isr is not None
                 partition.replication.on_alter_isr_result(
                     request, outcome.isr, outcome.partition_epoch
                 )
+            elif same_epoch and 0 <= outcome.partition_epoch < request.partition_epoch:
+                return True  # the controller has not seen our state yet: ask again
             return False  # otherwise pending until the image moves the partition on
         if ERRORS[outcome.error].retriable:
             return True

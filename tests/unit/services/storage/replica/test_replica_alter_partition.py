@@ -103,6 +103,33 @@ async def test_stale_partition_epoch_takes_the_answered_state_or_waits_for_the_i
         node.close()
 
 
+async def test_a_controller_behind_our_partition_epoch_is_asked_again(tmp_path: Path) -> None:
+    """INVALID_UPDATE_VERSION with an older partition epoch than the request's: the controller's
+    image has not caught up with a change this node already saw (a reassignment's write, seen
+    through another metadata instance). No image brings anything newer, so the change is
+    resent rather than left pending for good; then the controller accepts it."""
+    node, sent = _shrinking(tmp_path)
+    controller = FakeController()
+    manager = AlterPartitionManager(controller, node.replicas.partitions.get)
+    partition = node.replicas.partitions[T0]
+    [request] = sent
+    behind = request.partition_epoch - 1
+    controller.answers.append(
+        [AlterIsrOutcome(T0, ErrorCode.INVALID_UPDATE_VERSION, "behind", 3, (NODE, OTHER), behind)]
+    )
+    controller.answers.append(
+        [AlterIsrOutcome(T0, ErrorCode.NONE, "", 3, (NODE,), request.partition_epoch + 1)]
+    )
+    try:
+        assert await manager.send(sent) == [request]  # sent again after the backoff
+        assert partition.replication.isr_state.pending is request
+        assert await manager.send(sent) == []
+        assert (partition.isr, partition.partition_epoch) == ((NODE,), request.partition_epoch + 1)
+        assert not partition.replication.isr_state.in_flight
+    finally:
+        node.close()
+
+
 async def test_a_final_refusal_drops_the_pending_change(tmp_path: Path) -> None:
     node, sent = _shrinking(tmp_path)
     controller = FakeController()
