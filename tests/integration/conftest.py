@@ -105,8 +105,11 @@ def gateway_address(cluster: LocalCluster) -> str:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """ONE SparkSession in local[2] for every test that runs Spark (starting one takes 8-20 s
-    here), set up as measured in shared/notes/pyspark.md (no UI, two shuffle partitions, a
+    """ONE SparkSession in local[2,2] for every test that runs Spark (starting one takes 8-20 s
+    here): two cores and two attempts per task, so a failed task is retried once as on a
+    cluster (plain local[N] never retries; spark/test_spark_txn_sink.py fails a task on
+    purpose; the cost: a task failing by accident elsewhere runs twice before its test fails).
+    It is set up as measured in shared/notes/pyspark.md (no UI, two shuffle partitions, a
     fast-starting JIT, loopback only, the venv's Python for workers, quiet logs; see
     `riverlog.spark.session`). It does not call `riverlog.spark.register`: PySpark finds the
     `riverlog` format through the installed `pyspark_riverlog` module, which the tests rely on.
@@ -117,7 +120,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
     os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     session = local_session(
-        "riverlog-tests", "local[2]", work_dir=tmp_path_factory.mktemp("spark-work")
+        "riverlog-tests", "local[2,2]", work_dir=tmp_path_factory.mktemp("spark-work")
     )
     try:
         yield session
