@@ -10,7 +10,9 @@ once."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql.functions import udf
@@ -120,7 +122,7 @@ def test_transactional_options_are_checked() -> None:
         )
 
 
-def _fail_first_attempt(bootstrap: str, dest: str, record: Path):
+def _fail_first_attempt(bootstrap: str, dest: str, record: Path) -> Callable[[bytes, int], bytes]:
     """A UDF passing `value` through, except in the first attempt of Spark partition 0: there,
     from its second row on, it asks the destination partition's high watermark, and once the
     sink has written some rows into its transaction it notes the rows it has passed in
@@ -153,8 +155,8 @@ def _fail_first_attempt(bootstrap: str, dest: str, record: Path):
 
 
 def test_a_failed_task_attempt_is_aborted_and_its_retry_written_once(
-    spark, gateway_address, new_topic, tmp_path
-):
+    spark: Any, gateway_address: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
     """A REAL task failure (decision 0036, step 1): the first attempt of one task writes rows
     into its transaction and dies; Spark retries the task (the session's master allows two
     attempts), the retry's init_transactions aborts the dead attempt's transaction, and the
