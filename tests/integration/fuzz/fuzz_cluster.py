@@ -3,7 +3,9 @@
 writes), a health probe that must answer within a generous bound (GetMetadata, then a produce
 and fetch round trip on a control topic no fuzzed request names), and at the end a normal
 round trip through the SDK. Also the state the fuzzer restores between rounds so that one
-request cannot starve the probes: client quotas removed, the pool's topics recreated.
+request cannot starve the probes: client quotas removed, storage nodes unmarked as draining
+(a draining node takes no new replica, so the pool's RF 2 topics could not be recreated), the
+pool's topics recreated.
 """
 
 from __future__ import annotations
@@ -173,6 +175,22 @@ def remove_client_quotas(stub: gateway_pb2_grpc.GatewayStub) -> int:
         failed = [r for r in answer.results if r.error_code != ErrorCode.NONE]
         assert not failed, failed
     return len(entries)
+
+
+def undrain_nodes(stub: gateway_pb2_grpc.GatewayStub) -> list[int]:
+    """Unmark every storage node a fuzzed AlterNodeDraining marked; the nodes unmarked."""
+    described = stub.DescribeCluster(
+        admin_pb2.DescribeClusterRequest(), timeout=PROBE_TIMEOUT_S, metadata=PROBE_CLIENT
+    )
+    marked = list(described.draining_nodes)
+    for node_id in marked:
+        answer = stub.AlterNodeDraining(
+            admin_pb2.AlterNodeDrainingRequest(node_id=node_id, draining=False),
+            timeout=PROBE_TIMEOUT_S,
+            metadata=PROBE_CLIENT,
+        )
+        assert answer.error_code == ErrorCode.NONE, answer
+    return marked
 
 
 def ensure_topics(

@@ -20,7 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
-from fuzz_cluster import LogWatcher, Probe, dead_processes, ensure_topics, remove_client_quotas
+from fuzz_cluster import (
+    LogWatcher,
+    Probe,
+    dead_processes,
+    ensure_topics,
+    remove_client_quotas,
+    undrain_nodes,
+)
 from fuzz_gateway import (
     Example,
     Outcome,
@@ -139,6 +146,8 @@ class GatewayFuzzer:
         try:
             if "AlterClientQuotas" in names:
                 remove_client_quotas(self.stub)
+            if "AlterNodeDraining" in names:
+                undrain_nodes(self.stub)
             if "DeleteTopics" in names:
                 ensure_topics(self.stub, self.pool_topics)
             self.probe.check()
