@@ -9,6 +9,11 @@ through the ordinary produce path; each record's offset is its batch's base offs
 place in the partition. FetchRecords fetches one partition and decodes what came back, skipping
 records below the requested offset. Big payloads are encoded and decoded in a worker thread so
 the event loop keeps serving other requests meanwhile.
+
+Where the C extension is built, ProduceRecords comes here as the request's bytes
+(`EncodedProduceRecords`) and `produce_encoded` encodes the batches and the answer's results
+from them in C (`produce_wire`, decision 0045), with the same partitions, batches and results as
+`produce`, the path without it.
 """
 
 from __future__ import annotations
@@ -23,7 +28,13 @@ from typing import Final
 from riverlog.common.clock import SYSTEM_CLOCK, Clock
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.partitioner import partition_for_key
-from riverlog.common.records import BatchBuilder, CompressionType, Record, record_loop
+from riverlog.common.records import (
+    BatchBuilder,
+    CompressionType,
+    Record,
+    produce_wire,
+    record_loop,
+)
 from riverlog.common.records.aborted import AbortedFilter
 from riverlog.common.records.builder import encode_headers, finish_batch
 from riverlog.common.records.encode_columns import encode_records
@@ -57,6 +68,39 @@ class RecordResult:
     offset: int = -1
     error_code: int = ErrorCode.NONE
     error_message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedProduceRecords:
+    """A ProduceRecordsRequest as it came off the wire: its bytes, and its fields other than the
+    records, read in C (`produce_wire.request_fields`)."""
+
+    data: bytes
+    topic: str
+    partition: int | None
+    acks: int
+    timeout_ms: int
+    compression_type: str
+    record_count: int
+
+    @classmethod
+    def parse(cls, data: bytes) -> EncodedProduceRecords:
+        """ValueError for bytes that are no ProduceRecordsRequest."""
+        return cls(data, *produce_wire.request_fields(data))
+
+    def ByteSize(self) -> int:
+        return len(self.data)
+
+
+@dataclass(frozen=True, slots=True)
+class ProducedRecords:
+    """The answer of `produce_encoded`: one result per record, in request order, either as
+    `RecordResult`s or already encoded (ProduceRecordsResponse's `results` field)."""
+
+    results: Sequence[RecordResult] = ()
+    results_wire: bytes = b""
+    ok: int = 0
+    """How many records were appended (or sent with acks=0)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,25 +147,12 @@ class PlainRecords:
     ) -> list[RecordResult]:
         """One result per record, in request order; RiverlogError for a request wrong as a
         whole (bad topic name or compression type, negative partition, unknown acks)."""
-        bad_topic = topic_error(topic) or internal_topic_error(topic, "append to")
-        if bad_topic is not None:
-            raise bad_topic
-        codec = _codec(compression_type)
-        options = self.producer.check(options)
-        require(partition is None or partition >= 0, f"partition {partition} is negative")
+        codec, options = self._check(topic, partition, options, compression_type)
         if not records:
             return []
-        try:
-            count = self.cache.partition_count(topic)
-        except RiverlogError as exc:
-            failed = RecordResult(-1 if partition is None else partition, -1, exc.code, exc.message)
-            return [failed] * len(records)
-        if partition is not None and partition >= count:
-            error = RiverlogError(
-                f"topic {topic!r} has {count} partitions; there is no partition {partition}",
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-            )
-            return [RecordResult(partition, -1, error.code, error.message)] * len(records)
+        count = self._partition_count(topic, partition)
+        if isinstance(count, RecordResult):
+            return [count] * len(records)
 
         results: list[RecordResult | None] = [None] * len(records)
         by_partition: dict[int, list[int]] = {}
@@ -170,6 +201,80 @@ class PlainRecords:
             r if r is not None else RecordResult(-1, -1, ErrorCode.UNKNOWN_SERVER_ERROR)
             for r in results
         ]
+
+    async def produce_encoded(
+        self, ctx: RequestContext, request: EncodedProduceRecords, options: ProduceOptions
+    ) -> ProducedRecords:
+        """`produce` from the request's bytes, in C: the same partitions, batches and results
+        (encoded); RiverlogError as `produce`, and INVALID_REQUEST for malformed records."""
+        topic, partition = request.topic, request.partition
+        codec, options = self._check(topic, partition, options, request.compression_type)
+        if not request.record_count:
+            return ProducedRecords()
+        count = self._partition_count(topic, partition)
+        if isinstance(count, RecordResult):
+            return ProducedRecords([count] * request.record_count)
+        try:
+            groups, assign, bad = produce_wire.request_batches(
+                request.data,
+                partition,
+                count,
+                lambda: self._next_sticky(topic),
+                self.clock.time_ms(),
+                BATCH_SIZE,
+            )
+        except ValueError as exc:
+            raise RiverlogError(str(exc), ErrorCode.INVALID_REQUEST) from None
+        if codec and len(request.data) >= THREAD_THRESHOLD:
+            payloads = await asyncio.to_thread(_finish_all, groups, codec)
+        else:
+            payloads = _finish_all(groups, codec)
+        parts = [
+            ProducePart(TopicPartition(topic, p), data)
+            for (p, _, _), data in zip(groups, payloads, strict=True)
+        ]
+        outcomes = await self.producer.produce(ctx, options, parts)
+        wire = produce_wire.results_wire(
+            assign,
+            [p for p, _, _ in groups],
+            [o.base_offset for o in outcomes],
+            [int(o.error_code) for o in outcomes],
+            [o.error_message for o in outcomes],
+            ErrorCode.INVALID_TIMESTAMP,
+            [f"record {index} has a negative timestamp ({ts})" for index, ts in bad],
+        )
+        ok = sum(
+            n
+            for (_, _, n), o in zip(groups, outcomes, strict=True)
+            if o.error_code == ErrorCode.NONE
+        )
+        return ProducedRecords(results_wire=wire, ok=ok)
+
+    def _check(
+        self, topic: str, partition: int | None, options: ProduceOptions, compression_type: str
+    ) -> tuple[CompressionType, ProduceOptions]:
+        bad_topic = topic_error(topic) or internal_topic_error(topic, "append to")
+        if bad_topic is not None:
+            raise bad_topic
+        codec = _codec(compression_type)
+        options = self.producer.check(options)
+        require(partition is None or partition >= 0, f"partition {partition} is negative")
+        return codec, options
+
+    def _partition_count(self, topic: str, partition: int | None) -> int | RecordResult:
+        """The topic's partition count, or the result of every record when there is no such
+        topic or partition."""
+        try:
+            count = self.cache.partition_count(topic)
+        except RiverlogError as exc:
+            return RecordResult(-1 if partition is None else partition, -1, exc.code, exc.message)
+        if partition is not None and partition >= count:
+            error = RiverlogError(
+                f"topic {topic!r} has {count} partitions; there is no partition {partition}",
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            )
+            return RecordResult(partition, -1, error.code, error.message)
+        return count
 
     def _next_sticky(self, topic: str) -> int:
         available = self.cache.available_partitions(topic)
@@ -261,6 +366,18 @@ def _encode_all(
     groups: list[tuple[int, list[Record]]], codec: CompressionType, now_ms: int
 ) -> list[bytes]:
     return [_encode(records, codec, now_ms) for _, records in groups]
+
+
+def _finish_all(groups: list[produce_wire.Group], codec: CompressionType) -> list[bytes]:
+    """Each partition's batches (from C, `produce_wire.request_batches`) with their headers."""
+    out = []
+    for _, batches, _ in groups:
+        whole = [
+            finish_batch(records, n, base_ts, max_ts, compression=codec)
+            for records, n, base_ts, max_ts in batches
+        ]
+        out.append(whole[0] if len(whole) == 1 else b"".join(whole))
+    return out
 
 
 _RECORD_OVERHEAD: Final = 24  # a record's bytes beyond key and value, at most, without headers

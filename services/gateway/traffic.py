@@ -20,7 +20,6 @@ from riverlog.common.metrics.traffic import TopicTraffic, offsets_delivered
 
 from .fetch import FetchPart, FetchPartResult
 from .produce import ProducePart, ProducePartResult
-from .records import RecordResult
 
 _traffic: TopicTraffic | None = None
 
@@ -63,11 +62,11 @@ class Encoded(Protocol):
     def ByteSize(self) -> int: ...
 
 
-def produced_plain(topic: str, request: Encoded, results: Sequence[RecordResult]) -> None:
-    """ProduceRecords (the plain-record API); its bytes are the encoded request's."""
+def produced_plain(topic: str, request: Encoded, ok: int) -> None:
+    """ProduceRecords (the plain-record API) that appended `ok` records; its bytes are the
+    encoded request's."""
     traffic = _traffic
     if traffic is not None:
-        ok = sum(1 for r in results if r.error_code == ErrorCode.NONE)
         traffic.produced(topic, request.ByteSize() if ok else 0, ok)
 
 

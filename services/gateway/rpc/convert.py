@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from riverlog.common.cluster.convert import node_to_proto, topic_to_proto
-from riverlog.common.records import Record
+from riverlog.common.records import Record, produce_wire
 from riverlog.common.rpc.convert import (
     acks_from_proto,
     error_code_to_proto,
@@ -31,7 +31,7 @@ from ..offsets import (
     ListOffsetsPartResult,
 )
 from ..produce import ProduceOptions, ProducePart, ProducePartResult
-from ..records import FetchedRecords, RecordResult
+from ..records import EncodedProduceRecords, FetchedRecords, ProducedRecords, RecordResult
 
 
 def _optional(msg: object, name: str) -> int | None:
@@ -231,6 +231,26 @@ def produce_records_to_proto(results: Sequence[RecordResult]) -> gateway_pb2.Pro
             for r in results
         ]
     )
+
+
+def produced_records_to_proto(produced: ProducedRecords) -> gateway_pb2.ProduceRecordsResponse:
+    if not produced.results_wire:
+        return produce_records_to_proto(produced.results)
+    response = gateway_pb2.ProduceRecordsResponse()
+    response.MergeFromString(produced.results_wire)  # the results, encoded in C
+    return response
+
+
+def produce_records_request(
+    data: bytes,
+) -> EncodedProduceRecords | gateway_pb2.ProduceRecordsRequest:
+    """ProduceRecords' request deserializer: the bytes with the fields other than the records
+    read in C (the records are encoded into batches from the bytes, decision 0045); the
+    protobuf message where the C extension is not built. Raises on bytes that are no request,
+    as the message's `FromString` does (gRPC answers INTERNAL)."""
+    if produce_wire.compiled():
+        return EncodedProduceRecords.parse(data)
+    return gateway_pb2.ProduceRecordsRequest.FromString(data)
 
 
 def fetch_records_to_proto(result: FetchedRecords) -> gateway_pb2.FetchRecordsResponse:

@@ -588,10 +588,775 @@ done:
     return result;
 }
 
+/* --- ProduceRecords: the serialized request straight into RecordBatch v2 bodies --------------
+ *
+ *   produce_request(buf) -> (topic, partition, acks, timeout_ms, compression_type, count)
+ *       the fields of a serialized riverlog.v1.ProduceRecordsRequest other than its records
+ *       (partition None when absent; count: how many records), with protobuf's checks: UTF-8
+ *       strings, lengths and varints within the buffer, known fields of the right wire type.
+ *   produce_batches(buf, partition, partitions, sticky, now_ms, batch_size)
+ *       -> (groups, assign, bad)
+ *       the records' partitions (`partition` when >= 0; else Kafka's murmur2 of the key; else
+ *       sticky(), called once, for every keyless record) and each partition's records encoded
+ *       (a timestamp of 0 becomes now_ms) as the gateway's `_encode` encodes them: one batch
+ *       body when they fit BATCH_SIZE by its estimate, else split as BatchBuilder splits.
+ *       groups: [(partition, [(records, count, base_ts, max_ts), ...], records)] by partition;
+ *       assign: native int32 per record, its group (-1: a negative timestamp); bad: [(index,
+ *       timestamp)] of the records with a negative timestamp.
+ *   produce_results(assign, partitions, offsets, codes, messages, bad_code, bad_messages)
+ *       -> bytes: ProduceRecordsResponse's repeated `results` (field 1), one per record in
+ *       request order: (partition, base offset + place, or -1 when the group's code is set or
+ *       its base offset is negative); a bad record gets (-1, -1, bad_code, its message).
+ */
+
+typedef struct {
+    const unsigned char *p;
+    const unsigned char *end;
+} Wire;
+
+static int wire_error(const char *what) {
+    PyErr_Format(PyExc_ValueError, "malformed ProduceRecordsRequest: %s", what);
+    return -1;
+}
+
+static int wire_varint(Wire *w, uint64_t *out) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (w->p >= w->end) {
+            return wire_error("a varint runs past the end");
+        }
+        unsigned char b = *w->p++;
+        if (shift < 64) {
+            v |= (uint64_t)(b & 0x7F) << shift;
+        }
+        if (b < 0x80) {
+            *out = v;
+            return 0;
+        }
+    }
+    return wire_error("a varint is longer than 10 bytes");
+}
+
+/* A length-delimited field's bytes. */
+static int wire_bytes(Wire *w, const unsigned char **data, Py_ssize_t *len) {
+    uint64_t n;
+    if (wire_varint(w, &n) < 0) {
+        return -1;
+    }
+    if (n > (uint64_t)(w->end - w->p)) {
+        return wire_error("a field runs past the end");
+    }
+    *data = w->p;
+    *len = (Py_ssize_t)n;
+    w->p += n;
+    return 0;
+}
+
+static int wire_skip(Wire *w, unsigned wire_type) {
+    uint64_t v;
+    const unsigned char *d;
+    Py_ssize_t n;
+    switch (wire_type) {
+    case 0:
+        return wire_varint(w, &v);
+    case 1:
+    case 5: {
+        Py_ssize_t size = wire_type == 1 ? 8 : 4;
+        if (w->end - w->p < size) {
+            return wire_error("a fixed-size field runs past the end");
+        }
+        w->p += size;
+        return 0;
+    }
+    case 2:
+        return wire_bytes(w, &d, &n);
+    default:
+        return wire_error("unsupported wire type");
+    }
+}
+
+/* The next field's number and wire type; 0 at the end. */
+static int wire_tag(Wire *w, uint64_t *field, unsigned *wire_type) {
+    uint64_t tag;
+    if (wire_varint(w, &tag) < 0) {
+        return -1;
+    }
+    *field = tag >> 3;
+    *wire_type = (unsigned)(tag & 7);
+    if (*field == 0 || *field > 0x1FFFFFFF) {
+        return wire_error("a field number out of range");
+    }
+    return 1;
+}
+
+static int expect_type(unsigned got, unsigned want) {
+    return got == want ? 0 : wire_error("a known field has the wrong wire type");
+}
+
+static int check_utf8(const unsigned char *data, Py_ssize_t len, const char *what) {
+    PyObject *s = PyUnicode_DecodeUTF8((const char *)data, len, "strict");
+    if (s == NULL) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "malformed ProduceRecordsRequest: %s is not UTF-8", what);
+        return -1;
+    }
+    Py_DECREF(s);
+    return 0;
+}
+
+static PyObject *produce_request(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view)) {
+        return NULL;
+    }
+    Wire w = {view.buf, (const unsigned char *)view.buf + view.len};
+    const unsigned char *topic = (const unsigned char *)"", *codec = (const unsigned char *)"";
+    Py_ssize_t topic_len = 0, codec_len = 0, count = 0;
+    int has_partition = 0;
+    int32_t partition = 0, acks = 0, timeout = 0;
+    PyObject *result = NULL;
+    while (w.p < w.end) {
+        uint64_t field, v;
+        unsigned wt;
+        const unsigned char *d;
+        Py_ssize_t n;
+        if (wire_tag(&w, &field, &wt) < 0) {
+            goto done;
+        }
+        switch (field) {
+        case 1:
+        case 6:
+            if (expect_type(wt, 2) < 0 || wire_bytes(&w, &d, &n) < 0) {
+                goto done;
+            }
+            if (field == 1) {
+                topic = d;
+                topic_len = n;
+            } else {
+                codec = d;
+                codec_len = n;
+            }
+            break;
+        case 3:
+            if (expect_type(wt, 2) < 0 || wire_bytes(&w, &d, &n) < 0) {
+                goto done;
+            }
+            count++;
+            break;
+        case 2:
+        case 4:
+        case 5:
+            if (expect_type(wt, 0) < 0 || wire_varint(&w, &v) < 0) {
+                goto done;
+            }
+            if (field == 2) {
+                has_partition = 1;
+                partition = (int32_t)(uint32_t)v;
+            } else if (field == 4) {
+                acks = (int32_t)(uint32_t)v;
+            } else {
+                timeout = (int32_t)(uint32_t)v;
+            }
+            break;
+        default:
+            if (wire_skip(&w, wt) < 0) {
+                goto done;
+            }
+        }
+    }
+    PyObject *t = PyUnicode_DecodeUTF8((const char *)topic, topic_len, "strict");
+    PyObject *c = t ? PyUnicode_DecodeUTF8((const char *)codec, codec_len, "strict") : NULL;
+    if (t == NULL || c == NULL) {
+        Py_XDECREF(t);
+        PyErr_Clear();
+        wire_error("a string is not UTF-8");
+        goto done;
+    }
+    PyObject *p = has_partition ? PyLong_FromLong(partition) : Py_NewRef(Py_None);
+    if (p != NULL) {
+        result = Py_BuildValue("NNiiNn", t, p, (int)acks, (int)timeout, c, count);
+    } else {
+        Py_DECREF(t);
+        Py_DECREF(c);
+    }
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* One record of the request: where its parts are in the buffer. */
+typedef struct {
+    const unsigned char *key, *value, *start, *end; /* start..end: the Record message */
+    Py_ssize_t key_len, value_len;
+    int64_t timestamp;
+    Py_ssize_t headers_size; /* encoded headers (count and headers); 0: no headers */
+    uint64_t header_count;
+    int has_key, has_value;
+    int32_t partition;
+} PlainRecord;
+
+static inline int zz_size(int64_t v) {
+    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    int n = 1;
+    while (z >= 0x80) {
+        z >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static inline void put_zz(unsigned char **out, int64_t v) {
+    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    unsigned char *p = *out;
+    while (z >= 0x80) {
+        *p++ = (unsigned char)(z | 0x80);
+        z >>= 7;
+    }
+    *p++ = (unsigned char)z;
+    *out = p;
+}
+
+/* A Header message {key=1 string, value=2 bytes}: its key and value (last occurrence wins). */
+static int parse_header(const unsigned char *data, Py_ssize_t len, const unsigned char **key,
+                        Py_ssize_t *key_len, const unsigned char **value, Py_ssize_t *value_len) {
+    Wire w = {data, data + len};
+    *key = *value = data;
+    *key_len = *value_len = 0;
+    while (w.p < w.end) {
+        uint64_t field;
+        unsigned wt;
+        if (wire_tag(&w, &field, &wt) < 0) {
+            return -1;
+        }
+        if (field == 1 || field == 2) {
+            if (expect_type(wt, 2) < 0 ||
+                wire_bytes(&w, field == 1 ? key : value, field == 1 ? key_len : value_len) < 0) {
+                return -1;
+            }
+        } else if (wire_skip(&w, wt) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int parse_record(const unsigned char *data, Py_ssize_t len, PlainRecord *r) {
+    Wire w = {data, data + len};
+    memset(r, 0, sizeof(*r));
+    r->start = data;
+    r->end = data + len;
+    r->key = r->value = data;
+    Py_ssize_t headers = 0;
+    while (w.p < w.end) {
+        uint64_t field, v;
+        unsigned wt;
+        const unsigned char *d;
+        Py_ssize_t n;
+        if (wire_tag(&w, &field, &wt) < 0) {
+            return -1;
+        }
+        switch (field) {
+        case 1:
+            if (expect_type(wt, 2) < 0 || wire_bytes(&w, &r->key, &r->key_len) < 0) {
+                return -1;
+            }
+            break;
+        case 3:
+            if (expect_type(wt, 2) < 0 || wire_bytes(&w, &r->value, &r->value_len) < 0) {
+                return -1;
+            }
+            break;
+        case 5: {
+            const unsigned char *k, *hv;
+            Py_ssize_t kn, hvn;
+            if (expect_type(wt, 2) < 0 || wire_bytes(&w, &d, &n) < 0 ||
+                parse_header(d, n, &k, &kn, &hv, &hvn) < 0 ||
+                check_utf8(k, kn, "a header key") < 0) {
+                return -1;
+            }
+            r->header_count++;
+            headers += zz_size(kn) + kn + zz_size(hvn) + hvn;
+            break;
+        }
+        case 2:
+        case 4:
+        case 6:
+        case 7:
+        case 8:
+            if (expect_type(wt, 0) < 0 || wire_varint(&w, &v) < 0) {
+                return -1;
+            }
+            if (field == 2) {
+                r->has_key = v != 0;
+            } else if (field == 4) {
+                r->has_value = v != 0;
+            } else if (field == 6) {
+                r->timestamp = (int64_t)v;
+            }
+            break;
+        default:
+            if (wire_skip(&w, wt) < 0) {
+                return -1;
+            }
+        }
+    }
+    if (r->header_count > 0x7FFFFFFF) {
+        return wire_error("too many headers");
+    }
+    r->has_key = r->has_key || r->key_len > 0;
+    r->has_value = r->has_value || r->value_len > 0;
+    if (r->header_count) {
+        r->headers_size = zz_size((int64_t)r->header_count) + headers;
+    }
+    return 0;
+}
+
+/* Kafka's Utils.murmur2. */
+static int32_t murmur2(const unsigned char *data, Py_ssize_t length) {
+    const uint32_t m = 0x5bd1e995;
+    uint32_t h = 0x9747b28cU ^ (uint32_t)length;
+    Py_ssize_t blocks = length / 4;
+    for (Py_ssize_t i = 0; i < blocks; i++) {
+        const unsigned char *b = data + 4 * i;
+        uint32_t k = (uint32_t)b[0] | ((uint32_t)b[1] << 8) | ((uint32_t)b[2] << 16) |
+                     ((uint32_t)b[3] << 24);
+        k *= m;
+        k ^= k >> 24;
+        k *= m;
+        h *= m;
+        h ^= k;
+    }
+    const unsigned char *tail = data + 4 * blocks;
+    switch (length & 3) {
+    case 3:
+        h ^= (uint32_t)tail[2] << 16;
+        /* fall through */
+    case 2:
+        h ^= (uint32_t)tail[1] << 8;
+        /* fall through */
+    case 1:
+        h ^= (uint32_t)tail[0];
+        h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    return (int32_t)h;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The body of one record (attributes .. headers) and its size. */
+static Py_ssize_t record_body_size(const PlainRecord *r, int64_t ts_delta, int64_t offset_delta) {
+    return 1 + zz_size(ts_delta) + zz_size(offset_delta) +
+           (r->has_key ? zz_size(r->key_len) + r->key_len : 1) +
+           (r->has_value ? zz_size(r->value_len) + r->value_len : 1) +
+           (r->header_count ? r->headers_size : 1);
+}
+
+static void put_record_v2(unsigned char **out, const PlainRecord *r, Py_ssize_t body,
+                          int64_t ts_delta, int64_t offset_delta) {
+    put_zz(out, body);
+    *(*out)++ = 0; /* attributes */
+    put_zz(out, ts_delta);
+    put_zz(out, offset_delta);
+    if (r->has_key) {
+        put_zz(out, r->key_len);
+        memcpy(*out, r->key, (size_t)r->key_len);
+        *out += r->key_len;
+    } else {
+        *(*out)++ = 1; /* -1 */
+    }
+    if (r->has_value) {
+        put_zz(out, r->value_len);
+        memcpy(*out, r->value, (size_t)r->value_len);
+        *out += r->value_len;
+    } else {
+        *(*out)++ = 1;
+    }
+    put_zz(out, (int64_t)r->header_count);
+    if (!r->header_count) {
+        return;
+    }
+    /* the headers, walked again (parse_record checked them) */
+    Wire w = {r->start, r->end};
+    while (w.p < w.end) {
+        uint64_t field = 0;
+        unsigned wt = 0;
+        const unsigned char *d = w.p, *k, *v;
+        Py_ssize_t n = 0, kn, vn;
+        wire_tag(&w, &field, &wt);
+        if (field != 5) {
+            wire_skip(&w, wt);
+            continue;
+        }
+        wire_bytes(&w, &d, &n);
+        parse_header(d, n, &k, &kn, &v, &vn);
+        put_zz(out, kn);
+        memcpy(*out, k, (size_t)kn);
+        *out += kn;
+        put_zz(out, vn);
+        memcpy(*out, v, (size_t)vn);
+        *out += vn;
+    }
+}
+
+/* A batch body of records[order[from..to)] (bytes), appended as a tuple to `batches`. */
+static int add_batch(PyObject *batches, const PlainRecord *records, const uint64_t *order,
+                     Py_ssize_t from, Py_ssize_t to, Py_ssize_t size) {
+    PyObject *data = PyBytes_FromStringAndSize(NULL, size);
+    if (data == NULL) {
+        return -1;
+    }
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(data);
+    int64_t base = records[(uint32_t)order[from]].timestamp, max = base;
+    for (Py_ssize_t i = from; i < to; i++) {
+        const PlainRecord *r = &records[(uint32_t)order[i]];
+        int64_t delta = r->timestamp - base;
+        Py_ssize_t body = record_body_size(r, delta, i - from);
+        put_record_v2(&out, r, body, delta, i - from);
+        if (r->timestamp > max) {
+            max = r->timestamp;
+        }
+    }
+    if (out != (unsigned char *)PyBytes_AS_STRING(data) + size) {
+        Py_DECREF(data);
+        PyErr_SetString(PyExc_SystemError, "produce_batches: encoded size mismatch");
+        return -1;
+    }
+    PyObject *item = Py_BuildValue("NnLL", data, to - from, (long long)base, (long long)max);
+    if (item == NULL) {
+        return -1;
+    }
+    int failed = PyList_Append(batches, item);
+    Py_DECREF(item);
+    return failed;
+}
+
+#define BATCH_HEADER_SIZE 61
+#define RECORD_OVERHEAD 24
+
+/* One partition's records (order[from..to)) as batches, as records.py `_encode` makes them. */
+static PyObject *partition_batches(const PlainRecord *records, const uint64_t *order,
+                                   Py_ssize_t from, Py_ssize_t to, Py_ssize_t batch_size) {
+    PyObject *batches = PyList_New(0);
+    if (batches == NULL) {
+        return NULL;
+    }
+    Py_ssize_t estimate = 0;
+    for (Py_ssize_t i = from; i < to; i++) {
+        const PlainRecord *r = &records[(uint32_t)order[i]];
+        estimate += r->key_len + r->value_len + r->headers_size + RECORD_OVERHEAD;
+    }
+    Py_ssize_t start = from, size = BATCH_HEADER_SIZE;
+    int64_t base = records[(uint32_t)order[from]].timestamp;
+    for (Py_ssize_t i = from; i < to; i++) {
+        const PlainRecord *r = &records[(uint32_t)order[i]];
+        Py_ssize_t body = record_body_size(r, r->timestamp - base, i - start);
+        Py_ssize_t grown = size + zz_size(body) + body;
+        if (estimate > batch_size && i > start && grown > batch_size) {
+            if (add_batch(batches, records, order, start, i, size - BATCH_HEADER_SIZE) < 0) {
+                goto fail;
+            }
+            start = i;
+            base = r->timestamp;
+            body = record_body_size(r, 0, 0);
+            grown = BATCH_HEADER_SIZE + zz_size(body) + body;
+        }
+        size = grown;
+    }
+    if (add_batch(batches, records, order, start, to, size - BATCH_HEADER_SIZE) < 0) {
+        goto fail;
+    }
+    return batches;
+fail:
+    Py_DECREF(batches);
+    return NULL;
+}
+
+static PyObject *produce_batches(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    int partition, partitions;
+    PyObject *sticky;
+    long long now_ms;
+    Py_ssize_t batch_size;
+    if (!PyArg_ParseTuple(args, "y*iiOLn", &view, &partition, &partitions, &sticky, &now_ms,
+                          &batch_size)) {
+        return NULL;
+    }
+    PyObject *result = NULL, *groups = NULL, *bad = NULL, *assign = NULL;
+    PlainRecord *records = NULL;
+    uint64_t *order = NULL;
+    Py_ssize_t n = 0, cap = 0, valid = 0;
+    int sticky_partition = -1;
+    if (partitions <= 0) {
+        PyErr_SetString(PyExc_ValueError, "a topic has at least one partition");
+        goto done;
+    }
+    Wire w = {view.buf, (const unsigned char *)view.buf + view.len};
+    while (w.p < w.end) {
+        uint64_t field;
+        unsigned wt;
+        const unsigned char *d;
+        Py_ssize_t len;
+        if (wire_tag(&w, &field, &wt) < 0) {
+            goto done;
+        }
+        if (field != 3) {
+            if (wire_skip(&w, wt) < 0) {
+                goto done;
+            }
+            continue;
+        }
+        if (expect_type(wt, 2) < 0 || wire_bytes(&w, &d, &len) < 0) {
+            goto done;
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 1024;
+            PlainRecord *grown = PyMem_Realloc(records, (size_t)cap * sizeof(PlainRecord));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            records = grown;
+        }
+        if (n >= 0x7FFFFFFF) {
+            wire_error("too many records");
+            goto done;
+        }
+        if (parse_record(d, len, &records[n]) < 0) {
+            goto done;
+        }
+        n++;
+    }
+    bad = PyList_New(0);
+    assign = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int32_t));
+    order = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(uint64_t));
+    if (bad == NULL || assign == NULL || order == NULL) {
+        if (order == NULL) {
+            PyErr_NoMemory();
+        }
+        goto done;
+    }
+    int32_t *groups_of = (int32_t *)PyBytes_AS_STRING(assign);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PlainRecord *r = &records[i];
+        groups_of[i] = -1;
+        if (r->timestamp < 0) {
+            PyObject *item = Py_BuildValue("nL", i, (long long)r->timestamp);
+            if (item == NULL || PyList_Append(bad, item) < 0) {
+                Py_XDECREF(item);
+                goto done;
+            }
+            Py_DECREF(item);
+            continue;
+        }
+        if (r->timestamp == 0) {
+            r->timestamp = now_ms;
+        }
+        if (partition >= 0) {
+            r->partition = partition;
+        } else if (r->has_key) {
+            r->partition = (int32_t)(((uint32_t)murmur2(r->key, r->key_len) & 0x7FFFFFFFU) %
+                                     (uint32_t)partitions);
+        } else {
+            if (sticky_partition < 0) {
+                PyObject *chosen = PyObject_CallNoArgs(sticky);
+                if (chosen == NULL) {
+                    goto done;
+                }
+                long value = PyLong_AsLong(chosen);
+                Py_DECREF(chosen);
+                if (value == -1 && PyErr_Occurred()) {
+                    goto done;
+                }
+                if (value < 0 || value > 0x7FFFFFFF) {
+                    PyErr_Format(PyExc_ValueError, "sticky partition %ld out of range", value);
+                    goto done;
+                }
+                sticky_partition = (int)value;
+            }
+            r->partition = sticky_partition;
+        }
+        order[valid++] = ((uint64_t)(uint32_t)r->partition << 32) | (uint64_t)i;
+    }
+    qsort(order, (size_t)valid, sizeof(uint64_t), cmp_u64);
+    groups = PyList_New(0);
+    if (groups == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t from = 0; from < valid;) {
+        uint32_t p = (uint32_t)(order[from] >> 32);
+        Py_ssize_t to = from;
+        Py_ssize_t group = PyList_GET_SIZE(groups);
+        while (to < valid && (uint32_t)(order[to] >> 32) == p) {
+            groups_of[(uint32_t)order[to]] = (int32_t)group;
+            to++;
+        }
+        PyObject *batches = partition_batches(records, order, from, to, batch_size);
+        if (batches == NULL) {
+            goto done;
+        }
+        PyObject *item = Py_BuildValue("INn", (unsigned int)p, batches, to - from);
+        if (item == NULL || PyList_Append(groups, item) < 0) {
+            Py_XDECREF(item);
+            goto done;
+        }
+        Py_DECREF(item);
+        from = to;
+    }
+    result = PyTuple_Pack(3, groups, assign, bad);
+done:
+    Py_XDECREF(groups);
+    Py_XDECREF(assign);
+    Py_XDECREF(bad);
+    PyMem_Free(records);
+    PyMem_Free(order);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static int put_tagged_varint(Buf *b, unsigned char tag, uint64_t v) {
+    if (v == 0) {
+        return 0;
+    }
+    return put_varint(b, tag) < 0 ? -1 : put_varint(b, v);
+}
+
+static int varint_size(uint64_t v) {
+    int n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+/* One RecordResult {partition=1, offset=2, error_code=3, error_message=4} in field 1. */
+static int put_result(Buf *out, int64_t partition, int64_t offset, int64_t code,
+                      const char *message, Py_ssize_t message_len) {
+    unsigned char scalars[40]; /* three tagged varints of at most 11 bytes each */
+    Buf b = {scalars, 0, sizeof(scalars)};
+    put_tagged_varint(&b, 0x08, (uint64_t)partition);
+    put_tagged_varint(&b, 0x10, (uint64_t)offset);
+    put_tagged_varint(&b, 0x18, (uint64_t)code);
+    size_t body = b.len;
+    if (message_len > 0) {
+        body += 1 + (size_t)varint_size((uint64_t)message_len) + (size_t)message_len;
+    }
+    if (buf_reserve(out, 1 + 10 + body) < 0) {
+        return -1;
+    }
+    put_varint(out, 0x0A);
+    put_varint(out, body);
+    memcpy(out->p + out->len, scalars, b.len);
+    out->len += b.len;
+    if (message_len > 0) {
+        put_varint(out, 0x22);
+        put_varint(out, (uint64_t)message_len);
+        memcpy(out->p + out->len, message, (size_t)message_len);
+        out->len += (size_t)message_len;
+    }
+    return 0;
+}
+
+static PyObject *produce_results(PyObject *self, PyObject *args) {
+    PyObject *assign, *partitions, *offsets, *codes, *messages, *bad_messages;
+    long long bad_code;
+    if (!PyArg_ParseTuple(args, "SO!O!O!O!LO!", &assign, &PyList_Type, &partitions, &PyList_Type,
+                          &offsets, &PyList_Type, &codes, &PyList_Type, &messages, &bad_code,
+                          &PyList_Type, &bad_messages)) {
+        return NULL;
+    }
+    Py_ssize_t groups = PyList_GET_SIZE(partitions);
+    if (PyList_GET_SIZE(offsets) != groups || PyList_GET_SIZE(codes) != groups ||
+        PyList_GET_SIZE(messages) != groups) {
+        PyErr_SetString(PyExc_ValueError, "produce_results: one item per group in each list");
+        return NULL;
+    }
+    Py_ssize_t n = PyBytes_GET_SIZE(assign) / (Py_ssize_t)sizeof(int32_t);
+    const int32_t *group_of = (const int32_t *)PyBytes_AS_STRING(assign);
+    int64_t *next = PyMem_Calloc((size_t)(groups ? groups : 1), sizeof(int64_t) * 3);
+    const char **texts = PyMem_Calloc((size_t)(groups ? groups : 1), sizeof(char *));
+    Py_ssize_t *text_lens = PyMem_Calloc((size_t)(groups ? groups : 1), sizeof(Py_ssize_t));
+    Buf out = {0};
+    PyObject *result = NULL;
+    if (next == NULL || texts == NULL || text_lens == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* next[3g]: the group's next offset (-1: none); next[3g+1]: partition; next[3g+2]: code */
+    for (Py_ssize_t g = 0; g < groups; g++) {
+        long long p = PyLong_AsLongLong(PyList_GET_ITEM(partitions, g));
+        long long o = PyLong_AsLongLong(PyList_GET_ITEM(offsets, g));
+        long long c = PyLong_AsLongLong(PyList_GET_ITEM(codes, g));
+        if (PyErr_Occurred()) {
+            goto done;
+        }
+        texts[g] = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(messages, g), &text_lens[g]);
+        if (texts[g] == NULL) {
+            goto done;
+        }
+        next[3 * g] = c != 0 || o < 0 ? -1 : o;
+        next[3 * g + 1] = p;
+        next[3 * g + 2] = c;
+    }
+    Py_ssize_t bad = 0;
+    if (buf_reserve(&out, (size_t)n * 12 + 16) < 0) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t g = group_of[i];
+        int failed;
+        if (g < 0) {
+            if (bad >= PyList_GET_SIZE(bad_messages)) {
+                PyErr_SetString(PyExc_ValueError, "produce_results: a bad record without message");
+                goto done;
+            }
+            Py_ssize_t len;
+            const char *text = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(bad_messages, bad), &len);
+            if (text == NULL) {
+                goto done;
+            }
+            bad++;
+            failed = put_result(&out, -1, -1, bad_code, text, len);
+        } else if (g >= groups) {
+            PyErr_SetString(PyExc_ValueError, "produce_results: a record of no group");
+            goto done;
+        } else {
+            int64_t offset = next[3 * g];
+            if (offset >= 0) {
+                next[3 * g] = offset + 1;
+            }
+            failed = put_result(&out, next[3 * g + 1], offset, next[3 * g + 2], texts[g],
+                                next[3 * g + 2] ? text_lens[g] : 0);
+        }
+        if (failed < 0) {
+            goto done;
+        }
+    }
+    result = PyBytes_FromStringAndSize((const char *)out.p, (Py_ssize_t)out.len);
+done:
+    PyMem_Free(next);
+    PyMem_Free(texts);
+    PyMem_Free(text_lens);
+    PyMem_Free(out.p);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"decode_into", decode_into, METH_VARARGS, "Parse one batch's records into five lists."},
     {"rows_into", rows_into, METH_VARARGS, "Parse one batch's records into row tuples."},
     {"wire_into", wire_into, METH_VARARGS, "One batch's records as protobuf Records."},
+    {"produce_request", produce_request, METH_VARARGS,
+     "A serialized ProduceRecordsRequest's fields other than its records."},
+    {"produce_batches", produce_batches, METH_VARARGS,
+     "A serialized ProduceRecordsRequest's records as RecordBatch v2 bodies by partition."},
+    {"produce_results", produce_results, METH_VARARGS,
+     "ProduceRecordsResponse's results, encoded."},
     {NULL, NULL, 0, NULL},
 };
 
