@@ -1183,7 +1183,13 @@ static PyObject *produce_batches(PyObject *self, PyObject *args) {
         }
         order[valid++] = ((uint64_t)(uint32_t)r->partition << 32) | (uint64_t)i;
     }
-    qsort(order, (size_t)valid, sizeof(uint64_t), cmp_u64);
+    int sorted = 1; /* one partition (sticky, explicit, one key): already in order */
+    for (Py_ssize_t i = 1; i < valid && sorted; i++) {
+        sorted = order[i - 1] < order[i];
+    }
+    if (!sorted) {
+        qsort(order, (size_t)valid, sizeof(uint64_t), cmp_u64);
+    }
     groups = PyList_New(0);
     if (groups == NULL) {
         goto done;

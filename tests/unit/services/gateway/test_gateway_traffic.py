@@ -17,7 +17,6 @@ from riverlog.common.types import TopicPartition
 from riverlog.services.gateway import traffic
 from riverlog.services.gateway.fetch import FetchPart, FetchPartResult
 from riverlog.services.gateway.produce import ProducePart, ProducePartResult
-from riverlog.services.gateway.records import RecordResult
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)
@@ -77,9 +76,8 @@ def test_produce_and_fetch_per_partition(counting: None) -> None:
 
 
 def test_plain_record_api(counting: None) -> None:
-    ok = RecordResult(partition=0, offset=4)
-    failed = RecordResult(partition=0, error_code=ErrorCode.MESSAGE_TOO_LARGE)
-    traffic.produced_plain("p", Message(120), [ok, ok, failed])
+    traffic.produced_plain("p", Message(120), 2)  # two of the records appended
+    traffic.produced_plain("p", Message(50), 0)  # none: no bytes counted either
     traffic.fetched_plain("p", Message(80), 4, 6)
     traffic.fetched_plain("p", Message(10), 6, 6)  # nothing new: nothing counted
     found = totals()
