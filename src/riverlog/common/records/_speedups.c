@@ -24,6 +24,9 @@
  *       offset (-1 if none).
  *
  * `buf` is bytes; the records are buf[start:end] (no copy of an uncompressed batch's body).
+ *
+ * Also the gateway's ProduceRecords from the request's bytes (produce_request, produce_batches,
+ * produce_results; decision 0045), described where they are defined, below wire_into.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
