@@ -8,6 +8,7 @@ spans BATCH_SIZE; bad bytes are a clear error (ValueError from the parse, INVALI
 
 from __future__ import annotations
 
+import contextlib
 import random
 from typing import Any
 
@@ -299,6 +300,19 @@ async def test_malformed_records_are_invalid_request(body: bytes) -> None:
     assert info.value.code == ErrorCode.INVALID_REQUEST
     assert "malformed ProduceRecordsRequest" in info.value.message
     assert harness.storage.calls == []
+
+
+def test_random_bytes_are_refused_or_read() -> None:
+    rng = random.Random(5)
+    for _ in range(3000):
+        data = rng.randbytes(rng.randint(0, 60))
+        with contextlib.suppress(ValueError):
+            produce_wire.request_fields(data)
+        partition = rng.choice((None, 0, 2))
+        try:
+            produce_wire.request_batches(data, partition, 3, lambda: 1, 5, 99)
+        except ValueError as exc:
+            assert "malformed ProduceRecordsRequest" in str(exc)
 
 
 async def test_damaged_requests_never_crash() -> None:
