@@ -5,8 +5,10 @@ in `records.py` is the only fetch path that decodes). Long-poll parameters are p
 with ONE overall `max_wait_ms`: every leader is asked at the same time, and a partition re-sent
 after a stale route only waits for what is left of it. The response-wide `max_bytes` is shared
 between the leaders of one request, so a fetch touching many leaders cannot add up to more than
-a gRPC message can carry. The request returns once min_bytes is met across its leaders; the
-leaders still waiting then are not asked again, their partitions come back empty (`_LongPoll`).
+a gRPC message can carry. Each leader is asked for its share of min_bytes, and the request
+returns once the bytes in hand across its leaders reach min_bytes (`_LongPoll`); the leaders
+still waiting then are not asked again, their partitions come back empty, and their calls are
+parked for the same client's next fetch to join (`pending_polls.py`).
 
 Fetching from the closest replica (KIP-392, decision 0038): a fetch that carries the client's
 rack (`rack_id`) goes, partition by partition, to the replica `ReadReplicas` picks (with
@@ -23,7 +25,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from riverlog.common.clock import SYSTEM_CLOCK, Clock
 from riverlog.common.cluster.image import NodeInfo
@@ -32,6 +34,7 @@ from riverlog.common.types import IsolationLevel, TopicPartition
 
 from .config import GatewayConfig
 from .context import Deadline, RequestContext, measured
+from .pending_polls import PendingPoll, PendingPolls, PollKey, PollState
 from .routing.read_replica import ReadReplicas
 from .routing.replica_selector import selector_named
 from .routing.router import RouteFn, Router, merge
@@ -119,6 +122,8 @@ class Fetcher:
         )
         # Long polls a request stopped waiting for, until they finish (see `_LongPoll`).
         self._abandoned: set[asyncio.Future[list[FetchPartResult]]] = set()
+        # The same calls, by the request they sent, for the client's next fetch to join.
+        self.pending: PendingPolls[asyncio.Future[list[FetchPartResult]]] = PendingPolls()
 
     @property
     def abandoned_polls(self) -> int:
@@ -181,33 +186,40 @@ class Fetcher:
         served: dict[TopicPartition, int] = {}  # partitions a follower answered, by node id
         leaders = self._leader_count(items, route_fn)
         share = max(options.max_bytes // leaders, 1)
-        poll = _LongPoll(options.min_bytes, self._abandoned)
+        poll = _LongPoll(options.min_bytes, self._abandoned, self.pending, self.clock)
+        caller = (ctx.principal, ctx.client_id, ctx.peer)
 
-        async def send(
-            node: NodeInfo, batch: list[FetchPart], deadline: Deadline
-        ) -> list[FetchPartResult]:
+        def leader_options_now(batch: list[FetchPart], deadline: Deadline) -> FetchOptions:
             wait_ms = max(wait_until_ms - self.clock.monotonic_ms(), 0)
-            leader_options = FetchOptions(
+            return FetchOptions(
                 # Leave the leader time to answer before the call's own deadline.
                 max_wait_ms=min(wait_ms, int(deadline.remaining() * 900)),
-                min_bytes=options.min_bytes,
+                # Its share: a leader holding that much answers, and the request answers
+                # once the answers in hand add up to min_bytes (`_LongPoll`).
+                min_bytes=-(-options.min_bytes // leaders),
                 max_bytes=min(share, sum(p.partition_max_bytes for p in batch)),
                 isolation_level=options.isolation_level,
                 rack_id=options.rack_id,
             )
+
+        async def send(
+            node: NodeInfo, batch: list[FetchPart], deadline: Deadline
+        ) -> list[FetchPartResult]:
+            leader_options = leader_options_now(batch, deadline)
             followed = [
                 p.tp for p in batch if replicas and replicas.is_follower(p.tp, node.node_id)
             ]
-            direct = leaders == 1 or leader_options.max_wait_ms == 0 or options.min_bytes == 0
             try:
-                if direct:
-                    results = poll.add(
-                        await self.sender.fetch(node, leader_options, batch, deadline)
-                    )
-                else:
-                    results = await poll.wait_or_cut_short(
-                        self.sender, node, leader_options, batch, deadline
-                    )
+                results = await poll.ask(
+                    self.sender,
+                    node,
+                    batch,
+                    deadline,
+                    leader_options,
+                    lambda: leader_options_now(batch, deadline),
+                    leaders == 1 or options.min_bytes == 0,
+                    caller,
+                )
             except RiverlogError as exc:
                 for tp in followed:
                     assert replicas is not None
@@ -294,22 +306,65 @@ def not_waited_for(batch: Sequence[FetchPart]) -> list[FetchPartResult]:
     return [FetchPartResult(part.tp) for part in batch]
 
 
+Call = asyncio.Future[list[FetchPartResult]]
+
+
+def poll_key(
+    caller: tuple[str, str, str], node: NodeInfo, options: FetchOptions, batch: Sequence[FetchPart]
+) -> PollKey:
+    """The key a leader call is parked and joined under (`pending_polls.PollKey`)."""
+    return PollKey(
+        caller,
+        node.key,
+        node.address,
+        options.isolation_level,
+        options.rack_id,
+        options.max_bytes,
+        tuple((p.tp, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch) for p in batch),
+    )
+
+
+def _records_size(results: Sequence[FetchPartResult]) -> int:
+    """The record bytes of a leader's answer worth keeping for a join: 0 when any partition
+    has an error (the next fetch asks afresh and sees the error itself)."""
+    size = 0
+    for result in results:
+        if result.error_code != ErrorCode.NONE:
+            return 0
+        size += len(result.records)
+    return size
+
+
 class _LongPoll:
-    """The long poll of one fetch spread over several leaders. Once the answers in hand reach
-    min_bytes the request returns, as Kafka's fetch does, and the leaders still waiting are
-    answered `not_waited_for`. Their calls are abandoned, not cancelled: a zero-copy exchange
+    """The long poll of one fetch spread over several leaders. Each leader is asked for its
+    share of min_bytes (rounded up), so a leader answers once it holds that much; once the
+    answers in hand add up to min_bytes the request returns, as Kafka's fetch does, and the
+    leaders still waiting are answered `not_waited_for`. (Kafka's broker sums what all the
+    partitions hold; leaders that each hold less than their share wait out max_wait here, the
+    price of not polling each leader again.)
+
+    The calls of the leaders still waiting are abandoned, not cancelled: a zero-copy exchange
     cancelled mid-way loses its framing and closes its connection, and the channel has no
     cancel message. An abandoned call finishes on its connection (when that leader has data or
-    its wait runs out, within the request's deadline), its answer is dropped (a consumer fetch
-    changes nothing on the leader) and the connection goes back to the pool."""
+    its wait runs out, within the request's deadline). Until then, and for its wait again if
+    it answered with records, it is parked in the Fetcher's `PendingPolls`, where the same
+    client's next fetch of the same partitions at the same offsets joins it: a running call is
+    waited on instead of parking a second poll on that leader, records are returned then (and
+    charged then, by the servicer). An answer nobody joins is dropped and never charged."""
 
     def __init__(
-        self, min_bytes: int, abandoned: set[asyncio.Future[list[FetchPartResult]]]
+        self,
+        min_bytes: int,
+        abandoned: set[Call],
+        pending: PendingPolls[Call],
+        clock: Clock,
     ) -> None:
         self.min_bytes = min_bytes
         self.received = 0
         self.satisfied = asyncio.Event()
         self.abandoned = abandoned  # the Fetcher's: holds the calls until they finish
+        self.pending = pending
+        self.clock = clock
 
     def add(self, results: list[FetchPartResult]) -> list[FetchPartResult]:
         self.received += sum(len(r.records) for r in results)
@@ -317,35 +372,111 @@ class _LongPoll:
             self.satisfied.set()
         return results
 
-    async def wait_or_cut_short(
+    async def ask(
         self,
         sender: FetchSender,
         node: NodeInfo,
-        options: FetchOptions,
         batch: list[FetchPart],
         deadline: Deadline,
+        options: FetchOptions,
+        options_now: Callable[[], FetchOptions],
+        alone: bool,
+        caller: tuple[str, str, str],
     ) -> list[FetchPartResult]:
+        """One leader's answer to its share of the request: a parked call of the same request
+        joined, or a new call. `alone`: no other leader's answer can meet min_bytes (one
+        leader, or min_bytes 0), so nothing cuts this one short. `options_now` gives the
+        options again with what is left of the wait (after a joined call came back empty)."""
+        key = poll_key(caller, node, options, batch) if len(self.pending) else None
+        entry = self.pending.take(key, self.clock.monotonic_ms()) if key is not None else None
+        if entry is not None:
+            assert key is not None
+            joined = await self._join(entry, key, node, batch, options, alone)
+            if joined is not None:
+                return joined
+            options = options_now()  # the joined call ended empty: ask with the wait left
+        long_poll = not alone and options.max_wait_ms > 0
+        if not long_poll:
+            return self.add(await sender.fetch(node, options, batch, deadline))
         call = asyncio.ensure_future(measured(sender.fetch(node, options, batch, deadline)))
+        if await self._wait(call):
+            return self.add(call.result())
+        log.debug("min_bytes met elsewhere; storage node %d's long poll parked", node.node_id)
+        self._park(call, poll_key(caller, node, options, batch), options.max_wait_ms)
+        return not_waited_for(batch)
+
+    async def _join(
+        self,
+        entry: PendingPoll[Call],
+        key: PollKey,
+        node: NodeInfo,
+        batch: list[FetchPart],
+        options: FetchOptions,
+        alone: bool,
+    ) -> list[FetchPartResult] | None:
+        """The answer of a parked call taken from the table, or None when it has nothing to
+        give (ended empty or failed): the caller then asks the leader itself. A running call
+        is waited on for this request's own wait; if min_bytes is met elsewhere first, or the
+        wait ends, it is parked again for the next fetch."""
+        call = entry.handle
+        if not call.done():
+            if options.max_wait_ms <= 0 or options.min_bytes <= 0:
+                # Not a long poll: read now. The parked call stays for a later fetch.
+                self.pending.park(key, call, self.clock.monotonic_ms())
+                return None
+            log.debug("joining storage node %d's parked long poll", node.node_id)
+            wait_s = options.max_wait_ms / 1000
+            if alone:
+                answered = bool((await asyncio.wait({call}, timeout=wait_s))[0])
+            else:
+                answered = await self._wait(call, wait_s)
+            if not answered:
+                self.pending.park(key, call, self.clock.monotonic_ms())
+                return not_waited_for(batch)
+        if call.cancelled() or call.exception() is not None:
+            return None
+        results = call.result()
+        if entry.state is PollState.RUNNING and _records_size(results) == 0:
+            return None  # it ended empty: this request's own wait is not over yet
+        if len(results) != len(batch) or any(
+            r.tp != p.tp or r.error_code != ErrorCode.NONE
+            for r, p in zip(results, batch, strict=False)
+        ):
+            return None
+        log.debug("storage node %d's parked answer joined", node.node_id)
+        return self.add(results)
+
+    async def _wait(self, call: Call, timeout_s: float | None = None) -> bool:
+        """Wait for `call` until min_bytes is met elsewhere (or `timeout_s` passes: a joined
+        call may have been started with a longer wait than this request's); whether the call
+        answered. A call that answers in the same step as min_bytes is met counts as
+        answered."""
         enough = asyncio.ensure_future(self.satisfied.wait())
+        waited: set[asyncio.Future[Any]] = {call, enough}
         try:
-            await asyncio.wait({call, enough}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waited, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
         except BaseException:
             call.cancel()  # the request itself is going away
             raise
         finally:
             enough.cancel()
-        if call.done():  # its answer stands, even when min_bytes was met at the same time
-            return self.add(call.result())
-        log.debug("min_bytes met elsewhere; storage node %d's long poll abandoned", node.node_id)
-        self._abandon(call)
-        return not_waited_for(batch)
+        return call.done()
 
-    def _abandon(self, call: asyncio.Future[list[FetchPartResult]]) -> None:
+    def _park(self, call: Call, key: PollKey, keep_ms: int) -> None:
+        """Hold `call` until it finishes, joinable under `key`."""
+        pending = self.pending
+        clock = self.clock
+        pending.park(key, call, clock.monotonic_ms())
         self.abandoned.add(call)
 
-        def finished(future: asyncio.Future[list[FetchPartResult]]) -> None:
+        def finished(future: Call) -> None:
             self.abandoned.discard(future)
-            if not future.cancelled() and future.exception() is not None:
-                log.debug("an abandoned long poll failed: %s", future.exception())
+            size = 0
+            if not future.cancelled():
+                if future.exception() is not None:
+                    log.debug("an abandoned long poll failed: %s", future.exception())
+                else:
+                    size = _records_size(future.result())
+            pending.answered(key, future, size, keep_ms, clock.monotonic_ms())
 
         call.add_done_callback(finished)

@@ -38,7 +38,8 @@ async def test_fetch_splits_by_leader_and_passes_long_poll(manual_harness: Harne
     ]
     assert items1[1].current_leader_epoch == 3
     assert opts1.max_wait_ms == 400  # the harness's manual clock stands still
-    assert (opts1.min_bytes, opts1.isolation_level) == (10, 1)
+    # each of the two leaders is asked for its share of min_bytes (rounded up)
+    assert (opts1.min_bytes, opts1.isolation_level) == (5, 1)
     # two leaders share max_bytes; a leader never gets more than its partitions asked for
     assert opts1.max_bytes == 3000
     items2, opts2 = calls[2]
