@@ -22,6 +22,7 @@ while, so the client never sees a follower's error.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,8 @@ from typing import Any, Protocol
 from riverlog.common.clock import SYSTEM_CLOCK, Clock
 from riverlog.common.cluster.image import NodeInfo
 from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.records.header import peek_size
+from riverlog.common.records.reader import next_fetch_offset
 from riverlog.common.types import IsolationLevel, TopicPartition
 
 from .config import GatewayConfig
@@ -335,13 +338,58 @@ def _records_size(results: Sequence[FetchPartResult]) -> int:
     return size
 
 
+def _complete_prefix(data: bytes, limit: int | None = None) -> int:
+    """The length of the complete batches at the start of `data`, as many as fit in `limit`
+    bytes (None: all); -1 when `data` does not start with a batch."""
+    pos = 0
+    while True:
+        try:
+            size = peek_size(data, pos)
+        except ValueError:
+            return -1 if pos == 0 else pos
+        if size < 0 or pos + size > len(data) or (limit is not None and pos + size > limit):
+            return pos
+        pos += size
+
+
+def _complete_end(data: bytes) -> int:
+    """The length of the complete batches at the start of `data` (shorter than `data` when
+    an answer ends in a batch cut at its size limit)."""
+    return _complete_prefix(data)
+
+
+def _extended(first: FetchPartResult, more: FetchPartResult, kept: int) -> FetchPartResult:
+    """`first` followed by the first `kept` bytes of `more` (whole batches, fetched from
+    where `first` ends), with the partition's offsets as `more` found them."""
+    if more.error_code != ErrorCode.NONE or kept <= 0:
+        return first
+    return dataclasses.replace(
+        first,
+        records=first.records + more.records[:kept],
+        high_watermark=more.high_watermark,
+        last_stable_offset=more.last_stable_offset,
+        log_start_offset=more.log_start_offset,
+        log_end_offset=more.log_end_offset,
+        aborted_transactions=tuple(
+            sorted(
+                set(first.aborted_transactions) | set(more.aborted_transactions),
+                key=lambda a: (a[1], a[0]),
+            )
+        ),
+    )
+
+
 class _LongPoll:
     """The long poll of one fetch spread over several leaders. Each leader is asked for its
     share of min_bytes (rounded up), so a leader answers once it holds that much; once the
     answers in hand add up to min_bytes the request returns, as Kafka's fetch does, and the
-    leaders still waiting are answered `not_waited_for`. (Kafka's broker sums what all the
-    partitions hold; leaders that each hold less than their share wait out max_wait here, the
-    price of not polling each leader again.)
+    leaders still waiting are answered `not_waited_for`. A leader that answered while the sum
+    is still short is asked again from where its answer ends for what is missing (`_top_up`),
+    so one leader holding all of min_bytes answers the request as it did when each leader was
+    asked for the whole of it. (Kafka's broker sums what all its partitions hold at every
+    append; here leaders that each hold less than what they were asked for, say 10 and 40
+    bytes of a min_bytes of 100 over two leaders, wait until one of them has enough or
+    max_wait passes: the leaders can be told a smaller need only by a new call.)
 
     The calls of the leaders still waiting are abandoned, not cancelled: a zero-copy exchange
     cancelled mid-way loses its framing and closes its connection, and the channel has no
@@ -367,10 +415,13 @@ class _LongPoll:
         self.clock = clock
 
     def add(self, results: list[FetchPartResult]) -> list[FetchPartResult]:
-        self.received += sum(len(r.records) for r in results)
+        self._count(sum(len(r.records) for r in results))
+        return results
+
+    def _count(self, size: int) -> None:
+        self.received += size
         if self.received >= self.min_bytes and self.received > 0:
             self.satisfied.set()
-        return results
 
     async def ask(
         self,
@@ -393,17 +444,83 @@ class _LongPoll:
             assert key is not None
             joined = await self._join(entry, key, node, batch, options, alone)
             if joined is not None:
-                return joined
+                return await self._top_up(
+                    sender, node, batch, deadline, joined, options_now, caller
+                )
             options = options_now()  # the joined call ended empty: ask with the wait left
         long_poll = not alone and options.max_wait_ms > 0
         if not long_poll:
             return self.add(await sender.fetch(node, options, batch, deadline))
         call = asyncio.ensure_future(measured(sender.fetch(node, options, batch, deadline)))
         if await self._wait(call):
-            return self.add(call.result())
+            results = self.add(call.result())
+            return await self._top_up(sender, node, batch, deadline, results, options_now, caller)
         log.debug("min_bytes met elsewhere; storage node %d's long poll parked", node.node_id)
         self._park(call, poll_key(caller, node, options, batch), options.max_wait_ms)
         return not_waited_for(batch)
+
+    async def _top_up(
+        self,
+        sender: FetchSender,
+        node: NodeInfo,
+        batch: list[FetchPart],
+        deadline: Deadline,
+        results: list[FetchPartResult],
+        options_now: Callable[[], FetchOptions],
+        caller: tuple[str, str, str],
+    ) -> list[FetchPartResult]:
+        """`results` (this leader's answer, already counted), extended while min_bytes is
+        not met across the leaders: the leader is asked again from where its answer ends, for
+        what is still missing, with the wait left, so a leader that holds more than its share
+        can meet min_bytes alone as Kafka's broker would. The call asks what the client's next
+        fetch of these partitions will ask (the same sizes, at the offsets it will be at), so
+        if min_bytes is met elsewhere first it is parked for that fetch like any other; its
+        records are cut at a batch boundary to what the request still has room for (the rest
+        is read again by the next fetch). Ends when min_bytes is met, the wait runs out, an
+        answer has an error, or an answer ends in a cut batch."""
+        while not self.satisfied.is_set():
+            options = options_now()
+            need = self.min_bytes - self.received
+            got = _records_size(results)
+            if got == 0 or need <= 0 or options.max_wait_ms <= 0:
+                break
+            if any(_complete_end(r.records) != len(r.records) for r in results):
+                break  # a partition is full: Kafka's broker would answer now too
+            more = [
+                FetchPart(
+                    part.tp,
+                    next_fetch_offset(result.records, part.fetch_offset),
+                    part.partition_max_bytes,
+                    part.current_leader_epoch,
+                )
+                for part, result in zip(batch, results, strict=True)
+            ]
+            options = dataclasses.replace(options, min_bytes=need)
+            call = asyncio.ensure_future(measured(sender.fetch(node, options, more, deadline)))
+            if not await self._wait(call):
+                log.debug("min_bytes met elsewhere; storage node %d's top-up parked", node.node_id)
+                self._park(call, poll_key(caller, node, options, more), options.max_wait_ms)
+                break
+            try:
+                extra = call.result()
+            except RiverlogError as exc:
+                log.debug("storage node %d failed a top-up fetch: %s", node.node_id, exc)
+                break
+            if _records_size(extra) == 0 or len(extra) != len(more):
+                break
+            budget = options.max_bytes - got
+            merged = []
+            for part, first, result in zip(batch, results, extra, strict=True):
+                room = min(part.partition_max_bytes - len(first.records), budget)
+                kept = _complete_prefix(result.records, room)
+                budget -= kept
+                merged.append(_extended(first, result, kept))
+            grown = sum(len(m.records) for m in merged) - got
+            results = merged
+            if grown <= 0:
+                break  # no room left for any of it
+            self._count(grown)
+        return results
 
     async def _join(
         self,
@@ -462,11 +579,12 @@ class _LongPoll:
             enough.cancel()
         return call.done()
 
-    def _park(self, call: Call, key: PollKey, keep_ms: int) -> None:
-        """Hold `call` until it finishes, joinable under `key`."""
+    def _park(self, call: Call, key: PollKey | None, keep_ms: int) -> None:
+        """Hold `call` until it finishes, joinable under `key` (None: not joinable)."""
         pending = self.pending
         clock = self.clock
-        pending.park(key, call, clock.monotonic_ms())
+        if key is not None:
+            pending.park(key, call, clock.monotonic_ms())
         self.abandoned.add(call)
 
         def finished(future: Call) -> None:
@@ -477,6 +595,7 @@ class _LongPoll:
                     log.debug("an abandoned long poll failed: %s", future.exception())
                 else:
                     size = _records_size(future.result())
-            pending.answered(key, future, size, keep_ms, clock.monotonic_ms())
+            if key is not None:
+                pending.answered(key, future, size, keep_ms, clock.monotonic_ms())
 
         call.add_done_callback(finished)

@@ -189,4 +189,55 @@ async def test_min_bytes_is_met_by_the_bytes_of_several_leaders(harness: Harness
         harness.fetcher.fetch(ctx(), options, [FetchPart(T0, 0), FetchPart(T1, 0)]), 5
     )
     assert [values(r) for r in results] == [[(0, b"a")], [(0, b"b")]]
-    assert {call[2].min_bytes for call in leaders.calls} == {size}
+    assert [call[2].min_bytes for call in leaders.calls[:2]] == [size, size]
+
+
+async def test_one_leader_holding_more_than_its_share_meets_min_bytes_alone(
+    harness: Harness,
+) -> None:
+    """min_bytes is three records, all on t/0: t/0 answers its share (two records), is asked
+    again from offset 2 for the rest, and the request answers with all three in one piece,
+    not at max_wait."""
+    leaders = setup(harness)
+    leaders.append(T0, b"a")
+    leaders.append(T0, b"b")
+    size = len(leaders.logs[T0][0])
+    options = FetchOptions(max_wait_ms=20_000, min_bytes=3 * size, max_bytes=100_000)
+    request = asyncio.ensure_future(
+        harness.fetcher.fetch(ctx(), options, [FetchPart(T0, 0), FetchPart(T1, 0)])
+    )
+    await until(lambda: len(leaders.asked(1)) == 2, "t/0 asked again")
+    assert leaders.asked(1) == [((T0, 0),), ((T0, 2),)]
+    assert leaders.calls[-1][2].min_bytes == size  # only what is missing
+    leaders.append(T0, b"c")
+    results = await asyncio.wait_for(request, 5)
+    assert [values(r) for r in results] == [[(0, b"a"), (1, b"b"), (2, b"c")], []]
+    assert results[0].high_watermark == 3
+
+
+async def test_a_top_up_cut_short_is_parked_for_the_next_fetch(harness: Harness) -> None:
+    """t/0's top-up (from offset 2) is still waiting when t/1's record meets min_bytes: it is
+    parked, and the next fetch, at offset 2, joins it instead of asking t/0 a third time."""
+    leaders = setup(harness)
+    leaders.append(T0, b"a")
+    leaders.append(T0, b"b")
+    size = len(leaders.logs[T0][0])
+    options = FetchOptions(max_wait_ms=20_000, min_bytes=3 * size, max_bytes=100_000)
+    request = asyncio.ensure_future(
+        harness.fetcher.fetch(ctx(), options, [FetchPart(T0, 0), FetchPart(T1, 0)])
+    )
+    await until(lambda: len(leaders.asked(1)) == 2, "t/0 asked again")
+    leaders.append(T1, b"x")
+    leaders.append(T1, b"y")  # t/1's share: it answers, and min_bytes is met
+    results = await asyncio.wait_for(request, 5)
+    assert [values(r) for r in results] == [[(0, b"a"), (1, b"b")], [(0, b"x"), (1, b"y")]]
+    second = asyncio.ensure_future(
+        harness.fetcher.fetch(ctx(), options, [FetchPart(T0, 2), FetchPart(T1, 2)])
+    )
+    await until(lambda: harness.fetcher.pending.joined == 1, "the top-up joined")
+    leaders.append(T0, b"c")
+    leaders.append(T0, b"d")
+    leaders.append(T0, b"e")
+    results = await asyncio.wait_for(second, 5)
+    assert values(results[0])[0] == (2, b"c")
+    assert leaders.asked(1) == [((T0, 0),), ((T0, 2),)]
