@@ -70,11 +70,15 @@ def produce_request(
 
 
 def fetch_request(
-    topic: str, offsets: dict[int, int], max_wait_ms: int = 500, correlation_id: int = 0
+    topic: str,
+    offsets: dict[int, int],
+    max_wait_ms: int = 500,
+    correlation_id: int = 0,
+    min_bytes: int = 1,
 ) -> data_pb2.FetchRequest:
     return data_pb2.FetchRequest(
         max_wait_ms=max_wait_ms,
-        min_bytes=1,
+        min_bytes=min_bytes,
         max_bytes=4 * 1024 * 1024,
         correlation_id=correlation_id,
         partitions=[

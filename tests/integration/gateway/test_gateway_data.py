@@ -302,13 +302,16 @@ def test_fetches_reach_leaders_over_their_zero_copy_channels(
     assert zero_copy_ports <= _connected_ports(cluster.gateway(1).pid)
 
 
+@pytest.mark.parametrize("min_bytes", [1, 400])
 def test_one_fetch_over_every_leader_gets_each_trickled_record_once_in_order(
-    client: GatewayClient, new_topic
+    client: GatewayClient, new_topic, min_bytes: int
 ) -> None:
     # A plain gRPC client's Fetch over partitions on all three storage nodes while single
-    # records trickle to every partition: the gateway answers once min_bytes is met by some
-    # leaders, the others' partitions empty at the client's position (their long polls are
-    # abandoned, not re-asked), so reading on from the positions must neither skip nor repeat.
+    # records trickle to every partition: the gateway answers once min_bytes is met across
+    # the leaders (400: several records, from one leader or several, asked again for what is
+    # missing), the others' partitions empty at the client's position (their long polls are
+    # parked, and the next fetch, asking the same offsets, joins them), so reading on from the
+    # positions must neither skip nor repeat.
     partitions = 6
     topic = new_topic(partitions=partitions)
     metadata = client.GetMetadata(gateway_pb2.GetMetadataRequest(topics=[topic]))
@@ -332,7 +335,8 @@ def test_one_fetch_over_every_leader_gets_each_trickled_record_once_in_order(
     deadline = time.monotonic() + 90
     try:
         while any(len(got[p]) < per_partition for p in got) and time.monotonic() < deadline:
-            response = client.Fetch(fetch_request(topic, positions, max_wait_ms=2_000))
+            request = fetch_request(topic, positions, max_wait_ms=2_000, min_bytes=min_bytes)
+            response = client.Fetch(request)
             assert sorted(r.partition for r in response.partitions) == list(range(partitions))
             for part in response.partitions:
                 assert part.error_code == 0, part.error_message
