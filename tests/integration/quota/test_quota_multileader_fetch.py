@@ -21,8 +21,13 @@ from riverlog.v1 import common_pb2, data_pb2, gateway_pb2_grpc
 
 pytestmark = pytest.mark.integration
 
-RATE = 2000.0  # bytes/s: 22 KB per 11 s window, so one BIG record charged throttles
+RATE = 2000.0  # bytes/s: 22 KB per 11-second window
 BIG = 40_000
+CHARGED_BIG_MS = 5_000
+"""A throttle time this long means the BIG record was charged: 40 KB against 22 KB per window
+gives Kafka's (rate - bound) / bound x window, about 9 s. A few small answers in a row give at
+most a report interval or so (100 ms: the gateway's paced allowance, spent, holds the client
+until the quota service's next answer)."""
 
 
 def _batch(value: bytes) -> bytes:
@@ -122,14 +127,14 @@ def test_a_parked_poll_is_charged_when_joined_and_never_when_a_seek_leaves_it(
         _produce(stub, topic, b, b"b1")
         response, got = _fetch(stub, "ml-seeker", topic, {a: 1, b: 1})
         assert got[b] == [(1, b"b1")] and got[a] == []
-        # the BIG record was read by the parked poll but never returned: not charged, so
-        # nothing throttles the seeker (charged, it would: see the joiner)
+        # the BIG record was read by the parked poll but never returned: not charged, so the
+        # seeker is never held back as the joiner below is
         throttles = [response.throttle_time_ms]
         for _ in range(3):
             _produce(stub, topic, a, b"a")
             response, _ = _fetch(stub, "ml-seeker", topic, {a: 1, b: 2}, max_wait_ms=0)
             throttles.append(response.throttle_time_ms)
-        assert throttles == [0, 0, 0, 0]
+        assert max(throttles) < CHARGED_BIG_MS, throttles
 
         # The joiner: the same start, but its next fetch asks b at the same offset again and
         # joins the parked poll: the BIG record comes back once, at offset 0, and is charged
@@ -142,7 +147,7 @@ def test_a_parked_poll_is_charged_when_joined_and_never_when_a_seek_leaves_it(
         _produce(stub, topic, b, b"B" * BIG)
         response, got = _fetch(stub, "ml-joiner", topic, {a: 1, b: 0})
         assert got[b] in ([(0, b"B" * BIG)], [])  # [] when emptied by the quota
-        assert response.throttle_time_ms > 0
+        assert response.throttle_time_ms >= CHARGED_BIG_MS
     finally:
         admin.alter_client_quotas(
             [(QuotaEntity(None, c), {"consumer_byte_rate": None}) for c in clients]
