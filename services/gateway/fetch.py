@@ -99,8 +99,9 @@ class FetchSender(Protocol):
 
 
 class Fetcher:
-    """Handles Fetch, each request of FetchStream, and the fetch under FetchRecords. Stateless;
-    safe to call from many tasks at once."""
+    """Handles Fetch, each request of FetchStream, and the fetch under FetchRecords. Its only
+    state is the leader long polls requests stopped waiting for (`pending`, on the event
+    loop); safe to call from many tasks at once."""
 
     def __init__(
         self,
