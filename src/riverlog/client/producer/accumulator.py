@@ -2,17 +2,17 @@
 full (batch.size) or ready to go, then drained by the sender thread.
 
 An append only checks the record's types, adds its size to the batch's estimate and appends
-one tuple: the records are encoded when the sender builds the batch (`ProducerBatch.build`,
-decision 0015). When a batch is ready (Kafka's linger.ms, made adaptive): when it is full, at a
-flush or close, while an append waits for memory, when every request sent before the batch was
-created has its answer (so nothing waits on a timer while the producer is idle, and under load
-a batch gathers what comes during one round trip), or linger.ms after it was created, whichever
-comes first (with linger.ms 0: only while such a request is in flight, at most 5 ms). Memory
-is bounded by buffer.memory, accounted per batch (each reserves
-max(batch.size, its first record)): when it is used up, `append` blocks up to max.block.ms for
-the sender to free some, and every waiting batch counts as ready meanwhile, as in Kafka's
-BufferPool. One lock guards the deques; an append holds it for a few attribute updates, and
-allocation, sender wake-ups and sticky-partition changes happen once per batch.
+the record to the batch's columns: the records are encoded when the sender builds the batch
+(`ProducerBatch.build`, decision 0015). When a batch is ready (Kafka's linger.ms, made
+adaptive): when it is full, at a flush or close, while an append waits for memory, when every
+request sent before the batch was created has its answer (so nothing waits on a timer while
+the producer is idle, and under load a batch gathers what comes during one round trip), or
+linger.ms after it was created, whichever comes first (with linger.ms 0: only while such a
+request is in flight, at most 5 ms). Memory is bounded by buffer.memory, accounted per batch
+(each reserves max(batch.size, its first record)): when it is used up, `append` blocks up to
+max.block.ms for the sender to free some, and every waiting batch counts as ready meanwhile,
+as in Kafka's BufferPool. One lock guards the deques; an append holds it for a few attribute
+updates, and allocation, sender wake-ups and sticky-partition changes happen once per batch.
 """
 
 from __future__ import annotations
@@ -36,10 +36,13 @@ from .future import BatchResult, RecordFuture, RecordFutures
 
 RECORD_MEMORY: Final = 144
 """What a queued record costs in memory beyond its key and value bytes, counted against
-buffer.memory from append to outcome: its tuple in the batch (72 B and an 8-byte list slot),
-its timestamp (a 32-byte int) and the header of its value's bytes object (33 B). Without it, a
-buffer of 100-byte records held about twice buffer.memory, and the producer passed 100 MiB
-RSS with buffer.memory at 32 MiB (bench/producer_memory_bench.py)."""
+buffer.memory from append to outcome: its slots in the batch's columns (three 8-byte list
+slots and the lists' spare room), its timestamp (a 32-byte int) and the header of its value's
+bytes object (33 B), about 100 B; counted as when a record was a tuple (72 B more), which keeps
+room for the futures the application holds. Without it, a buffer of 100-byte records held
+about twice buffer.memory, and the producer passed 100 MiB RSS with buffer.memory at 32 MiB
+(bench/producer_memory_bench.py)."""
+
 
 OnDone = Callable[[RecordFuture], None]
 
@@ -140,10 +143,15 @@ class RecordAccumulator:
                 if headers:
                     size += len(headers)
                 if size <= batch.limit and self._available >= RECORD_MEMORY:
-                    batch.records.append((timestamp, key, value, headers))
-                    batch.estimate = size
                     index = batch.count
-                    batch.count = index + 1
+                    if headers is None and batch.headers is None:
+                        batch.timestamps.append(timestamp)
+                        batch.keys.append(key)
+                        batch.values.append(value)
+                        batch.count = index + 1
+                    else:
+                        batch.add((timestamp, key, value, headers))
+                    batch.estimate = size
                     self._available -= RECORD_MEMORY
                     batch.reserved += RECORD_MEMORY
                     future: RecordFuture = RecordFuture((batch.result, index))
@@ -182,10 +190,15 @@ class RecordAccumulator:
                     size += len(headers)
                 if size <= batch.limit:
                     if self._available >= RECORD_MEMORY:
-                        batch.records.append((timestamp, key, value, headers))
-                        batch.estimate = size
                         index = batch.count
-                        batch.count = index + 1
+                        if headers is None and batch.headers is None:
+                            batch.timestamps.append(timestamp)
+                            batch.keys.append(key)
+                            batch.values.append(value)
+                            batch.count = index + 1
+                        else:
+                            batch.add((timestamp, key, value, headers))
+                        batch.estimate = size
                         self._available -= RECORD_MEMORY
                         batch.reserved += RECORD_MEMORY
                         future: RecordFuture = RecordFuture((batch.result, index))
@@ -228,7 +241,6 @@ class RecordAccumulator:
         # cum[i]: the estimated bytes of records 0..i, for bisecting how many fit a batch
         cum = list(accumulate(map(add, _lengths(values), _lengths(keys)), initial=0))
         cum = list(map(add, cum, range(0, (n + 1) * RECORD_OVERHEAD, RECORD_OVERHEAD)))
-        stamps = repeat(timestamp)
         with self._lock:
             i = 0
             while i < n:
@@ -252,7 +264,11 @@ class RecordAccumulator:
                         self._available -= (fit - i) * RECORD_MEMORY
                         batch.reserved += (fit - i) * RECORD_MEMORY
                         first = batch.count
-                        batch.records.extend(zip(stamps, keys[i:fit], values[i:fit], repeat(None)))
+                        batch.timestamps.extend(repeat(timestamp, fit - i))
+                        batch.keys.extend(keys[i:fit])
+                        batch.values.extend(values[i:fit])
+                        if batch.headers is not None:
+                            batch.headers.extend(repeat(None, fit - i))
                         batch.estimate += cum[fit] - cum[i]
                         batch.count = first + fit - i
                         out.add_run(batch.result, first, fit - i)
