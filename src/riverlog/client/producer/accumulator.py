@@ -34,6 +34,11 @@ from ..errors import ClientClosedError, ClientTimeoutError, RecordTooLargeError
 from .batch import RECORD_OVERHEAD, ProducerBatch
 from .future import BatchResult, RecordFuture, RecordFutures
 
+try:
+    from riverlog.common.records._speedups import Appender
+except ImportError:  # built without a C compiler: `append_sticky` only
+    Appender = None  # type: ignore[assignment,misc]
+
 RECORD_MEMORY: Final = 144
 """What a queued record costs in memory beyond its key and value bytes, counted against
 buffer.memory from append to outcome: its slots in the batch's columns (three 8-byte list
@@ -112,6 +117,26 @@ class RecordAccumulator:
         self._flushes = 0
         self._closed = False
         self._drain_start = 0
+        # `append_fast(topic, timestamp, key, value)`: `append_sticky`'s common case in C (an
+        # open sticky batch with room, memory to spare, bytes or None key and value, no
+        # headers), returning the future, or None when `append_sticky` must decide. None where
+        # the extension is not built (`use_compiled(False)` in tests).
+        self.append_fast: Callable[[str, int, bytes | None, bytes | None], Any] | None = None
+        self.use_compiled(True)
+
+    def use_compiled(self, on: bool) -> None:
+        """Use the C append where the extension is built (on), or only the Python path."""
+        self.append_fast = None
+        if on and Appender is not None:
+            self.append_fast = Appender(
+                self._lock,
+                self._sticky,
+                self.__dict__,
+                ProducerBatch,
+                RecordFuture,
+                RECORD_OVERHEAD,
+                RECORD_MEMORY,
+            )
 
     # ---- application threads -------------------------------------------------------------
 

@@ -159,6 +159,11 @@ class Producer(Closing):
             )
         if partition is None:
             if key is None or self._ignore_keys:
+                fast = self._accumulator.append_fast
+                if fast is not None:
+                    future = fast(topic, timestamp_ms, key, value)
+                    if future is not None:
+                        return future  # type: ignore[no-any-return]
                 return self._append_sticky(
                     topic, info.available or range(info.num_partitions), timestamp_ms, key, value
                 )

@@ -23,6 +23,17 @@
  *       without a Python object per record field. last_offset is the last added record's
  *       offset (-1 if none).
  *
+ *   Appender(lock, sticky, state, batch_type, future_type, record_overhead, record_memory)
+ *       the producer's per-record append in C (decision 0015's addendum): calling it as
+ *       appender(topic, timestamp, key, value) takes `lock`, and if `sticky[topic]` (a
+ *       `batch_type` with __slots__) is open, has no headers column, has room for the record
+ *       (its estimate plus record_overhead plus the key and value lengths within its limit) and
+ *       `state["_available"]` (the accumulator's __dict__) has record_memory left, appends the
+ *       record to the batch's columns, updates count, estimate, reserved and _available as the
+ *       Python fast path does and returns future_type((batch.result, index)); otherwise it
+ *       changes nothing and returns None (the Python path then decides: a new batch, a wait
+ *       for memory, a conversion of a non-bytes value).
+ *
  * `buf` is bytes; the records are buf[start:end] (no copy of an uncompressed batch's body).
  *
  * Also the gateway's ProduceRecords from the request's bytes (produce_request, produce_batches,
@@ -32,6 +43,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <structmember.h>
 
 typedef struct {
     const unsigned char *p;
@@ -1356,6 +1368,238 @@ done:
     return result;
 }
 
+/* ---- the producer's append (Appender) ------------------------------------------------------ */
+
+enum { S_CLOSED, S_HEADERS, S_ESTIMATE, S_LIMIT, S_COUNT, S_RESERVED, S_RESULT, S_TIMESTAMPS,
+       S_KEYS, S_VALUES, N_SLOTS };
+static const char *slot_names[N_SLOTS] = {"closed", "headers", "estimate", "limit", "count",
+                                          "reserved", "result", "timestamps", "keys", "values"};
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *lock;
+    PyObject *acquire; /* bound lock.acquire / lock.release */
+    PyObject *release;
+    PyObject *sticky; /* dict: topic -> batch */
+    PyObject *state;  /* the accumulator's __dict__ */
+    PyTypeObject *batch_type;
+    PyTypeObject *future_type;
+    Py_ssize_t overhead;
+    Py_ssize_t memory;
+    Py_ssize_t offsets[N_SLOTS];
+} Appender;
+
+static PyObject *str_available;
+
+static void appender_dealloc(Appender *a) {
+    Py_XDECREF(a->lock);
+    Py_XDECREF(a->acquire);
+    Py_XDECREF(a->release);
+    Py_XDECREF(a->sticky);
+    Py_XDECREF(a->state);
+    Py_XDECREF(a->batch_type);
+    Py_XDECREF(a->future_type);
+    Py_TYPE(a)->tp_free((PyObject *)a);
+}
+
+static PyObject *appender_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *lock, *sticky, *state, *batch_type, *future_type;
+    Py_ssize_t overhead, memory;
+    if (!PyArg_ParseTuple(args, "OO!O!O!O!nn", &lock, &PyDict_Type, &sticky, &PyDict_Type, &state,
+                          &PyType_Type, &batch_type, &PyType_Type, &future_type, &overhead,
+                          &memory))
+        return NULL;
+    if (!PyType_IsSubtype((PyTypeObject *)future_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "future_type must be a tuple subclass");
+        return NULL;
+    }
+    Appender *a = (Appender *)type->tp_alloc(type, 0);
+    if (a == NULL)
+        return NULL;
+    for (int i = 0; i < N_SLOTS; i++) {
+        PyObject *d = PyObject_GetAttrString(batch_type, slot_names[i]);
+        if (d == NULL) {
+            Py_DECREF(a);
+            return NULL;
+        }
+        if (!PyObject_TypeCheck(d, &PyMemberDescr_Type) ||
+            ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
+            Py_DECREF(d);
+            Py_DECREF(a);
+            PyErr_Format(PyExc_TypeError, "batch_type.%s must be a __slots__ member",
+                         slot_names[i]);
+            return NULL;
+        }
+        a->offsets[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+    }
+    a->acquire = PyObject_GetAttrString(lock, "acquire");
+    a->release = PyObject_GetAttrString(lock, "release");
+    if (a->acquire == NULL || a->release == NULL) {
+        Py_DECREF(a);
+        return NULL;
+    }
+    Py_INCREF(lock);
+    a->lock = lock;
+    Py_INCREF(sticky);
+    a->sticky = sticky;
+    Py_INCREF(state);
+    a->state = state;
+    Py_INCREF(batch_type);
+    a->batch_type = (PyTypeObject *)batch_type;
+    Py_INCREF(future_type);
+    a->future_type = (PyTypeObject *)future_type;
+    a->overhead = overhead;
+    a->memory = memory;
+    return (PyObject *)a;
+}
+
+#define SLOT(obj, i) (*(PyObject **)((char *)(obj) + a->offsets[i]))
+
+static int set_slot_ssize(Appender *a, PyObject *obj, int i, Py_ssize_t v) {
+    PyObject *n = PyLong_FromSsize_t(v);
+    if (n == NULL)
+        return -1;
+    PyObject *old = SLOT(obj, i);
+    SLOT(obj, i) = n;
+    Py_XDECREF(old);
+    return 0;
+}
+
+/* The append with the lock held: the future, Py_None (not taken) or NULL (error). */
+static PyObject *append_locked(Appender *a, PyObject *topic, PyObject *timestamp, PyObject *key,
+                               PyObject *value, Py_ssize_t nbytes) {
+    PyObject *batch = PyDict_GetItemWithError(a->sticky, topic); /* borrowed */
+    if (batch == NULL)
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    if (Py_TYPE(batch) != a->batch_type)
+        Py_RETURN_NONE;
+    PyObject *closed = SLOT(batch, S_CLOSED), *headers = SLOT(batch, S_HEADERS);
+    PyObject *estimate_o = SLOT(batch, S_ESTIMATE), *limit_o = SLOT(batch, S_LIMIT);
+    PyObject *count_o = SLOT(batch, S_COUNT), *reserved_o = SLOT(batch, S_RESERVED);
+    PyObject *result = SLOT(batch, S_RESULT), *timestamps = SLOT(batch, S_TIMESTAMPS);
+    PyObject *keys = SLOT(batch, S_KEYS), *values = SLOT(batch, S_VALUES);
+    if (closed != Py_False || headers != Py_None || estimate_o == NULL || limit_o == NULL ||
+        count_o == NULL || reserved_o == NULL || result == NULL || timestamps == NULL ||
+        keys == NULL || values == NULL || !PyList_CheckExact(timestamps) ||
+        !PyList_CheckExact(keys) || !PyList_CheckExact(values) || !PyLong_CheckExact(estimate_o) ||
+        !PyLong_CheckExact(limit_o) || !PyLong_CheckExact(count_o) ||
+        !PyLong_CheckExact(reserved_o))
+        Py_RETURN_NONE;
+    Py_ssize_t estimate = PyLong_AsSsize_t(estimate_o), limit = PyLong_AsSsize_t(limit_o);
+    Py_ssize_t count = PyLong_AsSsize_t(count_o), reserved = PyLong_AsSsize_t(reserved_o);
+    if ((estimate == -1 || limit == -1 || count == -1 || reserved == -1) && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE; /* past Py_ssize_t (a limit of 1 << 62 fits): the Python path */
+    }
+    Py_ssize_t size = estimate + a->overhead + nbytes;
+    if (size > limit)
+        Py_RETURN_NONE;
+    PyObject *available_o = PyDict_GetItemWithError(a->state, str_available);
+    if (available_o == NULL)
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    Py_ssize_t available = PyLong_AsSsize_t(available_o);
+    if (available == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    if (available < a->memory)
+        Py_RETURN_NONE;
+    PyObject *future = a->future_type->tp_alloc(a->future_type, 2);
+    if (future == NULL)
+        return NULL;
+    PyObject *index = PyLong_FromSsize_t(count);
+    PyObject *left = PyLong_FromSsize_t(available - a->memory);
+    if (index == NULL || left == NULL) {
+        Py_XDECREF(index);
+        Py_XDECREF(left);
+        Py_DECREF(future);
+        return NULL;
+    }
+    Py_INCREF(result);
+    PyTuple_SET_ITEM(future, 0, result);
+    PyTuple_SET_ITEM(future, 1, index); /* the future owns index */
+    /* Every step that may fail comes before the first change to the batch. */
+    if (PyList_Append(timestamps, timestamp) < 0) {
+        Py_DECREF(left);
+        Py_DECREF(future);
+        return NULL;
+    }
+    if (PyList_Append(keys, key) < 0) {
+        PyList_SetSlice(timestamps, count, count + 1, NULL);
+        Py_DECREF(left);
+        Py_DECREF(future);
+        return NULL;
+    }
+    if (PyList_Append(values, value) < 0 || PyDict_SetItem(a->state, str_available, left) < 0) {
+        Py_ssize_t n = PyList_GET_SIZE(values);
+        if (n > count)
+            PyList_SetSlice(values, count, n, NULL);
+        PyList_SetSlice(keys, count, count + 1, NULL);
+        PyList_SetSlice(timestamps, count, count + 1, NULL);
+        Py_DECREF(left);
+        Py_DECREF(future);
+        return NULL;
+    }
+    Py_DECREF(left);
+    if (set_slot_ssize(a, batch, S_COUNT, count + 1) < 0 ||
+        set_slot_ssize(a, batch, S_ESTIMATE, size) < 0 ||
+        set_slot_ssize(a, batch, S_RESERVED, reserved + a->memory) < 0) {
+        Py_DECREF(future); /* MemoryError on a small int: the batch is inconsistent */
+        return NULL;
+    }
+    return future;
+}
+
+static PyObject *appender_call(Appender *a, PyObject *args, PyObject *kwargs) {
+    PyObject *topic, *timestamp, *key, *value;
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs)) {
+        PyErr_SetString(PyExc_TypeError, "Appender takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_UnpackTuple(args, "Appender", 4, 4, &topic, &timestamp, &key, &value))
+        return NULL;
+    Py_ssize_t nbytes = 0;
+    if (value != Py_None) {
+        if (!PyBytes_CheckExact(value))
+            Py_RETURN_NONE;
+        nbytes += PyBytes_GET_SIZE(value);
+    }
+    if (key != Py_None) {
+        if (!PyBytes_CheckExact(key))
+            Py_RETURN_NONE;
+        nbytes += PyBytes_GET_SIZE(key);
+    }
+    PyObject *r = PyObject_CallNoArgs(a->acquire);
+    if (r == NULL)
+        return NULL;
+    Py_DECREF(r);
+    PyObject *out = append_locked(a, topic, timestamp, key, value, nbytes);
+    PyObject *exc_type, *exc_value, *exc_tb;
+    PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+    r = PyObject_CallNoArgs(a->release);
+    if (r == NULL) {
+        Py_XDECREF(out);
+        Py_XDECREF(exc_type);
+        Py_XDECREF(exc_value);
+        Py_XDECREF(exc_tb);
+        return NULL;
+    }
+    Py_DECREF(r);
+    PyErr_Restore(exc_type, exc_value, exc_tb);
+    return out;
+}
+
+static PyTypeObject AppenderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "riverlog.common.records._speedups.Appender",
+    .tp_basicsize = sizeof(Appender),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The producer's per-record append to a topic's sticky batch (see the module doc).",
+    .tp_new = appender_new,
+    .tp_dealloc = (destructor)appender_dealloc,
+    .tp_call = (ternaryfunc)appender_call,
+};
+
 static PyMethodDef methods[] = {
     {"decode_into", decode_into, METH_VARARGS, "Parse one batch's records into five lists."},
     {"rows_into", rows_into, METH_VARARGS, "Parse one batch's records into row tuples."},
@@ -1377,4 +1621,20 @@ static struct PyModuleDef module = {
     .m_methods = methods,
 };
 
-PyMODINIT_FUNC PyInit__speedups(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__speedups(void) {
+    if (PyType_Ready(&AppenderType) < 0)
+        return NULL;
+    str_available = PyUnicode_InternFromString("_available");
+    if (str_available == NULL)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&AppenderType);
+    if (PyModule_AddObject(m, "Appender", (PyObject *)&AppenderType) < 0) {
+        Py_DECREF(&AppenderType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,4 +1,5 @@
-"""Types of the optional C extension (`_speedups.c`): the record loop of one batch."""
+"""Types of the optional C extension (`_speedups.c`): the record loop of one batch, and the
+producer's per-record append."""
 
 from typing import Any
 
@@ -47,3 +48,21 @@ def wire_into(
     out: bytearray,
     /,
 ) -> tuple[int, int]: ...
+
+class Appender:
+    """The producer's per-record append to a topic's sticky batch (decision 0015's addendum)."""
+
+    def __init__(
+        self,
+        lock: Any,
+        sticky: dict[str, Any],
+        state: dict[str, Any],
+        batch_type: type[Any],
+        future_type: type[tuple[Any, ...]],
+        record_overhead: int,
+        record_memory: int,
+        /,
+    ) -> None: ...
+    def __call__(
+        self, topic: str, timestamp: int, key: bytes | None, value: bytes | None, /
+    ) -> Any: ...
