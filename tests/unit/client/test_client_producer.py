@@ -1,7 +1,8 @@
 """Producer against an in-process fake gateway: partition choice (explicit, murmur2 of the key,
 sticky without a key), offsets and metadata in the futures, several partitions per request,
 callbacks, acks, the client id on every call, flush and close semantics, unknown topics, and
-serializers. Retries and failures are in test_client_sender.py."""
+serializers; each with send's append in C and in Python. Retries and failures are in
+test_client_sender.py."""
 
 from __future__ import annotations
 
@@ -18,10 +19,23 @@ from riverlog.client import (
     RecordMetadata,
     RecordTooLargeError,
 )
+from riverlog.client.producer import accumulator
 from riverlog.common.errors import ErrorCode
 from riverlog.common.partitioner import partition_for_key
 from riverlog.common.records.reader import iter_batches_records
 from riverlog.v1 import common_pb2
+
+
+@pytest.fixture(params=["c", "python"], autouse=True)
+def which_append(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs with send's append in C (`_speedups.Appender`, when built) and with
+    the Python path alone, as where the extension is not built."""
+    if request.param == "c":
+        if accumulator.Appender is None:
+            pytest.skip("the _speedups C extension is not built here")
+    else:
+        monkeypatch.setattr(accumulator, "Appender", None)
+    return str(request.param)
 
 
 def producer(fake: FakeServer, **config: object) -> Producer:
