@@ -1,14 +1,21 @@
 """`_speedups.Appender`, the C half of `send`'s append (decision 0015's addendum): it appends
 only where `append_sticky` would append to the open sticky batch, leaves every other case to
-it without changing anything, and leaves the accumulator exactly as `append_sticky` does."""
+it without changing anything, and leaves the accumulator exactly as `append_sticky` does. And
+`_speedups.SendFast`, `Producer.send`'s common case in C: what it serves and what it hands to
+the Python send."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
+from client_fakes import FakeGateway, FakeServer
 
+from riverlog.client import Producer
+from riverlog.client.errors import ClientClosedError, RecordTooLargeError
 from riverlog.client.producer import accumulator
+from riverlog.client.producer import producer as producer_module
 from riverlog.client.producer.accumulator import RECORD_MEMORY, RecordAccumulator
 from riverlog.client.producer.batch import RECORD_OVERHEAD, ProducerBatch
 from riverlog.client.producer.future import RecordFuture
@@ -140,3 +147,78 @@ def test_use_compiled_off_leaves_the_python_path() -> None:
     assert acc.append_fast is None
     acc.use_compiled(True)
     assert acc.append_fast is not None
+
+
+# ---- SendFast: Producer.send's common case in C ---------------------------------------------
+
+
+def test_send_is_the_c_one_only_where_nothing_per_record_needs_python(fake: FakeServer) -> None:
+    with Producer({"bootstrap.servers": fake.address}) as plain:
+        assert type(plain.send).__name__ == "SendFast"
+    with Producer({"bootstrap.servers": fake.address}, value_serializer=bytes) as serialized:
+        assert type(serialized.send).__name__ != "SendFast"
+
+
+def test_send_in_c_and_every_call_it_hands_to_python(
+    fake: FakeServer, gateway: FakeGateway
+) -> None:
+    gateway.create("t", 1)
+    calls: list[tuple[Any, ...]] = []
+    with Producer({"bootstrap.servers": fake.address, "linger.ms": 1}) as p:
+        python_send = p._send_py
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            calls.append((args, kwargs))
+            return python_send(*args, **kwargs)
+
+        p.send("t", b"warm").result(10)  # metadata cached
+        p.send = producer_module.SendFast(  # type: ignore[method-assign]
+            p._accumulator.append_fast, p._topics, counted, p._max_record, False
+        )
+        # The sender drains nothing while the gateway's throttle lasts: the batch stays open.
+        p._conn.throttle.record(p._conn._current, 60_000)
+        opened = p.send("t", b"a0")  # the warm-up's batch is gone: Python opens a new one
+        assert len(calls) == 1
+        calls.clear()
+        served_in_c = [
+            p.send("t", b"a"),
+            p.send("t", value=b"b"),
+            p.send("t", None),
+            p.send("t", b"c", None, None, None, None),  # as the asyncio producer calls it
+        ]
+        assert calls == []
+        assert [f._index for f in served_in_c] == [1, 2, 3, 4]
+        handed = [
+            p.send("t", b"d", b"key"),  # a key: murmur2 partitioning, in Python
+            p.send("t", b"e", headers=[("h", b"1")]),
+            p.send("t", b"f", partition=0),
+            p.send("t", b"g", timestamp_ms=5),
+            p.send("t", bytearray(b"h")),
+            p.send("t", b"i", callback=lambda m, e: None),
+            p.send("t", b"j", None, [("h", None)]),
+        ]
+        assert len(calls) == len(handed)
+        with pytest.raises(TypeError):
+            p.send("t", "not bytes")
+        with pytest.raises(RecordTooLargeError):
+            p.send("t", b"x" * (p._max_record + 1))
+        p._topics["t"] = p._topics["t"]._replace(expires_at=0.0)  # stale: Python refreshes
+        calls.clear()
+        handed.append(p.send("t", b"k"))
+        assert len(calls) == 1
+        p._conn.throttle._until.clear()
+        p.flush(10)
+    metas = [f.result(0) for f in [opened, *served_in_c, *handed]]
+    assert [m.offset for m in metas] == list(range(1, 1 + len(metas)))
+    values = [r.value for r in iter_batches_records(gateway.records("t", 0))]
+    assert values[1:8] == [b"a0", b"a", b"b", None, b"c", b"d", b"e"]
+    assert all(abs(m.timestamp - time.time() * 1000) < 60_000 for m in metas[:5])
+
+
+def test_send_after_close_raises_as_the_python_send(fake: FakeServer, gateway: FakeGateway) -> None:
+    gateway.create("t", 1)
+    p = Producer({"bootstrap.servers": fake.address})
+    p.send("t", b"warm").result(10)
+    p.close()
+    with pytest.raises(ClientClosedError):
+        p.send("t", b"late")

@@ -4,7 +4,10 @@
 record to its partition's batch) and returns a light future; a background sender thread encodes
 and ships whole batches. The send path is the SDK's hottest code: it reads cached metadata
 without a lock, leaves headers, callbacks and tracing to a side path, takes the accumulator
-lock once, appends one tuple and returns a 2-tuple future (decision 0015). `send_many` takes
+lock once, appends the record to the batch's columns and returns a 2-tuple future (decision
+0015). Where the C extension is built, a producer without serializers, transactions or tracing
+has a C `send` (`_speedups.SendFast`) for the common call (topic, value, maybe a key with
+partitioner.ignore.keys) that hands every other call to the Python `send`. `send_many` takes
 many records at once and appends them by runs, with one result object for them all.
 """
 
@@ -15,7 +18,7 @@ import random
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from riverlog.common.partitioner import murmur2
 from riverlog.common.records.builder import encode_headers
@@ -35,6 +38,11 @@ from .idempotence import ProducerIdAndEpoch
 from .sender import Sender
 from .transaction_manager import TransactionManager
 from .transaction_state import TransactionStateError
+
+try:
+    from riverlog.common.records._speedups import SendFast
+except ImportError:  # built without a C compiler: the Python send only
+    SendFast = None  # type: ignore[assignment,misc]
 
 _ids = itertools.count(1)
 _INT64_MAX = (1 << 63) - 1
@@ -101,7 +109,24 @@ class Producer(Closing):
         self._traced = tracing.enabled()
         self._close_lock = threading.Lock()
         self._closed = False
+        appender = self._accumulator.append_fast
+        if (
+            appender is not None
+            and SendFast is not None
+            and self._txn is None
+            and not self._traced
+            and self._key_serializer is None
+            and self._value_serializer is None
+        ):
+            # send's common case in C; any other call goes on to the Python send
+            self.send = SendFast(  # type: ignore[method-assign]
+                cast(Any, appender), self._topics, self._send_py, self._max_record,
+                self._ignore_keys,
+            )  # fmt: skip
         self._sender.start()
+
+    def _send_py(self, *args: Any, **kwargs: Any) -> RecordFuture:
+        return Producer.send(self, *args, **kwargs)
 
     @property
     def client_id(self) -> str:

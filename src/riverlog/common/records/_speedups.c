@@ -34,6 +34,16 @@
  *       changes nothing and returns None (the Python path then decides: a new batch, a wait
  *       for memory, a conversion of a non-bytes value).
  *
+ *   SendFast(appender, topics, send, max_record, ignore_keys)
+ *       Producer.send for the common case, installed as a producer's `send` when nothing
+ *       per record needs Python (no serializer, transaction or tracing): a call with only
+ *       topic, value and key (a key only with partitioner.ignore.keys; headers, partition and
+ *       timestamp_ms may be given positionally as None), bytes or None, to a
+ *       topic whose cached metadata (`topics[topic]`, a TopicInfo tuple with expires_at at
+ *       index 2, in time.monotonic() seconds) is fresh, stamps the record with the wall clock
+ *       in ms (time.time_ns() // 1_000_000) and appends it through `appender`; any other call,
+ *       or one `appender` leaves, goes to `send` (the Python send) with its arguments as given.
+ *
  * `buf` is bytes; the records are buf[start:end] (no copy of an uncompressed batch's body).
  *
  * Also the gateway's ProduceRecords from the request's bytes (produce_request, produce_batches,
@@ -44,6 +54,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <structmember.h>
+#include <time.h>
 
 typedef struct {
     const unsigned char *p;
@@ -1391,14 +1402,32 @@ typedef struct {
 
 static PyObject *str_available;
 
+/* GC support: the accumulator's __dict__ holds the appender, which holds the __dict__. */
+static int appender_traverse(Appender *a, visitproc visit, void *arg) {
+    Py_VISIT(a->lock);
+    Py_VISIT(a->acquire);
+    Py_VISIT(a->release);
+    Py_VISIT(a->sticky);
+    Py_VISIT(a->state);
+    Py_VISIT(a->batch_type);
+    Py_VISIT(a->future_type);
+    return 0;
+}
+
+static int appender_clear(Appender *a) {
+    Py_CLEAR(a->lock);
+    Py_CLEAR(a->acquire);
+    Py_CLEAR(a->release);
+    Py_CLEAR(a->sticky);
+    Py_CLEAR(a->state);
+    Py_CLEAR(a->batch_type);
+    Py_CLEAR(a->future_type);
+    return 0;
+}
+
 static void appender_dealloc(Appender *a) {
-    Py_XDECREF(a->lock);
-    Py_XDECREF(a->acquire);
-    Py_XDECREF(a->release);
-    Py_XDECREF(a->sticky);
-    Py_XDECREF(a->state);
-    Py_XDECREF(a->batch_type);
-    Py_XDECREF(a->future_type);
+    PyObject_GC_UnTrack(a);
+    appender_clear(a);
     Py_TYPE(a)->tp_free((PyObject *)a);
 }
 
@@ -1551,14 +1580,11 @@ static PyObject *append_locked(Appender *a, PyObject *topic, PyObject *timestamp
     return future;
 }
 
-static PyObject *appender_call(Appender *a, PyObject *args, PyObject *kwargs) {
-    PyObject *topic, *timestamp, *key, *value;
-    if (kwargs != NULL && PyDict_GET_SIZE(kwargs)) {
-        PyErr_SetString(PyExc_TypeError, "Appender takes no keyword arguments");
-        return NULL;
-    }
-    if (!PyArg_UnpackTuple(args, "Appender", 4, 4, &topic, &timestamp, &key, &value))
-        return NULL;
+/* The record appended (its future), Py_None (left to the Python path) or NULL (error). */
+static PyObject *appender_append(Appender *a, PyObject *topic, PyObject *timestamp, PyObject *key,
+                                 PyObject *value) {
+    if (a->acquire == NULL || a->release == NULL || a->sticky == NULL || a->state == NULL)
+        Py_RETURN_NONE; /* cleared by the garbage collector */
     Py_ssize_t nbytes = 0;
     if (value != Py_None) {
         if (!PyBytes_CheckExact(value))
@@ -1590,14 +1616,162 @@ static PyObject *appender_call(Appender *a, PyObject *args, PyObject *kwargs) {
     return out;
 }
 
+static PyObject *appender_call(Appender *a, PyObject *args, PyObject *kwargs) {
+    PyObject *topic, *timestamp, *key, *value;
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs)) {
+        PyErr_SetString(PyExc_TypeError, "Appender takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_UnpackTuple(args, "Appender", 4, 4, &topic, &timestamp, &key, &value))
+        return NULL;
+    return appender_append(a, topic, timestamp, key, value);
+}
+
 static PyTypeObject AppenderType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "riverlog.common.records._speedups.Appender",
     .tp_basicsize = sizeof(Appender),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)appender_traverse,
+    .tp_clear = (inquiry)appender_clear,
     .tp_doc = "The producer's per-record append to a topic's sticky batch (see the module doc).",
     .tp_new = appender_new,
     .tp_dealloc = (destructor)appender_dealloc,
     .tp_call = (ternaryfunc)appender_call,
+};
+
+/* ---- Producer.send's common case (SendFast) ------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    Appender *appender;
+    PyObject *topics; /* dict: topic -> TopicInfo (a tuple: expires_at at index 2) */
+    PyObject *send;   /* the Python send, for everything else */
+    Py_ssize_t max_record;
+    int ignore_keys;
+} SendFast;
+
+static PyObject *str_key, *str_value;
+
+/* GC support: the producer holds its SendFast (as `send`), which holds the bound Python send. */
+static int sendfast_traverse(SendFast *f, visitproc visit, void *arg) {
+    Py_VISIT(f->appender);
+    Py_VISIT(f->topics);
+    Py_VISIT(f->send);
+    return 0;
+}
+
+static int sendfast_clear(SendFast *f) {
+    Py_CLEAR(f->appender);
+    Py_CLEAR(f->topics);
+    Py_CLEAR(f->send);
+    return 0;
+}
+
+static void sendfast_dealloc(SendFast *f) {
+    PyObject_GC_UnTrack(f);
+    sendfast_clear(f);
+    Py_TYPE(f)->tp_free((PyObject *)f);
+}
+
+static PyObject *sendfast_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                                     PyObject *kwnames) {
+    SendFast *f = (SendFast *)self;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *topic = NULL, *value = Py_None, *key = Py_None;
+    if (f->send == NULL || f->appender == NULL || f->topics == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "SendFast used after it was cleared");
+        return NULL;
+    }
+    if (nargs < 1 || nargs > 6)
+        goto python;
+    for (Py_ssize_t i = 3; i < nargs; i++)
+        if (args[i] != Py_None)
+            goto python; /* headers, partition, timestamp_ms given */
+    topic = args[0];
+    if (nargs > 1)
+        value = args[1];
+    if (nargs > 2)
+        key = args[2];
+    if (kwnames != NULL) {
+        Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
+        for (Py_ssize_t i = 0; i < nk; i++) {
+            PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+            if (name == str_value && nargs < 2)
+                value = args[nargs + i];
+            else if (name == str_key && nargs < 3)
+                key = args[nargs + i];
+            else
+                goto python; /* any other keyword (callback, ...), or a repeat */
+        }
+    }
+    if (!PyUnicode_CheckExact(topic) || (key != Py_None && !f->ignore_keys))
+        goto python;
+    if (value != Py_None && (!PyBytes_CheckExact(value) ||
+                             PyBytes_GET_SIZE(value) > f->max_record))
+        goto python;
+    PyObject *info = PyDict_GetItemWithError(f->topics, topic); /* borrowed */
+    if (info == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        goto python;
+    }
+    if (!PyTuple_Check(info) || PyTuple_GET_SIZE(info) < 3 ||
+        !PyFloat_CheckExact(PyTuple_GET_ITEM(info, 2)))
+        goto python;
+    struct timespec now;
+    if (clock_gettime(CLOCK_MONOTONIC, &now) != 0)
+        goto python;
+    if (PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(info, 2)) < (double)now.tv_sec + now.tv_nsec * 1e-9)
+        goto python; /* stale: the Python path refreshes it */
+    if (clock_gettime(CLOCK_REALTIME, &now) != 0)
+        goto python;
+    PyObject *timestamp =
+        PyLong_FromLongLong((long long)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+    if (timestamp == NULL)
+        return NULL;
+    PyObject *future = appender_append(f->appender, topic, timestamp, key, value);
+    Py_DECREF(timestamp);
+    if (future != Py_None)
+        return future; /* or NULL: an error */
+    Py_DECREF(future);
+python:
+    return PyObject_Vectorcall(f->send, args, nargsf, kwnames);
+}
+
+static PyObject *sendfast_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *appender, *topics, *send;
+    Py_ssize_t max_record;
+    int ignore_keys;
+    if (!PyArg_ParseTuple(args, "O!O!Onp", &AppenderType, &appender, &PyDict_Type, &topics, &send,
+                          &max_record, &ignore_keys))
+        return NULL;
+    SendFast *f = (SendFast *)type->tp_alloc(type, 0);
+    if (f == NULL)
+        return NULL;
+    f->vectorcall = sendfast_vectorcall;
+    Py_INCREF(appender);
+    f->appender = (Appender *)appender;
+    Py_INCREF(topics);
+    f->topics = topics;
+    Py_INCREF(send);
+    f->send = send;
+    f->max_record = max_record;
+    f->ignore_keys = ignore_keys;
+    return (PyObject *)f;
+}
+
+static PyTypeObject SendFastType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "riverlog.common.records._speedups.SendFast",
+    .tp_basicsize = sizeof(SendFast),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)sendfast_traverse,
+    .tp_clear = (inquiry)sendfast_clear,
+    .tp_doc = "Producer.send's common case in C, the rest to the Python send (see the module doc).",
+    .tp_new = sendfast_new,
+    .tp_dealloc = (destructor)sendfast_dealloc,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(SendFast, vectorcall),
 };
 
 static PyMethodDef methods[] = {
@@ -1624,8 +1798,12 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__speedups(void) {
     if (PyType_Ready(&AppenderType) < 0)
         return NULL;
+    if (PyType_Ready(&SendFastType) < 0)
+        return NULL;
     str_available = PyUnicode_InternFromString("_available");
-    if (str_available == NULL)
+    str_key = PyUnicode_InternFromString("key");
+    str_value = PyUnicode_InternFromString("value");
+    if (str_available == NULL || str_key == NULL || str_value == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
@@ -1633,6 +1811,12 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     Py_INCREF(&AppenderType);
     if (PyModule_AddObject(m, "Appender", (PyObject *)&AppenderType) < 0) {
         Py_DECREF(&AppenderType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&SendFastType);
+    if (PyModule_AddObject(m, "SendFast", (PyObject *)&SendFastType) < 0) {
+        Py_DECREF(&SendFastType);
         Py_DECREF(m);
         return NULL;
     }

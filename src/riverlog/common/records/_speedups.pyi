@@ -66,3 +66,17 @@ class Appender:
     def __call__(
         self, topic: str, timestamp: int, key: bytes | None, value: bytes | None, /
     ) -> Any: ...
+
+class SendFast:
+    """Producer.send's common case in C; every other call to the Python send."""
+
+    def __init__(
+        self,
+        appender: Appender,
+        topics: dict[str, Any],
+        send: Any,
+        max_record: int,
+        ignore_keys: bool,
+        /,
+    ) -> None: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
