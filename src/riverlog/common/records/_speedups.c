@@ -1649,6 +1649,8 @@ typedef struct {
     PyObject *send;   /* the Python send, for everything else */
     Py_ssize_t max_record;
     int ignore_keys;
+    long long last_ms; /* the last timestamp made, shared by the records of the same ms */
+    PyObject *last_timestamp;
 } SendFast;
 
 static PyObject *str_key, *str_value;
@@ -1662,6 +1664,7 @@ static int sendfast_traverse(SendFast *f, visitproc visit, void *arg) {
 }
 
 static int sendfast_clear(SendFast *f) {
+    Py_CLEAR(f->last_timestamp);
     Py_CLEAR(f->appender);
     Py_CLEAR(f->topics);
     Py_CLEAR(f->send);
@@ -1726,10 +1729,17 @@ static PyObject *sendfast_vectorcall(PyObject *self, PyObject *const *args, size
         goto python; /* stale: the Python path refreshes it */
     if (clock_gettime(CLOCK_REALTIME, &now) != 0)
         goto python;
-    PyObject *timestamp =
-        PyLong_FromLongLong((long long)now.tv_sec * 1000 + now.tv_nsec / 1000000);
-    if (timestamp == NULL)
-        return NULL;
+    long long ms = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    PyObject *timestamp = f->last_timestamp;
+    if (timestamp != NULL && ms == f->last_ms) {
+        Py_INCREF(timestamp); /* one int object per ms, not per record */
+    } else {
+        timestamp = PyLong_FromLongLong(ms);
+        if (timestamp == NULL)
+            return NULL;
+        Py_XSETREF(f->last_timestamp, Py_NewRef(timestamp));
+        f->last_ms = ms;
+    }
     PyObject *future = appender_append(f->appender, topic, timestamp, key, value);
     Py_DECREF(timestamp);
     if (future != Py_None)
