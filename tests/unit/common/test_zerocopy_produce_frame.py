@@ -1,0 +1,66 @@
+"""`encode_produce_frame`: the produce lane's frame encoded from the parts by hand is the frame
+of the ProduceRequest message those fields make (decision 0015's addendum)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.zerocopy import (
+    FRAME_HEADER,
+    KIND_PRODUCE,
+    MAX_REQUEST_FRAME,
+    encode_frame,
+    encode_produce_frame,
+    split_request_header,
+)
+from riverlog.v1 import data_pb2
+
+INT32 = st.integers(-(2**31), 2**31 - 1)
+PARTS = st.lists(
+    st.tuples(
+        st.text(max_size=20),
+        st.integers(0, 2**31 - 1),
+        st.binary(max_size=300),
+        st.none() | INT32,
+    ),
+    max_size=4,
+)
+
+
+def message(acks: int, timeout_ms: int, tid: str, cid: int, parts: list) -> data_pb2.ProduceRequest:
+    request = data_pb2.ProduceRequest(
+        acks=acks, timeout_ms=timeout_ms, transactional_id=tid, correlation_id=cid
+    )
+    for topic, partition, records, epoch in parts:
+        p = request.partitions.add(topic=topic, partition=partition, records=records)
+        if epoch is not None:
+            p.current_leader_epoch = epoch
+    return request
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    acks=st.sampled_from([0, 1, 2]),
+    timeout_ms=INT32,
+    tid=st.text(max_size=10),
+    cid=st.integers(0, 2**63 - 1),
+    parts=PARTS,
+)
+def test_the_frame_of_the_message_the_fields_make(
+    acks: int, timeout_ms: int, tid: str, cid: int, parts: list
+) -> None:
+    frame = encode_produce_frame(acks, timeout_ms, tid, cid, parts)
+    kind, size = split_request_header(FRAME_HEADER.unpack_from(frame)[0])
+    assert (kind, size) == (KIND_PRODUCE, len(frame) - FRAME_HEADER.size)
+    expected = message(acks, timeout_ms, tid, cid, parts)
+    assert data_pb2.ProduceRequest.FromString(frame[FRAME_HEADER.size :]) == expected
+    assert frame == encode_frame(expected.SerializeToString(), KIND_PRODUCE)  # byte for byte
+
+
+def test_a_frame_over_the_limit_is_refused_before_anything_is_sent() -> None:
+    with pytest.raises(RiverlogError) as refused:
+        encode_produce_frame(0, 0, "", 1, [("t", 0, b"x" * MAX_REQUEST_FRAME, None)])
+    assert refused.value.code == ErrorCode.MESSAGE_TOO_LARGE
