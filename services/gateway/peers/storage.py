@@ -31,6 +31,7 @@ from riverlog.common.rpc.convert import (
 )
 from riverlog.common.rpc.status import from_rpc_error
 from riverlog.common.types import Acks, IsolationLevel, TopicPartition
+from riverlog.common.zerocopy import ProduceFramePart
 from riverlog.v1 import data_pb2, storage_pb2, storage_pb2_grpc
 
 from ..context import Deadline, current_request
@@ -136,23 +137,24 @@ class StoragePeers:
         parts: list[ProducePart],
         deadline: Deadline,
     ) -> list[ProducePartResult]:
-        request = data_pb2.ProduceRequest(
-            acks=acks_to_proto(_checked(options.acks, "acks value")),
-            timeout_ms=options.timeout_ms,
-            transactional_id=options.transactional_id,
-        )
-        for part in parts:
-            _produce_part_to_proto(part, request.partitions.add())
+        acks = acks_to_proto(_checked(options.acks, "acks value"))
         # The leader's produce lane (one pipelined connection: requests arrive, and are
         # appended, in the order they were sent, as on gRPC's one HTTP/2 connection), or gRPC
-        # where the lane cannot serve (decision 0018).
+        # where the lane cannot serve (decision 0018). The lane's frame is encoded from the
+        # parts directly: no message, one copy of the records (decision 0015's addendum).
         fast = self._fast(node)
         response = None
         if fast is not None:
+            lane_parts: list[ProduceFramePart] = [
+                (p.tp.topic, p.tp.partition, p.records, p.current_leader_epoch) for p in parts
+            ]
 
             async def on_lane(timeout: float) -> data_pb2.ProduceResponse:
                 assert fast is not None
-                return await (await fast.lane(node)).produce(request, timeout)
+                lane = await fast.lane(node)
+                return await lane.produce_parts(
+                    acks, options.timeout_ms, options.transactional_id, lane_parts, timeout
+                )
 
             try:
                 response = await self._fast_call(node, on_lane, deadline)
@@ -161,6 +163,11 @@ class StoragePeers:
                     raise
                 # over the lane's 16 MiB frame (refused before anything was sent): gRPC
         if response is None:
+            request = data_pb2.ProduceRequest(
+                acks=acks, timeout_ms=options.timeout_ms, transactional_id=options.transactional_id
+            )
+            for part in parts:
+                _produce_part_to_proto(part, request.partitions.add())
             response = await self._call(node, "Produce", request, deadline)
         if options.acks == Acks.NONE and not response.partitions:
             # acks=0: the leader took the request and, as Kafka, acknowledges nothing.
