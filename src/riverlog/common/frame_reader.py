@@ -15,7 +15,7 @@ small stash that the next read takes first; reading pauses when the stash passes
 from __future__ import annotations
 
 import asyncio
-from typing import Final
+from typing import Final, cast
 
 STASH_LIMIT: Final = 64 * 1024
 
@@ -36,8 +36,8 @@ class FrameReader(asyncio.BufferedProtocol):
     # ---- asyncio's side ---------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # a TCP transport (uvloop's does not subclass asyncio.Transport, hence the cast)
+        self.transport = cast(asyncio.Transport, transport)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._target is not None:
