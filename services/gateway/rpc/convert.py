@@ -122,6 +122,56 @@ def fetch_to_proto(
     return response
 
 
+_PARTITIONS_TAG = b"\x0a"  # FetchResponse.partitions: field 1, length-delimited
+_RECORDS_TAG = b"\x42"  # FetchPartitionResponse.records: field 8, length-delimited
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def fetch_to_wire(
+    results: Sequence[FetchPartResult], correlation_id: int = 0, throttle_time_ms: int = 0
+) -> bytes:
+    """`fetch_to_proto`'s message, serialized, with each partition's records spliced in as
+    they are: the message is built without them (protobuf reads a message's fields in any
+    order) and the records added as field 8 of their partition, so the fetched bytes are copied
+    once, by the join, instead of into the message, by its encoder and out of it (decision
+    0016, addendum: a third of the gateway's CPU at 1 KiB went to copies of the records)."""
+    pieces: list[bytes] = []
+    for r in results:
+        msg = data_pb2.FetchPartitionResponse(
+            topic=r.tp.topic,
+            partition=r.tp.partition,
+            error_code=error_code_to_proto(r.error_code),
+            error_message=r.error_message,
+            high_watermark=r.high_watermark,
+            last_stable_offset=r.last_stable_offset,
+            log_start_offset=r.log_start_offset,
+            log_end_offset=r.log_end_offset,
+            aborted_transactions=[
+                data_pb2.AbortedTransaction(producer_id=pid, first_offset=first)
+                for pid, first in r.aborted_transactions
+            ],
+        )
+        head = msg.SerializeToString()
+        size = len(r.records)
+        if size:
+            field = _RECORDS_TAG + _varint(size)
+            length = len(head) + len(field) + size
+            pieces += (_PARTITIONS_TAG, _varint(length), head, field, r.records)
+        else:
+            pieces += (_PARTITIONS_TAG, _varint(len(head)), head)
+    tail = data_pb2.FetchResponse(throttle_time_ms=throttle_time_ms, correlation_id=correlation_id)
+    pieces.append(tail.SerializeToString())
+    return b"".join(pieces)
+
+
 # --- offsets ------------------------------------------------------------------------------------
 
 

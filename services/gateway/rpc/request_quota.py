@@ -16,6 +16,7 @@ throttled fetch answer emptied (`GatewayQuotas` itself works on numbers).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
 import grpc
@@ -23,6 +24,7 @@ import grpc
 from riverlog.v1 import data_pb2, gateway_pb2
 
 from ..context import RequestContext
+from ..fetch import FetchPartResult
 from ..produce import ProducePart
 from .request_context import RequestContexts
 
@@ -45,14 +47,6 @@ def produce_size(parts: Sequence[ProducePart]) -> int:
     return sum(len(p.records) for p in parts)
 
 
-def empty(response: data_pb2.FetchResponse) -> None:
-    """Drop the records of every partition (offsets and watermarks stay)."""
-    for partition in response.partitions:
-        partition.records = b""
-        partition.zero_copy_records_size = 0
-        del partition.aborted_transactions[:]
-
-
 async def before_fetch(
     quotas: GatewayQuotas, ctx: RequestContext, request: data_pb2.FetchRequest
 ) -> int:
@@ -65,18 +59,17 @@ async def before_fetch(
 def after_fetch(
     quotas: GatewayQuotas,
     ctx: RequestContext,
-    response: data_pb2.FetchResponse,
+    results: Sequence[FetchPartResult],
     handler_ns: int,
-    size: int,
-) -> int:
-    """Record a handled fetch of `size` record bytes; when it crosses the bound, empty
-    `response` (its bytes are taken back). Returns the throttle time. The caller counts the
-    bytes before they go into `response`: reading a bytes field of a protobuf message copies
-    it (a whole fetched MiB per partition, only to take its length)."""
+) -> tuple[int, list[FetchPartResult]]:
+    """Record a handled fetch of `results`' record bytes: the throttle time, and the results to
+    answer with, emptied when the fetch crosses the bound (their bytes are taken back; offsets
+    and watermarks stay)."""
+    size = sum(len(r.records) for r in results)
     throttle, emptied = quotas.fetched_records(ctx, size, handler_ns)
     if emptied:
-        empty(response)
-    return throttle
+        return throttle, [replace(r, records=b"", aborted_transactions=()) for r in results]
+    return throttle, list(results)
 
 
 def unary_methods() -> list[str]:

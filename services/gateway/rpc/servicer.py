@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import Final, TypeVar, cast
 
 import grpc
 
@@ -233,13 +233,12 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 ],
             )
         fetched(parts, results)
-        response = convert.fetch_to_proto(results, request.correlation_id)
+        throttle = 0
         if quotas is not None:
-            size = sum(len(r.records) for r in results)
-            elapsed = ctx.work.elapsed_ns()
-            response.throttle_time_ms = after_fetch(quotas, ctx, response, elapsed, size)
+            throttle, results = after_fetch(quotas, ctx, results, ctx.work.elapsed_ns())
+        wire = convert.fetch_to_wire(results, request.correlation_id, throttle)
         self._fetch_timer.done(start)
-        return response
+        return _serialized(wire)
 
     async def InitProducerId(
         self, request: transactions_pb2.InitProducerIdRequest, context: grpc.aio.ServicerContext
@@ -683,19 +682,39 @@ def _in_order(
     return [by_tp[tp] for tp in order if tp in by_tp]
 
 
+def _serialized(wire: bytes) -> data_pb2.FetchResponse:
+    """A FetchResponse already serialized (`convert.fetch_to_wire`), returned as the message
+    it stands for: Fetch and FetchStream are registered with `_serialize_fetch`, which sends
+    bytes as they are (`add_to_server`)."""
+    return cast(data_pb2.FetchResponse, wire)
+
+
+def _serialize_fetch(response: data_pb2.FetchResponse | bytes) -> bytes:
+    if isinstance(response, bytes):
+        return response
+    return response.SerializeToString()
+
+
 def add_to_server(servicer: GatewayServicer, server: grpc.aio.Server) -> None:
-    gateway_pb2_grpc.add_GatewayServicer_to_server(servicer, _EncodedProduceRecords(server))
+    gateway_pb2_grpc.add_GatewayServicer_to_server(servicer, _EncodedMethods(server))
 
 
-PRODUCE_RECORDS: Final = f"/{SERVICE_NAME}/ProduceRecords"
+_METHOD_PREFIX: Final = f"/{SERVICE_NAME}/"
 
 
-def _encoded_request(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-    """ProduceRecords' handler with its request read by `convert.produce_records_request`."""
-    return handler._replace(request_deserializer=convert.produce_records_request)
+def _encoded(name: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    """`name`'s handler as the gateway serves it: ProduceRecords reads its request with
+    `convert.produce_records_request` (decision 0045); Fetch and FetchStream send the answers
+    the servicer serialized itself (`_serialized`: the records spliced into the wire bytes, not
+    copied through the message; decision 0016, addendum)."""
+    if name == "ProduceRecords":
+        return handler._replace(request_deserializer=convert.produce_records_request)
+    if name in ("Fetch", "FetchStream"):
+        return handler._replace(response_serializer=_serialize_fetch)
+    return handler
 
 
-class _ProduceRecordsGeneric(grpc.GenericRpcHandler):  # type: ignore[misc]
+class _EncodedGeneric(grpc.GenericRpcHandler):  # type: ignore[misc]
     def __init__(self, inner: grpc.GenericRpcHandler) -> None:
         self.inner = inner
 
@@ -703,26 +722,25 @@ class _ProduceRecordsGeneric(grpc.GenericRpcHandler):  # type: ignore[misc]
         self, handler_call_details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler | None:
         handler = self.inner.service(handler_call_details)
-        if handler is not None and handler_call_details.method == PRODUCE_RECORDS:
-            return _encoded_request(handler)
+        method = handler_call_details.method
+        if handler is not None and method.startswith(_METHOD_PREFIX):
+            return _encoded(method[len(_METHOD_PREFIX) :], handler)
         return handler
 
 
-class _EncodedProduceRecords:
-    """The server as the generated registration sees it: the same handlers, except that
-    ProduceRecords gets its request as bytes with the fields read (decision 0045; the generated
-    code stays as generated)."""
+class _EncodedMethods:
+    """The server as the generated registration sees it: the same handlers, except the ones
+    `_encoded` changes (the generated code stays as generated)."""
 
     def __init__(self, server: grpc.aio.Server) -> None:
         self.server = server
 
     def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
-        self.server.add_generic_rpc_handlers([_ProduceRecordsGeneric(h) for h in handlers])
+        self.server.add_generic_rpc_handlers([_EncodedGeneric(h) for h in handlers])
 
     def add_registered_method_handlers(
         self, service_name: str, handlers: dict[str, grpc.RpcMethodHandler]
     ) -> None:
-        patched = dict(handlers)
-        if service_name == SERVICE_NAME and "ProduceRecords" in patched:
-            patched["ProduceRecords"] = _encoded_request(patched["ProduceRecords"])
-        self.server.add_registered_method_handlers(service_name, patched)
+        if service_name == SERVICE_NAME:
+            handlers = {name: _encoded(name, h) for name, h in handlers.items()}
+        self.server.add_registered_method_handlers(service_name, handlers)

@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable
 from typing import Final, TypeVar
 
 from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.frame_reader import FrameReader
 from riverlog.v1 import data_pb2
 
 FRAME_HEADER: Final = struct.Struct(">I")
@@ -255,8 +256,7 @@ class AsyncZeroCopyFetchClient:
         self.host = host
         self.port = port
         self.timeout_s = timeout_s
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._reader: FrameReader | None = None  # the connection (its transport), when open
         self._lock = asyncio.Lock()
 
     async def __aenter__(self) -> AsyncZeroCopyFetchClient:
@@ -266,13 +266,9 @@ class AsyncZeroCopyFetchClient:
         await self.close()
 
     async def close(self) -> None:
-        writer, self._writer, self._reader = self._writer, None, None
-        if writer is not None:
-            writer.close()
-            try:
-                await writer.wait_closed()
-            except OSError:
-                pass
+        reader, self._reader = self._reader, None
+        if reader is not None and reader.transport is not None:
+            reader.transport.close()
 
     async def fetch(self, request: data_pb2.FetchRequest) -> data_pb2.FetchResponse:
         response, raw = await self.fetch_raw(request)
@@ -303,7 +299,7 @@ class AsyncZeroCopyFetchClient:
         self,
         frame: bytes,
         timeout_s: float,
-        read: Callable[[asyncio.StreamReader], Awaitable[_T]],
+        read: Callable[[FrameReader], Awaitable[_T]],
     ) -> _T:
         async with self._lock:
             try:
@@ -330,40 +326,39 @@ class AsyncZeroCopyFetchClient:
                 raise
             except asyncio.CancelledError:
                 # The caller gave up mid-frame: the stream's framing is lost with it.
-                if self._writer is not None:
-                    self._writer.close()
-                self._writer = self._reader = None
+                await self.close()
                 raise
 
-    async def _send(self, frame: bytes) -> asyncio.StreamReader:
-        if self._writer is None:
-            self._reader, self._writer = await asyncio.open_connection(
-                self.host, self.port, limit=1024 * 1024
-            )
-        assert self._reader is not None
-        self._writer.write(frame)
-        await self._writer.drain()
+    async def _send(self, frame: bytes) -> FrameReader:
+        """Write `frame` (the transport buffers it; a request is at most 16 MiB and one is in
+        flight per connection) on the connection, opened first if need be."""
+        if self._reader is None:
+            loop = asyncio.get_running_loop()
+            _, self._reader = await loop.create_connection(FrameReader, self.host, self.port)
+        assert self._reader.transport is not None
+        self._reader.transport.write(frame)
         return self._reader
 
     @staticmethod
-    async def _read_payload(reader: asyncio.StreamReader) -> bytes:
-        (length,) = FRAME_HEADER.unpack(await reader.readexactly(FRAME_HEADER.size))
+    async def _read_payload(reader: FrameReader) -> bytearray:
+        (length,) = FRAME_HEADER.unpack(await reader.read_exactly(FRAME_HEADER.size))
         _check_header_length(length)
-        return await reader.readexactly(length)
+        return await reader.read_exactly(length)
 
-    async def _read_fetch(
-        self, reader: asyncio.StreamReader
-    ) -> tuple[data_pb2.FetchResponse, bytes]:
+    async def _read_fetch(self, reader: FrameReader) -> tuple[data_pb2.FetchResponse, bytes]:
         response = _parse_header(await self._read_payload(reader))
         total = records_total(response)
-        raw = await reader.readexactly(total) if total else b""
-        return response, raw
+        if not total:
+            return response, b""
+        raw = bytearray(total)  # read in place, then one copy into the bytes callers keep
+        await reader.read_into(memoryview(raw))
+        return response, bytes(raw)
 
-    async def _read_produce(self, reader: asyncio.StreamReader) -> data_pb2.ProduceResponse:
+    async def _read_produce(self, reader: FrameReader) -> data_pb2.ProduceResponse:
         payload = await self._read_payload(reader)
         response = data_pb2.ProduceResponse()
         try:
-            response.ParseFromString(payload)
+            response.ParseFromString(bytes(payload))
         except Exception as exc:  # protobuf's DecodeError has no stable import path
             raise RiverlogError(
                 f"undecodable produce response: {exc}", ErrorCode.CORRUPT_MESSAGE

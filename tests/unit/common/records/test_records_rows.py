@@ -5,6 +5,7 @@ damaged records. Runs under both loops (see conftest.py)."""
 
 from __future__ import annotations
 
+import gc
 from typing import Any, NamedTuple
 
 import pytest
@@ -119,6 +120,24 @@ def test_headers_are_fresh_lists() -> None:
     assert [r.headers for r in rows] == [[], [], []]
     rows[0].headers.append(("k", None))
     assert rows[1].headers == []
+
+
+def test_rows_without_headers_are_left_out_of_the_cycle_collector(which_record_loop: str) -> None:
+    """The C loop untracks rows of records without headers (and their empty lists), so a
+    consumer's records do not make the collector run over them; rows with headers stay
+    tracked, and every list is still an ordinary list of its own."""
+    builder = BatchBuilder()
+    builder.append(TS, None, b"plain")
+    builder.append(TS, None, b"tagged", [("k", b"v")])
+    plain, tagged = decode_rows(builder.build(), 0, Row, "t", 0)
+    assert gc.is_tracked(tagged) and gc.is_tracked(tagged.headers)
+    untracked = which_record_loop == "c"
+    assert gc.is_tracked(plain) is not untracked
+    assert gc.is_tracked(plain.headers) is not untracked
+    plain.headers.append(("k", None))
+    assert plain.headers == [("k", None)] and type(plain.headers) is list
+    gc.collect()  # nothing reachable is lost
+    assert plain.value == b"plain" and plain.headers == [("k", None)]
 
 
 @pytest.mark.timeout(10)

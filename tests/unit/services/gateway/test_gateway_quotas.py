@@ -25,6 +25,7 @@ from riverlog.common.quota.credentials import CredentialChecker, hash_password
 from riverlog.common.types import TopicPartition
 from riverlog.services.gateway.auth import Authenticator, credentials_of
 from riverlog.services.gateway.context import Deadline, RequestContext
+from riverlog.services.gateway.fetch import FetchPartResult
 from riverlog.services.gateway.produce import ProducePart
 from riverlog.services.gateway.quotas import GatewayQuotas
 from riverlog.services.gateway.rpc.request_quota import after_fetch, before_fetch, produce_size
@@ -138,19 +139,19 @@ def test_a_fetch_over_the_quota_is_emptied_and_its_bytes_taken_back() -> None:
     request = data_pb2.FetchRequest(max_bytes=1 << 20)
     assert asyncio.run(before_fetch(q, ctx(), request)) == 0
     assert request.max_bytes == 1000  # one sample's worth of the quota
-    response = data_pb2.FetchResponse(
-        partitions=[data_pb2.FetchPartitionResponse(topic="t", records=b"r" * 9000)]
-    )
-    assert after_fetch(q, ctx(), response, 1000, 9000) == 0
-    assert response.partitions[0].records == b"r" * 9000
-    second = data_pb2.FetchResponse(
-        partitions=[
-            data_pb2.FetchPartitionResponse(topic="t", high_watermark=5, records=b"r" * 9000)
-        ]
-    )
-    throttle = after_fetch(q, ctx(), second, 1000, 9000)
+    first = [FetchPartResult(TopicPartition("t", 0), records=b"r" * 9000)]
+    assert after_fetch(q, ctx(), first, 1000) == (0, first)
+    second = [
+        FetchPartResult(
+            TopicPartition("t", 0),
+            high_watermark=5,
+            records=b"r" * 9000,
+            aborted_transactions=((7, 1),),
+        )
+    ]
+    throttle, answered = after_fetch(q, ctx(), second, 1000)
     assert throttle > 0
-    assert second.partitions[0].records == b"" and second.partitions[0].high_watermark == 5
+    assert answered == [FetchPartResult(TopicPartition("t", 0), high_watermark=5)]
     # the emptied answer's bytes were taken back: only the first 9000 B count
     assert q.view.manager(QuotaType.FETCH).measure(MetricEntity(None, "app"), 0) == 900
     held = asyncio.run(before_fetch(q, ctx(), data_pb2.FetchRequest()))
@@ -182,13 +183,10 @@ def test_a_fetch_that_only_spends_the_allowance_is_delivered_and_delays_the_next
     q = quotas({"/config/clients/app": {"consumer_byte_rate": 1000}}, clock)
     share = Allowance(QuotaType.FETCH, MetricEntity(None, "app"), 50.0)
     q.view.apply_answer("quota-1", QuotaAnswer(allowances=(share,)), 0)
-    response = data_pb2.FetchResponse(
-        partitions=[data_pb2.FetchPartitionResponse(topic="t", records=b"r" * 5000)]
-    )
+    results = [FetchPartResult(TopicPartition("t", 0), records=b"r" * 5000)]
     # 5000 B over the padded 10 s window is within 1000 B/s: delivered, though far more than
     # this interval's share; the client waits for the next answer
-    assert after_fetch(q, ctx(), response, 1000, 5000) == 100
-    assert response.partitions[0].records == b"r" * 5000
+    assert after_fetch(q, ctx(), results, 1000) == (100, results)
     assert asyncio.run(before_fetch(q, ctx(), data_pb2.FetchRequest())) == 100
 
 

@@ -27,7 +27,7 @@ from riverlog.services.gateway.fetch import FetchPartResult
 from riverlog.services.gateway.produce import ProduceOptions, ProducePartResult
 from riverlog.services.gateway.records import FetchedRecords, PlainRecords
 from riverlog.services.gateway.rpc import convert
-from riverlog.v1 import gateway_pb2
+from riverlog.v1 import data_pb2, gateway_pb2
 
 
 def rec(key: bytes | None, value: bytes | None = b"v", ts: int = 0, headers=()) -> Record:
@@ -332,6 +332,25 @@ async def test_fetch_records_read_committed_drops_aborted_transactions(
     assert response.last_stable_offset == 6 and len(response.records) == 2
     uncommitted = await fetch(IsolationLevel.READ_UNCOMMITTED)  # what the leader sent, all
     assert [r.value for r in records_of(uncommitted)] == [b"a", b"b", b"c", b"d"]
+
+
+def test_fetch_answer_spliced_on_the_wire_is_the_message() -> None:
+    """`fetch_to_wire` (records spliced into the serialized answer) parses to exactly what
+    `fetch_to_proto` builds: records of several sizes (a varint length of 1 to 3 bytes),
+    none, an error, aborted transactions."""
+    results = [
+        FetchPartResult(
+            TopicPartition("t", 0), high_watermark=9, last_stable_offset=4, records=b"a" * 100
+        ),
+        FetchPartResult(TopicPartition("t", 1), records=b"b" * 300, aborted_transactions=((5, 0),)),
+        FetchPartResult(TopicPartition("u", 2), error_code=6, error_message="not the leader"),
+        FetchPartResult(TopicPartition("t", 3), log_end_offset=7, records=b"c" * 70_000),
+    ]
+    wire = convert.fetch_to_wire(results, correlation_id=42, throttle_time_ms=3)
+    want = convert.fetch_to_proto(results, 42)
+    want.throttle_time_ms = 3
+    assert data_pb2.FetchResponse.FromString(wire) == want
+    assert data_pb2.FetchResponse.FromString(convert.fetch_to_wire([])) == data_pb2.FetchResponse()
 
 
 def test_fetch_passes_aborted_transactions_through_unchanged() -> None:
