@@ -80,6 +80,12 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
         # The widest span of idempotent batches, from the oldest one not yet answered with
         # success to the newest one seen, in batches: the SDK keeps it at five at most.
         self.max_unresolved_window = 0
+        # acks=0: hold the next such Produce (`holding` set) until another Produce arrived and
+        # was appended, or at most this long: a leader slow to take a request while the next
+        # request, a gRPC call of its own, goes ahead and is appended first.
+        self.hold_next_acks_zero_s = 0.0
+        self.holding = threading.Event()
+        self._produce_arrived = threading.Event()
         self._seen: dict[tuple[str, int, int, int], set[int]] = {}
         self._answered: dict[tuple[str, int, int, int], set[int]] = {}
 
@@ -101,6 +107,14 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
 
     def Produce(self, request, context):
         self._client(context)
+        if request.acks == common_pb2.ACKS_NONE:
+            with self.lock:
+                hold, self.hold_next_acks_zero_s = self.hold_next_acks_zero_s, 0.0
+                if hold:
+                    self._produce_arrived.clear()
+                    self.holding.set()
+            if hold:
+                self._produce_arrived.wait(hold)
         first = _first_sequence(request)
         with self.lock:
             delay = 0.0
@@ -110,6 +124,7 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
             time.sleep(delay)
         with self.lock:
             self.produce_requests.append(request)
+            self._produce_arrived.set()  # a held request appends after this one
             self.txn_events.append(("Produce", request))
             for p in request.partitions:
                 self._track_window(p.topic, p.partition, p.records)

@@ -2,7 +2,8 @@
 errors are retried (refreshing metadata when the error says so) and non-retriable ones fail the
 record's future with that error; one partition's error does not fail another's; a transport
 failure moves to the next gateway; retries and delivery.timeout.ms bound the attempts; acks=0
-neither checks nor retries; max.in.flight=1 keeps order across retries."""
+neither checks nor retries, and keeps a partition's order; max.in.flight=1 keeps order across
+retries."""
 
 from __future__ import annotations
 
@@ -150,6 +151,23 @@ def test_acks_zero_neither_checks_nor_retries(fake: FakeServer, gateway: FakeGat
     with producer(fake.address, acks=0) as p:
         assert p.send("t", b"v").result(10).offset == -1  # sent, nothing acknowledged
     assert len(gateway.produce_requests) == 1
+
+
+def test_acks_zero_keeps_a_partitions_order(fake: FakeServer, gateway: FakeGateway) -> None:
+    """acks=0 requests go as unary calls, between which gRPC keeps no order: a partition's
+    next request waits for the answer to the one before (the leader took it), so one held
+    at the gateway is not overtaken (test_each_acks_setting[asyncio-0] got records out of
+    order: several small batches in flight while the gateway retried the first)."""
+    gateway.create("t", 1)
+    gateway.hold_next_acks_zero_s = 0.5  # the fake lets a request that arrives meanwhile pass
+    with producer(fake.address, acks=0) as p:
+        futures = [p.send("t", b"0", partition=0)]
+        assert gateway.holding.wait(10)  # the first request is at the gateway, held
+        futures += [p.send("t", b"%d" % i, partition=0) for i in range(1, 10)]
+        p.flush()
+    assert [f.result(0).offset for f in futures] == [-1] * 10
+    values = [r.value for r in iter_batches_records(gateway.records("t", 0))]
+    assert values == [b"%d" % i for i in range(10)]
 
 
 def test_one_in_flight_keeps_order_across_retries(fake: FakeServer, gateway: FakeGateway) -> None:

@@ -10,6 +10,9 @@ Retriable errors (the catalog's `retriable`) put the batch back at the front of 
 after retry.backoff.ms, doubling up to retry.backoff.max.ms, until `retries` or
 delivery.timeout.ms run out; errors that say the metadata changed also invalidate the topic's
 cached metadata. User callbacks run on this thread, as Kafka's do on its I/O thread.
+Requests go on the gateway's ProduceStream, which keeps their order; one that must go as a
+unary call of its own (acks=0, a traced one) keeps a non-idempotent partition's order by
+being the partition's only request in flight.
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ class _OnlyAllowed:
 class InFlight:
     """One produce request awaiting its answer: its batches grouped by partition, in order."""
 
-    __slots__ = ("groups", "sent_at", "server", "span", "tps")
+    __slots__ = ("groups", "muting", "sent_at", "server", "span", "tps")
 
     def __init__(
         self,
@@ -76,6 +79,7 @@ class InFlight:
         self.span = span
         self.sent_at = sent_at
         self.tps = frozenset(groups)
+        self.muting = False  # its partitions wait for its answer before the next request
 
 
 class Sender(threading.Thread):
@@ -102,6 +106,14 @@ class Sender(threading.Thread):
         self._timeout_s = config.request_timeout_ms / 1000
         self._max_in_flight = config.max_in_flight_requests_per_connection
         self._guarantee_order = self._max_in_flight == 1
+        # A request that goes as a unary call of its own (acks=0: a stream would answer
+        # nothing; a traced request) has no order with the other calls in flight: gRPC
+        # keeps none between calls, and the gateway handles each one in a task of its own
+        # (retrying a stale route, say) while the next goes ahead. Without sequence numbers
+        # (no idempotence) nothing puts them back in order, so such a request's partitions
+        # stay muted until it is answered (for acks=0: once the leader took it), as Kafka's
+        # one connection keeps a partition's requests in order.
+        self._unary_one_at_a_time = not config.enable_idempotence
         self._delivery_timeout_s = config.delivery_timeout_ms / 1000
         self._completions: queue.SimpleQueue[tuple[InFlight, grpc.Future]] = queue.SimpleQueue()
         self._in_flight: set[InFlight] = set()
@@ -282,6 +294,7 @@ class Sender(threading.Thread):
             transactional_id=self._transactional_id,
         )
         contexts = [b.trace_context for b in batches if b.trace_context is not None]
+        unary = bool(contexts) or self._acks == common_pb2.ACKS_NONE
         try:
             if contexts:  # a traced request: its span's context rides on a call of its own
                 from ..tracing import request_span
@@ -310,8 +323,9 @@ class Sender(threading.Thread):
                 self._retry_or_fail(group, error, now)
             return
         inflight = InFlight(groups, server, span, self._clock())
+        inflight.muting = self._guarantee_order or (unary and self._unary_one_at_a_time)
         self._in_flight.add(inflight)
-        if self._guarantee_order:
+        if inflight.muting:
             self._muted |= inflight.tps
         future.add_done_callback(lambda f: self._on_done(inflight, f))
 
@@ -329,7 +343,7 @@ class Sender(threading.Thread):
             except queue.Empty:
                 return
             self._in_flight.discard(inflight)
-            if self._guarantee_order:
+            if inflight.muting:
                 self._muted -= inflight.tps
             if self.idempotence is not None:
                 for group in inflight.groups.values():
