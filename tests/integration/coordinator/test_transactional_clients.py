@@ -225,7 +225,13 @@ def test_a_second_producer_fences_the_first(
         successor.commit_transaction(timeout=60)
     values = [r.value for r in read_all(sdk, cluster, topic, "read_uncommitted")]
     assert b"zombie-2" not in values and b"successor" in values
-    assert markers(gateway, topic, 0) == [ControlRecordType.ABORT, ControlRecordType.COMMIT]
+    # The abort's marker is written before the successor's InitProducerId is answered (it is
+    # told CONCURRENT_TRANSACTIONS until the abort completes); the commit's is written after
+    # EndTxn is answered (decision 0028, as Kafka): wait for it.
+    wait_for(
+        lambda: markers(gateway, topic, 0) == [ControlRecordType.ABORT, ControlRecordType.COMMIT],
+        what="the abort marker, then the commit marker",
+    )
 
 
 def test_a_fenced_producer_cannot_add_a_partition(
