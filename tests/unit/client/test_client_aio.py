@@ -125,6 +125,28 @@ async def test_lane_runs_in_order_and_knows_when_idle() -> None:
         lane.shutdown()
 
 
+async def test_lane_is_not_idle_while_a_call_before_a_cancelled_one_runs() -> None:
+    """A cancelled call is done at once; the calls before it are not (the asyncio producer
+    appends on the loop only when the lane is idle: idle too early, a record would pass
+    one still being appended on the worker)."""
+    lane = Lane("test-lane")
+    release = threading.Event()
+    try:
+        first = asyncio.ensure_future(lane.run(lambda: release.wait(5)))
+        second = asyncio.ensure_future(lane.run(lambda: None))
+        await asyncio.sleep(0)
+        second.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await second
+        assert not lane.idle  # the first call still runs
+        release.set()
+        assert await first
+        assert lane.idle
+    finally:
+        release.set()
+        lane.shutdown()
+
+
 # ---- AIOProducer --------------------------------------------------------------------------------
 
 

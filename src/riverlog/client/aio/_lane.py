@@ -28,26 +28,26 @@ class Lane:
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix=name
         )
-        self._tail: concurrent.futures.Future[Any] | None = None  # None: idle
-        self._lock = threading.Lock()  # guards _tail's writes (loop and worker)
+        # Calls submitted and not yet finished or cancelled. Not "the last one submitted is
+        # done": a cancelled call is done at once, while the calls before it still run.
+        self._pending = 0
+        self._lock = threading.Lock()  # guards _pending's writes (loop and worker)
 
     @property
     def idle(self) -> bool:
-        """Nothing submitted is still queued or running (calls run in order: the last one
-        submitted finishes last)."""
-        return self._tail is None  # a plain read: the send path asks once per record
+        """Nothing submitted is still queued or running."""
+        return self._pending == 0  # a plain read: the send path asks once per record
 
     def submit(self, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
         with self._lock:
             future = self._executor.submit(fn)
-            self._tail = future
+            self._pending += 1
         future.add_done_callback(self._finished)
         return future
 
     def _finished(self, future: concurrent.futures.Future[Any]) -> None:
         with self._lock:
-            if self._tail is future:
-                self._tail = None
+            self._pending -= 1
 
     async def run(self, fn: Callable[[], T]) -> T:
         """Run `fn` on the worker after what is queued and await its result. Cancelling the
