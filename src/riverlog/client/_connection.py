@@ -28,6 +28,7 @@ from riverlog.common.rpc.status import from_rpc_error
 from riverlog.v1 import data_pb2, gateway_pb2_grpc
 
 from ._credentials import Credentials
+from ._produce_request import EncodedProduceRequest, serialize_request
 from ._stream import StreamCall
 from ._throttle import ThrottleTracker
 from .errors import ClientClosedError
@@ -36,6 +37,7 @@ from .errors import ClientClosedError
 _FAILOVER_CODES: Final = frozenset({grpc.StatusCode.UNAVAILABLE})
 _Method = Literal["Produce", "Fetch"]
 _WARM_RETRY_S: Final = 5.0  # how often to reopen a channel's idle call once it ended
+_PRODUCE_STREAM: Final = "/riverlog.v1.Gateway/ProduceStream"
 
 
 def open_channel(target: str, credentials: grpc.ChannelCredentials | None = None) -> grpc.Channel:
@@ -137,7 +139,7 @@ class GatewayConnection:
         with self._lock:
             stream = None if index in self._unary_only else self._streams.get((index, method))
             if stream is None and index not in self._unary_only:
-                stream = self._streams[(index, method)] = self._open_stream(stub, method)
+                stream = self._streams[(index, method)] = self._open_stream(stub, index, method)
         if stream is None:
             return self._unary(stub, method, request, timeout_s), index
         answer: Future[Any] = Future()
@@ -154,8 +156,20 @@ class GatewayConnection:
         stream.submit(request, timeout_s).add_done_callback(done)
         return answer, index
 
-    def _open_stream(self, stub: gateway_pb2_grpc.GatewayStub, method: _Method) -> StreamCall:
-        open_call: Any = stub.ProduceStream if method == "Produce" else stub.FetchStream
+    def _open_stream(
+        self, stub: gateway_pb2_grpc.GatewayStub, index: int, method: _Method
+    ) -> StreamCall:
+        """Called under the lock. A ProduceStream's requests may be encoded by hand
+        (`_produce_request.EncodedProduceRequest`), so its serializer takes either form."""
+        open_call: Any
+        if method == "Produce":
+            open_call = self._channels[index].stream_stream(
+                _PRODUCE_STREAM,
+                request_serializer=serialize_request,
+                response_deserializer=data_pb2.ProduceResponse.FromString,
+            )
+        else:
+            open_call = stub.FetchStream
         metadata = self.metadata
         return StreamCall(
             lambda requests: open_call(requests, metadata=metadata), f"{method}Stream"
@@ -165,6 +179,8 @@ class GatewayConnection:
         self, stub: gateway_pb2_grpc.GatewayStub, method: _Method, request: Any, timeout_s: float
     ) -> Future[Any]:
         call: Any = stub.Produce if method == "Produce" else stub.Fetch
+        if isinstance(request, EncodedProduceRequest):
+            request = request.message()
         future: Future[Any] = call.future(request, timeout=timeout_s, metadata=self.metadata)
         return future
 

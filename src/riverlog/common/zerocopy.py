@@ -78,18 +78,18 @@ def _length_delimited(tag: int, data: bytes) -> list[bytes]:
     return [bytes((tag,)), _uvarint(len(data)), data]
 
 
-def encode_produce_frame(
+def produce_request_pieces(
     acks: int,
     timeout_ms: int,
     transactional_id: str,
     correlation_id: int,
     parts: list[ProduceFramePart],
-) -> bytes:
-    """The produce lane's frame of a `data_pb2.ProduceRequest`, its wire form encoded by hand:
-    each partition's records are copied once, into the frame, where building the message,
-    serializing it and framing it copied them three times (decision 0015's addendum). Raises as
-    `encode_frame` for a request over MAX_REQUEST_FRAME. Fields at their default are left out,
-    as protobuf does; current_leader_epoch is present whenever given (an optional field)."""
+) -> list[bytes]:
+    """A `data_pb2.ProduceRequest`'s wire form encoded by hand, as pieces whose join is byte
+    for byte protobuf's serialization; each partition's records are one of the pieces, as
+    given (no copy here). Fields at their default are left out, as protobuf does;
+    current_leader_epoch is present whenever given (an optional field). correlation_id comes
+    last, so a caller may leave it out (0) and append `correlation_id_field` later."""
     pieces: list[bytes] = []
     if acks:
         pieces += (b"\x08", _uvarint(acks))
@@ -110,7 +110,27 @@ def encode_produce_frame(
     if transactional_id:
         pieces += _length_delimited(0x22, transactional_id.encode())
     if correlation_id:
-        pieces += (b"\x28", _uvarint(correlation_id))
+        pieces.append(correlation_id_field(correlation_id))
+    return pieces
+
+
+def correlation_id_field(correlation_id: int) -> bytes:
+    """ProduceRequest's correlation_id field (5), encoded; empty at 0."""
+    return b"\x28" + _uvarint(correlation_id) if correlation_id else b""
+
+
+def encode_produce_frame(
+    acks: int,
+    timeout_ms: int,
+    transactional_id: str,
+    correlation_id: int,
+    parts: list[ProduceFramePart],
+) -> bytes:
+    """The produce lane's frame of a `data_pb2.ProduceRequest`, its wire form encoded by hand
+    (`produce_request_pieces`): each partition's records are copied once, into the frame, where
+    building the message, serializing it and framing it copied them three times (decision
+    0015's addendum). Raises as `encode_frame` for a request over MAX_REQUEST_FRAME."""
+    pieces = produce_request_pieces(acks, timeout_ms, transactional_id, correlation_id, parts)
     size = sum(map(len, pieces))
     if size > MAX_REQUEST_FRAME:
         raise RiverlogError(

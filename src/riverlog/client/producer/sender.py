@@ -31,10 +31,12 @@ import grpc
 from riverlog.common.errors import ErrorCode, RiverlogError, error_for
 from riverlog.common.rpc.convert import acks_to_proto
 from riverlog.common.types import Acks
+from riverlog.common.zerocopy import ProduceFramePart
 from riverlog.v1 import common_pb2, data_pb2, transactions_pb2
 
 from .._connection import GatewayConnection, rpc_error
 from .._metadata import MetadataCache
+from .._produce_request import EncodedProduceRequest
 from ..config import ProducerConfig
 from ..errors import ClientClosedError, ClientTimeoutError
 from .accumulator import RecordAccumulator
@@ -277,22 +279,29 @@ class Sender(threading.Thread):
         if not groups:
             return
         batches = [batch for group in groups.values() for batch in group]
-        partitions = [
-            data_pb2.ProducePartition(
-                topic=tp[0],
-                partition=tp[1],
-                records=b"".join([batch.build() for batch in group])
-                if len(group) > 1
-                else group[0].build(),
+        parts: list[ProduceFramePart] = [
+            (
+                tp[0],
+                tp[1],
+                b"".join([b.build() for b in group]) if len(group) > 1 else group[0].build(),
+                None,
             )
             for tp, group in groups.items()
         ]
-        request = data_pb2.ProduceRequest(
-            acks=self._acks,
-            timeout_ms=self._config.request_timeout_ms,
-            partitions=partitions,
-            transactional_id=self._transactional_id,
-        )
+        timeout_ms = self._config.request_timeout_ms
+        request: Any
+        if self._acks == common_pb2.ACKS_NONE or any(b.trace_context is not None for b in batches):
+            request = data_pb2.ProduceRequest(  # a unary call: protobuf's serializer
+                acks=self._acks,
+                timeout_ms=timeout_ms,
+                partitions=[
+                    data_pb2.ProducePartition(topic=t, partition=p, records=r)
+                    for t, p, r, _ in parts
+                ],
+                transactional_id=self._transactional_id,
+            )
+        else:  # the stream: encoded by hand, each batch copied once (decision 0015)
+            request = EncodedProduceRequest(self._acks, timeout_ms, self._transactional_id, parts)
         contexts = [b.trace_context for b in batches if b.trace_context is not None]
         unary = bool(contexts) or self._acks == common_pb2.ACKS_NONE
         try:
