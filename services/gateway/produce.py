@@ -49,7 +49,7 @@ class ProducePart:
     """One partition's batches, as the producer encoded them."""
 
     tp: TopicPartition
-    records: bytes
+    records: bytes | memoryview  # a view into the request's bytes, read by the servicer
     current_leader_epoch: int | None = None
 
 

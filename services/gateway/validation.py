@@ -109,7 +109,7 @@ def item_errors(
     return errors
 
 
-def batch_payload_error(data: bytes) -> RiverlogError | None:
+def batch_payload_error(data: bytes | memoryview) -> RiverlogError | None:
     """Why `data` is not one or more whole RecordBatch v2, judged by the headers alone."""
     if not data:
         return RiverlogError("no record batch in the payload", ErrorCode.INVALID_REQUEST)

@@ -301,7 +301,7 @@ def _produce_part_to_proto(part: ProducePart, msg: data_pb2.ProducePartition) ->
     """Fill `msg`, already in its request: nesting a built message would copy the batch again."""
     msg.topic = part.tp.topic
     msg.partition = part.tp.partition
-    msg.records = part.records
+    msg.records = bytes(part.records)  # a view into the client's request: protobuf takes bytes
     if part.current_leader_epoch is not None:
         msg.current_leader_epoch = part.current_leader_epoch
 

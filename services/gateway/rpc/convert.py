@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from riverlog.common.cluster.convert import node_to_proto, topic_to_proto
+from riverlog.common.produce_request_parse import ParsedProduceRequest
 from riverlog.common.records import Record, produce_wire
 from riverlog.common.rpc.convert import (
     acks_from_proto,
@@ -42,9 +43,17 @@ def _optional(msg: object, name: str) -> int | None:
 
 
 def produce_from_proto(
-    msg: data_pb2.ProduceRequest,
+    msg: data_pb2.ProduceRequest | ParsedProduceRequest,
 ) -> tuple[ProduceOptions, list[ProducePart]]:
+    """The request's options and parts; from a `ParsedProduceRequest` (what the gateway's
+    Produce and ProduceStream read, decision 0015's addendum) the records stay views into the
+    received bytes."""
     options = ProduceOptions(acks_from_proto(msg.acks), msg.timeout_ms, msg.transactional_id)
+    if isinstance(msg, ParsedProduceRequest):
+        return options, [
+            ProducePart(TopicPartition(p.topic, p.partition), p.records, p.current_leader_epoch)
+            for p in msg.partitions
+        ]
     parts = [
         ProducePart(
             TopicPartition(p.topic, p.partition),

@@ -22,6 +22,7 @@ import grpc
 from riverlog.common.acl.model import AclOperation, ResourceType
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.metrics.rpc import RequestTimer
+from riverlog.common.produce_request_parse import ParsedProduceRequest, parse_produce_request
 from riverlog.common.producer_ids import ProducerIdAllocator
 from riverlog.common.rpc.convert import acks_from_proto, isolation_level_from_proto
 from riverlog.common.types import Acks, TopicPartition
@@ -122,7 +123,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     # --- record batches -----------------------------------------------------------------------
 
     async def Produce(
-        self, request: data_pb2.ProduceRequest, context: grpc.aio.ServicerContext
+        self,
+        request: data_pb2.ProduceRequest | ParsedProduceRequest,
+        context: grpc.aio.ServicerContext,
     ) -> data_pb2.ProduceResponse:
         ctx = self._context("Produce", context)
         _, results, throttle = await self._produce(ctx, request, self.f.producer.produce)
@@ -132,12 +135,14 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
     async def ProduceStream(
         self,
-        request_iterator: AsyncIterator[data_pb2.ProduceRequest],
+        request_iterator: AsyncIterator[data_pb2.ProduceRequest | ParsedProduceRequest],
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[data_pb2.ProduceResponse]:
         stream = self._context("ProduceStream", context)
 
-        async def handle(request: data_pb2.ProduceRequest) -> data_pb2.ProduceResponse | None:
+        async def handle(
+            request: data_pb2.ProduceRequest | ParsedProduceRequest,
+        ) -> data_pb2.ProduceResponse | None:
             ctx = self.contexts.of_stream_request(stream)
             produce = self.f.producer.produce_or_fail
             options, results, throttle = await ctx.work.run(self._produce(ctx, request, produce))
@@ -152,7 +157,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             yield response
 
     async def _produce(
-        self, ctx: RequestContext, request: data_pb2.ProduceRequest, produce: ProduceCall
+        self,
+        ctx: RequestContext,
+        request: data_pb2.ProduceRequest | ParsedProduceRequest,
+        produce: ProduceCall,
     ) -> tuple[ProduceOptions, list[ProducePartResult], int]:
         """`produce` the request between the quota checks: its options, results and the
         throttle time to answer with."""
@@ -704,11 +712,14 @@ _METHOD_PREFIX: Final = f"/{SERVICE_NAME}/"
 
 def _encoded(name: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
     """`name`'s handler as the gateway serves it: ProduceRecords reads its request with
-    `convert.produce_records_request` (decision 0045); Fetch and FetchStream send the answers
-    the servicer serialized itself (`_serialized`: the records spliced into the wire bytes, not
-    copied through the message; decision 0016, addendum)."""
+    `convert.produce_records_request` (decision 0045); Produce and ProduceStream with
+    `parse_produce_request` (the batches left in the received bytes, decision 0015); Fetch and
+    FetchStream send the answers the servicer serialized itself (`_serialized`: the records
+    spliced into the wire bytes, not copied through the message; decision 0016, addendum)."""
     if name == "ProduceRecords":
         return handler._replace(request_deserializer=convert.produce_records_request)
+    if name in ("Produce", "ProduceStream"):
+        return handler._replace(request_deserializer=parse_produce_request)
     if name in ("Fetch", "FetchStream"):
         return handler._replace(response_serializer=_serialize_fetch)
     return handler

@@ -57,7 +57,7 @@ def encode_frame(payload: bytes, kind: int = KIND_FETCH) -> bytes:
     return FRAME_HEADER.pack(kind << 24 | len(payload)) + payload
 
 
-ProduceFramePart = tuple[str, int, bytes, "int | None"]
+ProduceFramePart = tuple[str, int, "bytes | memoryview", "int | None"]
 """(topic, partition, records, current_leader_epoch or None): one ProducePartition."""
 
 _U64: Final = (1 << 64) - 1
@@ -74,7 +74,7 @@ def _uvarint(value: int) -> bytes:
     return bytes(out)
 
 
-def _length_delimited(tag: int, data: bytes) -> list[bytes]:
+def _length_delimited(tag: int, data: bytes | memoryview) -> list[bytes | memoryview]:
     return [bytes((tag,)), _uvarint(len(data)), data]
 
 
@@ -84,19 +84,19 @@ def produce_request_pieces(
     transactional_id: str,
     correlation_id: int,
     parts: list[ProduceFramePart],
-) -> list[bytes]:
+) -> list[bytes | memoryview]:
     """A `data_pb2.ProduceRequest`'s wire form encoded by hand, as pieces whose join is byte
     for byte protobuf's serialization; each partition's records are one of the pieces, as
     given (no copy here). Fields at their default are left out, as protobuf does;
     current_leader_epoch is present whenever given (an optional field). correlation_id comes
     last, so a caller may leave it out (0) and append `correlation_id_field` later."""
-    pieces: list[bytes] = []
+    pieces: list[bytes | memoryview] = []
     if acks:
         pieces += (b"\x08", _uvarint(acks))
     if timeout_ms:
         pieces += (b"\x10", _uvarint(timeout_ms))
     for topic, partition, records, leader_epoch in parts:
-        body: list[bytes] = []
+        body: list[bytes | memoryview] = []
         if topic:
             body += _length_delimited(0x0A, topic.encode())
         if partition:

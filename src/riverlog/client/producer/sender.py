@@ -279,13 +279,8 @@ class Sender(threading.Thread):
         if not groups:
             return
         batches = [batch for group in groups.values() for batch in group]
-        parts: list[ProduceFramePart] = [
-            (
-                tp[0],
-                tp[1],
-                b"".join([b.build() for b in group]) if len(group) > 1 else group[0].build(),
-                None,
-            )
+        records = [
+            (tp, b"".join([b.build() for b in group]) if len(group) > 1 else group[0].build())
             for tp, group in groups.items()
         ]
         timeout_ms = self._config.request_timeout_ms
@@ -296,11 +291,12 @@ class Sender(threading.Thread):
                 timeout_ms=timeout_ms,
                 partitions=[
                     data_pb2.ProducePartition(topic=t, partition=p, records=r)
-                    for t, p, r, _ in parts
+                    for (t, p), r in records
                 ],
                 transactional_id=self._transactional_id,
             )
         else:  # the stream: encoded by hand, each batch copied once (decision 0015)
+            parts: list[ProduceFramePart] = [(t, p, r, None) for (t, p), r in records]
             request = EncodedProduceRequest(self._acks, timeout_ms, self._transactional_id, parts)
         contexts = [b.trace_context for b in batches if b.trace_context is not None]
         unary = bool(contexts) or self._acks == common_pb2.ACKS_NONE
