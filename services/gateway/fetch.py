@@ -79,7 +79,8 @@ class FetchPartResult:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
-    records: bytes = b""
+    records: bytes | memoryview = b""
+    """As the leader answered: over the zero-copy channel a view into the bytes read."""
     log_end_offset: int = -1
     aborted_transactions: tuple[tuple[int, int], ...] = ()
     """read_committed: (producer id, first offset) of the aborted transactions that meet
@@ -339,7 +340,7 @@ def _records_size(results: Sequence[FetchPartResult]) -> int:
     return size
 
 
-def _complete_prefix(data: bytes, limit: int | None = None) -> int:
+def _complete_prefix(data: bytes | memoryview, limit: int | None = None) -> int:
     """The length of the complete batches at the start of `data`, as many as fit in `limit`
     bytes (None: all); -1 when `data` does not start with a batch."""
     pos = 0
@@ -353,7 +354,7 @@ def _complete_prefix(data: bytes, limit: int | None = None) -> int:
         pos += size
 
 
-def _complete_end(data: bytes) -> int:
+def _complete_end(data: bytes | memoryview) -> int:
     """The length of the complete batches at the start of `data` (shorter than `data` when
     an answer ends in a batch cut at its size limit)."""
     return _complete_prefix(data)
@@ -366,7 +367,7 @@ def _extended(first: FetchPartResult, more: FetchPartResult, kept: int) -> Fetch
         return first
     return dataclasses.replace(
         first,
-        records=first.records + more.records[:kept],
+        records=b"".join((first.records, more.records[:kept])),
         high_watermark=more.high_watermark,
         last_stable_offset=more.last_stable_offset,
         log_start_offset=more.log_start_offset,

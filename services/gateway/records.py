@@ -415,7 +415,7 @@ def _encode(records: Sequence[Record], codec: CompressionType, now_ms: int) -> b
 
 
 def _encode_wire(
-    data: bytes, offset: int, max_records: int, aborted: AbortedFilter | None = None
+    data: bytes | memoryview, offset: int, max_records: int, aborted: AbortedFilter | None = None
 ) -> tuple[bytearray, int, RiverlogError | None]:
     """`_decode`'s answer with the records encoded for the wire in C (`records_wire`): no
     Python object per record, about a tenth of `_decode` plus the protobuf messages' cost."""
@@ -435,7 +435,7 @@ def _encode_wire(
 
 
 def _decode(
-    data: bytes, offset: int, max_records: int, aborted: AbortedFilter | None = None
+    data: bytes | memoryview, offset: int, max_records: int, aborted: AbortedFilter | None = None
 ) -> tuple[list[Record], int, RiverlogError | None]:
     """Records at or past `offset` (at most `max_records`, 0: all), where to fetch next, and
     the corruption that stopped decoding, if any."""

@@ -357,7 +357,7 @@ class _RawAnswer:
     """A zero-copy fetch answer's partition with its records cut from the raw bytes."""
 
     msg: data_pb2.FetchPartitionResponse
-    records: bytes
+    records: bytes | memoryview
 
     @property
     def topic(self) -> str:
@@ -368,14 +368,17 @@ class _RawAnswer:
         return self.msg.partition
 
 
-def _with_records(response: data_pb2.FetchResponse, raw: bytes) -> list[_RawAnswer]:
-    """Each partition of a zero-copy answer with its share of the raw bytes that followed it
-    (one slice each: the bytes are not copied into the message first)."""
+def _with_records(
+    response: data_pb2.FetchResponse, raw: bytes | bytearray
+) -> list[_RawAnswer]:
+    """Each partition of a zero-copy answer with its share of the raw bytes that followed it:
+    a view each, so the bytes read are copied once, by the answer's splice (`fetch_to_wire`)."""
     answers: list[_RawAnswer] = []
+    view = memoryview(raw)
     pos = 0
     for msg in response.partitions:
         size = msg.zero_copy_records_size
-        answers.append(_RawAnswer(msg, raw[pos : pos + size] if size else b""))
+        answers.append(_RawAnswer(msg, view[pos : pos + size] if size else b""))
         pos += size
     return answers
 

@@ -61,7 +61,7 @@ def fetch_request_to_proto(params: FetchParams) -> data_pb2.FetchRequest:
 
 
 def follower_results_from_proto(
-    response: data_pb2.FetchResponse, raw: bytes | None = None
+    response: data_pb2.FetchResponse, raw: bytes | bytearray | None = None
 ) -> list[FollowerFetchResult]:
     """The results; with `raw` (the zero-copy channel's bytes after the header) each
     partition's records are a slice of it, not a copy."""

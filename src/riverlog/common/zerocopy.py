@@ -297,10 +297,11 @@ class AsyncZeroCopyFetchClient:
 
     async def fetch_raw(
         self, request: data_pb2.FetchRequest, timeout_s: float | None = None
-    ) -> tuple[data_pb2.FetchResponse, bytes]:
+    ) -> tuple[data_pb2.FetchResponse, bytes | bytearray]:
         """The response as sent (partitions carry `zero_copy_records_size`, not `records`) and
-        the raw bytes that followed it, partition after partition: for callers that slice the
-        records themselves instead of copying them into the messages (follower replication).
+        the raw bytes that followed it, partition after partition, as read (a bytearray, not
+        copied into a `bytes`): for callers that slice the records themselves instead of
+        copying them into the messages (the gateway, decision 0016's addendum).
         `timeout_s`: the whole exchange's limit (default: the client's plus the long poll)."""
         if timeout_s is None:
             timeout_s = self.timeout_s + max(request.max_wait_ms, 0) / 1000.0
@@ -365,14 +366,16 @@ class AsyncZeroCopyFetchClient:
         _check_header_length(length)
         return await reader.read_exactly(length)
 
-    async def _read_fetch(self, reader: FrameReader) -> tuple[data_pb2.FetchResponse, bytes]:
+    async def _read_fetch(
+        self, reader: FrameReader
+    ) -> tuple[data_pb2.FetchResponse, bytes | bytearray]:
         response = _parse_header(await self._read_payload(reader))
         total = records_total(response)
         if not total:
             return response, b""
-        raw = bytearray(total)  # read in place, then one copy into the bytes callers keep
+        raw = bytearray(total)  # read in place; callers slice views of it (`fill_records` copies)
         await reader.read_into(memoryview(raw))
-        return response, bytes(raw)
+        return response, raw
 
     async def _read_produce(self, reader: FrameReader) -> data_pb2.ProduceResponse:
         payload = await self._read_payload(reader)

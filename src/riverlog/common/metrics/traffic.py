@@ -19,7 +19,7 @@ _LAST_DELTA_AT = 23
 _HEADER = 61  # a v2 batch header's size
 
 
-def offsets_delivered(data: bytes, fetch_offset: int) -> int:
+def offsets_delivered(data: bytes | memoryview, fetch_offset: int) -> int:
     """How many offsets a fetch answer `data` (whole v2 batches) moves a consumer at
     `fetch_offset` forward: one step per batch, reading two header fields, no record and no
     CRC. Batches start at or before `fetch_offset`; a partial batch at the end is not
