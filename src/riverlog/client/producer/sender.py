@@ -283,9 +283,11 @@ class Sender(threading.Thread):
             (tp, b"".join([b.build() for b in group]) if len(group) > 1 else group[0].build())
             for tp, group in groups.items()
         ]
+        contexts = [b.trace_context for b in batches if b.trace_context is not None]
+        unary = bool(contexts) or self._acks == common_pb2.ACKS_NONE
         timeout_ms = self._config.request_timeout_ms
         request: Any
-        if self._acks == common_pb2.ACKS_NONE or any(b.trace_context is not None for b in batches):
+        if unary:
             request = data_pb2.ProduceRequest(  # a unary call: protobuf's serializer
                 acks=self._acks,
                 timeout_ms=timeout_ms,
@@ -298,8 +300,6 @@ class Sender(threading.Thread):
         else:  # the stream: encoded by hand, each batch copied once (decision 0015)
             parts: list[ProduceFramePart] = [(t, p, r, None) for (t, p), r in records]
             request = EncodedProduceRequest(self._acks, timeout_ms, self._transactional_id, parts)
-        contexts = [b.trace_context for b in batches if b.trace_context is not None]
-        unary = bool(contexts) or self._acks == common_pb2.ACKS_NONE
         try:
             if contexts:  # a traced request: its span's context rides on a call of its own
                 from ..tracing import request_span
