@@ -120,15 +120,19 @@ class FetchHandler:
     async def fetch(self, params: FetchParams) -> list[FetchPartitionResult]:
         """Read now; wait (long poll) when there is less than min_bytes and no error."""
         self.validate(params)
+        by_offsets = False
         if params.replica_id is not None:
             self._record_follower_fetch(params.replica_id, params)
-        results = self.read_all(params)
-        await self._read_remote(params, results)
-        if params.max_wait_ms <= 0 or not params.partitions or self._satisfied(params, results):
-            self._record_throttled(params, results)
-            self._count_consumer_fetch(params, results)
-            return results
-        close_results(results)
+            by_offsets = self._decided_by_offsets(params)
+        may_wait = params.max_wait_ms > 0 and bool(params.partitions)
+        if not (by_offsets and may_wait and not self._follower_has_news(params)):
+            results = self.read_all(params)
+            await self._read_remote(params, results)
+            if not may_wait or self._satisfied(params, results):
+                self._record_throttled(params, results)
+                self._count_consumer_fetch(params, results)
+                return results
+            close_results(results)
 
         def available() -> tuple[int, bool]:
             probe = self.read_all(params)
@@ -137,9 +141,16 @@ class FetchHandler:
             finally:
                 close_results(probe)
 
+        def has_news() -> tuple[int, bool]:
+            return (1, False) if self._follower_has_news(params) else (0, False)
+
         keys = [p.tp for p in params.partitions]
         await DelayedFetch(
-            self._purgatory, keys, params.min_bytes, params.max_wait_ms, available
+            self._purgatory,
+            keys,
+            params.min_bytes,
+            params.max_wait_ms,
+            has_news if by_offsets else available,
         ).wait()
         results = self.read_all(params)
         await self._read_remote(params, results)
@@ -228,6 +239,35 @@ class FetchHandler:
         if should_throttle(quota, tp, params.replica_id in isr):
             quota.throttled_count += 1
             return True
+        return False
+
+    def _decided_by_offsets(self, params: FetchParams) -> bool:
+        """Whether a follower fetch's long poll can be decided from offsets alone, without
+        reading: with min_bytes at most 1 any batch past a fetch offset is enough, and with
+        no leader throttle active every such batch is returned (issue 10: a follower's fetch
+        names every partition it follows from this leader, and reading each of them at every
+        append cost more than the one partition with news)."""
+        if params.min_bytes > 1:
+            return False
+        quota = self.leader_quota
+        return quota is None or not quota.active
+
+    def _follower_has_news(self, params: FetchParams) -> bool:
+        """True when a read of this follower fetch would return records or an error: some
+        partition is gone, not led here, at another epoch, or has a log end offset other than
+        the fetch offset (records after it, or an offset out of range). Exactly when `read_all`
+        would answer something other than every partition empty (given `_decided_by_offsets`),
+        so the wait neither misses news nor wakes for none."""
+        partitions = self._replicas.partitions
+        for data in params.partitions:
+            partition = partitions.get(data.tp)
+            if partition is None or partition.role is not Role.LEADER:
+                return True
+            epoch = data.current_leader_epoch
+            if epoch is not None and epoch >= 0 and epoch != partition.leader_epoch:
+                return True
+            if data.fetch_offset != partition.log_end_offset:
+                return True
         return False
 
     def _record_follower_fetch(self, replica_id: int, params: FetchParams) -> None:

@@ -333,6 +333,13 @@ class ReplicaFetcherManager:
                 partition.leader_epoch,
             ):
                 continue  # moved on (new epoch, truncated) while the fetch was out
+            if (
+                not result.records
+                and result.ok
+                and result.high_watermark <= partition.high_watermark
+                and result.log_start_offset == partition.log_start_offset
+            ):
+                continue  # nothing new (most partitions of most rounds): nothing to apply
             state = fetcher.states[result.tp]
             if not result.ok:
                 self._on_error(fetcher, result.tp, state, result.error, result.error_message)
