@@ -14,7 +14,9 @@ with `os.sendfile`; the caller must `close_results()` once they are sent.
 A follower's fetch (`replica_id` set) reads up to the log end offset, and first tells each
 partition the follower's log end offset (its fetch offset): that is how the leader learns what
 the followers hold, moves the high watermark and keeps the ISR (Kafka's
-`updateFollowerFetchState`).
+`updateFollowerFetchState`). A follower names every partition it follows from this leader
+in every fetch, with its own high watermark: its long poll is decided from offsets (no read
+per check), and its answer leaves out the partitions with nothing new for it (decision 0010).
 
 Fetch from a follower (KIP-392, decision 0038): a consumer's fetch that carries its rack
 (`rack_id`) is served by a follower too, up to the follower's own high watermark (learned from
@@ -65,6 +67,30 @@ class RemoteReads(Protocol):
     async def collect_aborted_txns(
         self, tp: TopicPartition, start_offset: int, upper_bound_offset: int
     ) -> tuple[list[AbortedTxn], bool]: ...
+
+
+def _without_unchanged(
+    params: FetchParams, results: list[FetchPartitionResult]
+) -> list[FetchPartitionResult]:
+    """A follower's answer without the partitions it named with its high watermark that have
+    nothing new: no records, no error, that high watermark and its log start offset. The
+    follower would apply nothing from them, and building and parsing one answer per followed
+    partition at every fetch cost both sides more than the partition that had records
+    (issue 10). Consumers' answers are whole."""
+    if params.replica_id is None:
+        return results
+    kept: list[FetchPartitionResult] = []
+    for data, result in zip(params.partitions, results, strict=True):
+        known = data.known_high_watermark
+        if (
+            known is None
+            or result.records is not None
+            or result.error != ErrorCode.NONE
+            or result.high_watermark != known
+            or result.log_start_offset != data.log_start_offset
+        ):
+            kept.append(result)
+    return kept
 
 
 def close_results(results: Iterable[FetchPartitionResult]) -> None:
@@ -131,7 +157,7 @@ class FetchHandler:
             if not may_wait or self._satisfied(params, results):
                 self._record_throttled(params, results)
                 self._count_consumer_fetch(params, results)
-                return results
+                return _without_unchanged(params, results)
             close_results(results)
 
         def available() -> tuple[int, bool]:
@@ -156,7 +182,7 @@ class FetchHandler:
         await self._read_remote(params, results)
         self._record_throttled(params, results)
         self._count_consumer_fetch(params, results)
-        return results
+        return _without_unchanged(params, results)
 
     def _count_consumer_fetch(
         self, params: FetchParams, results: list[FetchPartitionResult]

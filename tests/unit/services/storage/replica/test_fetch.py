@@ -20,7 +20,11 @@ from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.records.header import iter_batches
 from riverlog.common.types import TopicPartition
 from riverlog.services.storage.replica.fetch import close_results
-from riverlog.services.storage.replica.requests import FetchPartitionResult
+from riverlog.services.storage.replica.requests import (
+    FetchParams,
+    FetchPartitionData,
+    FetchPartitionResult,
+)
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)
@@ -239,6 +243,37 @@ async def test_a_parked_follower_fetch_is_not_woken_by_news_for_no_one(node: Nod
         fetch_params((T0, 9), min_bytes=1, max_wait_ms=30_000, replica_id=OTHER)
     )
     assert ahead.error == ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+async def test_a_follower_answer_leaves_out_the_partitions_with_nothing_new(node: Node) -> None:
+    """A follower that tells its high watermark (and log start) hears only about partitions
+    where either differs, or that have records or an error; one that does not tell hears
+    about every partition."""
+    await produce(node, T0, make_batch(2))  # T0: high watermark 2 (no followers in the ISR)
+
+    def follower_fetch(*parts: tuple[TopicPartition, int, int | None]) -> FetchParams:
+        return FetchParams(
+            partitions=[
+                FetchPartitionData(tp, offset, 0, None, 0, None, known)
+                for tp, offset, known in parts
+            ],
+            replica_id=OTHER,
+        )
+
+    async def answered(params: FetchParams) -> list[TopicPartition]:
+        results = await node.fetch.fetch(params)
+        close_results(results)
+        return [r.tp for r in results]
+
+    assert await answered(follower_fetch((T0, 2, 2), (T1, 0, 0))) == []
+    assert await answered(follower_fetch((T0, 2, 1), (T1, 0, 0))) == [T0]  # a newer HW
+    assert await answered(follower_fetch((T0, 0, 2), (T1, 0, 0))) == [T0]  # records
+    assert await answered(follower_fetch((T0, 5, 2), (T1, 0, 0))) == [T0]  # an error
+    assert await answered(follower_fetch((T0, 2, None), (T1, 0, None))) == [T0, T1]
+    moved = FetchParams(
+        partitions=[FetchPartitionData(T1, 0, 0, None, 3, None, 0)], replica_id=OTHER
+    )
+    assert await answered(moved) == [T1]  # its log start differs from the follower's
 
 
 async def test_results_pin_segments_until_closed(node: Node) -> None:
