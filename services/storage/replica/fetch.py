@@ -145,13 +145,41 @@ class FetchHandler:
 
     async def fetch(self, params: FetchParams) -> list[FetchPartitionResult]:
         """Read now; wait (long poll) when there is less than min_bytes and no error."""
+        results = self.fetch_now(params)
+        if results is not None:
+            return results
+        return await self.fetch_later(params)
+
+    def fetch_now(self, params: FetchParams) -> list[FetchPartitionResult] | None:
+        """The answer when it is ready at once (enough bytes, an error, or no wait asked for),
+        else None: then `fetch_later(params)` waits and answers. Validates the request and
+        records a follower's fetch state either way, so a transport can answer a fetch that
+        needs no waiting without a task (the zero-copy channel watches for the client going
+        away only while a fetch waits)."""
         self.validate(params)
-        by_offsets = False
         if params.replica_id is not None:
             self._record_follower_fetch(params.replica_id, params)
-            by_offsets = self._decided_by_offsets(params)
         may_wait = params.max_wait_ms > 0 and bool(params.partitions)
-        if not (by_offsets and may_wait and not self._follower_has_news(params)):
+        if may_wait and self._quiet_follower(params):
+            return None
+        results = self.read_all(params)
+        if self.remote is not None and params.replica_id is None:
+            if any(r.error == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE for r in results):
+                close_results(results)
+                return None  # the remote tier is read by `fetch_later`
+        if not may_wait or self._satisfied(params, results):
+            self._record_throttled(params, results)
+            self._count_consumer_fetch(params, results)
+            return _without_unchanged(params, results)
+        close_results(results)
+        return None
+
+    async def fetch_later(self, params: FetchParams) -> list[FetchPartitionResult]:
+        """After `fetch_now` answered None: read (the remote tier too), and wait in the
+        purgatory when that is still not enough."""
+        by_offsets = params.replica_id is not None and self._decided_by_offsets(params)
+        may_wait = params.max_wait_ms > 0 and bool(params.partitions)
+        if not (may_wait and self._quiet_follower(params)):
             results = self.read_all(params)
             await self._read_remote(params, results)
             if not may_wait or self._satisfied(params, results):
@@ -183,6 +211,14 @@ class FetchHandler:
         self._record_throttled(params, results)
         self._count_consumer_fetch(params, results)
         return _without_unchanged(params, results)
+
+    def _quiet_follower(self, params: FetchParams) -> bool:
+        """A follower fetch decided by offsets, with nothing to answer yet."""
+        return (
+            params.replica_id is not None
+            and self._decided_by_offsets(params)
+            and not self._follower_has_news(params)
+        )
 
     def _count_consumer_fetch(
         self, params: FetchParams, results: list[FetchPartitionResult]
