@@ -57,6 +57,8 @@ def fetch_request_to_proto(params: FetchParams) -> data_pb2.FetchRequest:
             part.current_leader_epoch = p.current_leader_epoch
         if p.last_fetched_epoch is not None:
             part.last_fetched_epoch = p.last_fetched_epoch
+        if p.known_high_watermark is not None:
+            part.known_high_watermark = p.known_high_watermark
     return request
 
 

@@ -14,7 +14,9 @@ with `os.sendfile`; the caller must `close_results()` once they are sent.
 A follower's fetch (`replica_id` set) reads up to the log end offset, and first tells each
 partition the follower's log end offset (its fetch offset): that is how the leader learns what
 the followers hold, moves the high watermark and keeps the ISR (Kafka's
-`updateFollowerFetchState`).
+`updateFollowerFetchState`). A follower names every partition it follows from this leader
+in every fetch, with its own high watermark: its long poll is decided from offsets (no read
+per check), and its answer leaves out the partitions with nothing new for it (decision 0010).
 
 Fetch from a follower (KIP-392, decision 0038): a consumer's fetch that carries its rack
 (`rack_id`) is served by a follower too, up to the follower's own high watermark (learned from
@@ -65,6 +67,30 @@ class RemoteReads(Protocol):
     async def collect_aborted_txns(
         self, tp: TopicPartition, start_offset: int, upper_bound_offset: int
     ) -> tuple[list[AbortedTxn], bool]: ...
+
+
+def _without_unchanged(
+    params: FetchParams, results: list[FetchPartitionResult]
+) -> list[FetchPartitionResult]:
+    """A follower's answer without the partitions it named with its high watermark that have
+    nothing new: no records, no error, that high watermark and its log start offset. The
+    follower would apply nothing from them, and building and parsing one answer per followed
+    partition at every fetch cost both sides more than the partition that had records
+    (issue 10). Consumers' answers are whole."""
+    if params.replica_id is None:
+        return results
+    kept: list[FetchPartitionResult] = []
+    for data, result in zip(params.partitions, results, strict=True):
+        known = data.known_high_watermark
+        if (
+            known is None
+            or result.records is not None
+            or result.error != ErrorCode.NONE
+            or result.high_watermark != known
+            or result.log_start_offset != data.log_start_offset
+        ):
+            kept.append(result)
+    return kept
 
 
 def close_results(results: Iterable[FetchPartitionResult]) -> None:
@@ -119,16 +145,48 @@ class FetchHandler:
 
     async def fetch(self, params: FetchParams) -> list[FetchPartitionResult]:
         """Read now; wait (long poll) when there is less than min_bytes and no error."""
+        results = self.fetch_now(params)
+        if results is not None:
+            return results
+        return await self.fetch_later(params)
+
+    def fetch_now(self, params: FetchParams) -> list[FetchPartitionResult] | None:
+        """The answer when it is ready at once (enough bytes, an error, or no wait asked for),
+        else None: then `fetch_later(params)` waits and answers. Validates the request and
+        records a follower's fetch state either way, so a transport can answer a fetch that
+        needs no waiting without a task (the zero-copy channel watches for the client going
+        away only while a fetch waits)."""
         self.validate(params)
         if params.replica_id is not None:
             self._record_follower_fetch(params.replica_id, params)
+        may_wait = params.max_wait_ms > 0 and bool(params.partitions)
+        if may_wait and self._quiet_follower(params):
+            return None
         results = self.read_all(params)
-        await self._read_remote(params, results)
-        if params.max_wait_ms <= 0 or not params.partitions or self._satisfied(params, results):
+        if self.remote is not None and params.replica_id is None:
+            if any(r.error == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE for r in results):
+                close_results(results)
+                return None  # the remote tier is read by `fetch_later`
+        if not may_wait or self._satisfied(params, results):
             self._record_throttled(params, results)
             self._count_consumer_fetch(params, results)
-            return results
+            return _without_unchanged(params, results)
         close_results(results)
+        return None
+
+    async def fetch_later(self, params: FetchParams) -> list[FetchPartitionResult]:
+        """After `fetch_now` answered None: read (the remote tier too), and wait in the
+        purgatory when that is still not enough."""
+        by_offsets = params.replica_id is not None and self._decided_by_offsets(params)
+        may_wait = params.max_wait_ms > 0 and bool(params.partitions)
+        if not (may_wait and self._quiet_follower(params)):
+            results = self.read_all(params)
+            await self._read_remote(params, results)
+            if not may_wait or self._satisfied(params, results):
+                self._record_throttled(params, results)
+                self._count_consumer_fetch(params, results)
+                return _without_unchanged(params, results)
+            close_results(results)
 
         def available() -> tuple[int, bool]:
             probe = self.read_all(params)
@@ -137,15 +195,30 @@ class FetchHandler:
             finally:
                 close_results(probe)
 
+        def has_news() -> tuple[int, bool]:
+            return (1, False) if self._follower_has_news(params) else (0, False)
+
         keys = [p.tp for p in params.partitions]
         await DelayedFetch(
-            self._purgatory, keys, params.min_bytes, params.max_wait_ms, available
+            self._purgatory,
+            keys,
+            params.min_bytes,
+            params.max_wait_ms,
+            has_news if by_offsets else available,
         ).wait()
         results = self.read_all(params)
         await self._read_remote(params, results)
         self._record_throttled(params, results)
         self._count_consumer_fetch(params, results)
-        return results
+        return _without_unchanged(params, results)
+
+    def _quiet_follower(self, params: FetchParams) -> bool:
+        """A follower fetch decided by offsets, with nothing to answer yet."""
+        return (
+            params.replica_id is not None
+            and self._decided_by_offsets(params)
+            and not self._follower_has_news(params)
+        )
 
     def _count_consumer_fetch(
         self, params: FetchParams, results: list[FetchPartitionResult]
@@ -228,6 +301,35 @@ class FetchHandler:
         if should_throttle(quota, tp, params.replica_id in isr):
             quota.throttled_count += 1
             return True
+        return False
+
+    def _decided_by_offsets(self, params: FetchParams) -> bool:
+        """Whether a follower fetch's long poll can be decided from offsets alone, without
+        reading: with min_bytes at most 1 any batch past a fetch offset is enough, and with
+        no leader throttle active every such batch is returned (issue 10: a follower's fetch
+        names every partition it follows from this leader, and reading each of them at every
+        append cost more than the one partition with news)."""
+        if params.min_bytes > 1:
+            return False
+        quota = self.leader_quota
+        return quota is None or not quota.active
+
+    def _follower_has_news(self, params: FetchParams) -> bool:
+        """True when a read of this follower fetch would return records or an error: some
+        partition is gone, not led here, at another epoch, or has a log end offset other than
+        the fetch offset (records after it, or an offset out of range). Exactly when `read_all`
+        would answer something other than every partition empty (given `_decided_by_offsets`),
+        so the wait neither misses news nor wakes for none."""
+        partitions = self._replicas.partitions
+        for data in params.partitions:
+            partition = partitions.get(data.tp)
+            if partition is None or partition.role is not Role.LEADER:
+                return True
+            epoch = data.current_leader_epoch
+            if epoch is not None and epoch >= 0 and epoch != partition.leader_epoch:
+                return True
+            if data.fetch_offset != partition.log_end_offset:
+                return True
         return False
 
     def _record_follower_fetch(self, replica_id: int, params: FetchParams) -> None:

@@ -8,7 +8,9 @@ OffsetsForLeaderEpoch, where its own latest epoch ended in the leader's log, and
 min(that end offset, its log end offset) — never to its high watermark (KIP-101; the
 multi-round refinement of KIP-279 when the leader answers with an older epoch). Then it fetches
 from its log end offset with `replica_id` = this node, appends the batches unchanged and takes
-the leader's high watermark (capped by its own log end offset). Errors are per partition:
+the leader's high watermark (capped by its own log end offset); it tells its own high
+watermark in every fetch, so the leader leaves out of its answer the partitions it has nothing
+new for (decision 0010). Errors are per partition:
 FENCED_LEADER_EPOCH waits for a newer image, UNKNOWN_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER back
 off and retry, OFFSET_OUT_OF_RANGE resets the log to the leader's bounds,
 OFFSET_MOVED_TO_TIERED_STORAGE restarts it at the leader's local log start with the producer
@@ -309,6 +311,7 @@ class ReplicaFetcherManager:
                     partition.leader_epoch,
                     partition.log_start_offset,
                     latest if latest >= 0 else None,
+                    partition.high_watermark,
                 )
             )
         return FetchParams(
@@ -333,6 +336,13 @@ class ReplicaFetcherManager:
                 partition.leader_epoch,
             ):
                 continue  # moved on (new epoch, truncated) while the fetch was out
+            if (
+                not result.records
+                and result.ok
+                and result.high_watermark <= partition.high_watermark
+                and result.log_start_offset == partition.log_start_offset
+            ):
+                continue  # nothing new (most partitions of most rounds): nothing to apply
             state = fetcher.states[result.tp]
             if not result.ok:
                 self._on_error(fetcher, result.tp, state, result.error, result.error_message)

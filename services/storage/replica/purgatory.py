@@ -2,49 +2,81 @@
 `acks=all` produces waiting for the high watermark (Kafka's DelayedFetch and DelayedProduce).
 
 Kafka keeps delayed operations in a timing wheel checked by a reaper thread; on asyncio the loop
-is already the timer and the scheduler. A waiter is one future registered under the keys it
-depends on (topic-partitions); whatever moves a partition (an append, a high watermark advance,
-a leadership change, a deletion) calls `notify(key)`, which resolves those futures, and each
-waiter re-checks its own condition. No polling: an idle long poll costs one future and one
-timer until it is satisfied or its time is up.
+is already the timer and the scheduler. A waiter is one future registered, with its condition,
+under the keys it depends on (topic-partitions); whatever moves a partition (an append, a high
+watermark advance, a leadership change, a deletion) calls `notify(key)`, which checks the
+condition of each waiter under that key right there (Kafka's checkAndComplete calls tryComplete
+in the notifying thread) and resolves only the futures whose condition now holds. A waiter whose
+condition does not hold yet stays registered and is not woken: with five acks=all produces and
+two follower fetches waiting on one partition, an append used to wake all seven tasks to find
+that one or two could go (decision 0010, issue 10). No polling: an idle long poll costs one
+future and one timer until it is satisfied or its time is up.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Hashable, Iterable
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 
+log = logging.getLogger(__name__)
+
+
+class _Waiter:
+    """One registered wait: its future (result True: satisfied, False: timed out or the
+    purgatory closed) and its condition."""
+
+    __slots__ = ("future", "satisfied")
+
+    def __init__(self, future: asyncio.Future[bool], satisfied: Callable[[], bool]) -> None:
+        self.future = future
+        self.satisfied = satisfied
+
 
 class Purgatory(Generic[K]):
-    """Futures keyed by what they wait on.
+    """Waiters keyed by what they wait on.
 
     Lifecycle: one per storage node, created before the servers start; `close()` at shutdown
     wakes every waiter so in-flight requests answer with what they have. Only the event-loop
     thread may call it (no locks: the single-threaded loop orders every check and wake-up).
+    Conditions run inside `notify`, so they must be cheap, must not notify themselves, and
+    see the state the notifier left (callers notify once their change is complete).
     """
 
     def __init__(self) -> None:
-        self._watchers: dict[K, set[asyncio.Future[None]]] = {}
+        self._watchers: dict[K, dict[_Waiter, None]] = {}
         self._closed = False
+        self.checks = 0
+        """Conditions checked by `notify` (a count for tests and profiles)."""
 
     def __len__(self) -> int:
         """Waiters registered now (a waiter under several keys counts once per key)."""
-        return sum(len(futures) for futures in self._watchers.values())
+        return sum(len(waiters) for waiters in self._watchers.values())
 
     def notify(self, key: K) -> int:
-        """Wake every waiter registered under `key`; returns how many were woken."""
-        futures = self._watchers.pop(key, None)
-        if not futures:
+        """Check the condition of every waiter registered under `key` and resolve those whose
+        condition holds; returns how many were resolved. A condition that raises resolves its
+        waiter too: the request then runs on and meets the error itself."""
+        waiters = self._watchers.get(key)
+        if not waiters:
             return 0
-        woken = 0
-        for future in futures:
-            if not future.done():
-                future.set_result(None)
-                woken += 1
-        return woken
+        completed = 0
+        for waiter in list(waiters):
+            if waiter.future.done():
+                continue
+            self.checks += 1
+            try:
+                ready = waiter.satisfied()
+            except Exception:
+                log.debug("a purgatory condition raised; completing its waiter", exc_info=True)
+                ready = True
+            if ready and not waiter.future.done():
+                waiter.future.set_result(True)
+                completed += 1
+        return completed
 
     def notify_all(self) -> None:
         for key in list(self._watchers):
@@ -53,44 +85,52 @@ class Purgatory(Generic[K]):
     def close(self) -> None:
         """Wake everyone and answer later waits at once (they see their condition as is)."""
         self._closed = True
-        self.notify_all()
+        for waiters in list(self._watchers.values()):
+            for waiter in list(waiters):
+                if not waiter.future.done():
+                    waiter.future.set_result(False)
 
     async def wait_until(
         self, keys: Iterable[K], satisfied: Callable[[], bool], timeout_ms: int
     ) -> bool:
-        """Return True as soon as `satisfied()` holds (checked now and after every wake-up of
+        """Return True as soon as `satisfied()` holds (checked now and at every `notify` of
         one of `keys`), False once `timeout_ms` has passed without it. Cancelling the caller
         (a client that went away) unregisters the waiter."""
         if satisfied():
             return True
+        if self._closed:
+            return False
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(timeout_ms, 0) / 1000.0
+        future: asyncio.Future[bool] = loop.create_future()
+        waiter = _Waiter(future, satisfied)
         watched = list(dict.fromkeys(keys))
-        while not self._closed:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return False
-            future: asyncio.Future[None] = loop.create_future()
-            for key in watched:
-                self._watchers.setdefault(key, set()).add(future)
-            try:
-                await asyncio.wait((future,), timeout=remaining)
-            finally:
-                self._unregister(watched, future)
-            if satisfied():
-                return True
+        for key in watched:
+            self._watchers.setdefault(key, {})[waiter] = None
+        timer = loop.call_later(max(timeout_ms, 0) / 1000.0, _expire, future)
+        try:
+            done = await future
+        finally:
+            timer.cancel()
+            self._unregister(watched, waiter)
+        if done:
+            return True
         return satisfied()
 
-    def _unregister(self, keys: list[K], future: asyncio.Future[None]) -> None:
-        if not future.done():
-            future.cancel()
+    def _unregister(self, keys: list[K], waiter: _Waiter) -> None:
+        if not waiter.future.done():
+            waiter.future.cancel()
         for key in keys:
-            futures = self._watchers.get(key)
-            if futures is None:
+            waiters = self._watchers.get(key)
+            if waiters is None:
                 continue
-            futures.discard(future)
-            if not futures:
+            waiters.pop(waiter, None)
+            if not waiters:
                 del self._watchers[key]
+
+
+def _expire(future: asyncio.Future[bool]) -> None:
+    if not future.done():
+        future.set_result(False)
 
 
 class DelayedFetch:

@@ -96,6 +96,9 @@ class FetchPartitionData:
     current_leader_epoch: int | None = None
     log_start_offset: int = NO_OFFSET  # followers only
     last_fetched_epoch: int | None = None  # followers only
+    # Followers only: the follower's high watermark; the leader then leaves the partition out
+    # of its answer when it has nothing new for it (`FetchHandler`).
+    known_high_watermark: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

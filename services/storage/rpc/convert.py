@@ -114,6 +114,9 @@ def fetch_params_from_proto(request: data_pb2.FetchRequest) -> FetchParams:
                 partition_max_bytes=p.partition_max_bytes,
                 current_leader_epoch=_optional_epoch(p),
                 log_start_offset=p.log_start_offset,
+                known_high_watermark=(
+                    p.known_high_watermark if p.HasField("known_high_watermark") else None
+                ),
             )
             for p in request.partitions
         ],

@@ -217,7 +217,10 @@ class ZeroCopyServer:
         start = RequestTimer.start()
         params = fetch_params_from_proto(request)
         try:
-            results = await _unless_peer_closes(loop, conn, self._fetch.fetch(params))
+            ready = self._fetch.fetch_now(params)
+            if ready is None:  # a long poll: it ends early if the client goes away
+                ready = await _unless_peer_closes(loop, conn, self._fetch.fetch_later(params))
+            results = ready
         except RiverlogError as exc:
             results = [FetchPartitionResult(p.tp) for p in params.partitions]
             for result in results:

@@ -153,6 +153,7 @@ def fetch_params(
     min_bytes: int = 0,
     max_wait_ms: int = 0,
     epoch: int | None = None,
+    replica_id: int | None = None,
 ) -> FetchParams:
     return FetchParams(
         partitions=[
@@ -161,4 +162,5 @@ def fetch_params(
         max_bytes=max_bytes,
         min_bytes=min_bytes,
         max_wait_ms=max_wait_ms,
+        replica_id=replica_id,
     )

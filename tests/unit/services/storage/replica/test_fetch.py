@@ -20,7 +20,11 @@ from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.records.header import iter_batches
 from riverlog.common.types import TopicPartition
 from riverlog.services.storage.replica.fetch import close_results
-from riverlog.services.storage.replica.requests import FetchPartitionResult
+from riverlog.services.storage.replica.requests import (
+    FetchParams,
+    FetchPartitionData,
+    FetchPartitionResult,
+)
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)
@@ -148,9 +152,13 @@ async def test_only_up_to_the_high_watermark(node: Node) -> None:
     assert (error, data) == (ErrorCode.NONE, b"")  # between the HW and the log end: empty
 
 
-async def test_long_poll_returns_when_data_arrives(node: Node) -> None:
+# A follower's long poll (replica_id set) is decided from offsets alone; a consumer's reads.
+@pytest.mark.parametrize("replica_id", [None, OTHER], ids=["consumer", "follower"])
+async def test_long_poll_returns_when_data_arrives(node: Node, replica_id: int | None) -> None:
     waiting = asyncio.create_task(
-        node.fetch.fetch(fetch_params((T0, 0), (T1, 0), min_bytes=1, max_wait_ms=30_000))
+        node.fetch.fetch(
+            fetch_params((T0, 0), (T1, 0), min_bytes=1, max_wait_ms=30_000, replica_id=replica_id)
+        )
     )
     for _ in range(20):
         await asyncio.sleep(0)
@@ -192,9 +200,12 @@ async def test_long_poll_expires_with_what_there_is(node: Node) -> None:
         close_results(results)
 
 
-async def test_long_poll_ends_when_leadership_moves(node: Node) -> None:
+@pytest.mark.parametrize("replica_id", [None, OTHER], ids=["consumer", "follower"])
+async def test_long_poll_ends_when_leadership_moves(node: Node, replica_id: int | None) -> None:
     waiting = asyncio.create_task(
-        node.fetch.fetch(fetch_params((T0, 0), min_bytes=1, max_wait_ms=30_000))
+        node.fetch.fetch(
+            fetch_params((T0, 0), min_bytes=1, max_wait_ms=30_000, replica_id=replica_id)
+        )
     )
     for _ in range(20):
         await asyncio.sleep(0)
@@ -205,6 +216,64 @@ async def test_long_poll_ends_when_leadership_moves(node: Node) -> None:
     )
     [result] = await asyncio.wait_for(waiting, 10)
     assert result.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+async def test_a_parked_follower_fetch_is_not_woken_by_news_for_no_one(node: Node) -> None:
+    """The check at each append looks at offsets, and a fetch whose partitions all stand at
+    their log end stays parked; a fetch offset past the log end is answered at once with the
+    read's error."""
+    await produce(node, T0, make_batch(2))
+    waiting = asyncio.create_task(
+        node.fetch.fetch(fetch_params((T0, 2), min_bytes=1, max_wait_ms=30_000, replica_id=OTHER))
+    )
+    for _ in range(20):
+        await asyncio.sleep(0)
+    node.replicas.purgatory.notify(T0)  # a wake-up with nothing new: still parked
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not waiting.done() and len(node.purgatory) == 1
+    await produce(node, T0, make_batch(3))
+    results = await asyncio.wait_for(waiting, 10)
+    try:
+        assert results[0].error == ErrorCode.NONE
+        assert [h.base_offset for h in iter_batches(results[0].records.to_bytes())] == [2]
+    finally:
+        close_results(results)
+    [ahead] = await node.fetch.fetch(
+        fetch_params((T0, 9), min_bytes=1, max_wait_ms=30_000, replica_id=OTHER)
+    )
+    assert ahead.error == ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+async def test_a_follower_answer_leaves_out_the_partitions_with_nothing_new(node: Node) -> None:
+    """A follower that tells its high watermark (and log start) hears only about partitions
+    where either differs, or that have records or an error; one that does not tell hears
+    about every partition."""
+    await produce(node, T0, make_batch(2))  # T0: high watermark 2 (no followers in the ISR)
+
+    def follower_fetch(*parts: tuple[TopicPartition, int, int | None]) -> FetchParams:
+        return FetchParams(
+            partitions=[
+                FetchPartitionData(tp, offset, 0, None, 0, None, known)
+                for tp, offset, known in parts
+            ],
+            replica_id=OTHER,
+        )
+
+    async def answered(params: FetchParams) -> list[TopicPartition]:
+        results = await node.fetch.fetch(params)
+        close_results(results)
+        return [r.tp for r in results]
+
+    assert await answered(follower_fetch((T0, 2, 2), (T1, 0, 0))) == []
+    assert await answered(follower_fetch((T0, 2, 1), (T1, 0, 0))) == [T0]  # a newer HW
+    assert await answered(follower_fetch((T0, 0, 2), (T1, 0, 0))) == [T0]  # records
+    assert await answered(follower_fetch((T0, 5, 2), (T1, 0, 0))) == [T0]  # an error
+    assert await answered(follower_fetch((T0, 2, None), (T1, 0, None))) == [T0, T1]
+    moved = FetchParams(
+        partitions=[FetchPartitionData(T1, 0, 0, None, 3, None, 0)], replica_id=OTHER
+    )
+    assert await answered(moved) == [T1]  # its log start differs from the follower's
 
 
 async def test_results_pin_segments_until_closed(node: Node) -> None:

@@ -25,26 +25,59 @@ async def test_expires_when_nothing_happens() -> None:
     assert len(purgatory) == 0
 
 
-async def test_notify_wakes_and_rechecks() -> None:
+async def test_notify_checks_and_completes_only_satisfied_waiters() -> None:
     purgatory: Purgatory[TopicPartition] = Purgatory()
     state = {"bytes": 0}
     waiter = asyncio.create_task(
         purgatory.wait_until([TP0, TP1], lambda: state["bytes"] >= 10, 60_000)
     )
     await asyncio.sleep(0)
-    assert len(purgatory) == 2  # one future under each key
+    assert len(purgatory) == 2  # one waiter under each key
 
-    state["bytes"] = 5  # not enough: a wake-up re-registers
-    assert purgatory.notify(TP1) == 1
-    assert len(purgatory) == 1  # TP0's entry stays until the waiter runs
-    for _ in range(20):  # bounded: a few loop turns for the waiter to re-register
-        await asyncio.sleep(0)
-    assert not waiter.done()
+    state["bytes"] = 5  # not enough: checked in notify, stays registered, not woken
+    checks = purgatory.checks
+    assert purgatory.notify(TP1) == 0
+    assert purgatory.checks == checks + 1
     assert len(purgatory) == 2
+    await asyncio.sleep(0)
+    assert not waiter.done()
 
     state["bytes"] = 12
-    purgatory.notify(TP0)
+    assert purgatory.notify(TP0) == 1
     assert await asyncio.wait_for(waiter, 5)
+    assert len(purgatory) == 0
+
+
+async def test_a_condition_that_raises_completes_its_waiter() -> None:
+    purgatory: Purgatory[TopicPartition] = Purgatory()
+    armed = {"raise": False}
+
+    def satisfied() -> bool:
+        if armed["raise"]:
+            raise RuntimeError("the partition went away")
+        return False
+
+    waiter = asyncio.create_task(purgatory.wait_until([TP0], satisfied, 60_000))
+    await asyncio.sleep(0)
+    armed["raise"] = True
+    assert purgatory.notify(TP0) == 1  # the notifier is not hurt; the waiter runs on
+    assert await asyncio.wait_for(waiter, 5)
+    assert len(purgatory) == 0
+
+
+async def test_two_waiters_on_one_key_complete_independently() -> None:
+    purgatory: Purgatory[TopicPartition] = Purgatory()
+    hw = {"value": 0}
+    first = asyncio.create_task(purgatory.wait_until([TP0], lambda: hw["value"] > 1, 60_000))
+    second = asyncio.create_task(purgatory.wait_until([TP0], lambda: hw["value"] > 5, 60_000))
+    await asyncio.sleep(0)
+    hw["value"] = 3
+    assert purgatory.notify(TP0) == 1
+    assert await asyncio.wait_for(first, 5)
+    assert not second.done() and len(purgatory) == 1
+    hw["value"] = 6
+    assert purgatory.notify(TP0) == 1
+    assert await asyncio.wait_for(second, 5)
     assert len(purgatory) == 0
 
 
