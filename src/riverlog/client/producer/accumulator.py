@@ -31,7 +31,7 @@ from typing import Any, Final
 from riverlog.common.records.compression import CompressionType
 
 from ..errors import ClientClosedError, ClientTimeoutError, RecordTooLargeError
-from .batch import RECORD_OVERHEAD, ProducerBatch
+from .batch import RECORD_OVERHEAD, ProducerBatch, Record
 from .future import BatchResult, RecordFuture, RecordFutures
 
 try:
@@ -168,21 +168,9 @@ class RecordAccumulator:
                 if headers:
                     size += len(headers)
                 if size <= batch.limit and self._available >= RECORD_MEMORY:
-                    index = batch.count
-                    if headers is None and batch.headers is None:
-                        batch.timestamps.append(timestamp)
-                        batch.keys.append(key)
-                        batch.values.append(value)
-                        batch.count = index + 1
-                    else:
-                        batch.add((timestamp, key, value, headers))
-                    batch.estimate = size
-                    self._available -= RECORD_MEMORY
-                    batch.reserved += RECORD_MEMORY
-                    future: RecordFuture = RecordFuture((batch.result, index))
-                    if on_done is not None or trace_context is not None:
-                        self._extras(batch, future, on_done, trace_context)
-                    return future
+                    return self._add_to_open(
+                        batch, size, (timestamp, key, value, headers), on_done, trace_context
+                    )
             return self._append_slow(
                 topic, partition, (timestamp, key, value, headers), on_done, trace_context
             )[0]
@@ -215,21 +203,9 @@ class RecordAccumulator:
                     size += len(headers)
                 if size <= batch.limit:
                     if self._available >= RECORD_MEMORY:
-                        index = batch.count
-                        if headers is None and batch.headers is None:
-                            batch.timestamps.append(timestamp)
-                            batch.keys.append(key)
-                            batch.values.append(value)
-                            batch.count = index + 1
-                        else:
-                            batch.add((timestamp, key, value, headers))
-                        batch.estimate = size
-                        self._available -= RECORD_MEMORY
-                        batch.reserved += RECORD_MEMORY
-                        future: RecordFuture = RecordFuture((batch.result, index))
-                        if on_done is not None or trace_context is not None:
-                            self._extras(batch, future, on_done, trace_context)
-                        return future
+                        return self._add_to_open(
+                            batch, size, (timestamp, key, value, headers), on_done, trace_context
+                        )
                     # buffer.memory is short: the slow path waits for it (same partition)
                     future, batch = self._append_slow(
                         topic, batch.partition, (timestamp, key, value, headers), on_done,
@@ -324,6 +300,33 @@ class RecordAccumulator:
             (RecordFuture((result, index)), on_done) for index in range(first, batch.count)
         )
 
+    def _add_to_open(
+        self,
+        batch: ProducerBatch,
+        size: int,
+        record: Record,
+        on_done: OnDone | None,
+        trace_context: Any,
+    ) -> RecordFuture:
+        """Add `record` (timestamp, key, value, headers) to the open `batch` it fits (estimate
+        `size` with it; the caller checked the batch limit and buffer.memory, lock held)."""
+        index = batch.count
+        timestamp, key, value, headers = record
+        if headers is None and batch.headers is None:
+            batch.timestamps.append(timestamp)
+            batch.keys.append(key)
+            batch.values.append(value)
+            batch.count = index + 1
+        else:
+            batch.add(record)
+        batch.estimate = size
+        self._available -= RECORD_MEMORY
+        batch.reserved += RECORD_MEMORY
+        future: RecordFuture = RecordFuture((batch.result, index))
+        if on_done is not None or trace_context is not None:
+            self._extras(batch, future, on_done, trace_context)
+        return future
+
     @staticmethod
     def _extras(
         batch: ProducerBatch, future: RecordFuture, on_done: OnDone | None, trace_context: Any
@@ -344,7 +347,7 @@ class RecordAccumulator:
         self,
         topic: str,
         partition: int,
-        record: tuple[int, bytes | None, bytes | None, bytes | None],
+        record: Record,
         on_done: OnDone | None,
         trace_context: Any,
     ) -> tuple[RecordFuture, ProducerBatch]:
