@@ -7,6 +7,7 @@ it; a bench script that is itself imported only for its figures' functions stays
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import urllib.request
@@ -120,3 +121,15 @@ def metric_samples(
                 if s.name == name:
                     out.append((process.node_id, dict(s.labels), s.value))
     return out
+
+
+def announce(cluster: LocalCluster) -> dict[str, int]:
+    """The pids of this client and of `cluster`'s processes (for CPU accounting, by name),
+    printed with the gateway's address once the cluster is up."""
+    pids = {"client": os.getpid()}
+    for name, process in sorted(cluster.processes.items()):
+        if process.pid is not None:
+            pids[name] = process.pid
+    print(f"cluster up: gateway {cluster.gateway_address}; pids "
+          + ", ".join(f"{n}={p}" for n, p in pids.items()))  # fmt: skip
+    return pids

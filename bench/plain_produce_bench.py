@@ -22,6 +22,7 @@ import tempfile
 import time
 
 import grpc
+from bench_common import announce
 from produce_consume_bench import measured
 
 from riverlog.client import AdminClient, NewTopic
@@ -101,13 +102,7 @@ def main() -> None:
             data_dir, storage_nodes=args.storage_nodes, metadata_nodes=1, gateways=1
         )
         with local as cluster:
-            pids = {"client": os.getpid()}
-            for name, process in sorted(cluster.processes.items()):
-                if process.pid is not None:
-                    pids[name] = process.pid
-            print(f"cluster up: gateway {cluster.gateway_address}; pids "
-                  + ", ".join(f"{n}={p}" for n, p in pids.items()))  # fmt: skip
-            run(cluster.gateway_address, pids, args)
+            run(cluster.gateway_address, announce(cluster), args)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from bench_common import announce
 from latency_probe import summary
 
 from riverlog.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
@@ -253,13 +254,7 @@ def main(
             CLIENT_TLS.update(cluster.client_tls_config)
             if on_cluster is not None:
                 on_cluster(cluster)
-            pids = {"client": os.getpid()}
-            for name, process in sorted(cluster.processes.items()):
-                if process.pid is not None:
-                    pids[name] = process.pid
-            print(f"cluster up: gateway {cluster.gateway_address}; pids "
-                  + ", ".join(f"{n}={p}" for n, p in pids.items()))  # fmt: skip
-            run(cluster.gateway_address, pids, args)
+            run(cluster.gateway_address, announce(cluster), args)
 
 
 if __name__ == "__main__":
