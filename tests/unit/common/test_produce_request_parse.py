@@ -7,11 +7,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from produce_request_testkit import INT32, message
 
 from riverlog.common.produce_request_parse import parse_produce_request
-from riverlog.v1 import data_pb2
 
-INT32 = st.integers(-(2**31), 2**31 - 1)
 PARTS = st.lists(
     st.tuples(
         st.text(max_size=20),
@@ -21,20 +20,6 @@ PARTS = st.lists(
     ),
     max_size=4,
 )
-
-
-def message(acks: int, timeout_ms: int, tid: str, cid: int, parts: list) -> data_pb2.ProduceRequest:
-    request = data_pb2.ProduceRequest(
-        acks=acks,  # type: ignore[arg-type]
-        timeout_ms=timeout_ms,
-        transactional_id=tid,
-        correlation_id=cid,
-    )
-    for topic, partition, records, epoch in parts:
-        p = request.partitions.add(topic=topic, partition=partition, records=records)
-        if epoch is not None:
-            p.current_leader_epoch = epoch
-    return request
 
 
 @settings(max_examples=300, deadline=None)
