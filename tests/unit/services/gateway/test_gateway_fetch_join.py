@@ -107,6 +107,24 @@ async def first_fetch(harness: Harness, leaders: Leaders) -> None:
     assert len(harness.fetcher.pending) == 1
 
 
+async def topping_up(
+    harness: Harness,
+) -> tuple[Leaders, FetchOptions, asyncio.Future[list[FetchPartResult]]]:
+    """min_bytes is three records, two of them on t/0: a fetch of t/0 and t/1 from offset 0,
+    returned once t/0 has answered its share and been asked again, from offset 2, for the rest
+    (that top-up still waiting)."""
+    leaders = setup(harness)
+    leaders.append(T0, b"a")
+    leaders.append(T0, b"b")
+    size = len(leaders.logs[T0][0])
+    options = FetchOptions(max_wait_ms=20_000, min_bytes=3 * size, max_bytes=100_000)
+    request = asyncio.ensure_future(
+        harness.fetcher.fetch(ctx(), options, [FetchPart(T0, 0), FetchPart(T1, 0)])
+    )
+    await until(lambda: len(leaders.asked(1)) == 2, "t/0 asked again")
+    return leaders, options, request
+
+
 async def test_the_next_fetch_joins_a_running_parked_poll_instead_of_asking_again(
     harness: Harness,
 ) -> None:
@@ -198,15 +216,8 @@ async def test_one_leader_holding_more_than_its_share_meets_min_bytes_alone(
     """min_bytes is three records, all on t/0: t/0 answers its share (two records), is asked
     again from offset 2 for the rest, and the request answers with all three in one piece,
     not at max_wait."""
-    leaders = setup(harness)
-    leaders.append(T0, b"a")
-    leaders.append(T0, b"b")
+    leaders, _, request = await topping_up(harness)
     size = len(leaders.logs[T0][0])
-    options = FetchOptions(max_wait_ms=20_000, min_bytes=3 * size, max_bytes=100_000)
-    request = asyncio.ensure_future(
-        harness.fetcher.fetch(ctx(), options, [FetchPart(T0, 0), FetchPart(T1, 0)])
-    )
-    await until(lambda: len(leaders.asked(1)) == 2, "t/0 asked again")
     assert leaders.asked(1) == [((T0, 0),), ((T0, 2),)]
     assert leaders.calls[-1][2].min_bytes == size  # only what is missing
     leaders.append(T0, b"c")
@@ -218,15 +229,7 @@ async def test_one_leader_holding_more_than_its_share_meets_min_bytes_alone(
 async def test_a_top_up_cut_short_is_parked_for_the_next_fetch(harness: Harness) -> None:
     """t/0's top-up (from offset 2) is still waiting when t/1's record meets min_bytes: it is
     parked, and the next fetch, at offset 2, joins it instead of asking t/0 a third time."""
-    leaders = setup(harness)
-    leaders.append(T0, b"a")
-    leaders.append(T0, b"b")
-    size = len(leaders.logs[T0][0])
-    options = FetchOptions(max_wait_ms=20_000, min_bytes=3 * size, max_bytes=100_000)
-    request = asyncio.ensure_future(
-        harness.fetcher.fetch(ctx(), options, [FetchPart(T0, 0), FetchPart(T1, 0)])
-    )
-    await until(lambda: len(leaders.asked(1)) == 2, "t/0 asked again")
+    leaders, options, request = await topping_up(harness)
     leaders.append(T1, b"x")
     leaders.append(T1, b"y")  # t/1's share: it answers, and min_bytes is met
     results = await asyncio.wait_for(request, 5)
