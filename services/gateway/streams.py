@@ -28,6 +28,15 @@ class _End:
     """Marks the end of the request stream in the response queue."""
 
 
+class _Pushed(Generic[Resp]):
+    """A response sent unasked (it holds no slot)."""
+
+    __slots__ = ("response",)
+
+    def __init__(self, response: Resp) -> None:
+        self.response = response
+
+
 class _Failed:
     __slots__ = ("error",)
 
@@ -44,7 +53,7 @@ class Pipeline(Generic[Req, Resp]):
             raise ValueError("max_in_flight must be at least 1")
         self._handle = handle
         self._slots = asyncio.Semaphore(max_in_flight)
-        self._out: asyncio.Queue[Resp | _End | _Failed | None] = asyncio.Queue()
+        self._out: asyncio.Queue[Resp | _Pushed[Resp] | _End | _Failed | None] = asyncio.Queue()
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def _one(self, request: Req) -> None:
@@ -56,6 +65,11 @@ class Pipeline(Generic[Req, Resp]):
             self._out.put_nowait(_Failed(exc))
             return
         self._out.put_nowait(response)
+
+    def push(self, response: Resp) -> None:
+        """Send `response` unasked, after the responses already finished (FetchStream's pushed
+        answers, `pushes.py`)."""
+        self._out.put_nowait(_Pushed(response))
 
     async def _read(self, requests: AsyncIterator[Req]) -> None:
         try:
@@ -81,6 +95,9 @@ class Pipeline(Generic[Req, Resp]):
                     return
                 if isinstance(item, _Failed):
                     raise item.error
+                if isinstance(item, _Pushed):
+                    yield item.response
+                    continue
                 self._slots.release()
                 if item is not None:  # None: a request that wants no answer (acks=0)
                     yield item

@@ -8,7 +8,7 @@ flag was left unset, so a client that forgets the flag does not lose its data to
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from riverlog.common.cluster.convert import node_to_proto, topic_to_proto
 from riverlog.common.produce_request_parse import ParsedProduceRequest
@@ -145,13 +145,19 @@ def _varint(n: int) -> bytes:
 
 
 def fetch_to_wire(
-    results: Sequence[FetchPartResult], correlation_id: int = 0, throttle_time_ms: int = 0
+    results: Sequence[FetchPartResult],
+    correlation_id: int = 0,
+    throttle_time_ms: int = 0,
+    pushes: Mapping[TopicPartition, tuple[int, int]] | None = None,
+    pushed_from: int | None = None,
 ) -> bytes:
     """`fetch_to_proto`'s message, serialized, with each partition's records spliced in as
     they are: the message is built without them (protobuf reads a message's fields in any
     order) and the records added as field 8 of their partition, so the fetched bytes are copied
     once, by the join, instead of into the message, by its encoder and out of it (decision
-    0016, addendum: a third of the gateway's CPU at 1 KiB went to copies of the records)."""
+    0016, addendum: a third of the gateway's CPU at 1 KiB went to copies of the records).
+    `pushes`: (push credit, push offset) of the partitions pushed after this answer;
+    `pushed_from`: the fetch offset of an answer pushed unasked (`pushes.py`)."""
     pieces: list[bytes | memoryview] = []
     for r in results:
         msg = data_pb2.FetchPartitionResponse(
@@ -168,6 +174,11 @@ def fetch_to_wire(
                 for pid, first in r.aborted_transactions
             ],
         )
+        if pushed_from is not None:
+            msg.fetch_offset = pushed_from
+        push = pushes.get(r.tp) if pushes else None
+        if push is not None:
+            msg.push_credit, msg.push_offset = push
         head = msg.SerializeToString()
         size = len(r.records)
         if size:
@@ -176,7 +187,11 @@ def fetch_to_wire(
             pieces += (_PARTITIONS_TAG, _varint(length), head, field, r.records)
         else:
             pieces += (_PARTITIONS_TAG, _varint(len(head)), head)
-    tail = data_pb2.FetchResponse(throttle_time_ms=throttle_time_ms, correlation_id=correlation_id)
+    tail = data_pb2.FetchResponse(
+        throttle_time_ms=throttle_time_ms,
+        correlation_id=correlation_id,
+        pushed=pushed_from is not None,
+    )
     pieces.append(tail.SerializeToString())
     return b"".join(pieces)
 

@@ -55,6 +55,7 @@ from ..traffic import fetched, fetched_plain, produced, produced_plain
 from . import convert
 from .admin import AdminForwarder
 from .authorization import AuthorizationInterceptor
+from .fetch_stream import FetchPushes
 from .groups import GroupForwarder
 from .request_context import RequestContexts
 from .request_quota import RequestQuotaInterceptor, after_fetch, before_fetch, produce_size
@@ -202,14 +203,37 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[data_pb2.FetchResponse]:
         stream = self._context("FetchStream", context)
+        fetch = self.f.fetcher.fetch_or_fail
+
+        def new_context() -> RequestContext:
+            return self.contexts.of_stream_request(stream)
+
+        async def fetch_results(
+            ctx: RequestContext, request: data_pb2.FetchRequest
+        ) -> tuple[list[FetchPartResult], int]:
+            return await self._fetch_results(ctx, request, fetch)
 
         async def handle(request: data_pb2.FetchRequest) -> data_pb2.FetchResponse:
-            ctx = self.contexts.of_stream_request(stream)
-            return await ctx.work.run(self._fetch(ctx, request, self.f.fetcher.fetch_or_fail))
+            ctx = new_context()
+            if request.push_credit <= 0 and not pushes.table.running():
+                return await ctx.work.run(self._fetch(ctx, request, fetch))
+            claimed = pushes.claim(request)
+            start = RequestTimer.start()
+            results, throttle = await ctx.work.run(self._fetch_results(ctx, request, fetch))
+            started = pushes.answer(request, claimed, results, throttle)
+            wire = convert.fetch_to_wire(results, request.correlation_id, throttle, started)
+            self._fetch_timer.done(start)
+            return _serialized(wire)
 
         pipeline = Pipeline(handle, self.f.config.max_in_flight_requests_per_connection)
-        async for response in pipeline.run(request_iterator):
-            yield response
+        pushes = FetchPushes(
+            new_context, fetch_results, lambda wire: pipeline.push(_serialized(wire))
+        )
+        try:
+            async for response in pipeline.run(request_iterator):
+                yield response
+        finally:
+            await pushes.table.close()
 
     async def _fetch(
         self, ctx: RequestContext, request: data_pb2.FetchRequest, fetch: FetchCall
@@ -217,14 +241,21 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         """`fetch` the request between the quota checks; answered empty while the client is
         held (it waits, then asks again)."""
         start = RequestTimer.start()
+        results, throttle = await self._fetch_results(ctx, request, fetch)
+        wire = convert.fetch_to_wire(results, request.correlation_id, throttle)
+        self._fetch_timer.done(start)
+        return _serialized(wire)
+
+    async def _fetch_results(
+        self, ctx: RequestContext, request: data_pb2.FetchRequest, fetch: FetchCall
+    ) -> tuple[list[FetchPartResult], int]:
+        """`fetch` the request between the quota checks: the results and the throttle time to
+        answer with; no results while the client is held."""
         quotas = self.f.quotas
         if quotas is not None:
             held = await before_fetch(quotas, ctx, request)
             if held > 0:
-                self._fetch_timer.done(start)
-                return data_pb2.FetchResponse(
-                    throttle_time_ms=held, correlation_id=request.correlation_id
-                )
+                return [], held
         options, parts = convert.fetch_from_proto(request)
         authz = self.f.authz
         refused: list[FetchPart] = []
@@ -244,9 +275,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         throttle = 0
         if quotas is not None:
             throttle, results = after_fetch(quotas, ctx, results, ctx.work.elapsed_ns())
-        wire = convert.fetch_to_wire(results, request.correlation_id, throttle)
-        self._fetch_timer.done(start)
-        return _serialized(wire)
+        return list(results), throttle
 
     async def InitProducerId(
         self, request: transactions_pb2.InitProducerIdRequest, context: grpc.aio.ServicerContext

@@ -13,6 +13,7 @@ as a RiverlogError (`from_rpc_error`), so callers never see grpc.RpcError.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -130,11 +131,18 @@ class GatewayConnection:
         except Exception:  # only an optimisation
             self._warm_calls.pop(index, None)
 
-    def submit(self, method: _Method, request: Any, timeout_s: float) -> tuple[Future[Any], int]:
+    def submit(
+        self,
+        method: _Method,
+        request: Any,
+        timeout_s: float,
+        on_push: Callable[[int, Any], None] | None = None,
+    ) -> tuple[Future[Any], int]:
         """Send a Produce or Fetch request on the current gateway's ProduceStream or
         FetchStream (`_stream`), or as a unary call where the gateway has no streams; the
         future and the gateway's address index. The request must want an answer (not
-        acks=0)."""
+        acks=0). `on_push(index, answer)` gets the stream's answers sent unasked (fetch push
+        credit), then None when the stream ends; a unary call has none."""
         stub, index = self.stub()
         with self._lock:
             stream = None if index in self._unary_only else self._streams.get((index, method))
@@ -142,6 +150,8 @@ class GatewayConnection:
                 stream = self._streams[(index, method)] = self._open_stream(stub, index, method)
         if stream is None:
             return self._unary(stub, method, request, timeout_s), index
+        if on_push is not None:
+            stream.on_push = functools.partial(on_push, index)
         answer: Future[Any] = Future()
 
         def done(sent: Future[Any]) -> None:

@@ -60,6 +60,9 @@ class StreamCall:
         self._call: Any = None
         self._waiting: dict[int, tuple[Future[Any], float]] = {}
         self._closed = False
+        self.on_push: Callable[[Any], None] | None = None
+        """Gets the answers sent unasked (FetchResponse.pushed), then None when the stream
+        that carried them ends (set by the fetcher; called on the reader thread)."""
 
     def submit(self, request: Tagged, timeout_s: float) -> Future[Any]:
         """Send `request` (its correlation_id is set here); the future gets the response, or
@@ -106,6 +109,8 @@ class StreamCall:
                     entry = waiting.pop(response.correlation_id, None)
                 if entry is not None:
                     _settle(entry[0], response, None)
+                elif getattr(response, "pushed", False) and (on_push := self.on_push):
+                    on_push(response)
         except grpc.RpcError as e:
             error = e
         except Exception as e:  # a broken stream, whatever the cause: fail what waits
@@ -120,6 +125,8 @@ class StreamCall:
         requests.put(_END)
         for future, _ in failed:
             _settle(future, None, error)
+        if (on_push := self.on_push) is not None:
+            on_push(None)  # no more pushes from this stream: the fetcher asks again
 
     def expire(self, now: float | None = None) -> bool:
         """End the stream if a request on it waited past its timeout: every request waiting

@@ -85,7 +85,7 @@ class FetchPartition(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., partition_max_bytes: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ..., known_high_watermark: _Optional[int] = ...) -> None: ...
 
 class FetchRequest(_message.Message):
-    __slots__ = ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "partitions", "correlation_id", "rack_id")
+    __slots__ = ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "partitions", "correlation_id", "rack_id", "push_credit")
     REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
     MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     MIN_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -94,6 +94,7 @@ class FetchRequest(_message.Message):
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
     RACK_ID_FIELD_NUMBER: _ClassVar[int]
+    PUSH_CREDIT_FIELD_NUMBER: _ClassVar[int]
     replica_id: int
     max_wait_ms: int
     min_bytes: int
@@ -102,10 +103,11 @@ class FetchRequest(_message.Message):
     partitions: _containers.RepeatedCompositeFieldContainer[FetchPartition]
     correlation_id: int
     rack_id: str
-    def __init__(self, replica_id: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., isolation_level: _Optional[_Union[_common_pb2.IsolationLevel, str]] = ..., partitions: _Optional[_Iterable[_Union[FetchPartition, _Mapping]]] = ..., correlation_id: _Optional[int] = ..., rack_id: _Optional[str] = ...) -> None: ...
+    push_credit: int
+    def __init__(self, replica_id: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., isolation_level: _Optional[_Union[_common_pb2.IsolationLevel, str]] = ..., partitions: _Optional[_Iterable[_Union[FetchPartition, _Mapping]]] = ..., correlation_id: _Optional[int] = ..., rack_id: _Optional[str] = ..., push_credit: _Optional[int] = ...) -> None: ...
 
 class FetchPartitionResponse(_message.Message):
-    __slots__ = ("topic", "partition", "error_code", "error_message", "high_watermark", "last_stable_offset", "log_start_offset", "records", "zero_copy_records_size", "log_end_offset", "aborted_transactions")
+    __slots__ = ("topic", "partition", "error_code", "error_message", "high_watermark", "last_stable_offset", "log_start_offset", "records", "zero_copy_records_size", "log_end_offset", "aborted_transactions", "fetch_offset", "push_credit", "push_offset")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
@@ -117,6 +119,9 @@ class FetchPartitionResponse(_message.Message):
     ZERO_COPY_RECORDS_SIZE_FIELD_NUMBER: _ClassVar[int]
     LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
     ABORTED_TRANSACTIONS_FIELD_NUMBER: _ClassVar[int]
+    FETCH_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    PUSH_CREDIT_FIELD_NUMBER: _ClassVar[int]
+    PUSH_OFFSET_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     error_code: _errors_pb2.ErrorCode
@@ -128,7 +133,10 @@ class FetchPartitionResponse(_message.Message):
     zero_copy_records_size: int
     log_end_offset: int
     aborted_transactions: _containers.RepeatedCompositeFieldContainer[AbortedTransaction]
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., last_stable_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., records: _Optional[bytes] = ..., zero_copy_records_size: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., aborted_transactions: _Optional[_Iterable[_Union[AbortedTransaction, _Mapping]]] = ...) -> None: ...
+    fetch_offset: int
+    push_credit: int
+    push_offset: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., last_stable_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., records: _Optional[bytes] = ..., zero_copy_records_size: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., aborted_transactions: _Optional[_Iterable[_Union[AbortedTransaction, _Mapping]]] = ..., fetch_offset: _Optional[int] = ..., push_credit: _Optional[int] = ..., push_offset: _Optional[int] = ...) -> None: ...
 
 class AbortedTransaction(_message.Message):
     __slots__ = ("producer_id", "first_offset")
@@ -139,14 +147,16 @@ class AbortedTransaction(_message.Message):
     def __init__(self, producer_id: _Optional[int] = ..., first_offset: _Optional[int] = ...) -> None: ...
 
 class FetchResponse(_message.Message):
-    __slots__ = ("partitions", "throttle_time_ms", "correlation_id")
+    __slots__ = ("partitions", "throttle_time_ms", "correlation_id", "pushed")
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
+    PUSHED_FIELD_NUMBER: _ClassVar[int]
     partitions: _containers.RepeatedCompositeFieldContainer[FetchPartitionResponse]
     throttle_time_ms: int
     correlation_id: int
-    def __init__(self, partitions: _Optional[_Iterable[_Union[FetchPartitionResponse, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ..., correlation_id: _Optional[int] = ...) -> None: ...
+    pushed: bool
+    def __init__(self, partitions: _Optional[_Iterable[_Union[FetchPartitionResponse, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ..., correlation_id: _Optional[int] = ..., pushed: _Optional[bool] = ...) -> None: ...
 
 class ListOffsetsPartition(_message.Message):
     __slots__ = ("topic", "partition", "spec", "timestamp_ms", "current_leader_epoch")

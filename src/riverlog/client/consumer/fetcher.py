@@ -23,7 +23,13 @@ leaders' long polls short and ask them again (at 1,000 records/s over 6 partitio
 end-to-end latency was twice that of one partition, decision 0019). Leaders are a hint: a stale
 one costs the gateway a fan-out, and partitions of unknown leader share one request.
 
-Answers are read on the consumer's thread; gRPC threads only queue the finished futures.
+With fetch.push.credit, an answer that reached the end of a partition can say the gateway
+will push the next one unasked (`pushes.py`): the partition then waits on a chunk with no
+request behind it, and sends no fetch of its own until that chunk is filled, given up, or the
+position moves (decision 0019, push addendum).
+
+Answers are read on the consumer's thread; gRPC threads only queue the finished futures (and
+the pushed answers, as (gateway index, answer) pairs).
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from .._metadata import MetadataCache
 from ..config import ConsumerConfig
 from ..errors import OffsetOutOfRangeError
 from .chunk import Chunk, ConsumerRecord
+from .pushes import AwaitedPushes
 from .subscription import NONE, PartitionState, SubscriptionState
 
 __all__ = ["MAX_CHUNKS", "ConsumerRecord", "Fetcher", "by_leader"]
@@ -95,7 +102,8 @@ class Fetcher:
         self._chains: dict[TopicPartition, deque[Chunk]] = {}
         self._ready: deque[Chunk] = deque()  # answered chunks, in arrival order
         self._requests: dict[Any, tuple[int, dict[TopicPartition, Chunk]]] = {}
-        self._answered: deque[Any] = deque()  # futures done, appended by gRPC threads
+        self._answered: deque[Any] = deque()  # futures done, pushes, appended by gRPC threads
+        self._pushes = AwaitedPushes()
         self._wakeup = threading.Event()
         self._spans: dict[TopicPartition, int] = {}  # the guessed offsets of a full answer
         self._last_spans: dict[TopicPartition, int] = {}
@@ -183,8 +191,13 @@ class Fetcher:
                         for c in group
                     ],
                     rack_id=config.client_rack,  # the gateway may read from this rack's replica
+                    push_credit=config.fetch_push_credit,
                 )
-                future, server = self._conn.submit("Fetch", request, self._timeout_s)
+                for c in group:  # this fetch replaces the partition's pushes at the gateway
+                    awaited = self._pushes.drop(c.tp)
+                    if awaited is not None:
+                        self._truncate(awaited)
+                future, server = self._conn.submit("Fetch", request, self._timeout_s, self._on_push)
                 self._requests[future] = (server, {c.tp: c for c in group})
                 future.add_done_callback(self._on_done)
             sent = True
@@ -211,9 +224,13 @@ class Fetcher:
         self._answered.append(future)
         self._wakeup.set()
 
+    def _on_push(self, server: int, response: data_pb2.FetchResponse | None) -> None:
+        self._answered.append((server, response))
+        self._wakeup.set()
+
     @property
     def in_flight(self) -> bool:
-        return bool(self._requests)
+        return bool(self._requests or self._pushes)
 
     # ---- receiving ----------------------------------------------------------------------
 
@@ -221,7 +238,7 @@ class Fetcher:
         """Wait up to `timeout_s` for a fetch in flight to finish, buffer the answers that are
         in and send the next fetches. False if none finished (or none was in flight). Raises
         the errors poll() must report."""
-        if not self._requests:
+        if not self._requests and not self._pushes:
             return False
         self._conn.expire()
         if not self._answered:
@@ -237,9 +254,60 @@ class Fetcher:
     def _take_answers(self) -> None:
         while self._answered:
             future = self._answered.popleft()
+            if isinstance(future, tuple):
+                self._take_push(*future)
+                continue
             entry = self._requests.pop(future, None)
             if entry is not None:
                 self._take(future, *entry)
+
+    def _take_push(self, server: int, response: data_pb2.FetchResponse | None) -> None:
+        """A pushed answer: it fills the chunk waiting for it, or is dropped as stale. None:
+        the stream that carried the pushes ended, so none will come."""
+        if response is None:
+            for chunk in self._pushes.clear():
+                self._truncate(chunk)
+            return
+        self._conn.throttle.record(server, response.throttle_time_ms)
+        chunks: dict[TopicPartition, Chunk] = {}
+        partitions = self._subs.partitions
+        for answer in response.partitions:
+            tp = TopicPartition(answer.topic, answer.partition)
+            state = partitions.get(tp)
+            filled = self._pushes.take(
+                tp, answer.fetch_offset, None if state is None else state.epoch
+            )
+            if filled is not None:
+                chunks[tp] = filled
+        if not chunks:
+            return
+        try:
+            self._handle(response, chunks)
+        finally:
+            for chunk in chunks.values():
+                if not chunk.done and not self._pushes.waiting(chunk):
+                    self._truncate(chunk)
+
+    def _await_push(self, chunk: Chunk, answer: data_pb2.FetchPartitionResponse) -> bool:
+        """After `chunk`'s answer: wait for the push the answer announces, if it continues the
+        chain (it does unless the partition's fetches went past it). True if waiting."""
+        if answer.push_credit <= 0:
+            return False
+        chain = self._chains.get(chunk.tp)
+        if chain is None or chain[-1] is not chunk:
+            return False
+        deadline = time.monotonic() + self._timeout_s
+        if not chunk.done:  # nothing new yet: the gateway goes on waiting at the same offset
+            if answer.push_offset != chunk.fetch_offset:
+                return False
+            self._pushes.expect(chunk, deadline)
+            return True
+        if answer.push_offset != chunk.next_offset or len(chain) >= MAX_CHUNKS:
+            return False
+        following = Chunk(chunk.tp, chunk.epoch, answer.push_offset, chunk.max_bytes)
+        chain.append(following)
+        self._pushes.expect(following, deadline)
+        return True
 
     def _take(self, future: Any, server: int, chunks: dict[TopicPartition, Chunk]) -> None:
         try:
@@ -265,7 +333,7 @@ class Fetcher:
             self._handle(response, chunks)
         finally:
             for chunk in chunks.values():
-                if not chunk.done:
+                if not chunk.done and not self._pushes.waiting(chunk):
                     self._truncate(chunk)  # errors, stale answers, or none for it at all
 
     def _handle(
@@ -308,6 +376,9 @@ class Fetcher:
                         self._last_spans[tp] = span
                         self._density[tp] = len(data) / max(chunk.next_offset - chunk.start, 1)
                     self._ready.append(chunk)
+                    self._await_push(chunk, answer)
+                    continue
+                if self._await_push(chunk, answer):
                     continue
                 if chunk.max_bytes < full:
                     # A gap-sized fill met a larger batch (answered cut, or empty as storage
@@ -352,6 +423,7 @@ class Fetcher:
             pass
 
     def _drop(self, tp: TopicPartition) -> None:
+        self._pushes.drop(tp)
         self._chains.pop(tp, None)
         self._spans.pop(tp, None)
         self._full_fills.discard(tp)
@@ -359,6 +431,9 @@ class Fetcher:
     def _prune(self) -> None:
         """Forget chains of partitions no longer assigned or seeked since (revoked partitions'
         prefetched records go here)."""
+        if self._pushes:
+            for chunk in self._pushes.expired(time.monotonic()):
+                self._truncate(chunk)  # no push in time: the partition fetches again
         partitions = self._subs.partitions
         stale = []
         for tp, chain in self._chains.items():
@@ -372,6 +447,7 @@ class Fetcher:
         """Forget buffered and in-flight chunks (of `tp`, or all): after a seek or a new
         assignment. Answers still to come for them are ignored."""
         if tp is None:
+            self._pushes.clear()
             self._chains.clear()
             self._spans.clear()
             self._full_fills.clear()
