@@ -29,7 +29,7 @@ ProduceStream message through the gateway, and the SDK's `send().result()`.
 
     .venv/bin/python bench/latency_probe.py --bootstrap 127.0.0.1:PORT [--partitions 1]
         [--rate 1000] [--seconds 5] [--linger-ms N] [--reps 3] [--pid PID ...]
-        [--hops DATA_DIR] [--grpc-fetch] [--data-dir DATA_DIR]
+        [--hops DATA_DIR] [--grpc-fetch] [--data-dir DATA_DIR] [--fetch-push-credit N]
 """
 
 from __future__ import annotations
@@ -180,14 +180,16 @@ def measure(
     grpc_fetch: bool = False,
     client: dict[str, object] | None = None,
     pids: list[int] | None = None,
+    consumer: dict[str, object] | None = None,
     on_ready: Callable[[], object] | None = None,
 ) -> tuple[list[int], list[int], dict[int, float]]:
     """Send `rate` records/s to `topic` (it exists) for `seconds` with the SDK (acks=1) while
     a reader in another process polls them: (send → ack latencies, send → poll latencies, in
     ns; CPU/wall of this process and of `pids`). `client`: more SDK settings for both sides
     (TLS, credentials); the `grpc_fetch` reader is plaintext only. `on_ready` is called once
-    the reader is connected, before the producer starts."""
-    if grpc_fetch and client:
+    the reader is connected, before the producer starts. `consumer`: more settings of the
+    SDK reader only."""
+    if grpc_fetch and (client or consumer):
         raise ValueError("the gRPC Fetch reader takes no client settings")
     total = int(rate * seconds)
     ctx = mp.get_context("spawn")
@@ -195,7 +197,7 @@ def measure(
     out = ctx.Queue()
     reader_args: tuple[object, ...] = (bootstrap, topic, partitions, total, ready, out)
     if not grpc_fetch:
-        reader_args += (client,)
+        reader_args += ({**(client or {}), **(consumer or {})},)
     reader = ctx.Process(target=_fetch_grpc if grpc_fetch else _consume, args=reader_args)
     reader.start()
     ready.wait(60)
@@ -251,6 +253,7 @@ def run_once(args: argparse.Namespace, rep: int) -> str:
         value_size=args.value_size,
         grpc_fetch=args.grpc_fetch,
         pids=args.pid,
+        consumer={"fetch.push.credit": args.fetch_push_credit} if args.fetch_push_credit else None,
         on_ready=count_connections,
     )
     connections = ""
@@ -356,6 +359,9 @@ def main() -> None:
     parser.add_argument("--pid", type=int, action="append", default=[], help="print its CPU/wall")
     parser.add_argument("--hops", metavar="DATA_DIR", help="time the hops of one record instead")
     parser.add_argument("--hop-count", type=int, default=300)
+    parser.add_argument(
+        "--fetch-push-credit", type=int, default=0, help="the SDK reader's fetch.push.credit"
+    )
     parser.add_argument(
         "--grpc-fetch", action="store_true", help="read with one plain gRPC Fetch at a time"
     )
