@@ -10,6 +10,7 @@ prints, per run:
 - send → acknowledgement (the producer's callback), the producer → gateway → leader half and
   back;
 - send → poll() hands the record over (end to end);
+- with one partition, ack → poll record by record (the fetch half alone);
 
 p50 / p99 / max of each, so a change can be placed on the half it moves. `--reps` alternates
 nothing: run it against two clusters (or one cluster restarted with other code) to compare;
@@ -260,6 +261,12 @@ def run_once(args: argparse.Namespace, rep: int) -> str:
     if connections_before[0] is not None:
         opened = (_zero_copy_connections(args.data_dir) or 0) - connections_before[0]
         connections = f"; {opened} zero-copy connections opened"
+    if args.partitions == 1 and len(acks) == len(latencies):
+        # Record by record (one partition: both in offset order): from the producer's ack to
+        # the consumer's poll, the fetch half alone.
+        connections += "; " + summary(
+            "poll-ack", [e - a for e, a in zip(latencies, acks, strict=True)]
+        )
     linger = "default" if args.linger_ms is None else args.linger_ms
     reader_kind = "gRPC Fetch" if args.grpc_fetch else "SDK consumer"
     return (

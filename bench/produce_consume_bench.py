@@ -21,7 +21,8 @@ figures on a small machine: a sum near the number of cores means the machine is 
 
     .venv/bin/python bench/produce_consume_bench.py [--records N] [--linger-ms 5]
         [--batch-size 16384] [--compression none] [--latency-seconds 10] [--bootstrap host:port]
-        [--partitions 6] [--value-size 100] [--tls] [--no-metrics]
+        [--partitions 6] [--value-size 100] [--tls] [--no-metrics] [--fetch-push-credit N]
+        [--pid NAME=PID ...]
 
 `--tls` starts the cluster as `riverlog cluster up --tls` does (mutual TLS between services,
 TLS from the client to the gateway; storage nodes then serve fetches over TLS gRPC, without the
@@ -50,6 +51,7 @@ from riverlog.cluster import LocalCluster
 VALUE_SIZE = 100
 PARTITIONS = 6
 CLIENT_TLS: dict[str, object] = {}  # SDK settings for a --tls cluster (its CA)
+CONSUMER: dict[str, object] = {}  # more consumer settings (--fetch-push-credit)
 _NS = struct.Struct(">q")
 _TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -115,7 +117,12 @@ def produce(
 
 
 def consume(address: str, topic: str, records: int) -> tuple[int, float]:
-    config = {**CLIENT_TLS, "bootstrap.servers": address, "auto.offset.reset": "earliest"}
+    config = {
+        **CLIENT_TLS,
+        **CONSUMER,
+        "bootstrap.servers": address,
+        "auto.offset.reset": "earliest",
+    }
     with Consumer(config) as consumer:
         consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
         count = 0
@@ -140,7 +147,8 @@ def latency(
     ready = threading.Event()
 
     def read() -> None:
-        with Consumer(CLIENT_TLS, bootstrap_servers=address, fetch_max_wait_ms=100) as consumer:
+        config = {**CLIENT_TLS, **CONSUMER}
+        with Consumer(config, bootstrap_servers=address, fetch_max_wait_ms=100) as consumer:
             consumer.assign(tps)
             for tp in tps:
                 consumer.position(tp)  # at the end, before the first send
@@ -236,10 +244,17 @@ def main(
     parser.add_argument(
         "--no-metrics", action="store_true", help="processes serve no Prometheus /metrics"
     )
+    parser.add_argument("--fetch-push-credit", type=int, default=0, help="consumers' setting")
+    parser.add_argument(
+        "--pid", action="append", default=[], help="NAME=PID: with --bootstrap, its CPU too"
+    )
     args = parser.parse_args(argv)
+    if args.fetch_push_credit:
+        CONSUMER["fetch.push.credit"] = args.fetch_push_credit
     PARTITIONS, VALUE_SIZE = args.partitions, max(args.value_size, _NS.size)
     if args.bootstrap:
-        run(args.bootstrap, {"client": os.getpid()}, args)
+        named = dict(item.split("=", 1) for item in args.pid)
+        run(args.bootstrap, {"client": os.getpid(), **{k: int(v) for k, v in named.items()}}, args)
         return
     with tempfile.TemporaryDirectory(prefix="riverlog-bench-") as data_dir:
         local = LocalCluster(
