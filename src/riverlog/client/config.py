@@ -334,7 +334,7 @@ class ConsumerConfig(_ClientConfig):
     fetch_max_bytes: int = _int(52_428_800, "Bytes of one fetch response", lo=1)
     max_partition_fetch_bytes: int = _int(1_048_576, "Bytes per partition in a fetch", lo=1)
     fetch_push_credit: int = _int(
-        0, "Answers the gateway may push unasked per caught-up partition (0: ask each time)"
+        1_000, "Answers the gateway may push unasked per caught-up partition (0: ask each time)"
     )
     isolation_level: str = _choice(
         "read_uncommitted", ("read_uncommitted", "read_committed"), "Read past open txns or not"
