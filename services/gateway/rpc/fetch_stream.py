@@ -51,7 +51,12 @@ class FetchPushes:
         self.table = PushTable()
 
     def claim(self, request: data_pb2.FetchRequest) -> dict[TopicPartition, int]:
-        """A request arrived: it replaces the pushes of the partitions it names."""
+        """A request arrived: it replaces the pushes of the partitions it names, and stops
+        those of its forgotten partitions."""
+        if request.forgotten_partitions:
+            self.table.claim(
+                TopicPartition(p.topic, p.partition) for p in request.forgotten_partitions
+            )
         return self.table.claim(TopicPartition(p.topic, p.partition) for p in request.partitions)
 
     def answer(

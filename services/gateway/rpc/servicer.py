@@ -215,6 +215,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
         async def handle(request: data_pb2.FetchRequest) -> data_pb2.FetchResponse:
             ctx = new_context()
+            if request.forgotten_partitions and not request.partitions:
+                pushes.claim(request)  # only stops pushes: nothing to fetch
+                return data_pb2.FetchResponse(correlation_id=request.correlation_id)
             if request.push_credit <= 0 and not pushes.table.running():
                 return await ctx.work.run(self._fetch(ctx, request, fetch))
             claimed = pushes.claim(request)

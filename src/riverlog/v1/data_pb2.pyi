@@ -85,7 +85,7 @@ class FetchPartition(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., partition_max_bytes: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ..., known_high_watermark: _Optional[int] = ...) -> None: ...
 
 class FetchRequest(_message.Message):
-    __slots__ = ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "partitions", "correlation_id", "rack_id", "push_credit")
+    __slots__ = ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "partitions", "correlation_id", "rack_id", "push_credit", "forgotten_partitions")
     REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
     MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     MIN_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -95,6 +95,7 @@ class FetchRequest(_message.Message):
     CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
     RACK_ID_FIELD_NUMBER: _ClassVar[int]
     PUSH_CREDIT_FIELD_NUMBER: _ClassVar[int]
+    FORGOTTEN_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     replica_id: int
     max_wait_ms: int
     min_bytes: int
@@ -104,7 +105,8 @@ class FetchRequest(_message.Message):
     correlation_id: int
     rack_id: str
     push_credit: int
-    def __init__(self, replica_id: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., isolation_level: _Optional[_Union[_common_pb2.IsolationLevel, str]] = ..., partitions: _Optional[_Iterable[_Union[FetchPartition, _Mapping]]] = ..., correlation_id: _Optional[int] = ..., rack_id: _Optional[str] = ..., push_credit: _Optional[int] = ...) -> None: ...
+    forgotten_partitions: _containers.RepeatedCompositeFieldContainer[FetchPartition]
+    def __init__(self, replica_id: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., isolation_level: _Optional[_Union[_common_pb2.IsolationLevel, str]] = ..., partitions: _Optional[_Iterable[_Union[FetchPartition, _Mapping]]] = ..., correlation_id: _Optional[int] = ..., rack_id: _Optional[str] = ..., push_credit: _Optional[int] = ..., forgotten_partitions: _Optional[_Iterable[_Union[FetchPartition, _Mapping]]] = ...) -> None: ...
 
 class FetchPartitionResponse(_message.Message):
     __slots__ = ("topic", "partition", "error_code", "error_message", "high_watermark", "last_stable_offset", "log_start_offset", "records", "zero_copy_records_size", "log_end_offset", "aborted_transactions", "fetch_offset", "push_credit", "push_offset")

@@ -36,12 +36,16 @@ class Counted:
         conn = fetcher._conn
         self.fetches = 0
         self.pushes = 0
+        self.forgotten: list[TopicPartition] = []
         submit, on_push = conn.submit, fetcher._on_push
 
-        def counting_submit(method: str, *args: Any) -> Any:
-            if method == "Fetch":
+        def counting_submit(method: str, request: Any, *args: Any) -> Any:
+            if method == "Fetch" and request.partitions:
                 self.fetches += 1
-            return submit(method, *args)
+            self.forgotten += [
+                TopicPartition(p.topic, p.partition) for p in request.forgotten_partitions
+            ]
+            return submit(method, request, *args)
 
         def counting_push(server: int, response: Any) -> None:
             if response is not None:
@@ -124,3 +128,23 @@ def test_nothing_lost_or_repeated_across_pushes_and_own_fetches(
         got += reader.take(1)
         assert got == list(range(61))  # the last one next: nothing came twice before it
         assert reader.pushes > 0 and reader.fetches > 1  # both paths were taken
+
+
+def test_a_revoked_partition_s_pushes_are_stopped(gateway_address: str, new_topic: Any) -> None:
+    topic = new_topic(partitions=2)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    reader = Counted(gateway_address, credit=1_000)
+    with Producer({"bootstrap.servers": gateway_address, **BOUNDED}) as producer, reader.consumer:
+        reader.consumer.assign([tp0])
+        producer.send(topic, b"a", partition=0).result(30)
+        assert reader.take(1) == [0]  # caught up: tp0 is pushed
+        reader.consumer.assign([tp1])
+        producer.send(topic, b"b", partition=0).result(30)  # pushed to a consumer without tp0
+        producer.send(topic, b"c", partition=1).result(30)
+        got: list[int] = []
+        deadline = time.monotonic() + 30
+        while (not got or not reader.forgotten) and time.monotonic() < deadline:
+            for records in reader.consumer.poll(timeout_ms=200).values():
+                got += [r.offset for r in records]
+        assert got == [0]  # tp1's record only
+        assert set(reader.forgotten) == {tp0}  # the gateway is told to stop pushing tp0

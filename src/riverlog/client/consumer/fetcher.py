@@ -271,6 +271,7 @@ class Fetcher:
         self._conn.throttle.record(server, response.throttle_time_ms)
         chunks: dict[TopicPartition, Chunk] = {}
         partitions = self._subs.partitions
+        unwanted: list[TopicPartition] = []
         for answer in response.partitions:
             tp = TopicPartition(answer.topic, answer.partition)
             state = partitions.get(tp)
@@ -279,6 +280,10 @@ class Fetcher:
             )
             if filled is not None:
                 chunks[tp] = filled
+            elif answer.push_credit > 0 and not self._expecting(tp):
+                unwanted.append(tp)
+        if unwanted:
+            self._forget(server, unwanted)
         if not chunks:
             return
         try:
@@ -287,6 +292,26 @@ class Fetcher:
             for chunk in chunks.values():
                 if not chunk.done and not self._pushes.waiting(chunk):
                     self._truncate(chunk)
+
+    def _expecting(self, tp: TopicPartition) -> bool:
+        """Whether an answer for `tp` may still come: a chunk waits for a push, or a fetch
+        naming it is in flight (its answer may announce pushes, and it replaces the old ones)."""
+        if self._pushes.waiting_for(tp):
+            return True
+        return any(tp in chunks for _, chunks in self._requests.values())
+
+    def _forget(self, server: int, tps: list[TopicPartition]) -> None:
+        """Stop the pushes of `tps`, which this consumer no longer waits for (revoked, or no
+        room for them): a request that fetches nothing (Kafka's forgotten partitions). Sent
+        only while nothing for them is expected, so it cannot stop pushes the consumer waits
+        for."""
+        request = data_pb2.FetchRequest(
+            push_credit=self._config.fetch_push_credit,
+            forgotten_partitions=[
+                data_pb2.FetchPartition(topic=tp.topic, partition=tp.partition) for tp in tps
+            ],
+        )
+        self._conn.submit("Fetch", request, self._timeout_s, self._on_push)  # answer unused
 
     def _await_push(self, chunk: Chunk, answer: data_pb2.FetchPartitionResponse) -> bool:
         """After `chunk`'s answer: wait for the push the answer announces, if it continues the

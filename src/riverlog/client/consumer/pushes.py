@@ -38,6 +38,9 @@ class AwaitedPushes:
         entry = self._chunks.get(chunk.tp)
         return entry is not None and entry[0] is chunk
 
+    def waiting_for(self, tp: TopicPartition) -> bool:
+        return tp in self._chunks
+
     def take(self, tp: TopicPartition, fetch_offset: int, epoch: int | None) -> Chunk | None:
         """The chunk a push of `tp` fetched from `fetch_offset` fills, or None: a stale push, to
         drop. `epoch`: the partition's epoch now (None: no longer assigned)."""
