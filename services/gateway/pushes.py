@@ -25,7 +25,7 @@ __all__ = ["PushCredit", "PushTable", "next_push"]
 
 def next_push(
     error_code: int,
-    records: bytes,
+    records: bytes | memoryview,
     fetch_offset: int,
     high_watermark: int,
     last_stable_offset: int,
