@@ -278,7 +278,9 @@ class Fetcher:
             filled = self._pushes.take(
                 tp, answer.fetch_offset, None if state is None else state.epoch
             )
-            if filled is not None:
+            if filled is not None and answer.high_watermark < 0 and not answer.error_code:
+                self._truncate(filled)  # the push found the client held: nothing read, ask again
+            elif filled is not None:
                 chunks[tp] = filled
             elif answer.push_credit > 0 and not self._expecting(tp):
                 unwanted.append(tp)
