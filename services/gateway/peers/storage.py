@@ -368,9 +368,7 @@ class _RawAnswer:
         return self.msg.partition
 
 
-def _with_records(
-    response: data_pb2.FetchResponse, raw: bytes | bytearray
-) -> list[_RawAnswer]:
+def _with_records(response: data_pb2.FetchResponse, raw: bytes | bytearray) -> list[_RawAnswer]:
     """Each partition of a zero-copy answer with its share of the raw bytes that followed it:
     a view each, so the bytes read are copied once, by the answer's splice (`fetch_to_wire`)."""
     answers: list[_RawAnswer] = []
