@@ -8,8 +8,8 @@ a few partitions, so the walk costs little in Python whatever the batch sizes. T
 protobuf's (proto3): fields in any order, a repeated message field per occurrence, the last
 value of a scalar wins, unknown fields of any wire type skipped, int32 values truncated to 32
 bits as protobuf does, strings strict UTF-8. Bytes that are no request raise ValueError with
-the reason; grpc then fails the call (or the stream) with INTERNAL, "Exception deserializing
-request", as it did when protobuf's own parse raised. Stricter than protobuf in one way: a known
+the reason; grpc then fails the call (or the stream) with an error status, as it did when
+protobuf's own parse raised (nothing is appended). Stricter than protobuf in one way: a known
 field with the wrong wire type is refused, not kept as an unknown field.
 """
 
