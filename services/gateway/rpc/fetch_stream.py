@@ -148,6 +148,8 @@ class FetchPushes:
             raise
         except Exception:  # the client's own fetch finds the error; it waits for none here
             log.debug("pushing %s failed", tp, exc_info=True)
+            if not self.table.current(tp, generation):
+                return  # replaced meanwhile: the new chunk is not this push's to end
             self._send(
                 convert.fetch_to_wire(
                     [FetchPartResult(tp, high_watermark=-1)],
