@@ -12,11 +12,13 @@ import re
 import time
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from riverlog.client import AdminClient, Consumer, Producer, TopicPartition
 from riverlog.cluster import LocalCluster
+from riverlog.cluster.state import read_state
 
 RECORD = 16 * 1024
 """The value size `fill` writes: large records, so a partition of a gigabyte fills quickly."""
@@ -133,3 +135,14 @@ def announce(cluster: LocalCluster) -> dict[str, int]:
     print(f"cluster up: gateway {cluster.gateway_address}; pids "
           + ", ".join(f"{n}={p}" for n, p in pids.items()))  # fmt: skip
     return pids
+
+
+def zero_copy_ports(data_dir: str) -> dict[int, int]:
+    """Each storage node's zero-copy port, from the state file of the cluster in `data_dir`
+    (`riverlog cluster up --data-dir`)."""
+    _, _, processes = read_state(Path(data_dir))
+    return {
+        p.spec.node_id: p.info["zero_copy_port"]
+        for p in processes
+        if p.spec.role == "storage" and p.spec.node_id is not None
+    }

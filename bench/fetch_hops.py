@@ -22,19 +22,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from pathlib import Path
 
 import grpc
+from bench_common import zero_copy_ports
 from latency_probe import summary
 
 from riverlog.client import AdminClient, Consumer, NewTopic, TopicPartition
-from riverlog.cluster import STATE_FILE
 from riverlog.common.records import BatchBuilder
 from riverlog.common.zerocopy import AsyncProduceLane, ZeroCopyFetchClient
 from riverlog.v1 import common_pb2, data_pb2, gateway_pb2, gateway_pb2_grpc
@@ -131,12 +129,7 @@ def main() -> None:
     parser.add_argument("--data-dir", required=True, help="the cluster's (riverlog cluster up)")
     parser.add_argument("--hop-count", type=int, default=200)
     args = parser.parse_args()
-    state = json.loads((Path(args.data_dir) / STATE_FILE).read_text())
-    ports = {
-        p["node_id"]: p["info"]["zero_copy_port"]
-        for p in state["processes"]
-        if p["role"] == "storage"
-    }
+    ports = zero_copy_ports(args.data_dir)
     topic = f"fetch-hops-{int(time.time())}"
     with AdminClient(bootstrap_servers=args.bootstrap) as admin:
         admin.create_topics([NewTopic(topic, 1, 1)])

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from bench_common import zero_copy_ports
 from prometheus_client.parser import text_string_to_metric_families
 
 from riverlog.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
@@ -289,12 +290,7 @@ def _timed(name: str, count: int, one: Callable[[], object]) -> str:
 
 def hops(args: argparse.Namespace) -> None:
     """One record at a time over the leader's lane, the gateway's stream, and the SDK."""
-    state = json.loads((Path(args.hops) / STATE_FILE).read_text())
-    ports = {
-        p["node_id"]: p["info"]["zero_copy_port"]
-        for p in state["processes"]
-        if p["role"] == "storage"
-    }
+    ports = zero_copy_ports(args.hops)
     topic = f"hops-{int(time.time())}"
     with AdminClient(bootstrap_servers=args.bootstrap) as admin:
         admin.create_topics([NewTopic(topic, 1, 1)])
