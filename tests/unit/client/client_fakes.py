@@ -541,6 +541,32 @@ def _first_sequence(request: data_pb2.ProduceRequest) -> int | None:
     return None
 
 
+class StreamingFakeGateway(FakeGateway):
+    """A FakeGateway that also serves ProduceStream (the SDK's lane for acks=1/all requests;
+    the plain fake answers it UNIMPLEMENTED, so every request there is a unary call): each
+    request is handled as Produce, in order, and answered with its correlation id.
+    `hold_next_stream_s` holds the next stream request (`holding` set) until a Produce call
+    arrived and was appended, or at most this long: a request that overtakes it is appended
+    first, as the real gateway's tasks allow."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hold_next_stream_s = 0.0
+
+    def ProduceStream(self, request_iterator, context):
+        for request in request_iterator:
+            with self.lock:
+                hold, self.hold_next_stream_s = self.hold_next_stream_s, 0.0
+                if hold:
+                    self._produce_arrived.clear()
+                    self.holding.set()
+            if hold:
+                self._produce_arrived.wait(hold)
+            response = self.Produce(request, context)
+            response.correlation_id = request.correlation_id
+            yield response
+
+
 class FakeServer:
     """A FakeGateway served on a free 127.0.0.1 port. `stop()` when done."""
 

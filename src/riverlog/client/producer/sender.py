@@ -12,7 +12,8 @@ delivery.timeout.ms run out; errors that say the metadata changed also invalidat
 cached metadata. User callbacks run on this thread, as Kafka's do on its I/O thread.
 Requests go on the gateway's ProduceStream, which keeps their order; one that must go as a
 unary call of its own (acks=0, a traced one) keeps a non-idempotent partition's order by
-being the partition's only request in flight.
+being the partition's only request in flight (with tracing on, so is every request of a
+non-idempotent producer: a traced one must not overtake a streamed one either).
 """
 
 from __future__ import annotations
@@ -116,6 +117,14 @@ class Sender(threading.Thread):
         # stay muted until it is answered (for acks=0: once the leader took it), as Kafka's
         # one connection keeps a partition's requests in order.
         self._unary_one_at_a_time = not config.enable_idempotence
+        # A unary request must not overtake a streamed one already in flight either. Whether a
+        # request goes unary is known only once drained (a traced producer's batches have a
+        # trace context, those of send_many do not, so its requests take either lane), so where
+        # requests may take both lanes (tracing on, acks not 0) every request of such a
+        # producer is its partitions' only one in flight.
+        from .. import tracing
+
+        self._mute_every_request = self._unary_one_at_a_time and tracing.enabled()
         self._delivery_timeout_s = config.delivery_timeout_ms / 1000
         self._completions: queue.SimpleQueue[tuple[InFlight, grpc.Future]] = queue.SimpleQueue()
         self._in_flight: set[InFlight] = set()
@@ -328,7 +337,11 @@ class Sender(threading.Thread):
                 self._retry_or_fail(group, error, now)
             return
         inflight = InFlight(groups, server, span, self._clock())
-        inflight.muting = self._guarantee_order or (unary and self._unary_one_at_a_time)
+        inflight.muting = (
+            self._guarantee_order
+            or self._mute_every_request
+            or (unary and self._unary_one_at_a_time)
+        )
         self._in_flight.add(inflight)
         if inflight.muting:
             self._muted |= inflight.tps
