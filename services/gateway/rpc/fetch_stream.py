@@ -109,14 +109,19 @@ class FetchPushes:
         read_committed: bool,
     ) -> None:
         tp = TopicPartition(part.topic, part.partition)
+        # The one-partition request of every push, built once: each push only moves its
+        # offset and puts back the max bytes the quota check may have lowered in place
+        # (`before_fetch`); nothing else on the request path changes or keeps it.
+        one = data_pb2.FetchRequest()
+        one.CopyFrom(request)
+        del one.partitions[:]
+        p = one.partitions.add()
+        p.CopyFrom(part)
+        max_bytes = request.max_bytes
         try:
             while True:
-                one = data_pb2.FetchRequest()
-                one.CopyFrom(request)
-                del one.partitions[:]
-                p = one.partitions.add()
-                p.CopyFrom(part)
                 p.fetch_offset = offset
+                one.max_bytes = max_bytes
                 ctx = self._new_context()
                 results, throttle = await ctx.work.run(self._fetch_results(ctx, one))
                 if not self.table.current(tp, generation):

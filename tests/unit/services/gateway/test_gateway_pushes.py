@@ -1,5 +1,6 @@
-"""The pure parts of FetchStream's pushed answers (`pushes.py`): when a push follows an answer,
-the credit it spends, and a later request replacing a partition's pushes."""
+"""FetchStream's pushed answers: the pure parts (`pushes.py`: when a push follows an answer,
+the credit it spends, a later request replacing a partition's pushes) and the request a
+partition's pushes fetch with (`rpc/fetch_stream.py`)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,16 @@ import asyncio
 
 import pytest
 
+from riverlog.common.clock import SYSTEM_CLOCK
 from riverlog.common.errors import ErrorCode
 from riverlog.common.records import BatchBuilder
 from riverlog.common.records.header import set_base_offset
 from riverlog.common.types import TopicPartition
+from riverlog.services.gateway.context import Deadline, RequestContext
+from riverlog.services.gateway.fetch import FetchPartResult
 from riverlog.services.gateway.pushes import PushCredit, PushTable, next_push
+from riverlog.services.gateway.rpc.fetch_stream import FetchPushes
+from riverlog.v1 import data_pb2
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -80,3 +86,50 @@ def test_a_new_request_replaces_the_pushes_of_the_partitions_it_names() -> None:
         assert third.cancelled() and table.running() == 0
 
     asyncio.run(scenario())
+
+
+async def test_pushes_reuse_their_request_with_the_client_s_max_bytes() -> None:
+    """A partition's pushes fetch with one request built once (not a copy per push), each from
+    its own offset and with the client's max bytes, whatever the quota check lowered it to
+    in place for the push before."""
+    seen: list[tuple[data_pb2.FetchRequest, int, int]] = []
+    sent: list[bytes] = []
+
+    async def fetch_results(
+        ctx: RequestContext, request: data_pb2.FetchRequest
+    ) -> tuple[list[FetchPartResult], int]:
+        [part] = request.partitions
+        seen.append((request, request.max_bytes, part.fetch_offset))
+        request.max_bytes = 7  # as `before_fetch` caps it under a quota
+        offset = part.fetch_offset + 1  # one record came: the push goes on from past it
+        return [FetchPartResult(TP, high_watermark=offset, records=batch(offset - 1, 1))], 0
+
+    def context() -> RequestContext:
+        return RequestContext("Test", Deadline.after(5.0, SYSTEM_CLOCK), client_id="unit")
+
+    all_sent = asyncio.Event()
+
+    def send(wire: bytes) -> None:
+        sent.append(wire)
+        if len(sent) == 4:  # the credit's four answers
+            all_sent.set()
+
+    pushes = FetchPushes(context, fetch_results, send)
+    request = data_pb2.FetchRequest(
+        max_bytes=1_000_000,
+        push_credit=4,
+        partitions=[data_pb2.FetchPartition(topic="t", partition=0, fetch_offset=10)],
+    )
+    claimed = pushes.claim(request)
+    started = pushes.answer(request, claimed, [FetchPartResult(TP, high_watermark=10)], 0)
+    assert started == {TP: (4, 10)}
+    await asyncio.wait_for(all_sent.wait(), 10)
+    await pushes.table.close()
+    assert [(max_bytes, offset) for _, max_bytes, offset in seen] == [
+        (1_000_000, 10),
+        (1_000_000, 11),
+        (1_000_000, 12),
+        (1_000_000, 13),
+    ]
+    assert len({id(r) for r, _, _ in seen}) == 1
+    assert len(sent) == 4
