@@ -191,7 +191,9 @@ class Fetcher:
         served: dict[TopicPartition, int] = {}  # partitions a follower answered, by node id
         leaders = self._leader_count(items, route_fn)
         share = max(options.max_bytes // leaders, 1)
-        poll = _LongPoll(options.min_bytes, self._abandoned, self.pending, self.clock)
+        poll = _LongPoll(
+            options.min_bytes, self._abandoned, self.pending, self.clock, self._leader_epochs
+        )
         caller = (ctx.principal, ctx.client_id, ctx.peer)
 
         def leader_options_now(batch: list[FetchPart], deadline: Deadline) -> FetchOptions:
@@ -273,6 +275,16 @@ class Fetcher:
             out[i] = result
         return out
 
+    def _leader_epochs(self, batch: Sequence[FetchPart]) -> tuple[int, ...]:
+        """The leader epoch this gateway's metadata gives each partition now (-1: no leader)."""
+        epochs = []
+        for part in batch:
+            try:
+                epochs.append(self.router.cache.route(part.tp).leader_epoch)
+            except RiverlogError:
+                epochs.append(-1)
+        return tuple(epochs)
+
     def _leader_count(self, items: Sequence[FetchPart], route_fn: RouteFn | None = None) -> int:
         """How many storage nodes the items go to now (at least 1), to share max_bytes
         between: their leaders, or the replicas `route_fn` picks."""
@@ -315,9 +327,14 @@ Call = asyncio.Future[list[FetchPartResult]]
 
 
 def poll_key(
-    caller: tuple[str, str, str], node: NodeInfo, options: FetchOptions, batch: Sequence[FetchPart]
+    caller: tuple[str, str, str],
+    node: NodeInfo,
+    options: FetchOptions,
+    batch: Sequence[FetchPart],
+    leader_epochs: tuple[int, ...] = (),
 ) -> PollKey:
-    """The key a leader call is parked and joined under (`pending_polls.PollKey`)."""
+    """The key a leader call is parked and joined under (`pending_polls.PollKey`), with the
+    leader epochs the gateway's metadata gave its partitions when the call was sent."""
     return PollKey(
         caller,
         node.key,
@@ -326,6 +343,7 @@ def poll_key(
         options.rack_id,
         options.max_bytes,
         tuple((p.tp, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch) for p in batch),
+        leader_epochs,
     )
 
 
@@ -408,6 +426,7 @@ class _LongPoll:
         abandoned: set[Call],
         pending: PendingPolls[Call],
         clock: Clock,
+        leader_epochs: Callable[[Sequence[FetchPart]], tuple[int, ...]] = lambda batch: (),
     ) -> None:
         self.min_bytes = min_bytes
         self.received = 0
@@ -415,6 +434,12 @@ class _LongPoll:
         self.abandoned = abandoned  # the Fetcher's: holds the calls until they finish
         self.pending = pending
         self.clock = clock
+        # A parked answer may outlive its leader's log: after a leader change the new
+        # leader's log can be shorter (truncated), and the old one truncates to it once it
+        # follows. So a key holds the epochs known when its call was sent, and a fetch made
+        # once the epoch of one of its partitions moved never joins it (nor a call running
+        # under the old epoch).
+        self.leader_epochs = leader_epochs
 
     def add(self, results: list[FetchPartResult]) -> list[FetchPartResult]:
         self._count(sum(len(r.records) for r in results))
@@ -440,7 +465,8 @@ class _LongPoll:
         joined, or a new call. `alone`: no other leader's answer can meet min_bytes (one
         leader, or min_bytes 0), so nothing cuts this one short. `options_now` gives the
         options again with what is left of the wait (after a joined call came back empty)."""
-        key = poll_key(caller, node, options, batch) if len(self.pending) else None
+        epochs = self.leader_epochs(batch)
+        key = poll_key(caller, node, options, batch, epochs) if len(self.pending) else None
         entry = self.pending.take(key, self.clock.monotonic_ms()) if key is not None else None
         if entry is not None:
             assert key is not None
@@ -453,12 +479,13 @@ class _LongPoll:
         long_poll = not alone and options.max_wait_ms > 0
         if not long_poll:
             return self.add(await sender.fetch(node, options, batch, deadline))
+        key = poll_key(caller, node, options, batch, epochs)  # as the call is sent
         call = asyncio.ensure_future(measured(sender.fetch(node, options, batch, deadline)))
         if await self._wait(call):
             results = self.add(call.result())
             return await self._top_up(sender, node, batch, deadline, results, options_now, caller)
         log.debug("min_bytes met elsewhere; storage node %d's long poll parked", node.node_id)
-        self._park(call, poll_key(caller, node, options, batch), options.max_wait_ms)
+        self._park(call, key, options.max_wait_ms)
         return not_waited_for(batch)
 
     async def _top_up(
@@ -498,10 +525,11 @@ class _LongPoll:
                 for part, result in zip(batch, results, strict=True)
             ]
             options = dataclasses.replace(options, min_bytes=need)
+            key = poll_key(caller, node, options, more, self.leader_epochs(more))
             call = asyncio.ensure_future(measured(sender.fetch(node, options, more, deadline)))
             if not await self._wait(call):
                 log.debug("min_bytes met elsewhere; storage node %d's top-up parked", node.node_id)
-                self._park(call, poll_key(caller, node, options, more), options.max_wait_ms)
+                self._park(call, key, options.max_wait_ms)
                 break
             try:
                 extra = call.result()

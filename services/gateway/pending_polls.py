@@ -8,7 +8,9 @@ its fetch offset. A consumer whose partitions were answered empty asks again for
 offsets, so its next fetch to that node finds the call and takes it: still running, it waits on
 it (no second poll on the leader); answered, it gets those records at once (no second read).
 Anything else (another client or connection, a seek, a rebalance that changed the partitions,
-another isolation level or size) is another key and never sees the call, which then finishes
+another isolation level or size, a leader epoch the gateway's metadata moved since the call
+was sent: the new leader's log may be shorter than the answer) is another key and never sees
+the call, which then finishes
 unseen and its answer is dropped. Nothing is charged for a dropped answer: the fetch quota is
 charged by the servicer on the records a response carries, and a dropped answer is in none.
 
@@ -47,7 +49,8 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 class PollKey:
     """One leader request as sent, without its wait (max_wait, min_bytes): what an answer
     depends on. Two keys are equal only for the same caller, node, isolation level, sizes and
-    partitions at the same offsets and leader epochs, in the same order."""
+    partitions at the same offsets and leader epochs (the client's and the gateway's), in the
+    same order."""
 
     caller: tuple[str, str, str]
     """(principal, client id, peer address): one client connection (a stream's requests share
@@ -59,6 +62,10 @@ class PollKey:
     max_bytes: int
     parts: tuple[tuple[TopicPartition, int, int, int | None], ...]
     """(partition, fetch offset, partition max bytes, current leader epoch) each."""
+    leader_epochs: tuple[int, ...] = ()
+    """The leader epoch the gateway's metadata gave each partition when the call was sent: an
+    answer from before a leader change (whose log may have been truncated since, up to the
+    answer's own records) is not joined once the metadata shows the new epoch."""
 
 
 class PollState(enum.Enum):

@@ -6,10 +6,13 @@ bytes of all the leaders."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections import defaultdict
+from types import MappingProxyType
 
 from gateway_fakes import Harness
 
+from riverlog.common.cluster.image import ClusterImage
 from riverlog.common.records.builder import BatchBuilder
 from riverlog.common.records.header import set_base_offset
 from riverlog.common.records.reader import iter_batches_records
@@ -175,6 +178,37 @@ async def test_another_consumer_or_a_seek_never_gets_a_parked_answer(harness: Ha
     assert values(result) == [(1, b"c")]
     assert leaders.asked(2)[-1] == ((T1, 1),)
     assert pending.joined == 0 and pending.held_bytes > 0  # still parked, until its wait ends
+
+
+def epoch_moved(image: ClusterImage, tp: TopicPartition) -> ClusterImage:
+    """`image` with the next leader epoch for `tp` (same leader) and the next version."""
+    topic = image.topics[tp.topic]
+    partitions = list(topic.partitions)
+    old = partitions[tp.partition]
+    partitions[tp.partition] = dataclasses.replace(old, leader_epoch=old.leader_epoch + 1)
+    topics = dict(image.topics)
+    topics[tp.topic] = dataclasses.replace(topic, partitions=tuple(partitions))
+    return dataclasses.replace(image, version=image.version + 1, topics=MappingProxyType(topics))
+
+
+async def test_a_parked_answer_is_not_joined_once_the_leader_epoch_moved(
+    harness: Harness,
+) -> None:
+    """An answer parked before a leader change may hold records the new leader's log no
+    longer has (truncated): a fetch made once the metadata shows the new epoch reads afresh."""
+    leaders = setup(harness)
+    await first_fetch(harness, leaders)
+    leaders.append(T1, b"b")
+    await until(lambda: harness.fetcher.pending.held_bytes > 0, "the parked poll answered")
+    leaders.logs[T1].clear()  # truncated by the leader change; the new leader has another
+    leaders.append(T1, b"c")
+    await harness.source.publish(epoch_moved(harness.source.image, T1))
+    results = await asyncio.wait_for(
+        harness.fetcher.fetch(ctx(), LONG, [FetchPart(T0, 1), FetchPart(T1, 0)]), 5
+    )
+    assert [values(r) for r in results] == [[], [(0, b"c")]]
+    assert harness.fetcher.pending.joined == 0
+    assert leaders.asked(2) == [((T1, 0),), ((T1, 0),)]
 
 
 async def test_a_joined_poll_that_ends_empty_leaves_the_request_its_own_wait(
