@@ -7,12 +7,21 @@ partitions are grouped by leader and sent to all leaders at once; partitions who
 out stale are re-routed and re-sent alone (see `routing.router`); results come back in request
 order. `produce_or_fail` is the stream flavour: a bad request becomes per-partition errors
 instead of ending the stream.
+
+A stream's requests are handled in tasks of their own, so a partition re-sent after a stale
+route could land behind a later request of the same stream that went straight to the new
+leader. Batches with a producer id are kept in order by their leader (sequence numbers);
+those without are not, so such a partition is re-sent only while no later request of its
+stream names it (`StreamOrder`): else its retriable error goes back to the client, whose
+`retries` and max.in.flight.requests.per.connection then decide, as Kafka's (only a client
+retry with more than one request in flight may reorder a partition's records).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import struct
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -70,6 +79,47 @@ class ProducePartResult:
         return cls(part.tp, int(error.code), error.message)
 
 
+_PRODUCER_ID = struct.Struct(">q")
+_PRODUCER_ID_AT = 43  # in a RecordBatch v2 header
+
+
+def unsequenced(part: ProducePart) -> bool:
+    """Whether the part's batches have no producer id (no idempotence): their leader takes them
+    in the order they come, with no sequence numbers to refuse one that overtook another."""
+    records = part.records
+    if len(records) < _PRODUCER_ID_AT + _PRODUCER_ID.size:
+        return False  # not a batch: refused before routing
+    return bool(_PRODUCER_ID.unpack_from(records, _PRODUCER_ID_AT)[0] < 0)
+
+
+class StreamOrder:
+    """One ProduceStream's requests, numbered as they arrive, and the newest request naming
+    each partition: a request may re-send a partition (`may_resend`) only while it is that
+    partition's newest. Used on the event loop only; holds a partition only while a request
+    naming it is in progress."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._newest: dict[TopicPartition, int] = {}
+
+    def arrived(self, tps: Iterable[TopicPartition]) -> int:
+        """A request naming `tps` arrived (before any await of its handling): its number."""
+        self._count += 1
+        number = self._count
+        for tp in tps:
+            self._newest[tp] = number
+        return number
+
+    def may_resend(self, tp: TopicPartition, number: int) -> bool:
+        return self._newest.get(tp) == number
+
+    def done(self, tps: Iterable[TopicPartition], number: int) -> None:
+        """Request `number` is answered."""
+        for tp in tps:
+            if self._newest.get(tp) == number:
+                del self._newest[tp]
+
+
 class ProduceSender(Protocol):
     """Sends one leader its share of a produce (implemented by `peers.storage`)."""
 
@@ -109,10 +159,15 @@ class Producer:
         return options
 
     async def produce(
-        self, ctx: RequestContext, options: ProduceOptions, parts: Sequence[ProducePart]
+        self,
+        ctx: RequestContext,
+        options: ProduceOptions,
+        parts: Sequence[ProducePart],
+        may_resend: Callable[[ProducePart], bool] | None = None,
     ) -> list[ProducePartResult]:
         """One result per part, in order. Raises RiverlogError only for a request that is wrong
-        as a whole (unknown acks, negative timeout)."""
+        as a whole (unknown acks, negative timeout). A part `may_resend` refuses is not re-sent
+        after a stale route: its error is its result."""
         options = self.check(options)
         errors = item_errors([p.tp for p in parts], lambda i: _part_error(parts[i]))
         answered = {i: ProducePartResult.failed(parts[i], e) for i, e in errors.items()}
@@ -130,19 +185,40 @@ class Producer:
             return await self.sender.produce(node, _bounded(options, deadline), batch, deadline)
 
         results = await self.router.dispatch(
-            [parts[i] for i in routed], send, ProducePartResult.failed, ctx.deadline
+            [parts[i] for i in routed],
+            send,
+            ProducePartResult.failed,
+            ctx.deadline,
+            may_retry=may_resend,
         )
         return merge(len(parts), answered, routed, results)
 
     async def produce_or_fail(
-        self, ctx: RequestContext, options: ProduceOptions, parts: Sequence[ProducePart]
+        self,
+        ctx: RequestContext,
+        options: ProduceOptions,
+        parts: Sequence[ProducePart],
+        order: StreamOrder | None = None,
     ) -> list[ProducePartResult]:
         """`produce`, with a request-wide error given to every partition instead of raised (for
-        streams, where one bad request must not end the others)."""
+        streams, where one bad request must not end the others). With the stream's `order`,
+        a partition without a producer id is re-sent only while no later request of the
+        stream names it."""
+        number = 0
+        may_resend = None
+        if order is not None:
+            number = order.arrived([p.tp for p in parts])
+
+            def may_resend(part: ProducePart) -> bool:
+                return not unsequenced(part) or order.may_resend(part.tp, number)
+
         try:
-            return await self.produce(ctx, options, parts)
+            return await self.produce(ctx, options, parts, may_resend)
         except RiverlogError as exc:
             return [ProducePartResult.failed(p, exc) for p in parts]
+        finally:
+            if order is not None:
+                order.done([p.tp for p in parts], number)
 
 
 def _part_error(part: ProducePart) -> RiverlogError | None:

@@ -121,8 +121,10 @@ class Router:
         on_error: ErrorFn[ItemT, ResultT],
         deadline: Deadline,
         route_fn: RouteFn | None = None,
+        may_retry: Callable[[ItemT], bool] | None = None,
     ) -> list[ResultT]:
-        """One result per item, in item order; `route_fn` routes instead of the leaders."""
+        """One result per item, in item order; `route_fn` routes instead of the leaders. An
+        item `may_retry` refuses (asked before each retry) keeps the answer it got."""
         results: dict[int, ResultT] = {}
         pending = list(range(len(items)))
         block_deadline = deadline.earlier(self.config.max_block_s)
@@ -152,6 +154,8 @@ class Router:
                 outcomes = []
             for group, outcome in zip(groups, outcomes, strict=True):
                 self._collect(items, group, outcome, on_error, results, retry)
+            if may_retry is not None:
+                retry = [i for i in retry if may_retry(items[i])]
             if not retry or deadline.expired:
                 break
             attempt += 1
@@ -177,6 +181,8 @@ class Router:
                 self.cache.version,
             )
             pending = sorted(retry)
+            if may_retry is not None:  # asked again: a later request may have come meanwhile
+                pending = [i for i in pending if may_retry(items[i])]
         return [results[i] for i in range(len(items))]
 
     def _moved_check(

@@ -12,6 +12,7 @@ the `AdminForwarder` of `admin.py`, consumer-group RPCs to the `GroupForwarder` 
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -46,7 +47,7 @@ from ..groups import GroupRouter
 from ..log_dirs import LogDirs
 from ..offsets import Offsets
 from ..peers.metadata import MetadataPeer
-from ..produce import ProduceOptions, ProducePart, ProducePartResult, Producer
+from ..produce import ProduceOptions, ProducePart, ProducePartResult, Producer, StreamOrder
 from ..quotas import GatewayQuotas
 from ..reassignment_progress import ReassignmentProgress
 from ..records import EncodedProduceRecords, PlainRecords
@@ -140,12 +141,14 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[data_pb2.ProduceResponse]:
         stream = self._context("ProduceStream", context)
+        # Its requests run in tasks of their own: a partition without idempotence is re-sent
+        # after a stale route only while no later request of the stream names it.
+        produce = functools.partial(self.f.producer.produce_or_fail, order=StreamOrder())
 
         async def handle(
             request: data_pb2.ProduceRequest | ParsedProduceRequest,
         ) -> data_pb2.ProduceResponse | None:
             ctx = self.contexts.of_stream_request(stream)
-            produce = self.f.producer.produce_or_fail
             options, results, throttle = await ctx.work.run(self._produce(ctx, request, produce))
             if options.acks == Acks.NONE:
                 return None  # acks=0 on a stream: no answer, as Kafka (and the storage nodes)

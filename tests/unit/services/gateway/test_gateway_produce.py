@@ -1,13 +1,21 @@
 """Produce of pre-encoded batches: bytes forwarded untouched, split by leader, results in
 request order, bad input refused per partition or as a whole, and never forwarded."""
 
+import asyncio
+
 import pytest
 from gateway_fakes import Harness
 
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.records import BatchBuilder
 from riverlog.common.types import Acks, TopicPartition
-from riverlog.services.gateway.produce import ProduceOptions, ProducePart, ProducePartResult
+from riverlog.services.gateway.produce import (
+    ProduceOptions,
+    ProducePart,
+    ProducePartResult,
+    StreamOrder,
+    unsequenced,
+)
 
 
 def batch(value: bytes = b"v", count: int = 1) -> bytes:
@@ -118,3 +126,61 @@ async def test_leader_errors_pass_through(harness: Harness) -> None:
         ErrorCode.NOT_ENOUGH_REPLICAS,
         "isr too small",
     )
+
+
+@pytest.mark.parametrize("idempotent", [False, True])
+async def test_a_stream_resends_a_partition_only_while_no_later_request_names_it(
+    harness: Harness, idempotent: bool
+) -> None:
+    """Two requests of one ProduceStream for t/0, each in its task: the leader refuses the
+    first (not the leader yet) and takes the second. Without a producer id nothing orders
+    them at the leader, so the first is not re-sent behind the second (its records would
+    follow the second's, which Kafka allows only through the client's own retries): its error
+    goes back to the client. Batches with a producer id are re-sent as before (the leader
+    keeps them in order by their sequence numbers)."""
+    tp = TopicPartition("t", 0)
+
+    def sequenced(value: bytes, sequence: int) -> bytes:
+        builder = BatchBuilder(producer_id=7, producer_epoch=0, base_sequence=sequence)
+        builder.append(1_700_000_000_000, None, value)
+        return builder.build()
+
+    first, second = (
+        (sequenced(b"1", 0), sequenced(b"2", 1)) if idempotent else (batch(b"1"), batch(b"2"))
+    )
+    refused = [first]
+
+    def answer(node_id: int, part: ProducePart) -> ProducePartResult | None:
+        if refused and part.records is refused[0]:
+            refused.clear()
+            return ProducePartResult(part.tp, ErrorCode.NOT_LEADER_OR_FOLLOWER, "not yet")
+        return None
+
+    harness.storage.answer = answer
+    order = StreamOrder()
+    produce = harness.producer.produce_or_fail
+    one = asyncio.ensure_future(
+        produce(harness.ctx(), ProduceOptions(), [ProducePart(tp, first)], order)
+    )
+    two = asyncio.ensure_future(
+        produce(harness.ctx(), ProduceOptions(), [ProducePart(tp, second)], order)
+    )
+    [r1], [r2] = await asyncio.wait_for(asyncio.gather(one, two), 5)
+    sent = [items[0].records for method, _, items, _ in harness.storage.calls]
+    assert r2.error_code == ErrorCode.NONE
+    if idempotent:
+        assert sent == [first, second, first]
+        assert r1.error_code == ErrorCode.NONE
+    else:
+        assert sent == [first, second]
+        assert r1.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert order._newest == {}  # nothing held once both are answered
+
+
+def test_unsequenced_reads_the_producer_id() -> None:
+    tp = TopicPartition("t", 0)
+    assert unsequenced(ProducePart(tp, batch()))
+    with_id = BatchBuilder(producer_id=0, producer_epoch=0, base_sequence=0)
+    with_id.append(1, None, b"v")
+    assert not unsequenced(ProducePart(tp, with_id.build()))
+    assert not unsequenced(ProducePart(tp, b"short"))
