@@ -59,6 +59,77 @@ THREAD_THRESHOLD: Final = 256 * 1024
 
 DEFAULT_MAX_BYTES: Final = 1024 * 1024
 
+MAX_REQUEST_RECORDS: Final = 4 * 1024 * 1024
+"""The most records one ProduceRecords request may carry: the largest request the gateway takes
+(256 MiB, gRPC's max message length, Riverlog's max.request.size) over 64 bytes, about what a
+record costs the gateway however small it is (its RecordBatch body, its place, its result and
+the answer's bytes). A record takes 2 bytes of the request at least, so without this a request
+of empty records made the gateway allocate ~44 times its size; with it a request costs the
+gateway about the largest request at most. Over it: RECORD_LIST_TOO_LARGE, before anything is
+allocated for the records."""
+
+
+def too_many_records(count: int) -> RiverlogError | None:
+    """RECORD_LIST_TOO_LARGE for a request of `count` records, over MAX_REQUEST_RECORDS."""
+    if count <= MAX_REQUEST_RECORDS:
+        return None
+    return RiverlogError(
+        f"a ProduceRecords request may carry at most {MAX_REQUEST_RECORDS} records, this one "
+        f"has {'more' if count == MAX_REQUEST_RECORDS + 1 else count}: send them in smaller "
+        "requests",
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+    )
+
+
+def count_records(data: bytes, limit: int) -> tuple[int, bytes] | None:
+    """The records (field 3) of a serialized ProduceRecordsRequest, counted up to `limit + 1`,
+    and the request's other fields seen until then (their bytes, for protobuf to read): how the
+    path without the C extension finds a request over MAX_REQUEST_RECORDS before protobuf makes
+    a message of each record. None for bytes with no well-formed field there (protobuf's parse
+    then says why)."""
+    view = memoryview(data)
+    end = len(data)
+    pos = count = 0
+    rest: list[bytes] = []
+    while pos < end and count <= limit:
+        start = pos
+        tag, pos = _varint(data, pos)
+        if pos < 0:
+            return None
+        wire_type = tag & 7
+        if wire_type == 0:
+            _, pos = _varint(data, pos)
+            if pos < 0:
+                return None
+        elif wire_type == 2:
+            length, pos = _varint(data, pos)
+            if pos < 0 or pos + length > end:
+                return None
+            pos += length
+        elif wire_type in (1, 5):
+            pos += 8 if wire_type == 1 else 4
+            if pos > end:
+                return None
+        else:
+            return None
+        if tag == 0x1A:  # records, length-delimited
+            count += 1
+        else:
+            rest.append(bytes(view[start:pos]))
+    return count, b"".join(rest)
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """The unsigned varint at `pos` and the position after it; position -1 when malformed."""
+    value = shift = 0
+    for i in range(pos, min(pos + 10, len(data))):
+        byte = data[i]
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, i + 1
+        shift += 7
+    return 0, -1
+
 
 @dataclass(frozen=True, slots=True)
 class RecordResult:
@@ -150,6 +221,9 @@ class PlainRecords:
         codec, options = self._check(topic, partition, options, compression_type)
         if not records:
             return []
+        too_many = too_many_records(len(records))  # the gRPC handler counted them before
+        if too_many is not None:
+            raise too_many
         count = self._partition_count(topic, partition)
         if isinstance(count, RecordResult):
             return [count] * len(records)
@@ -211,6 +285,9 @@ class PlainRecords:
         codec, options = self._check(topic, partition, options, request.compression_type)
         if not request.record_count:
             return ProducedRecords()
+        too_many = too_many_records(request.record_count)
+        if too_many is not None:
+            raise too_many
         count = self._partition_count(topic, partition)
         if isinstance(count, RecordResult):
             return ProducedRecords([count] * request.record_count)

@@ -22,6 +22,7 @@ from riverlog.common.rpc.convert import (
 from riverlog.common.types import TopicPartition
 from riverlog.v1 import admin_pb2, common_pb2, data_pb2, gateway_pb2
 
+from .. import records
 from ..admin import MetadataView
 from ..fetch import FetchOptions, FetchPart, FetchPartResult
 from ..log_dirs import LogDirInfo, LogDirsAnswer, LogDirsQuery, NodeLogDirs
@@ -324,6 +325,21 @@ def produce_records_request(
     as the message's `FromString` does (gRPC answers INTERNAL)."""
     if produce_wire.compiled():
         return EncodedProduceRecords.parse(data)
+    limit = records.MAX_REQUEST_RECORDS
+    if len(data) > 2 * limit:  # room for more records than a request may carry: count first
+        counted = records.count_records(data, limit)
+        if counted is not None and counted[0] > limit:  # refused, without a message per record
+            rest = gateway_pb2.ProduceRecordsRequest.FromString(counted[1])
+            partition = rest.partition if rest.HasField("partition") else None
+            return EncodedProduceRecords(
+                data,
+                rest.topic,
+                partition,
+                rest.acks,
+                rest.timeout_ms,
+                rest.compression_type,
+                counted[0],
+            )
     return gateway_pb2.ProduceRecordsRequest.FromString(data)
 
 

@@ -18,8 +18,8 @@ from gateway_fakes import FAST, Harness, make_image
 
 from riverlog.common.clock import ManualClock
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.records import produce_wire
-from riverlog.common.rpc.channel import aio_channel
+from riverlog.common.records import produce_wire, record_loop
+from riverlog.common.rpc.channel import MAX_MESSAGE_BYTES, aio_channel
 from riverlog.common.rpc.server import RpcServer
 from riverlog.common.rpc.status import from_rpc_error
 from riverlog.common.types import Acks
@@ -352,9 +352,15 @@ async def test_damaged_requests_never_crash() -> None:
 
 
 @pytest.fixture
-async def served() -> Any:
-    """A gateway servicer on a loopback gRPC server (the families on in-test fakes), and a
-    channel to it."""
+async def served(served_harness: tuple[Any, Harness]) -> Any:
+    """A channel to a gateway servicer on a loopback gRPC server (`served_harness`)."""
+    return served_harness[0]
+
+
+@pytest.fixture
+async def served_harness() -> Any:
+    """A gateway servicer on a loopback gRPC server (the families on in-test fakes): a channel
+    to it, and the harness of its fakes."""
     harness, plain = fresh()
     families = Families(
         config=FAST,
@@ -369,7 +375,7 @@ async def served() -> Any:
     await server.start()
     channel = aio_channel(server.address)
     try:
-        yield channel
+        yield channel, harness
     finally:
         await channel.close()
         await server.stop(0)
@@ -390,3 +396,40 @@ async def test_over_grpc_bad_bytes_are_errors_and_the_gateway_serves_on(served: 
     )
     response = await stub.ProduceRecords(request, timeout=5)
     assert [(r.partition, r.offset) for r in response.results] == [(1, 200), (1, 201), (1, 202)]
+
+
+def _empty_records(count: int) -> bytes:
+    """A request of topic t with `count` empty records (2 bytes each, the fewest a record takes)."""
+    return b"\x0a\x01t" + b"\x1a\x00" * count
+
+
+def test_the_record_cap_is_the_largest_request_over_64_bytes() -> None:
+    assert records_module.MAX_REQUEST_RECORDS * 64 == MAX_MESSAGE_BYTES
+
+
+@pytest.mark.parametrize("path", ["c", "python"])
+async def test_too_many_records_are_refused_before_anything_is_built(
+    path: str, served_harness: tuple[Any, Harness], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request of more records than MAX_REQUEST_RECORDS (empty records: ~44 times its size
+    in the gateway before the cap) gets RECORD_LIST_TOO_LARGE, nothing sent to a leader; the
+    path without C counts them before protobuf makes a message of each; one at the cap goes."""
+    channel, harness = served_harness
+    monkeypatch.setattr(records_module, "MAX_REQUEST_RECORDS", 1000)
+    if path == "python":
+        monkeypatch.setattr(record_loop, "_speedups", None)
+        assert not produce_wire.compiled()
+        counted = convert.produce_records_request(_empty_records(1001))
+        assert isinstance(counted, EncodedProduceRecords)  # no protobuf message per record
+        assert (counted.topic, counted.record_count) == ("t", 1001)
+    raw = channel.unary_unary(f"/{SERVICE_NAME}/ProduceRecords")  # bytes in, bytes out
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await raw(_empty_records(1001), timeout=5)
+    error = from_rpc_error(info.value)
+    assert error.code == ErrorCode.RECORD_LIST_TOO_LARGE
+    assert "at most 1000 records" in error.message
+    assert harness.storage.calls == []
+    answer = gateway_pb2.ProduceRecordsResponse.FromString(
+        await raw(_empty_records(1000), timeout=5)
+    )
+    assert [r.error_code for r in answer.results] == [ErrorCode.NONE] * 1000
