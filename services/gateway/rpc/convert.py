@@ -316,6 +316,18 @@ def produced_records_to_proto(produced: ProducedRecords) -> gateway_pb2.ProduceR
     return response
 
 
+_THROTTLE_TAG = b"\x10"  # ProduceRecordsResponse.throttle_time_ms: field 2, varint
+
+
+def produced_records_wire(results_wire: bytes, throttle_time_ms: int) -> bytes:
+    """The serialized ProduceRecordsResponse of results C encoded (`ProducedRecords.
+    results_wire`): sent as they are (decision 0045), not parsed into messages to be serialized
+    again; the throttle time after them, as protobuf writes it (nothing when 0)."""
+    if throttle_time_ms <= 0:
+        return results_wire
+    return results_wire + _THROTTLE_TAG + _varint(throttle_time_ms)
+
+
 def produce_records_request(
     data: bytes,
 ) -> EncodedProduceRecords | gateway_pb2.ProduceRecordsRequest:

@@ -16,7 +16,7 @@ import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Final, TypeVar, cast
+from typing import Any, Final, TypeVar, cast
 
 import grpc
 
@@ -321,6 +321,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         if isinstance(request, EncodedProduceRecords):
             produced = await self.f.records.produce_encoded(ctx, request, options)
             produced_plain(request.topic, request, produced.ok)
+            if produced.results_wire:  # encoded in C: sent as they are, not parsed back
+                if quotas is not None:
+                    throttle = quotas.after_request(ctx, throttle, ctx.work.elapsed_ns())
+                wire = convert.produced_records_wire(produced.results_wire, throttle)
+                return cast(gateway_pb2.ProduceRecordsResponse, wire)  # see _pass_through
             response = convert.produced_records_to_proto(produced)
         else:
             partition = request.partition if request.HasField("partition") else None
@@ -727,15 +732,18 @@ def _in_order(
 
 def _serialized(wire: bytes) -> data_pb2.FetchResponse:
     """A FetchResponse already serialized (`convert.fetch_to_wire`), returned as the message
-    it stands for: Fetch and FetchStream are registered with `_serialize_fetch`, which sends
+    it stands for: Fetch and FetchStream are registered with `_pass_through`, which sends
     bytes as they are (`add_to_server`)."""
     return cast(data_pb2.FetchResponse, wire)
 
 
-def _serialize_fetch(response: data_pb2.FetchResponse | bytes) -> bytes:
+def _pass_through(response: Any) -> bytes:
+    """The response serializer of the methods whose servicer may answer with the message's
+    bytes (Fetch, FetchStream, ProduceRecords): those as they are, a message serialized."""
     if isinstance(response, bytes):
         return response
-    return response.SerializeToString()
+    wire: bytes = response.SerializeToString()
+    return wire
 
 
 def add_to_server(servicer: GatewayServicer, server: grpc.aio.Server) -> None:
@@ -750,13 +758,17 @@ def _encoded(name: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler
     `convert.produce_records_request` (decision 0045); Produce and ProduceStream with
     `parse_produce_request` (the batches left in the received bytes, decision 0015); Fetch and
     FetchStream send the answers the servicer serialized itself (`_serialized`: the records
-    spliced into the wire bytes, not copied through the message; decision 0016, addendum)."""
+    spliced into the wire bytes, not copied through the message; decision 0016, addendum), as
+    ProduceRecords sends the results C encoded (`_pass_through`)."""
     if name == "ProduceRecords":
-        return handler._replace(request_deserializer=convert.produce_records_request)
+        return handler._replace(
+            request_deserializer=convert.produce_records_request,
+            response_serializer=_pass_through,
+        )
     if name in ("Produce", "ProduceStream"):
         return handler._replace(request_deserializer=parse_produce_request)
     if name in ("Fetch", "FetchStream"):
-        return handler._replace(response_serializer=_serialize_fetch)
+        return handler._replace(response_serializer=_pass_through)
     return handler
 
 

@@ -433,3 +433,42 @@ async def test_too_many_records_are_refused_before_anything_is_built(
         await raw(_empty_records(1000), timeout=5)
     )
     assert [r.error_code for r in answer.results] == [ErrorCode.NONE] * 1000
+
+
+@pytest.mark.parametrize("throttle", [0, 1, 300, 70_000])
+def test_the_results_wire_is_the_response_protobuf_writes(throttle: int) -> None:
+    request = random_request(random.Random(2))
+    results = [
+        gateway_pb2.RecordResult(partition=i % 3, offset=i) for i in range(len(request.records))
+    ]
+    results[0].error_code = ErrorCode.INVALID_TIMESTAMP  # type: ignore[assignment]
+    results[0].error_message = "record 0 has a negative timestamp (-1)"
+    expected = gateway_pb2.ProduceRecordsResponse(results=results, throttle_time_ms=throttle)
+    wire = b"".join(
+        gateway_pb2.ProduceRecordsResponse(results=[r]).SerializeToString() for r in results
+    )
+    assert convert.produced_records_wire(wire, throttle) == expected.SerializeToString()
+
+
+async def test_c_encoded_results_go_out_as_they_are(
+    served: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The answer's results, encoded in C, are sent by a pass-through serializer, not parsed
+    into messages to be serialized again (decision 0045); the client reads the same answer."""
+    parsed_back = []
+    to_proto = convert.produced_records_to_proto
+
+    def spy(produced: Any) -> Any:
+        parsed_back.append(bool(produced.results_wire))
+        return to_proto(produced)
+
+    monkeypatch.setattr(convert, "produced_records_to_proto", spy)
+    request = gateway_pb2.ProduceRecordsRequest(
+        topic="t", records=[common_pb2.Record(key=b"k%d" % i, value=b"v") for i in range(20)]
+    )
+    raw = served.unary_unary(f"/{SERVICE_NAME}/ProduceRecords")
+    answer = await raw(request.SerializeToString(), timeout=5)
+    assert parsed_back == []  # not even called: the servicer answered the bytes
+    monkeypatch.undo()
+    python, _ = await both(request)
+    assert answer == python[1]
