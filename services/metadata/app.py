@@ -4,6 +4,9 @@ topic controller and node registry → gRPC server, then serve until SIGTERM.
     python -m riverlog.services.metadata --instance-id N --host 127.0.0.1 --port P \\
         --etcd http://127.0.0.1:2379 [--ready-file F] [--config key=value ...]
 
+etcd over TLS: https:// URLs and `--config metadata.etcd.ssl.ca.location=F` (plus
+`metadata.etcd.ssl.certificate.location` / `.key.location` for etcd's --client-cert-auth).
+
 The ready file (JSON: address, pid, instance_id, cluster_id) appears once the server is bound,
 the image is loaded and the instance takes part in elections. `MetadataInstance` is the process
 object `common/node.py`'s `serve_process` serves, as every service's; a metadata instance has no
@@ -44,7 +47,7 @@ from .rpc.acls import AclsRpc
 from .rpc.balancer import BalancerRpc
 from .rpc.reassignments import ReassignmentsRpc
 from .rpc.servicer import MetadataServicer
-from .store import EtcdStore
+from .store import EtcdCredentials, EtcdStore
 
 log = logging.getLogger("riverlog.services.metadata")
 
@@ -57,7 +60,7 @@ def arg_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--etcd",
         default="http://127.0.0.1:2379",
-        help="comma-separated etcd client URLs",
+        help="comma-separated etcd client URLs (https:// with metadata.etcd.ssl.* settings)",
     )
     return parser
 
@@ -74,8 +77,8 @@ class MetadataInstance:
     def __init__(self, config: MetadataConfig, advertised_host: str | None = None) -> None:
         self.config = config
         self.advertised_host = advertised_host or config.host
-        timeout_s = config.etcd_timeout_ms / 1000
-        self.store = EtcdStore(config.etcd_endpoints, config.etcd_prefix, timeout_s)
+        self.etcd_credentials = etcd_credentials(config)
+        self.store = self._etcd_store(config.etcd_prefix)
         self.cluster_id = ""
         self.image: MetadataImage | None = None
         self.quota_store: EtcdStore | None = None
@@ -89,6 +92,11 @@ class MetadataInstance:
         self.reassignments: ReassignmentController | None = None
         self.balancer: ReplicaBalancer | None = None
         self.draining: DrainingController | None = None
+
+    def _etcd_store(self, prefix: str) -> EtcdStore:
+        config = self.config
+        timeout_s = config.etcd_timeout_ms / 1000
+        return EtcdStore(config.etcd_endpoints, prefix, timeout_s, self.etcd_credentials)
 
     @property
     def address(self) -> str:
@@ -114,16 +122,12 @@ class MetadataInstance:
         self.cluster_id = await self._until_etcd()
         image = self.image = MetadataImage(self.store)
         await image.start()
-        self.quota_store = EtcdStore(
-            config.etcd_endpoints, config.etcd_prefix + "client/", config.etcd_timeout_ms / 1000
-        )
+        self.quota_store = self._etcd_store(config.etcd_prefix + "client/")
         self.client_quotas = ClientQuotaBook(self.quota_store)
         await self.client_quotas.start()
         election = ControllerElection(self.store, image, config)
         topics = TopicController(election, image, config)
-        self.sizes_store = EtcdStore(
-            config.etcd_endpoints, sizes_prefix(config.etcd_prefix), config.etcd_timeout_ms / 1000
-        )
+        self.sizes_store = self._etcd_store(sizes_prefix(config.etcd_prefix))
         sizes = ReplicaSizeBook(self.sizes_store)
         registry = NodeRegistry(self.store, config, self.cluster_id, sizes)
         self.peer = ControllerPeer(config.forward_timeout_ms / 1000)
@@ -199,6 +203,18 @@ class MetadataInstance:
         self.store.close()
 
 
+def etcd_credentials(config: MetadataConfig) -> EtcdCredentials | None:
+    """etcd's client TLS (https:// endpoints: `metadata.etcd.ssl.*`), None for http://; reads
+    the PEM files (RiverlogError(INVALID_CONFIG) naming an unreadable one)."""
+    if not config.etcd_tls:
+        return None
+    return EtcdCredentials(
+        config.etcd_ssl_ca_location,
+        config.etcd_ssl_key_location or None,
+        config.etcd_ssl_certificate_location or None,
+    )
+
+
 async def serve(
     config: MetadataConfig,
     ready_file: str | None,
@@ -223,6 +239,7 @@ def main(argv: list[str] | None = None) -> None:
         config = MetadataConfig.from_args(
             args.instance_id, args.host, args.port, args.etcd, parse_service_overrides(args.config)
         )
+        etcd_credentials(config)  # an unreadable TLS file stops the process here, not later
     except (ValueError, RiverlogError) as exc:
         print(f"metadata: {exc}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -39,7 +39,17 @@ _KEYS: Final[dict[str, tuple[str, int, int]]] = {
         9_223_372_036_854_775_807,
     ),
 }
-_STRING_KEYS: Final[dict[str, str]] = {"metadata.etcd.prefix": "etcd_prefix"}
+# etcd's client TLS (decision 0035, addendum): on when the `--etcd` URLs are https://, as
+# etcdctl's --endpoints; the files are PEM, named as the ssl.*.location keys elsewhere.
+ETCD_SSL_CA_KEY: Final = "metadata.etcd.ssl.ca.location"
+ETCD_SSL_CERTIFICATE_KEY: Final = "metadata.etcd.ssl.certificate.location"
+ETCD_SSL_KEY_KEY: Final = "metadata.etcd.ssl.key.location"
+_STRING_KEYS: Final[dict[str, str]] = {
+    "metadata.etcd.prefix": "etcd_prefix",
+    ETCD_SSL_CA_KEY: "etcd_ssl_ca_location",
+    ETCD_SSL_CERTIFICATE_KEY: "etcd_ssl_certificate_location",
+    ETCD_SSL_KEY_KEY: "etcd_ssl_key_location",
+}
 _BOOL_KEYS: Final[dict[str, str]] = {
     "auto.leader.rebalance.enable": "auto_leader_rebalance",
     "balancer.enable": "balancer_enable",
@@ -70,6 +80,12 @@ class MetadataConfig:
     forward_timeout_ms: int = 10_000
     # metadata.etcd.prefix: the root of every key; distinct prefixes share one etcd.
     etcd_prefix: str = DEFAULT_PREFIX
+    # metadata.etcd.ssl.*.location: with https:// etcd endpoints, the CA etcd's certificate is
+    # verified against (required) and the client certificate and key this instance presents
+    # (etcd's --client-cert-auth asks for one; both or neither). Empty: not set.
+    etcd_ssl_ca_location: str = ""
+    etcd_ssl_certificate_location: str = ""
+    etcd_ssl_key_location: str = ""
     # auto.leader.rebalance.enable: every leader.imbalance.check.interval.seconds, move
     # leadership back to preferred replicas on nodes whose share of partitions led elsewhere
     # exceeds leader.imbalance.per.broker.percentage.
@@ -149,6 +165,14 @@ class MetadataConfig:
         prefix = str(values.get("etcd_prefix", DEFAULT_PREFIX))
         if not prefix.startswith("/") or not prefix.endswith("/") or len(prefix) < 2:
             raise ValueError(f"metadata.etcd.prefix must look like /name/, got {prefix!r}")
+        tls_error = etcd_tls_error(
+            endpoints,
+            str(values.get("etcd_ssl_ca_location", "")),
+            str(values.get("etcd_ssl_certificate_location", "")),
+            str(values.get("etcd_ssl_key_location", "")),
+        )
+        if tls_error is not None:
+            raise ValueError(tls_error)
         return cls(
             instance_id=instance_id,
             host=host,
@@ -157,6 +181,43 @@ class MetadataConfig:
             **values,  # type: ignore[arg-type]
         )
 
+    @property
+    def etcd_tls(self) -> bool:
+        """Whether this instance talks to etcd over TLS (its endpoints are https://)."""
+        return etcd_scheme(self.etcd_endpoints[0]) == "https"
+
     def describe(self) -> dict[str, object]:
         """Every setting, for the start-up log line."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def etcd_scheme(endpoint: str) -> str:
+    """`http` or `https` (what etcd's client URLs say), lower case; `http` without a scheme
+    (`host:port`, as before TLS); any other scheme as given, for the caller to refuse."""
+    scheme, sep, _ = endpoint.partition("://")
+    return scheme.strip().lower() if sep else "http"
+
+
+def etcd_tls_error(endpoints: tuple[str, ...], ca: str, certificate: str, key: str) -> str | None:
+    """What is wrong with the etcd TLS settings, None when nothing: endpoints all http:// or all
+    https://; https:// needs metadata.etcd.ssl.ca.location; certificate and key go together;
+    no file setting with http:// endpoints (it would silently do nothing)."""
+    schemes = sorted({etcd_scheme(e) for e in endpoints})
+    unknown = [s for s in schemes if s not in ("http", "https")]
+    if unknown:
+        return f"--etcd: unknown scheme {unknown[0]!r} (http:// or https://)"
+    if len(schemes) > 1:
+        return "--etcd: the endpoints mix http:// and https:// (etcd serves clients one way)"
+    given = {ETCD_SSL_CA_KEY: ca, ETCD_SSL_CERTIFICATE_KEY: certificate, ETCD_SSL_KEY_KEY: key}
+    if schemes == ["http"]:
+        set_keys = [k for k, v in given.items() if v]
+        if set_keys:
+            return f"{set_keys[0]} is set but the --etcd endpoints are http:// (use https://)"
+        return None
+    if not ca:
+        return f"https:// etcd endpoints need {ETCD_SSL_CA_KEY} (the CA of etcd's certificate)"
+    if bool(certificate) != bool(key):
+        missing = ETCD_SSL_KEY_KEY if certificate else ETCD_SSL_CERTIFICATE_KEY
+        present = ETCD_SSL_CERTIFICATE_KEY if certificate else ETCD_SSL_KEY_KEY
+        return f"{present} needs {missing} (a client certificate and its key go together)"
+    return None

@@ -155,16 +155,51 @@ def txn_changed(ops: Sequence[Op], responses: Sequence[Any]) -> bool:
     )
 
 
-class EtcdStore:
-    """Async access to etcd. One per process; safe to call from any task of its loop."""
+class EtcdCredentials:
+    """TLS credentials for https:// etcd endpoints (decision 0035, addendum): the CA etcd's
+    certificate is verified against and, for etcd's `--client-cert-auth`, the client
+    certificate and key this process presents; etcd3's own `ca_cert` / `cert_key` /
+    `cert_cert`. The files are read once, here: an unreadable one is
+    RiverlogError(INVALID_CONFIG) naming it, at start-up."""
 
-    def __init__(self, endpoints: Sequence[str], prefix: str, timeout_s: float = 5.0) -> None:
+    def __init__(
+        self, ca_cert: str, cert_key: str | None = None, cert_cert: str | None = None
+    ) -> None:
+        try:
+            self.channel: Any = etcd3.MultiEndpointEtcd3Client.get_secure_creds(
+                ca_cert, cert_key, cert_cert
+            )
+        except OSError as exc:
+            raise RiverlogError(
+                f"cannot read the etcd TLS file {exc.filename!r}: {exc.strerror or exc}",
+                ErrorCode.INVALID_CONFIG,
+            ) from None
+
+
+class EtcdStore:
+    """Async access to etcd. One per process; safe to call from any task of its loop.
+    https:// endpoints need `credentials` (etcd's client TLS); http:// ones take none."""
+
+    def __init__(
+        self,
+        endpoints: Sequence[str],
+        prefix: str,
+        timeout_s: float = 5.0,
+        credentials: EtcdCredentials | None = None,
+    ) -> None:
         self.keys = Keys(prefix)
         eps = []
         for url in endpoints:
             parts = urlsplit(url if "://" in url else f"http://{url}")
             host, port = parts.hostname or "127.0.0.1", parts.port or 2379
-            eps.append(Endpoint(host, port, secure=False, time_retry=0.5))
+            secure = parts.scheme == "https"
+            if secure and credentials is None:
+                raise RiverlogError(
+                    f"etcd endpoint {url} is https:// but no etcd TLS credentials were given",
+                    ErrorCode.INVALID_CONFIG,
+                )
+            creds = credentials.channel if secure and credentials is not None else None
+            eps.append(Endpoint(host, port, secure=secure, creds=creds, time_retry=0.5))
         self._client = etcd3.MultiEndpointEtcd3Client(
             endpoints=eps, timeout=timeout_s, failover=True
         )

@@ -203,7 +203,8 @@ def tls_cluster(tmp_path_factory: pytest.TempPathFactory) -> LocalCluster:
     """A cluster with every channel encrypted (`LocalCluster(tls=True)`, as `riverlog cluster
     up --tls`; decision 0035): two metadata instances, three storage nodes, a coordinator, a
     quota instance and a gateway, each with its own certificate from a throwaway CA; the
-    gateway's client listener is TLS too. Shared by the modules that use it
+    gateway's client listener is TLS too, etcd serves only clients holding a certificate of the
+    CA, and every /metrics is HTTPS (decision 0035, addendum). Shared by the modules that use it
     (shared_clusters.py), so the same rules as the session cluster's: do not kill, pause or
     reconfigure its processes, and create only names no other test uses."""
     return TLS_CLUSTER.get(tmp_path_factory)

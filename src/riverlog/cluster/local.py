@@ -31,6 +31,7 @@ from .placement import LOOPBACK, Placement
 from .process import ManagedProcess, ProcessSpec
 from .readiness import (
     ClusterView,
+    EtcdTlsFiles,
     describe_cluster,
     gateway_channel_credentials,
     wait_for_storage_nodes,
@@ -45,6 +46,11 @@ STOP_ORDER = tuple(reversed(START_ORDER))
 DEFAULT_START_TIMEOUT = 120.0
 LOCALHOST = "127.0.0.1"
 LAUNCHER_CERTIFICATE = "launcher"
+# The metadata service's etcd client TLS settings (services/metadata/config.py; the launcher
+# imports no service).
+ETCD_SSL_CA = "metadata.etcd.ssl.ca.location"
+ETCD_SSL_CERTIFICATE = "metadata.etcd.ssl.certificate.location"
+ETCD_SSL_KEY = "metadata.etcd.ssl.key.location"
 
 
 class LocalCluster:
@@ -284,6 +290,7 @@ class LocalCluster:
                 host=self.placement.host("etcd"),
                 private_address=self.placement.private_ports,
                 wrapper=self.placement.wrapper("etcd"),
+                tls=self._etcd_tls(),
             )
             proc = self._add(spec)
             try:
@@ -296,6 +303,14 @@ class LocalCluster:
                 continue
             self._etcd_url = spec.health_url.rsplit("/", 1)[0] if spec.health_url else None
             return
+
+    def _etcd_tls(self) -> EtcdTlsFiles | None:
+        """Under `tls`, the certificate etcd serves its clients with (it requires theirs)."""
+        if not self.layout.tls:
+            return None
+        host = self.placement.host("etcd")
+        paths = self.certificates.for_process("etcd", [host, LOCALHOST, "localhost"])
+        return EtcdTlsFiles(str(paths.certificate), str(paths.key), str(paths.ca))
 
     def _add(self, spec: ProcessSpec) -> ManagedProcess:
         proc = ManagedProcess(spec, on_change=self.save_state)
@@ -369,10 +384,16 @@ class LocalCluster:
     def _tls_args(self, role: str, name: str, host: str) -> list[str]:
         """`--config` items for mutual TLS with `name`'s own certificate; a gateway also serves
         its client listener with it (clients verify it against the CA, no client certificate
-        asked: the gateway authenticates callers by their credentials)."""
+        asked: the gateway authenticates callers by their credentials), and a metadata instance
+        presents it to the cluster's etcd, which requires a client certificate (decision 0035,
+        addendum). `/metrics` follows the internal listener: HTTPS with the same certificate."""
         paths = self.certificates.for_process(name, [host, LOCALHOST, "localhost"])
         internal = InternalTls("SSL", str(paths.certificate), str(paths.key), str(paths.ca))
         settings = internal.to_overrides()
+        if role == "metadata" and self.layout.etcd_url is None:  # our etcd requires client certs
+            settings[ETCD_SSL_CA] = str(paths.ca)
+            settings[ETCD_SSL_CERTIFICATE] = str(paths.certificate)
+            settings[ETCD_SSL_KEY] = str(paths.key)
         if role == "gateway":
             settings["ssl.certificate.location"] = str(paths.certificate)
             settings["ssl.key.location"] = str(paths.key)

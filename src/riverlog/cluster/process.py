@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ClusterError, ProcessStartError
-from .readiness import etcd_healthy
+from .readiness import EtcdTlsFiles, etcd_healthy
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,8 +152,11 @@ class ManagedProcess:
 
     @property
     def metrics_url(self) -> str | None:
+        """`http://host:port/metrics`, or https:// when the process serves it over TLS (its
+        ready file's `metrics_scheme`)."""
         address = self.metrics_address
-        return f"http://{address}/metrics" if address is not None else None
+        scheme = str(self.info.get("metrics_scheme") or "http")
+        return f"{scheme}://{address}/metrics" if address is not None else None
 
     @property
     def alive(self) -> bool:
@@ -232,7 +235,8 @@ class ManagedProcess:
                 return False
             self.info = data
             return True
-        if self.spec.health_url is not None and etcd_healthy(self.spec.health_url):
+        tls = EtcdTlsFiles.from_etcd_args(self.launched_args)
+        if self.spec.health_url is not None and etcd_healthy(self.spec.health_url, tls=tls):
             self.info = {"pid": self.pid, "address": self.spec.health_url.rsplit("/", 1)[0]}
             return True
         return False

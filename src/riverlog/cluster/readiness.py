@@ -1,4 +1,5 @@
-"""How the launcher knows a cluster is usable: etcd answers its /health endpoint, and a gateway
+"""How the launcher knows a cluster is usable: etcd answers its /health endpoint (over HTTPS with
+a client certificate for a TLS cluster's etcd), and a gateway
 reports a controller and every storage node live (DescribeCluster, with GetMetadata as the
 fallback for a gateway that does not serve it). A ready file only says one process is serving;
 only the gateway's view says the processes found each other.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -41,10 +43,46 @@ def free_port(host: str = HOST, preferred: int | None = None) -> int:
     raise ClusterError(f"no free port on {host}")  # pragma: no cover - bind to 0 never fails
 
 
-def etcd_healthy(health_url: str, timeout: float = 1.0) -> bool:
-    """True when etcd's `/health` endpoint says {"health": "true"}."""
+@dataclass(frozen=True, slots=True)
+class EtcdTlsFiles:
+    """PEM files of an etcd serving clients over TLS: its certificate and key (etcd's
+    --cert-file/--key-file) and the CA clients are verified against (--trusted-ca-file, which
+    with --client-cert-auth every client needs a certificate of)."""
+
+    certificate: str
+    key: str
+    ca: str
+
+    def etcd_args(self) -> tuple[str, ...]:
+        return (
+            f"--cert-file={self.certificate}",
+            f"--key-file={self.key}",
+            f"--trusted-ca-file={self.ca}",
+            "--client-cert-auth",
+        )
+
+    @classmethod
+    def from_etcd_args(cls, args: Sequence[str]) -> EtcdTlsFiles | None:
+        """The files in an etcd command line; None when it serves clients in plaintext."""
+        flags = dict(a[2:].split("=", 1) for a in args if a.startswith("--") and "=" in a)
+        if not flags.get("cert-file"):
+            return None
+        return cls(flags["cert-file"], flags.get("key-file", ""), flags.get("trusted-ca-file", ""))
+
+    def client_context(self) -> ssl.SSLContext:
+        """How the launcher asks etcd's `/health` over HTTPS: verifying etcd against the CA and
+        presenting etcd's own certificate (made for both ends, signed by that CA) as the client
+        certificate that --client-cert-auth asks for."""
+        context = ssl.create_default_context(cafile=self.ca)
+        context.load_cert_chain(self.certificate, self.key)
+        return context
+
+
+def etcd_healthy(health_url: str, timeout: float = 1.0, tls: EtcdTlsFiles | None = None) -> bool:
+    """True when etcd's `/health` endpoint says {"health": "true"} (over HTTPS with `tls`)."""
     try:
-        with urllib.request.urlopen(health_url, timeout=timeout) as response:
+        context = tls.client_context() if tls is not None else None
+        with urllib.request.urlopen(health_url, timeout=timeout, context=context) as response:
             body = json.loads(response.read().decode())
     except (OSError, urllib.error.URLError, ValueError):
         return False

@@ -4,8 +4,9 @@ Every service's `app.py` builds one process object (`start()`, `stop()`, `addres
 it with `serve_process`: start it, write the ready file (`{"pid", "address", ...}`, which the
 local-cluster launcher reads), serve until told to stop (or until the service's own `serving`
 hook returns), and stop it on the way out, whatever happened (with `metrics.prometheus.port` set
-it also serves `/metrics` and adds `metrics_address` to the ready file: decision 0033). The
-metadata service uses it as it is; storage adds its fencing wait as the hook. Registered nodes
+it also serves `/metrics` and adds `metrics_address` and `metrics_scheme`, http or https under
+internal TLS, to the ready file: decision 0033). The metadata service uses it as it is; storage
+adds its fencing wait as the hook. Registered nodes
 with nothing more to parse (gateway, coordinator, quota) go through `run_node`: the `--node-id`
 command line, the config type parsed from `--config key=value` by its `from_overrides`, and
 serving until SIGTERM or until a newer incarnation of the same node id fences this one
@@ -24,7 +25,7 @@ from typing import Generic, Protocol, TypeVar
 from riverlog.common.cluster import parse_addresses
 from riverlog.common.errors import RiverlogError
 from riverlog.common.metrics import endpoint as metrics_endpoint
-from riverlog.common.metrics.settings import take_prometheus_settings
+from riverlog.common.metrics.settings import CertificateFiles, take_prometheus_settings
 from riverlog.common.rpc import tls as rpc_tls
 from riverlog.common.service import base_arg_parser, parse_overrides, run, write_ready_file
 
@@ -87,7 +88,12 @@ def parse_service_overrides(items: list[str]) -> dict[str, str]:
     or an unreadable PEM file."""
     internal, rest = rpc_tls.split_overrides(parse_overrides(items))
     rpc_tls.install(internal)
-    metrics_endpoint.configure(take_prometheus_settings(rest))  # decision 0033
+    certificate = (
+        CertificateFiles(internal.certificate_location, internal.key_location, internal.ca_location)
+        if internal.enabled
+        else None
+    )  # under internal TLS /metrics is HTTPS with the same certificate (decision 0035, addendum)
+    metrics_endpoint.configure(take_prometheus_settings(rest, certificate))  # decision 0033
     return rest
 
 
@@ -177,6 +183,7 @@ async def serve_process(
         metrics_address = metrics_endpoint.start(process.address.rpartition(":")[0])
         if metrics_address is not None:
             info["metrics_address"] = metrics_address
+            info["metrics_scheme"] = metrics_endpoint.scheme()  # https under TLS
         write_ready_file(ready_file, info)
         await (stop.wait() if serving is None else serving())
     finally:

@@ -14,19 +14,31 @@ service → metadata; metadata → metadata forwarding) shows up there under TLS
 certificate, and that no call came without one. A plaintext client, a client without a
 certificate, or one with a certificate from another CA is refused by every internal server, and
 a storage node asked for a zero-copy port under TLS refuses to start.
+
+The cluster's etcd serves clients over TLS and requires a client certificate of the cluster CA
+(decision 0035, addendum): the metadata instances wrote the cluster through it, the test reads
+it back with a certificate, and a plaintext client, one without a certificate and one with
+another CA's are refused. Every process's `/metrics` answers over HTTPS with its certificate and
+refuses plain HTTP.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
+import ssl
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
+import etcd3
+import etcd3.exceptions
 import grpc
 import pytest
 
@@ -41,6 +53,9 @@ from riverlog.v1 import admin_pb2, metadata_pb2_grpc, storage_pb2, storage_pb2_g
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
 
 T = TypeVar("T")
+# What a plain-HTTP request to an HTTPS endpoint gets: the connection closed, or bytes that are
+# not HTTP.
+REFUSED = (OSError, http.client.HTTPException)
 RECORDS = 200
 STORAGE = "/riverlog.v1.StorageService/"
 METADATA = "/riverlog.v1.MetadataService/"
@@ -270,3 +285,63 @@ def test_a_zero_copy_port_under_tls_is_refused_at_start(
     result = subprocess.run(args, capture_output=True, text=True, timeout=60, env=dict(os.environ))
     assert result.returncode == 2
     assert "cannot run under security.inter.broker.protocol=SSL" in result.stderr
+
+
+def test_etcd_serves_only_clients_with_a_certificate_of_the_cluster_ca(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    url = urlsplit(cluster.etcd_url)
+    assert url.scheme == "https" and url.hostname is not None and url.port is not None
+    paths = cluster.certificates.for_process("tls-test", ["127.0.0.1"])
+    ca = str(paths.ca)
+    trusted = etcd3.client(
+        url.hostname,
+        url.port,
+        ca_cert=ca,
+        cert_key=str(paths.key),
+        cert_cert=str(paths.certificate),
+        timeout=10,
+    )
+    try:
+        # Written by the metadata instances, which reach etcd with their own certificates.
+        cluster_id, _ = trusted.get("/riverlog/cluster_id")
+    finally:
+        trusted.close()
+    assert cluster_id is not None and cluster_id.decode() == cluster.describe_cluster().cluster_id
+    rogue = issue(new_ca(), "intruder", ["127.0.0.1"])
+    (tmp_path / "rogue.pem").write_bytes(rogue.certificate)
+    (tmp_path / "rogue.key").write_bytes(rogue.key)
+    refused: dict[str, dict[str, str]] = {
+        "plaintext": {},
+        "no client certificate": {"ca_cert": ca},
+        "another CA's certificate": {
+            "ca_cert": ca,
+            "cert_key": str(tmp_path / "rogue.key"),
+            "cert_cert": str(tmp_path / "rogue.pem"),
+        },
+    }
+    outcomes: dict[str, str] = {}
+    for what, tls in refused.items():
+        client = etcd3.client(url.hostname, url.port, timeout=5, **tls)
+        try:
+            client.get("/riverlog/cluster_id")
+            outcomes[what] = "answered"
+        except etcd3.exceptions.Etcd3Exception:
+            outcomes[what] = "refused"
+        finally:
+            client.close()
+    assert outcomes == dict.fromkeys(refused, "refused")
+
+
+def test_metrics_are_served_over_https_and_refuse_plain_http(cluster: LocalCluster) -> None:
+    context = ssl.create_default_context(cafile=str(cluster.certificates.ca_path))
+    services = [p for p in cluster.processes.values() if p.role != "etcd"]
+    assert {p.role for p in services} == {"metadata", "storage", "coordinator", "quota", "gateway"}
+    for process in services:
+        url = process.metrics_url
+        assert url is not None and url.startswith("https://"), process.name
+        with urllib.request.urlopen(url, timeout=10, context=context) as response:
+            text = response.read().decode()
+        assert "process_cpu_seconds_total" in text, process.name
+        with pytest.raises(REFUSED):  # the TLS handshake fails: no answer in plain HTTP
+            urllib.request.urlopen(url.replace("https://", "http://", 1), timeout=10)

@@ -1,12 +1,13 @@
 """The throwaway CA and process certificates of `riverlog cluster up --tls` (cluster/certs.py):
 what each certificate says (CA constraints, common name, subject alternative names, key usage),
 that it is signed by the cluster CA, and how `ClusterCertificates` lays them out and keeps the
-CA across restarts; and how LocalCluster passes them to each process."""
+CA across restarts; and how LocalCluster passes them to each process and to its etcd."""
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
+import ssl
 import stat
 from pathlib import Path
 
@@ -18,7 +19,12 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from riverlog.cluster import LocalCluster
 from riverlog.cluster.certs import ClusterCertificates, issue, new_ca
+from riverlog.cluster.etcd import etcd_spec
+from riverlog.cluster.process import ManagedProcess, ProcessSpec
+from riverlog.cluster.readiness import EtcdTlsFiles
+from riverlog.common.metrics.settings import take_prometheus_settings
 from riverlog.common.rpc import tls
+from riverlog.services.metadata.config import MetadataConfig
 
 
 def _cert(pem: bytes) -> x509.Certificate:
@@ -107,3 +113,49 @@ def test_a_tls_local_cluster_gives_each_process_its_own_certificate(tmp_path: Pa
     plain = LocalCluster(tmp_path / "p", etcd_url="http://127.0.0.1:1")
     assert not any("security.inter.broker" in a for a in plain.service_spec("metadata", 1).args)
     assert plain.client_tls_config == {}
+
+
+def test_a_tls_clusters_etcd_requires_client_certificates_and_metadata_presents_one(
+    tmp_path: Path,
+) -> None:
+    """Under `tls` the cluster's own etcd serves clients over https:// with its certificate and
+    --client-cert-auth; the launcher's /health probe finds the files in that command line; each
+    metadata instance gets its own certificate as etcd client certificate, settings its config
+    accepts. Plaintext clusters keep http:// and no TLS flag (decision 0035, addendum)."""
+    cluster = LocalCluster(tmp_path / "c", tls=True)
+    spec = etcd_spec(tmp_path / "etcd", tmp_path / "etcd.log", tls=cluster._etcd_tls())
+    files = EtcdTlsFiles.from_etcd_args(spec.args)
+    assert files is not None
+    assert Path(files.certificate).name == "etcd.pem" and Path(files.key).name == "etcd.key"
+    assert files.ca == str(cluster.certificates.ca_path)
+    assert "--client-cert-auth" in spec.args
+    assert spec.health_url is not None and spec.health_url.startswith("https://127.0.0.1:")
+    assert any(a.startswith("--listen-client-urls=https://") for a in spec.args)
+    assert files.client_context().verify_mode == ssl.CERT_REQUIRED
+
+    cluster._etcd_url = spec.health_url.rsplit("/", 1)[0]  # as _start_etcd sets it
+    args = cluster.service_spec("metadata", 1).args
+    assert args[args.index("--etcd") + 1].startswith("https://")
+    settings = dict(a.split("=", 1) for a in args[1:] if "=" in a and not a.startswith("-"))
+    _, rest = tls.split_overrides(settings)
+    take_prometheus_settings(rest)
+    config = MetadataConfig.from_args(1, "127.0.0.1", 0, args[args.index("--etcd") + 1], rest)
+    assert config.etcd_tls
+    assert Path(config.etcd_ssl_certificate_location).name == "metadata-1.pem"
+    assert config.etcd_ssl_ca_location == str(cluster.certificates.ca_path)
+
+    plain = etcd_spec(tmp_path / "etcd2", tmp_path / "etcd2.log")
+    assert EtcdTlsFiles.from_etcd_args(plain.args) is None
+    assert plain.health_url is not None and plain.health_url.startswith("http://")
+    assert not any(a.startswith("--cert-file") for a in plain.args)
+    # An external etcd (`--etcd URL`) is the user's to configure: no etcd settings are added.
+    external = LocalCluster(tmp_path / "x", etcd_url="http://127.0.0.1:1", tls=True)
+    assert not any("metadata.etcd.ssl" in a for a in external.service_spec("metadata", 1).args)
+
+
+def test_a_processes_metrics_url_says_https_when_its_ready_file_does(tmp_path: Path) -> None:
+    spec = ProcessSpec("storage-1", "storage", 1, ("python",), tmp_path / "log")
+    assert ManagedProcess(spec, info={"metrics_address": "h:1"}).metrics_url == "http://h:1/metrics"
+    tls_info = {"metrics_address": "h:1", "metrics_scheme": "https"}
+    assert ManagedProcess(spec, info=tls_info).metrics_url == "https://h:1/metrics"
+    assert ManagedProcess(spec).metrics_url is None

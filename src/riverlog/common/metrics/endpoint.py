@@ -1,6 +1,6 @@
-"""The process's `/metrics` endpoint: prometheus-client's HTTP server on a daemon thread, over
-the default registry (which also carries prometheus-client's `process_*` and `python_*`
-families).
+"""The process's `/metrics` endpoint: prometheus-client's WSGI app on a daemon thread
+(`server.py`; HTTPS with the process's certificate under internal TLS), over the default
+registry (which also carries prometheus-client's `process_*` and `python_*` families).
 
 Lifecycle: `configure(settings)` while parsing the command line (so components built after it
 know whether to instrument), `start(host)` once the process serves (returns the bound
@@ -20,9 +20,8 @@ import concurrent.futures
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
 
-from prometheus_client import REGISTRY, disable_created_metrics, start_http_server
+from prometheus_client import REGISTRY, disable_created_metrics
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -33,6 +32,7 @@ from prometheus_client.registry import Collector
 from riverlog.common.errors import ErrorCode, RiverlogError
 
 from .catalog import Kind, spec
+from .server import MetricsServer, serve
 from .settings import HOST, PORT, PrometheusSettings
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ SNAPSHOT_TIMEOUT_S = 2.0
 
 _lock = threading.Lock()
 _settings: PrometheusSettings | None = None
-_server: Any = None
+_server: MetricsServer | None = None
 _collectors: dict[str, Collector] = {}
 
 
@@ -56,6 +56,11 @@ def configure(settings: PrometheusSettings | None) -> None:
 
 def settings() -> PrometheusSettings | None:
     return _settings
+
+
+def scheme() -> str:
+    """`https` when `/metrics` is served over TLS (the process's certificate), else `http`."""
+    return "http" if _settings is None else _settings.scheme
 
 
 def enabled() -> bool:
@@ -73,15 +78,16 @@ def start(default_host: str) -> str | None:
         if _server is None:
             host = (_settings.host or default_host).strip("[]")  # an IPv6 literal unbracketed
             try:
-                _server, _thread = start_http_server(_settings.port, addr=host)
+                _server = serve(host, _settings.port, _settings.tls)
             except OSError as exc:
                 raise RiverlogError(
                     f"cannot serve /metrics on {host}:{_settings.port} "
-                    f"({PORT}, {HOST}): {exc.strerror or exc}",
+                    f"({PORT}, {HOST}{', over HTTPS' if _settings.tls else ''}):"
+                    f" {exc.strerror or exc}",
                     ErrorCode.INVALID_CONFIG,
                 ) from None
-        host, port = _server.server_address[:2]
-        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+        bound_host, port = (str(part) for part in _server.server_address[:2])
+        return f"[{bound_host}]:{port}" if ":" in bound_host else f"{bound_host}:{port}"
 
 
 def stop() -> None:
