@@ -29,6 +29,7 @@ from riverlog.common.rpc.status import from_rpc_error
 from riverlog.v1 import data_pb2, gateway_pb2_grpc
 
 from ._credentials import Credentials
+from ._fetch_answer import parse_fetch_response
 from ._produce_request import EncodedProduceRequest, serialize_request
 from ._stream import StreamCall
 from ._throttle import ThrottleTracker
@@ -39,6 +40,7 @@ _FAILOVER_CODES: Final = frozenset({grpc.StatusCode.UNAVAILABLE})
 _Method = Literal["Produce", "Fetch"]
 _WARM_RETRY_S: Final = 5.0  # how often to reopen a channel's idle call once it ended
 _PRODUCE_STREAM: Final = "/riverlog.v1.Gateway/ProduceStream"
+_FETCH_STREAM: Final = "/riverlog.v1.Gateway/FetchStream"
 
 
 def open_channel(target: str, credentials: grpc.ChannelCredentials | None = None) -> grpc.Channel:
@@ -170,7 +172,8 @@ class GatewayConnection:
         self, stub: gateway_pb2_grpc.GatewayStub, index: int, method: _Method
     ) -> StreamCall:
         """Called under the lock. A ProduceStream's requests may be encoded by hand
-        (`_produce_request.EncodedProduceRequest`), so its serializer takes either form."""
+        (`_produce_request.EncodedProduceRequest`), so its serializer takes either form; a
+        FetchStream's answers are `FetchAnswer`s, their records left where they arrived."""
         open_call: Any
         if method == "Produce":
             open_call = self._channels[index].stream_stream(
@@ -179,7 +182,11 @@ class GatewayConnection:
                 response_deserializer=data_pb2.ProduceResponse.FromString,
             )
         else:
-            open_call = stub.FetchStream
+            open_call = self._channels[index].stream_stream(
+                _FETCH_STREAM,
+                request_serializer=data_pb2.FetchRequest.SerializeToString,
+                response_deserializer=parse_fetch_response,
+            )
         metadata = self.metadata
         return StreamCall(
             lambda requests: open_call(requests, metadata=metadata), f"{method}Stream"

@@ -73,3 +73,19 @@ def test_nothing_below_the_lso_is_no_answer() -> None:
     tail = batch(6, 9, [b"open"]) + batch(7, -1, [b"plain"], transactional=False)
     assert not Chunk(TP, 0, 6, 1 << 20).answer(tail, stable_end=6)
     assert Chunk(TP, 0, 6, 1 << 20).answer(tail, stable_end=8)  # once it is committed
+
+
+def test_a_range_of_the_received_message_reads_as_its_bytes() -> None:
+    """The consumer keeps a partition's records as a range of the whole fetch answer: the
+    stable cut and the decode stay within it (bytes around it are other fields of the message)."""
+    message = b"\x0a\x20" + LOG + batch(8, -1, [b"next partition"], transactional=False)
+    start, end = 2, 2 + len(LOG)
+    chunk = Chunk(TP, 0, 0, 1 << 20)
+    assert chunk.answer(message, stable_end=6, aborted=[(7, 0)], start=start, end=end)
+    assert chunk.next_offset == 6
+    assert values(chunk, 0) == [b"c0", b"c1"]
+    chunk = Chunk(TP, 0, 0, 1 << 20)
+    assert chunk.answer(message, start=start, end=end)
+    assert chunk.next_offset == 8  # not the batch at 8 past `end`
+    assert values(chunk, 0) == [b"a0", b"a1", b"c0", b"c1", b"open", b"plain"]
+    assert not Chunk(TP, 0, 6, 1 << 20).answer(message, stable_end=6, start=start, end=end)

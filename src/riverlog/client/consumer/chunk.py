@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from riverlog.common.records.aborted import AbortedFilter, AbortedTransaction
-from riverlog.common.records.header import peek_size
+from riverlog.common.records.header import LOG_OVERHEAD, peek_size
 from riverlog.common.records.reader import decode_rows, next_fetch_offset
 from riverlog.common.records.record import Header
 from riverlog.common.types import TopicPartition
@@ -49,11 +49,13 @@ class Chunk:
         "aborted",
         "data",
         "done",
+        "end",
         "epoch",
         "fetch_offset",
         "index",
         "max_bytes",
         "next_offset",
+        "offset",
         "records",
         "start",
         "tp",
@@ -65,7 +67,9 @@ class Chunk:
         self.fetch_offset = fetch_offset
         self.max_bytes = max_bytes
         self.done = False
-        self.data = b""
+        self.data = b""  # the answer's records are data[offset:end] (a range of the message)
+        self.offset = 0
+        self.end = 0
         self.aborted: Sequence[AbortedTransaction] = ()
         self.start = fetch_offset
         self.next_offset = fetch_offset
@@ -77,21 +81,33 @@ class Chunk:
         data: bytes,
         stable_end: int | None = None,
         aborted: Sequence[AbortedTransaction] = (),
+        start: int = 0,
+        end: int | None = None,
     ) -> bool:
-        """Take the answer's bytes; False (and nothing taken) when they hold no complete batch
-        past the fetch offset. read_committed: `stable_end` is the last stable offset, and
-        batches at or past it are cut (the position stops there); `aborted` are the answer's
-        aborted transactions, whose records decode drops."""
-        next_offset = next_fetch_offset(data, self.fetch_offset) if data else self.fetch_offset
+        """Take the answer's bytes, data[start:end] (kept as a range of `data`, which is the
+        whole received message: no copy); False (and nothing taken) when they hold no complete
+        batch past the fetch offset. read_committed: `stable_end` is the last stable offset,
+        and batches at or past it are cut (the position stops there); `aborted` are the
+        answer's aborted transactions, whose records decode drops."""
+        if end is None:
+            end = len(data)
+        fetch_offset = self.fetch_offset
+        next_offset = (
+            next_fetch_offset(data, fetch_offset, start, end) if end > start else fetch_offset
+        )
         if stable_end is not None and next_offset > stable_end:
-            data = _below(data, stable_end)
-            next_offset = next_fetch_offset(data, self.fetch_offset) if data else self.fetch_offset
-        if next_offset == self.fetch_offset:
+            end = _below(data, start, end, stable_end)
+            next_offset = (
+                next_fetch_offset(data, fetch_offset, start, end) if end > start else fetch_offset
+            )
+        if next_offset == fetch_offset:
             return False
         self.aborted = aborted
         self.data = data
+        self.offset = start
+        self.end = end
         self.next_offset = next_offset
-        self.start = min(self.fetch_offset, _BASE_OFFSET.unpack_from(data)[0])
+        self.start = min(fetch_offset, _BASE_OFFSET.unpack_from(data, start)[0])
         self.done = True
         return True
 
@@ -109,6 +125,8 @@ class Chunk:
                 tp.partition,
                 validate_crc=check_crcs,
                 aborted=AbortedFilter(self.aborted) if self.aborted else None,
+                start=self.offset,
+                end=self.end,
             )
             self.data = b""
         return records
@@ -118,12 +136,13 @@ class Chunk:
         return f"<Chunk {self.tp} @{self.fetch_offset} {state} epoch {self.epoch}>"
 
 
-def _below(data: bytes, end: int) -> bytes:
-    """The whole batches of `data` that start below `end` (the last stable offset is always a
-    batch's first offset: an open transaction's first batch, or the high watermark)."""
-    position = 0
-    while (size := peek_size(data, position)) > 0:
-        if _BASE_OFFSET.unpack_from(data, position)[0] >= end:
-            return data[:position]
+def _below(data: bytes, start: int, end: int, stable_end: int) -> int:
+    """Where the whole batches of data[start:end] that start below `stable_end` end (the last
+    stable offset is always a batch's first offset: an open transaction's first batch, or the
+    high watermark)."""
+    position = start
+    while end - position >= LOG_OVERHEAD and (size := peek_size(data, position)) > 0:
+        if _BASE_OFFSET.unpack_from(data, position)[0] >= stable_end:
+            return position
         position += size
-    return data
+    return end

@@ -47,6 +47,7 @@ from riverlog.common.types import TopicPartition
 from riverlog.v1 import common_pb2, data_pb2
 
 from .._connection import GatewayConnection, rpc_error
+from .._fetch_answer import records_of
 from .._metadata import MetadataCache
 from ..config import ConsumerConfig
 from ..errors import OffsetOutOfRangeError
@@ -224,7 +225,7 @@ class Fetcher:
         self._answered.append(future)
         self._wakeup.set()
 
-    def _on_push(self, server: int, response: data_pb2.FetchResponse | None) -> None:
+    def _on_push(self, server: int, response: Any) -> None:
         self._answered.append((server, response))
         self._wakeup.set()
 
@@ -261,7 +262,7 @@ class Fetcher:
             if entry is not None:
                 self._take(future, *entry)
 
-    def _take_push(self, server: int, response: data_pb2.FetchResponse | None) -> None:
+    def _take_push(self, server: int, response: Any) -> None:
         """A pushed answer: it fills the chunk waiting for it, or is dropped as stale. None:
         the stream that carried the pushes ended, so none will come."""
         if response is None:
@@ -363,12 +364,11 @@ class Fetcher:
                 if not chunk.done and not self._pushes.waiting(chunk):
                     self._truncate(chunk)  # errors, stale answers, or none for it at all
 
-    def _handle(
-        self, response: data_pb2.FetchResponse, chunks: dict[TopicPartition, Chunk]
-    ) -> None:
+    def _handle(self, response: Any, chunks: dict[TopicPartition, Chunk]) -> None:
+        """`response`: a FetchStream's `FetchAnswer`, or a unary Fetch's FetchResponse."""
         out_of_range: dict[TopicPartition, int] = {}
         failure: RiverlogError | None = None
-        for answer in response.partitions:
+        for index, answer in enumerate(response.partitions):
             tp = TopicPartition(answer.topic, answer.partition)
             chunk = chunks.get(tp)
             state = self._subs.partitions.get(tp)
@@ -385,9 +385,10 @@ class Fetcher:
                 lso = answer.last_stable_offset
                 stable = self._read_committed and lso >= 0
                 self._ends[tp] = lso if stable else answer.high_watermark
-                data = answer.records
+                data, start, end = records_of(response, index)
                 if stable and chunk.fetch_offset >= lso:
-                    data = b""  # nothing stable yet: wait as at the end of the log
+                    end = start  # nothing stable yet: wait as at the end of the log
+                size = end - start
                 full = self._config.max_partition_fetch_bytes
                 if chunk.answer(
                     data,
@@ -395,13 +396,15 @@ class Fetcher:
                     [(a.producer_id, a.first_offset) for a in answer.aborted_transactions]
                     if stable
                     else (),
+                    start,
+                    end,
                 ):
                     self._full_fills.discard(tp)
-                    if len(data) * 2 >= full:
+                    if size * 2 >= full:
                         span = chunk.next_offset - chunk.fetch_offset
                         self._spans[tp] = max(span, self._last_spans.get(tp, 0))
                         self._last_spans[tp] = span
-                        self._density[tp] = len(data) / max(chunk.next_offset - chunk.start, 1)
+                        self._density[tp] = size / max(chunk.next_offset - chunk.start, 1)
                     self._ready.append(chunk)
                     self._await_push(chunk, answer)
                     continue
@@ -414,7 +417,7 @@ class Fetcher:
                     chain.remove(chunk)  # only this chunk: the ones after it stand
                 elif not at_position:
                     self._spans.pop(tp, None)  # a guess found nothing: stop guessing for now
-                elif data:
+                elif size:
                     failure = RiverlogError(
                         f"{tp}: the batch at offset {chunk.fetch_offset} is larger than "
                         f"max.partition.fetch.bytes ({self._config.max_partition_fetch_bytes})",

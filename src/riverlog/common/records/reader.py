@@ -78,14 +78,15 @@ class RecordColumns:
         return self.offsets, self.timestamps, self.keys, self.values, self.headers
 
 
-def _check_header(data: bytes, pos: int) -> tuple[BatchHeader, int] | None:
-    """The header and size of the complete batch at `pos`; None at the end or a torn tail."""
-    if len(data) - pos < LOG_OVERHEAD:
+def _check_header(data: bytes, pos: int, end: int) -> tuple[BatchHeader, int] | None:
+    """The header and size of the complete batch at `pos`, which ends by `end`; None at the
+    end or a torn tail."""
+    if end - pos < LOG_OVERHEAD:
         return None
     size = peek_size(data, pos)  # (its -1 for "too short" is ruled out above)
     if size < HEADER_SIZE:
         raise InvalidBatchError(f"batch length {size - LOG_OVERHEAD} at {pos} is below the header")
-    if pos + size > len(data):
+    if pos + size > end:
         return None
     header = parse_header(data, pos)
     if header.magic != MAGIC:
@@ -108,6 +109,14 @@ def _as_bytes(data: Buffer) -> bytes:
     return data if type(data) is bytes else bytes(data)
 
 
+def _span(data: bytes, start: int, end: int | None) -> int:
+    """The end of the range [start, end) of `data` (None: the end of `data`), checked."""
+    stop = len(data) if end is None else end
+    if not 0 <= start <= stop <= len(data):
+        raise ValueError(f"bad range [{start}, {end}) of {len(data)} bytes")
+    return stop
+
+
 def _decode_batches(
     data: bytes,
     min_offset: int,
@@ -115,14 +124,17 @@ def _decode_batches(
     include_control: bool,
     out: RecordColumns,
     aborted: AbortedFilter | None = None,
+    start: int = 0,
+    end: int | None = None,
 ) -> Iterator[tuple[BatchHeader, int]]:
-    """Decode batch after batch into `out`, yielding each decoded batch's header and how many
-    records it added; `out.next_offset` follows the batches read. With `aborted`, the batches
-    it drops (control batches among them) are not decoded."""
-    pos = 0
+    """Decode batch after batch of data[start:end] into `out`, yielding each decoded batch's
+    header and how many records it added; `out.next_offset` follows the batches read. With
+    `aborted`, the batches it drops (control batches among them) are not decoded."""
+    stop = _span(data, start, end)
+    pos = start
     out.next_offset = min_offset
     while True:
-        found = _check_header(data, pos)
+        found = _check_header(data, pos, stop)
         if found is None:
             return
         header, size = found
@@ -186,12 +198,15 @@ def decode_columns(
     validate_crc: bool = True,
     include_control: bool = False,
     aborted: AbortedFilter | None = None,
+    start: int = 0,
+    end: int | None = None,
 ) -> RecordColumns:
-    """Like `iter_batches_records`, but all records at once as parallel lists."""
+    """Like `iter_batches_records`, but all records at once as parallel lists; of the batches
+    in data[start:end] (read in place)."""
     out = RecordColumns()
     types = out.timestamp_types
     for header, added in _decode_batches(
-        _as_bytes(data), min_offset, validate_crc, include_control, out, aborted
+        _as_bytes(data), min_offset, validate_crc, include_control, out, aborted, start, end
     ):
         ts_type = LOG_APPEND_TIME if header.attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME
         types += repeat(ts_type, added)
@@ -207,14 +222,19 @@ def decode_rows(
     *,
     validate_crc: bool = True,
     aborted: AbortedFilter | None = None,
+    start: int = 0,
+    end: int | None = None,
 ) -> list[_Row]:
     """The records at or after `min_offset` as `row_type` tuples of (topic, partition, offset,
     timestamp, timestamp_type, key, value, headers), the consumer's ConsumerRecord: built in C
     straight from the bytes, with no Python code per record, when the extension is there.
     Control batches are skipped, and aborted transactions' batches when `aborted` is given; an
-    incomplete trailing batch is ignored."""
+    incomplete trailing batch is ignored. Only the batches in data[start:end] are read (in
+    place: a fetch answer's records are decoded where they lie in the received message)."""
     if not record_loop.compiled():
-        cols = decode_columns(data, min_offset, validate_crc=validate_crc, aborted=aborted)
+        cols = decode_columns(
+            data, min_offset, validate_crc=validate_crc, aborted=aborted, start=start, end=end
+        )
         make = cast(Callable[[tuple[Any, ...]], _Row], partial(tuple.__new__, row_type))
         return list(
             map(
@@ -232,7 +252,7 @@ def decode_rows(
             )
         )
     rows: list[_Row] = []
-    for batch in _data_batches(_as_bytes(data), min_offset, validate_crc, aborted):
+    for batch in _data_batches(_as_bytes(data), min_offset, validate_crc, aborted, start, end):
         record_loop.rows_into(
             batch.records, batch.start, batch.end, batch.header.records_count,
             batch.header.base_offset, batch.header.base_timestamp, min_offset, row_type, topic,
@@ -252,13 +272,19 @@ class _DataBatch:
 
 
 def _data_batches(
-    buf: bytes, min_offset: int, validate_crc: bool, aborted: AbortedFilter | None = None
+    buf: bytes,
+    min_offset: int,
+    validate_crc: bool,
+    aborted: AbortedFilter | None = None,
+    start: int = 0,
+    end: int | None = None,
 ) -> Iterator[_DataBatch]:
-    """The data (not control) batches of `buf` that reach `min_offset` and `aborted` (if
-    given) does not drop, checked and ready for a record loop; an incomplete trailing batch
-    ends the iteration."""
-    pos = 0
-    while (found := _check_header(buf, pos)) is not None:
+    """The data (not control) batches of buf[start:end] that reach `min_offset` and `aborted`
+    (if given) does not drop, checked and ready for a record loop; an incomplete trailing
+    batch ends the iteration."""
+    stop = _span(buf, start, end)
+    pos = start
+    while (found := _check_header(buf, pos, stop)) is not None:
         header, size = found
         attributes = header.attributes
         if aborted is not None and aborted and aborted.drops(header, buf, pos):
@@ -324,7 +350,7 @@ def iter_record_timestamps(
     InvalidBatchError if the batch is corrupt or incomplete.
     """
     data = _as_bytes(batch)
-    found = _check_header(data, pos)
+    found = _check_header(data, pos, len(data))
     if found is None:
         raise InvalidBatchError(f"incomplete batch at {pos}")
     header, size = found
@@ -341,14 +367,17 @@ def iter_record_timestamps(
     return zip(out.offsets, out.timestamps, strict=True)
 
 
-def next_fetch_offset(data: Buffer, position: int = 0) -> int:
-    """The offset after the last complete batch in `data`, at least `position`: where a consumer
-    that fetched from `position` fetches next. Reads headers only (no CRC check)."""
+def next_fetch_offset(
+    data: Buffer, position: int = 0, start: int = 0, end: int | None = None
+) -> int:
+    """The offset after the last complete batch in data[start:end], at least `position`: where
+    a consumer that fetched from `position` fetches next. Reads headers only (no CRC check)."""
     buf = _as_bytes(data)
-    pos = 0
+    stop = _span(buf, start, end)
+    pos = start
     result = position
     while True:
-        found = _check_header(buf, pos)
+        found = _check_header(buf, pos, stop)
         if found is None:
             return result
         header, size = found

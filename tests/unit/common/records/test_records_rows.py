@@ -23,7 +23,7 @@ from riverlog.common.records import (
     record_loop,
 )
 from riverlog.common.records.header import set_base_offset
-from riverlog.common.records.reader import decode_rows
+from riverlog.common.records.reader import decode_rows, next_fetch_offset
 
 TS = 1_700_000_000_000
 
@@ -156,3 +156,30 @@ def test_garbage_records_raise_only_invalid_batch(garbage: bytes, count: int) ->
     except InvalidBatchError:
         return
     assert len(rows) == count
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=batches, cut=st.integers(0, 120), torn=st.integers(0, 30), before=st.binary(max_size=9))
+def test_a_range_of_a_larger_buffer_reads_as_its_slice(
+    spec: list[Any], cut: int, torn: int, before: bytes
+) -> None:
+    """A fetch answer's records are decoded where they lie in the received message: the range
+    [start, end) reads exactly as the bytes cut out would, and a batch torn at `end` is ignored
+    though the bytes after `end` (here, the rest of it) are in the buffer."""
+    whole = build(spec)
+    records = whole[: len(whole) - torn]
+    buffer = before + whole + b"\xff" * 7
+    start, end = len(before), len(before) + len(records)
+    rows = decode_rows(buffer, cut, Row, "t", 3, start=start, end=end)
+    assert rows == decode_rows(records, cut, Row, "t", 3)
+    ranged = decode_columns(buffer, cut, start=start, end=end)
+    assert ranged == decode_columns(records, cut)
+    assert next_fetch_offset(buffer, cut, start, end) == next_fetch_offset(records, cut)
+
+
+def test_a_bad_range_is_refused() -> None:
+    data = build([([(0, None, b"v", [])], CompressionType.NONE, False, False)])
+    with pytest.raises(ValueError, match="bad range"):
+        decode_rows(data, 0, Row, "t", 0, start=2, end=len(data) + 1)
+    with pytest.raises(ValueError, match="bad range"):
+        next_fetch_offset(data, 0, 5, 4)
