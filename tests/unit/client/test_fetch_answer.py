@@ -54,7 +54,7 @@ def as_received(answer: FetchAnswer) -> data_pb2.FetchResponse:
     return message
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(response=responses)
 def test_reads_as_protobuf_does(response: data_pb2.FetchResponse) -> None:
     wire = response.SerializeToString()

@@ -158,7 +158,7 @@ def test_garbage_records_raise_only_invalid_batch(garbage: bytes, count: int) ->
     assert len(rows) == count
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=batches, cut=st.integers(0, 120), torn=st.integers(0, 30), before=st.binary(max_size=9))
 def test_a_range_of_a_larger_buffer_reads_as_its_slice(
     spec: list[Any], cut: int, torn: int, before: bytes
