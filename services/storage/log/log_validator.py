@@ -179,10 +179,17 @@ def validate_leader_append(
     now_ms: int,
     origin: AppendOrigin = AppendOrigin.CLIENT,
 ) -> ValidatedAppend:
-    """Check every batch, then assign offsets from `next_offset` in a copy of the payload."""
+    """Check every batch, then assign offsets from `next_offset` in a copy of the payload, or
+    in place when the payload is a writable memoryview: the caller hands over a buffer of its
+    own (the zero-copy channel's received frame), which saves a copy of every batch."""
     headers = _check_batches(payload, config, leader=True, origin=origin)
-    data = bytearray(payload)
-    view = memoryview(data)
+    data: bytearray | memoryview
+    if isinstance(payload, memoryview) and not payload.readonly:
+        data = payload
+        view = payload
+    else:
+        data = bytearray(payload)
+        view = memoryview(data)
     append_time = config.log_append_time
     batches: list[AppendedBatch] = []
     offset = next_offset
@@ -204,7 +211,8 @@ def validate_leader_append(
         records += header.records_count
         offset = last + 1
         position += header.size
-    view.release()
+    if view is not data:
+        view.release()
     info = AppendInfo(
         first_offset=next_offset,
         last_offset=offset - 1,

@@ -232,7 +232,7 @@ class Partition:
 
     def append_as_leader(
         self,
-        records: bytes,
+        records: bytes | memoryview,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         *,
         verify: bool = False,

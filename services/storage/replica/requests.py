@@ -57,7 +57,7 @@ class _Result:
 @dataclass(frozen=True, slots=True)
 class ProducePartitionData:
     tp: TopicPartition
-    records: bytes
+    records: bytes | memoryview  # a writable view: the leader may assign offsets in it
     current_leader_epoch: int | None = None
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from riverlog.common.produce_request_parse import ParsedProduceRequest
 from riverlog.common.records.control import ControlRecordType, EndTxnMarker, build_end_txn_marker
 from riverlog.common.rpc.convert import (
     acks_from_proto,
@@ -53,6 +54,26 @@ def produce_params_from_proto(request: data_pb2.ProduceRequest) -> ProduceParams
                 tp=TopicPartition(p.topic, p.partition),
                 records=p.records,
                 current_leader_epoch=_optional_epoch(p),
+            )
+            for p in request.partitions
+        ],
+        correlation_id=request.correlation_id,
+        transactional_id=request.transactional_id,
+    )
+
+
+def produce_params_from_parsed(request: ParsedProduceRequest) -> ProduceParams:
+    """The zero-copy channel's produce frame, read by hand: each partition's records stay a
+    view of the received frame (writable, the frame being the channel's own), so the leader
+    assigns offsets in place instead of in a copy (`validate_leader_append`)."""
+    return ProduceParams(
+        acks=acks_from_proto(request.acks),
+        timeout_ms=request.timeout_ms,
+        partitions=[
+            ProducePartitionData(
+                tp=TopicPartition(p.topic, p.partition),
+                records=p.records,
+                current_leader_epoch=p.current_leader_epoch,
             )
             for p in request.partitions
         ],

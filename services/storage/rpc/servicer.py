@@ -18,6 +18,7 @@ from typing import Any
 from riverlog.common.clock import SYSTEM_CLOCK
 from riverlog.common.errors import ErrorCode
 from riverlog.common.metrics.rpc import RequestTimer
+from riverlog.common.produce_request_parse import ParsedProduceRequest
 from riverlog.v1 import data_pb2, storage_pb2, storage_pb2_grpc
 
 from ..replica.fetch import FetchHandler, close_results
@@ -35,6 +36,7 @@ from .convert import (
     marker_params_from_proto,
     offsets_for_leader_epoch_from_proto,
     offsets_for_leader_epoch_response_to_proto,
+    produce_params_from_parsed,
     produce_params_from_proto,
     produce_response_to_proto,
 )
@@ -73,12 +75,16 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
         return await self.start_produce(request)
 
     def start_produce(
-        self, request: data_pb2.ProduceRequest
+        self, request: data_pb2.ProduceRequest | ParsedProduceRequest
     ) -> Awaitable[data_pb2.ProduceResponse]:
         """Appends now (so a transport that calls this in arrival order appends in that order)
-        and returns what waits for the acknowledgement."""
+        and returns what waits for the acknowledgement. The zero-copy channel gives its frames
+        read by hand (`ParsedProduceRequest`, records as views of the frame)."""
         start = RequestTimer.start()
-        params = produce_params_from_proto(request)
+        if isinstance(request, ParsedProduceRequest):
+            params = produce_params_from_parsed(request)
+        else:
+            params = produce_params_from_proto(request)
         pending = self._produce.append(params)
         return self._acknowledged(pending, request.correlation_id, start)
 

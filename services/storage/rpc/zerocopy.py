@@ -33,6 +33,7 @@ from typing import TypeVar
 
 from riverlog.common.errors import RiverlogError
 from riverlog.common.metrics.rpc import RequestTimer
+from riverlog.common.produce_request_parse import ParsedProduceRequest, parse_produce_request
 from riverlog.common.zerocopy import (
     FRAME_HEADER,
     KIND_FETCH,
@@ -50,9 +51,11 @@ from .timers import RequestTimers
 
 log = logging.getLogger(__name__)
 
-StartProduce = Callable[[data_pb2.ProduceRequest], Awaitable[data_pb2.ProduceResponse]]
+StartProduce = Callable[[ParsedProduceRequest], Awaitable[data_pb2.ProduceResponse]]
 """Appends a produce request's batches when called (so frames append in arrival order) and
-returns what waits for its acknowledgement (acks=all: the ISR)."""
+returns what waits for its acknowledgement (acks=all: the ISR). The request is read by hand
+(`parse_produce_request`): its records are views of the received frame, which the channel
+hands over (the leader assigns offsets in it instead of in a copy)."""
 
 _PRODUCE_IN_FLIGHT = 64
 """Produce requests of one connection waiting for their acknowledgements; the next frame is not
@@ -160,21 +163,24 @@ class ZeroCopyServer:
                 payload = await _recv_exactly(loop, conn, length)
                 if payload is None:
                     return
-                message = (
-                    data_pb2.ProduceRequest() if kind == KIND_PRODUCE else data_pb2.FetchRequest()
-                )
+                if kind == KIND_PRODUCE:
+                    assert self._produce is not None
+                    try:
+                        produce = parse_produce_request(payload)  # no copy of the records
+                    except ValueError as exc:
+                        log.warning("zero-copy %s: undecodable request (%s); closing", peer, exc)
+                        return
+                    await acks.slot()
+                    answer = self._produce(produce)  # appended now, in frame order
+                    acks.add(self._acknowledge(loop, conn, writing, answer))
+                    continue
+                message = data_pb2.FetchRequest()
                 try:
                     message.ParseFromString(bytes(payload))
                 except Exception as exc:  # protobuf's DecodeError has no stable import path
                     log.warning("zero-copy %s: undecodable request (%s); closing", peer, exc)
                     return
-                if isinstance(message, data_pb2.ProduceRequest):
-                    assert self._produce is not None
-                    await acks.slot()
-                    answer = self._produce(message)  # appended now, in frame order
-                    acks.add(self._acknowledge(loop, conn, writing, answer))
-                else:
-                    await self._answer(loop, conn, writing, message)
+                await self._answer(loop, conn, writing, message)
         except (ConnectionError, BrokenPipeError) as exc:
             log.debug("zero-copy %s: connection ended: %s", peer, exc)
         except OSError as exc:
