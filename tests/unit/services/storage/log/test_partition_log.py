@@ -350,3 +350,39 @@ def test_high_watermark_bounds(tmp_path: Path, clock: ManualClock) -> None:
     assert log.high_watermark == 1
     assert log.update_high_watermark(99) == 3
     assert log.update_high_watermark(-5) == 0
+
+
+@pytest.mark.parametrize("append_time", [False, True])
+def test_writable_view_is_stamped_in_place_and_others_are_copied(
+    tmp_path: Path, clock: ManualClock, append_time: bool
+) -> None:
+    """A writable memoryview (the zero-copy channel's own frame) gets its offsets, epoch and
+    (LogAppendTime) timestamps in place; bytes, bytearray and read-only views are left as
+    they were. The log holds the same bytes either way."""
+    cfg = config(message_timestamp_type="LogAppendTime") if append_time else None
+    payload = make_batch(3) + make_batch(2, ts=TS + 10)
+    stored = []
+    for form in ("bytes", "bytearray", "readonly", "writable"):
+        path = tmp_path / form
+        path.mkdir()
+        log = open_log(path, clock, cfg)
+        log.append_as_leader(make_batch(1), leader_epoch=5)
+        given: bytes | bytearray | memoryview
+        if form == "bytes":
+            given = bytes(payload)
+        elif form == "bytearray":
+            given = bytearray(payload)
+        elif form == "readonly":
+            given = memoryview(bytes(payload))
+        else:
+            given = memoryview(bytearray(payload))
+        info = log.append_as_leader(given, leader_epoch=5)
+        assert (info.first_offset, info.last_offset) == (1, 5)
+        data = read_bytes(log, 1)
+        stored.append(data)
+        validate_batch(data)
+        if form == "writable":
+            assert bytes(given) == data  # stamped in place
+        else:
+            assert bytes(given) == payload  # untouched
+    assert stored[0] == stored[1] == stored[2] == stored[3]
