@@ -57,8 +57,11 @@ def encode_frame(payload: bytes, kind: int = KIND_FETCH) -> bytes:
     return FRAME_HEADER.pack(kind << 24 | len(payload)) + payload
 
 
-ProduceFramePart = tuple[str, int, "bytes | memoryview", "int | None"]
-"""(topic, partition, records, current_leader_epoch or None): one ProducePartition."""
+ProduceFramePart = tuple[str, int, "bytes | memoryview | list[bytes]", "int | None"]
+"""(topic, partition, records, current_leader_epoch or None): one ProducePartition. The
+records may be a list of batches: the field's bytes are their concatenation, left unjoined
+(the SDK's sender, a request of several batches of one partition: no join before the
+request's own)."""
 
 _U64: Final = (1 << 64) - 1
 
@@ -101,7 +104,11 @@ def produce_request_pieces(
             body += _length_delimited(0x0A, topic.encode())
         if partition:
             body += (b"\x10", _uvarint(partition))
-        if records:
+        if isinstance(records, list):
+            size = sum(map(len, records))
+            if size:
+                body += (b"\x1a", _uvarint(size), *records)
+        elif records:
             body += _length_delimited(0x1A, records)
         if leader_epoch is not None:
             body += (b"\x20", _uvarint(leader_epoch))
@@ -130,6 +137,18 @@ def encode_produce_frame(
     (`produce_request_pieces`): each partition's records are copied once, into the frame, where
     building the message, serializing it and framing it copied them three times (decision
     0015's addendum). Raises as `encode_frame` for a request over MAX_REQUEST_FRAME."""
+    return b"".join(produce_frame_pieces(acks, timeout_ms, transactional_id, correlation_id, parts))
+
+
+def produce_frame_pieces(
+    acks: int,
+    timeout_ms: int,
+    transactional_id: str,
+    correlation_id: int,
+    parts: list[ProduceFramePart],
+) -> list[bytes | memoryview]:
+    """`encode_produce_frame` as the pieces whose join is the frame: the records as given, for
+    a writer that sends them as they are (the lane's `writelines`: no copy before the socket)."""
     pieces = produce_request_pieces(acks, timeout_ms, transactional_id, correlation_id, parts)
     size = sum(map(len, pieces))
     if size > MAX_REQUEST_FRAME:
@@ -137,7 +156,8 @@ def encode_produce_frame(
             f"a zero-copy request of {size} bytes is over {MAX_REQUEST_FRAME}",
             ErrorCode.MESSAGE_TOO_LARGE,
         )
-    return b"".join([FRAME_HEADER.pack(KIND_PRODUCE << 24 | size), *pieces])
+    pieces.insert(0, FRAME_HEADER.pack(KIND_PRODUCE << 24 | size))
+    return pieces
 
 
 def split_request_header(value: int) -> tuple[int, int]:
@@ -437,14 +457,14 @@ class AsyncProduceLane:
         timeout_s: float,
     ) -> data_pb2.ProduceResponse:
         """`produce` of the ProduceRequest these fields make, without building the message
-        (`encode_produce_frame`: the records are copied once)."""
+        (`produce_frame_pieces`: the records go to the socket as they are, uncopied)."""
         correlation_id = self._next_id
         self._next_id += 1
-        frame = encode_produce_frame(acks, timeout_ms, transactional_id, correlation_id, parts)
+        frame = produce_frame_pieces(acks, timeout_ms, transactional_id, correlation_id, parts)
         return await self._exchange(correlation_id, frame, timeout_s)
 
     async def _exchange(
-        self, correlation_id: int, frame: bytes, timeout_s: float
+        self, correlation_id: int, frame: bytes | list[bytes | memoryview], timeout_s: float
     ) -> data_pb2.ProduceResponse:
         async with asyncio.timeout(timeout_s):
             writer = self._writer
@@ -455,7 +475,11 @@ class AsyncProduceLane:
             )
             self._waiting[correlation_id] = answer
             try:
-                writer.write(frame)  # no await before this: frames go out in call order
+                # no await before this: frames go out in call order
+                if isinstance(frame, list):
+                    writer.writelines(frame)  # the transport holds the pieces, no join
+                else:
+                    writer.write(frame)
                 await writer.drain()
                 return await answer
             finally:

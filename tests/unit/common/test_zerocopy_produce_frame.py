@@ -15,6 +15,7 @@ from riverlog.common.zerocopy import (
     MAX_REQUEST_FRAME,
     encode_frame,
     encode_produce_frame,
+    produce_frame_pieces,
     split_request_header,
 )
 from riverlog.v1 import data_pb2
@@ -53,3 +54,20 @@ def test_a_frame_over_the_limit_is_refused_before_anything_is_sent() -> None:
     with pytest.raises(RiverlogError) as refused:
         encode_produce_frame(0, 0, "", 1, [("t", 0, b"x" * MAX_REQUEST_FRAME, None)])
     assert refused.value.code == ErrorCode.MESSAGE_TOO_LARGE
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    cid=st.integers(0, 2**63 - 1),
+    runs=st.lists(st.lists(st.binary(max_size=200), max_size=4), min_size=1, max_size=3),
+)
+def test_records_given_as_a_list_of_batches_are_their_concatenation(
+    cid: int, runs: list[list[bytes]]
+) -> None:
+    """The SDK's sender gives a partition's several batches as a list (no join before the
+    request's own): the same frame as their concatenation, and the same pieces on the lane."""
+    listed = [(f"t{i}", i, run, None) for i, run in enumerate(runs)]
+    joined = [(f"t{i}", i, b"".join(run), None) for i, run in enumerate(runs)]
+    frame = encode_produce_frame(1, 30_000, "", cid, listed)
+    assert frame == encode_produce_frame(1, 30_000, "", cid, joined)
+    assert b"".join(produce_frame_pieces(1, 30_000, "", cid, listed)) == frame

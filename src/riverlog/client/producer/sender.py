@@ -288,15 +288,15 @@ class Sender(threading.Thread):
         if not groups:
             return
         batches = [batch for group in groups.values() for batch in group]
-        records = [
-            (tp, b"".join([b.build() for b in group]) if len(group) > 1 else group[0].build())
-            for tp, group in groups.items()
-        ]
         contexts = [b.trace_context for b in batches if b.trace_context is not None]
         unary = bool(contexts) or self._acks == common_pb2.ACKS_NONE
         timeout_ms = self._config.request_timeout_ms
         request: Any
         if unary:
+            records = [
+                (tp, b"".join([b.build() for b in group]) if len(group) > 1 else group[0].build())
+                for tp, group in groups.items()
+            ]
             request = data_pb2.ProduceRequest(  # a unary call: protobuf's serializer
                 acks=self._acks,
                 timeout_ms=timeout_ms,
@@ -307,7 +307,11 @@ class Sender(threading.Thread):
                 transactional_id=self._transactional_id,
             )
         else:  # the stream: encoded by hand, each batch copied once (decision 0015)
-            parts: list[ProduceFramePart] = [(t, p, r, None) for (t, p), r in records]
+            # a partition's several batches stay a list: the request's join is their one copy
+            parts: list[ProduceFramePart] = [
+                (t, p, [b.build() for b in group] if len(group) > 1 else group[0].build(), None)
+                for (t, p), group in groups.items()
+            ]
             request = EncodedProduceRequest(self._acks, timeout_ms, self._transactional_id, parts)
         try:
             if contexts:  # a traced request: its span's context rides on a call of its own
