@@ -127,6 +127,26 @@ def test_restamp_changes_the_producer_fields_and_the_crc() -> None:
     validate_batch(second)  # the CRC matches
 
 
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.ZSTD])
+def test_pieces_are_the_batch_unjoined_and_restamp_in_the_header(codec: CompressionType) -> None:
+    """The sender puts a batch's (header, records) into its request unjoined: their
+    concatenation is the batch `build` gives, before and after a restamp, and the records
+    piece stays the same object (no copy)."""
+    batch = batch_of([(BASE + i, None, b"value %d" % i, None) for i in range(20)], codec)
+    batch.producer_id, batch.producer_epoch, batch.base_sequence = 7, 0, 10
+    header, body = batch.pieces()
+    assert len(header) == 61 and batch.size == len(header) + len(body)
+    first = batch.build()
+    assert first == header + body
+    validate_batch(first)
+    batch.producer_epoch, batch.base_sequence = 1, 0
+    header2, body2 = batch.pieces()
+    assert body2 is body and header2 != header
+    second = batch.build()
+    assert second == header2 + body2 == restamp(first, 7, 1, 0)
+    validate_batch(second)  # the CRC over header and records matches
+
+
 def test_batch_size_counts_an_upper_bound_per_record() -> None:
     batch = ProducerBatch("t", 0, 0.0, batch_size=1024)
     taken = 0

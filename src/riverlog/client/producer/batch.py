@@ -19,7 +19,9 @@ from __future__ import annotations
 import struct
 from typing import Any, Final
 
-from riverlog.common.records.builder import finish_batch
+import crc32c as _crc32c
+
+from riverlog.common.records.builder import finish_batch_pieces
 from riverlog.common.records.compression import CompressionType
 from riverlog.common.records.encode_columns import encode_records
 from riverlog.common.records.header import (
@@ -55,14 +57,16 @@ class ProducerBatch:
     """
 
     __slots__ = (
+        "_joined",
         "attempts",
         "base_sequence",
+        "body",
         "closed",
         "compression",
         "count",
         "created",
-        "data",
         "estimate",
+        "header_bytes",
         "headers",
         "keys",
         "last_error",
@@ -107,7 +111,10 @@ class ProducerBatch:
         self.limit = batch_size if batch_size is not None else 1 << 62
         self.compression = compression
         self.closed = False
-        self.data: bytes | None = None
+        # Built: the 61-byte header and the records, kept apart (the request joins them once).
+        self.header_bytes: bytes | None = None
+        self.body: bytes | None = None
+        self._joined: bytes | None = None
         self.attempts = 0
         self.last_error: BaseException | None = None
         self.retry_at = 0.0
@@ -157,15 +164,16 @@ class ProducerBatch:
         headers = self.headers if self.headers is not None else [None] * len(self.values)
         return list(zip(self.timestamps, self.keys, self.values, headers, strict=True))
 
-    def build(self) -> bytes:
-        """The batch bytes: encoded once (retries resend the same bytes, and the records are
-        dropped), with the current producer id, epoch and sequence stamped in."""
+    def pieces(self) -> tuple[bytes, bytes]:
+        """The batch as (header, records): encoded once (retries resend the same bytes, and
+        the records are dropped), with the current producer id, epoch and sequence stamped
+        into the header. Their concatenation is the batch (`build`)."""
         stamp = (self.producer_id, self.producer_epoch, self.base_sequence)
-        data = self.data
-        if data is None:
+        header, body = self.header_bytes, self.body
+        if header is None or body is None:
             timestamps, keys, values = self.timestamps, self.keys, self.values
             headers = self.headers if self.headers is not None else [None] * len(values)
-            data = finish_batch(
+            header, body = finish_batch_pieces(
                 encode_records(timestamps, keys, values, headers),
                 self.count,
                 timestamps[0],
@@ -178,19 +186,52 @@ class ProducerBatch:
             )
             self.result.set_records(timestamps, keys, values)
             self.timestamps, self.keys, self.values, self.headers = [], [], [], None
+            self.body = body
         elif stamp != self.stamped:
-            data = restamp(data, *stamp)
-        self.data = data
+            header = restamp_header(header, body, *stamp)
+            self._joined = None
+        self.header_bytes = header
         self.stamped = stamp
+        return header, body
+
+    def build(self) -> bytes:
+        """The batch bytes (`pieces` joined; kept while the stamp holds)."""
+        self.pieces()
+        data = self.data
+        assert data is not None
         return data
+
+    @property
+    def data(self) -> bytes | None:
+        """The batch bytes once built (joined when first asked for), else None."""
+        if self.header_bytes is None or self.body is None:
+            return None
+        if self._joined is None:
+            self._joined = self.header_bytes + self.body
+        return self._joined
 
     @property
     def size(self) -> int:
         """Bytes on the wire if built, else the estimate."""
-        return len(self.data) if self.data is not None else self.estimate
+        if self.header_bytes is None or self.body is None:
+            return self.estimate
+        return len(self.header_bytes) + len(self.body)
 
     def __repr__(self) -> str:
         return f"<ProducerBatch {self.topic}-{self.partition} records={self.count}>"
+
+
+def restamp_header(
+    header: bytes, body: bytes, producer_id: int, producer_epoch: int, base_sequence: int
+) -> bytes:
+    """`restamp` of a batch kept as (header, records): the new header."""
+    out = bytearray(header)
+    out[_PRODUCER_FIELDS] = struct.pack(
+        _PRODUCER_STRUCT_FORMAT, producer_id, producer_epoch, base_sequence
+    )
+    crc = int(_crc32c.crc32c(body, _crc32c.crc32c(memoryview(out)[CRC_START:])))
+    out[CRC_START - 4 : CRC_START] = crc.to_bytes(4, "big")
+    return bytes(out)
 
 
 def restamp(data: bytes, producer_id: int, producer_epoch: int, base_sequence: int) -> bytes:

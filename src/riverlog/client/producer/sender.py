@@ -277,7 +277,7 @@ class Sender(threading.Thread):
             if self._transactional_id:
                 batch.transactional = True
             try:
-                batch.build()
+                batch.pieces()
             except Exception as e:  # send() checks records, so this is a bug, not bad input
                 log.exception("cannot encode %r", batch)
                 if idem is not None:
@@ -307,9 +307,9 @@ class Sender(threading.Thread):
                 transactional_id=self._transactional_id,
             )
         else:  # the stream: encoded by hand, each batch copied once (decision 0015)
-            # a partition's several batches stay a list: the request's join is their one copy
+            # each batch's header and records, unjoined: the request's join is their one copy
             parts: list[ProduceFramePart] = [
-                (t, p, [b.build() for b in group] if len(group) > 1 else group[0].build(), None)
+                (t, p, [piece for b in group for piece in b.pieces()], None)
                 for (t, p), group in groups.items()
             ]
             request = EncodedProduceRequest(self._acks, timeout_ms, self._transactional_id, parts)

@@ -259,8 +259,44 @@ def finish_batch(
     timestamp_type: int = CREATE_TIME,
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
 ) -> bytes:
-    """A whole batch around `count` encoded records: compressed when a codec is set, the
-    61-byte header in front, the CRC-32C over attributes..end."""
+    """A whole batch around `count` encoded records (`finish_batch_pieces`, joined)."""
+    header, body = finish_batch_pieces(
+        records,
+        count,
+        base_timestamp,
+        max_timestamp,
+        compression=compression,
+        compression_level=compression_level,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        is_transactional=is_transactional,
+        is_control=is_control,
+        timestamp_type=timestamp_type,
+        partition_leader_epoch=partition_leader_epoch,
+    )
+    return header + body
+
+
+def finish_batch_pieces(
+    records: bytes,
+    count: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    *,
+    compression: CompressionType = CompressionType.NONE,
+    compression_level: int | None = None,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    timestamp_type: int = CREATE_TIME,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+) -> tuple[bytes, bytes]:
+    """A whole batch around `count` encoded records as (the 61-byte header, the records,
+    compressed when a codec is set), the CRC-32C over attributes..end in the header; their
+    concatenation is the batch, left to the caller (the SDK's request joins it once)."""
     codec = CompressionType(compression)
     if codec:
         records = compress(codec, records, compression_level)
@@ -290,4 +326,4 @@ def finish_batch(
     except struct.error as e:
         raise ValueError(f"batch field out of range: {e}") from e
     crc = _crc32c.crc32c(records, _crc32c.crc32c(header[CRC_START:]))
-    return b"".join((header[: CRC_START - 4], _CRC.pack(crc), header[CRC_START:], records))
+    return header[: CRC_START - 4] + _CRC.pack(crc) + header[CRC_START:], records
