@@ -1,6 +1,13 @@
 """Follower pull replication: one fetcher task per leader node pulls every partition this node
 follows from it, in one fetch request per round (Kafka's ReplicaFetcherManager and
-ReplicaFetcherThread / AbstractFetcherThread).
+ReplicaFetcherThread / AbstractFetcherThread). The partitions of internal topics
+(`__consumer_offsets`, `__transaction_state`...) have a fetcher of their own per leader node,
+on its own connection, as Kafka spreads partitions over `num.replica.fetchers`: a busy user
+partition's rounds then name only the user partitions instead of every idle internal one as
+well, which cost the leader and the follower more per round than the busy partition (a
+request, a follower fetch state and a read per named partition; decision 0010, issue 10).
+Each partition is in exactly one fetcher, so nothing about truncation, the high watermark or
+the ISR changes: the leader keeps one fetch state per (partition, follower) either way.
 
 A partition enters a fetcher *truncating*: before it fetches at a new leader epoch (it just
 became a follower, its leader changed, or the node restarted) it asks the leader, with
@@ -95,10 +102,15 @@ class FetchState:
     delayed_until: float = 0.0  # loop time before which it is not fetched
 
 
+FetcherKey = tuple[int, bool]
+"""(leader node id, whether it carries internal topics): which fetcher follows a partition."""
+
+
 @dataclass(slots=True)
 class LeaderFetcher:
-    """The fetcher of one leader node: a task on the event loop. `wake` is set whenever its
-    partitions change, so an idle fetcher sleeps on it."""
+    """A fetcher of one leader node (its user partitions, or its internal ones): a task on
+    the event loop. `wake` is set whenever its partitions change, so an idle fetcher sleeps on
+    it."""
 
     leader: NodeInfo
     endpoint: LeaderEndpoint
@@ -135,28 +147,38 @@ class ReplicaFetcherManager:
         self._is_offline = is_offline or (lambda _tp: False)
         self._factory = endpoint_factory
         self.settings = settings or FetcherSettings()
-        self.fetchers: dict[int, LeaderFetcher] = {}
+        self.fetchers: dict[FetcherKey, LeaderFetcher] = {}
         self._closing: set[asyncio.Task[None]] = set()
         self._closed = False
 
+    def leaders(self) -> set[int]:
+        """The leader nodes fetched from now."""
+        return {leader_id for leader_id, _internal in self.fetchers}
+
+    def fetcher(self, leader_id: int, internal: bool = False) -> LeaderFetcher | None:
+        return self.fetchers.get((leader_id, internal))
+
     def update(self) -> None:
         """Follow the replica manager's partitions: each followed partition in the fetcher of
-        its leader, at its leader epoch."""
+        its leader (the internal or the user one), at its leader epoch."""
         if self._closed:
             return
-        wanted: dict[int, dict[TopicPartition, Partition]] = {}
+        image = self._replicas.image
+        wanted: dict[FetcherKey, dict[TopicPartition, Partition]] = {}
         for partition in self._replicas.partitions.values():
             if partition.role is Role.FOLLOWER and not self._is_offline(partition.tp):
-                wanted.setdefault(partition.leader_id, {})[partition.tp] = partition
-        for leader_id, fetcher in list(self.fetchers.items()):
-            node = self._replicas.image.storage_node(leader_id)
-            if leader_id not in wanted or node is None or node != fetcher.leader:
-                self._stop(leader_id)
-        for leader_id, partitions in wanted.items():
-            node = self._replicas.image.storage_node(leader_id)
+                topic = image.topics.get(partition.tp.topic)
+                key = (partition.leader_id, topic is not None and topic.internal)
+                wanted.setdefault(key, {})[partition.tp] = partition
+        for key, fetcher in list(self.fetchers.items()):
+            node = image.storage_node(key[0])
+            if key not in wanted or node is None or node != fetcher.leader:
+                self._stop(key)
+        for key, partitions in wanted.items():
+            node = image.storage_node(key[0])
             if node is None:
                 continue  # the leader is not registered: nothing to fetch from until it is
-            fetcher = self.fetchers.get(leader_id) or self._start(node)
+            fetcher = self.fetchers.get(key) or self._start(key, node)
             for tp in list(fetcher.states):
                 if tp not in partitions:
                     del fetcher.states[tp]
@@ -166,16 +188,17 @@ class ReplicaFetcherManager:
                     fetcher.states[tp] = FetchState(partition.leader_epoch)
             fetcher.wake.set()
 
-    def _start(self, node: NodeInfo) -> LeaderFetcher:
-        fetcher = LeaderFetcher(node, self._factory(node))
+    def _start(self, key: FetcherKey, node: NodeInfo) -> LeaderFetcher:
+        fetcher = LeaderFetcher(node, self._factory(node))  # its own connection
+        suffix = "-internal" if key[1] else ""
         fetcher.task = asyncio.get_running_loop().create_task(
-            self._run(fetcher), name=f"replica-fetcher-{node.node_id}"
+            self._run(fetcher), name=f"replica-fetcher-{node.node_id}{suffix}"
         )
-        self.fetchers[node.node_id] = fetcher
+        self.fetchers[key] = fetcher
         return fetcher
 
-    def _stop(self, leader_id: int) -> None:
-        fetcher = self.fetchers.pop(leader_id)
+    def _stop(self, key: FetcherKey) -> None:
+        fetcher = self.fetchers.pop(key)
         fetcher.stopped = True
         fetcher.states.clear()
         if fetcher.task is not None:

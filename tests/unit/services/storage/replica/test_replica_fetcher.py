@@ -250,12 +250,12 @@ async def test_fetchers_follow_leadership_changes(tmp_path: Path) -> None:
     try:
         for node in (a, b):
             node.replicas.apply_image(_image(A, 0, 1))
-        assert (set(managers[0].fetchers), set(managers[1].fetchers)) == (set(), {A})
+        assert (managers[0].leaders(), managers[1].leaders()) == (set(), {A})
         a.replicas.partitions[T0].append_as_leader(make_batch(3, tag=0))
         await _until(lambda: b.replicas.partitions[T0].high_watermark == 3, "B to replicate")
         for node in (a, b):
             node.replicas.apply_image(_image(B, 1, 2))
-        assert (set(managers[0].fetchers), set(managers[1].fetchers)) == ({B}, set())
+        assert (managers[0].leaders(), managers[1].leaders()) == ({B}, set())
         b.replicas.partitions[T0].append_as_leader(make_batch(2, tag=1))
         await _until(lambda: a.replicas.partitions[T0].high_watermark == 5, "A to replicate")
         assert _log_bytes(a) == _log_bytes(b)
@@ -266,6 +266,63 @@ async def test_fetchers_follow_leadership_changes(tmp_path: Path) -> None:
             await manager.close()
         a.close()
         b.close()
+
+
+class NamingEndpoint(LocalEndpoint):
+    """A LocalEndpoint that records the partitions each fetch names."""
+
+    def __init__(self, leader: Node) -> None:
+        super().__init__(leader)
+        self.named: list[set[TopicPartition]] = []
+
+    async def fetch(self, params: FetchParams) -> list[FollowerFetchResult]:
+        self.named.append({p.tp for p in params.partitions})
+        return await super().fetch(params)
+
+
+async def test_internal_topics_have_a_fetcher_of_their_own(tmp_path: Path) -> None:
+    """A user partition's rounds do not name the leader's internal partitions (issue 10): the
+    internal ones are fetched by a second fetcher of the same leader, on its own endpoint,
+    and both replicate."""
+    leader, follower = _node(tmp_path, A), _node(tmp_path, B)
+    internal = dataclasses.replace(
+        topic("__consumer_offsets", leaders=[A], replicas=[[A, B]], isr=[[A, B]]), internal=True
+    )
+    offsets = TopicPartition("__consumer_offsets", 0)
+    base = _image(A, 0, 1)
+    image = dataclasses.replace(
+        base, topics=MappingProxyType({**base.topics, internal.name: internal})
+    )
+    leader.replicas.apply_image(image)
+    endpoints: list[NamingEndpoint] = []
+
+    def factory(_node: NodeInfo) -> NamingEndpoint:
+        endpoints.append(NamingEndpoint(leader))
+        return endpoints[-1]
+
+    manager = ReplicaFetcherManager(
+        B, follower.replicas, factory, FetcherSettings(max_wait_ms=20, backoff_ms=10)
+    )
+    follower.replicas.on_partitions_changed.append(manager.update)
+    try:
+        follower.replicas.apply_image(image)
+        assert manager.leaders() == {A} and set(manager.fetchers) == {(A, False), (A, True)}
+        assert set(manager.fetchers[(A, False)].states) == {T0}
+        assert set(manager.fetchers[(A, True)].states) == {offsets}
+        assert len(endpoints) == 2  # one connection each: a long poll never holds up the other
+        leader.replicas.partitions[T0].append_as_leader(make_batch(3, tag=0))
+        leader.replicas.partitions[offsets].append_as_leader(make_batch(2, tag=1))
+        fp, fo = follower.replicas.partitions[T0], follower.replicas.partitions[offsets]
+        await _until(lambda: (fp.high_watermark, fo.high_watermark) == (3, 2), "both replicated")
+        assert all(named == {T0} or named == {offsets} for e in endpoints for named in e.named)
+        assert {frozenset(n) for e in endpoints for n in e.named} == {
+            frozenset({T0}),
+            frozenset({offsets}),
+        }
+    finally:
+        await manager.close()
+        leader.close()
+        follower.close()
 
 
 async def test_a_follower_below_the_leaders_log_start_restarts_there(tmp_path: Path) -> None:
@@ -384,13 +441,14 @@ async def test_a_stopped_fetcher_whose_cancel_was_swallowed_neither_spins_nor_li
     try:
         follower.replicas.apply_image(_image(A, 0, 1))
         await asyncio.wait_for(endpoint.fetching.wait(), 5)
-        fetcher = manager.fetchers[A]
+        fetcher = manager.fetcher(A)
+        assert fetcher is not None
         task = fetcher.task
         assert task is not None
         guard = StallGuard(asyncio.get_running_loop(), fetcher.states.clear)
         try:
             follower.replicas.apply_image(_image(B, 1, 2))  # B leads now: A's fetcher stops
-            assert A not in manager.fetchers
+            assert A not in manager.leaders()
             await asyncio.wait({task}, timeout=5)
         finally:
             guard.stop()
@@ -417,10 +475,10 @@ async def test_a_partition_on_an_offline_log_dir_is_not_fetched(tmp_path: Path) 
     try:
         leader.replicas.apply_image(_image(A, 0, 1))
         follower.replicas.apply_image(_image(A, 0, 1))
-        assert set(manager.fetchers[A].states) == {T0}
+        assert set(manager.fetchers[(A, False)].states) == {T0}
         offline.add(T0)
         manager.update()  # what the storage node does when the dir goes offline
-        assert A not in manager.fetchers
+        assert A not in manager.leaders()
     finally:
         await manager.close()
         leader.close()
