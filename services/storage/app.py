@@ -1,10 +1,11 @@
 """The storage node process: command line → config → log manager → replica manager (fed by the
 cluster image) → gRPC and zero-copy servers → membership, and the way back down on SIGTERM.
 
-Replication hangs off the replica manager: the follower fetchers (one per leader node, over
-the leaders' zero-copy channels) follow every image, leaders send ISR changes to the controller
-through the AlterPartition sender and check their followers' lag periodically, and the self-fence
-refuses writes once the node's lease may have lapsed (see `fencing.py`). `StorageNode` is the
+Replication hangs off the replica manager: the follower fetchers (per leader node one for its
+user partitions and one for its internal ones, over the leaders' zero-copy channels) follow
+every image, leaders send ISR changes to the controller through the AlterPartition sender and
+check their followers' lag periodically, and the self-fence refuses writes once the node's
+lease may have lapsed (see `fencing.py`). `StorageNode` is the
 process object `common/node.py`'s `serve_process` serves (as every service's), with the wait for
 a newer incarnation of the node id (the fencing wait) as its `serving` hook.
 

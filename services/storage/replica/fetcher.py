@@ -1,8 +1,8 @@
-"""Follower pull replication: one fetcher task per leader node pulls every partition this node
+"""Follower pull replication: a fetcher task per leader node pulls the partitions this node
 follows from it, in one fetch request per round (Kafka's ReplicaFetcherManager and
-ReplicaFetcherThread / AbstractFetcherThread). The partitions of internal topics
-(`__consumer_offsets`, `__transaction_state`...) have a fetcher of their own per leader node,
-on its own connection, as Kafka spreads partitions over `num.replica.fetchers`: a busy user
+ReplicaFetcherThread / AbstractFetcherThread); the partitions of internal topics
+(`__consumer_offsets`, `__transaction_state`...) have a second fetcher per leader node, on its
+own connection, as Kafka spreads partitions over `num.replica.fetchers`: a busy user
 partition's rounds then name only the user partitions instead of every idle internal one as
 well, which cost the leader and the follower more per round than the busy partition (a
 request, a follower fetch state and a read per named partition; decision 0010, issue 10).
