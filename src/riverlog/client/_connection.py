@@ -29,6 +29,7 @@ from riverlog.common.rpc.status import from_rpc_error
 from riverlog.v1 import data_pb2, gateway_pb2_grpc
 
 from ._credentials import Credentials
+from ._direct_stream import open_direct
 from ._fetch_answer import parse_fetch_response
 from ._produce_request import EncodedProduceRequest, serialize_request
 from ._stream import StreamCall
@@ -175,21 +176,34 @@ class GatewayConnection:
         (`_produce_request.EncodedProduceRequest`), so its serializer takes either form; a
         FetchStream's answers are `FetchAnswer`s, their records left where they arrived."""
         open_call: Any
+        serializer: Callable[[Any], bytes]
+        deserializer: Callable[[bytes], Any]
+        channel = self._channels[index]
         if method == "Produce":
-            open_call = self._channels[index].stream_stream(
+            path, serializer, deserializer = (
                 _PRODUCE_STREAM,
-                request_serializer=serialize_request,
-                response_deserializer=data_pb2.ProduceResponse.FromString,
+                serialize_request,
+                data_pb2.ProduceResponse.FromString,
+            )
+            open_call = channel.stream_stream(
+                path, request_serializer=serializer, response_deserializer=deserializer
             )
         else:
-            open_call = self._channels[index].stream_stream(
+            path, serializer, deserializer = (
                 _FETCH_STREAM,
-                request_serializer=data_pb2.FetchRequest.SerializeToString,
-                response_deserializer=parse_fetch_response,
+                data_pb2.FetchRequest.SerializeToString,
+                parse_fetch_response,
+            )
+            open_call = channel.stream_stream(
+                path, request_serializer=serializer, response_deserializer=deserializer
             )
         metadata = self.metadata
         return StreamCall(
-            lambda requests: open_call(requests, metadata=metadata), f"{method}Stream"
+            lambda requests: open_call(requests, metadata=metadata),
+            f"{method}Stream",
+            lambda on_message, on_end: open_direct(
+                channel, path, metadata, serializer, deserializer, on_message, on_end
+            ),
         )
 
     def _unary(

@@ -7,18 +7,21 @@ took 1.5 ms as a unary call and 1.0 ms on the stream. The gateway answers a stre
 as they complete, tagged with the request's `correlation_id`, and takes them in stream order
 (so an idempotent producer's requests keep their order, as on one connection in Kafka).
 
-`StreamCall` numbers the requests, feeds them to grpcio through a queue (grpcio reads the
-request iterator on a thread of its own), and a reader thread hands each answer to the future
-of its request. A stream that ends or breaks fails every request still waiting on it with the
-stream's error (the producer treats that as a lost connection: retriable, outcome unknown),
-and the next request opens a new stream. A request that waits past its timeout ends the
-stream the same way, as Kafka's clients close a connection on which a request timed out.
-Requests that want no answer (acks=0) do not belong here: the gateway sends none.
+`StreamCall` numbers the requests and sends them on a `DirectStream` (`_direct_stream`: the
+caller's thread starts the send, and grpcio's channel thread hands each answer to the future of
+its request). Where that cannot run (another grpcio, an intercepted channel), it feeds them to
+grpcio through a queue (grpcio reads the request iterator on a thread of its own), and a reader
+thread hands each answer over. A stream that ends or breaks fails every request still waiting
+on it with the stream's error (the producer treats that as a lost connection: retriable,
+outcome unknown), and the next request opens a new stream. A request that waits past its
+timeout ends the stream the same way, as Kafka's clients close a connection on which a request
+timed out. Requests that want no answer (acks=0) do not belong here: the gateway sends none.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import logging
 import queue
@@ -32,7 +35,11 @@ import grpc
 
 from riverlog.common.errors import ErrorCode, RiverlogError
 
+from ._direct_stream import DirectStream
 from .errors import ClientClosedError
+
+OpenDirect = Callable[[Callable[[Any], None], Callable[[grpc.RpcError], None]], DirectStream | None]
+"""Opens the stream on grpcio's channel thread: (on_message, on_end) -> the stream, or None."""
 
 log = logging.getLogger(__name__)
 
@@ -51,12 +58,18 @@ class StreamCall:
     `open_call(requests)` starts the stream (e.g. `lambda it: stub.FetchStream(it,
     metadata=...)`); it is called again when a request comes after the stream ended."""
 
-    def __init__(self, open_call: Callable[[Iterator[Any]], Any], name: str) -> None:
+    def __init__(
+        self,
+        open_call: Callable[[Iterator[Any]], Any],
+        name: str,
+        open_direct: OpenDirect | None = None,
+    ) -> None:
         self._open_call = open_call
+        self._open_direct = open_direct
         self._name = name
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._requests: queue.SimpleQueue[Any] | None = None
+        self._requests: Any = None  # a SimpleQueue the iterator path drains, or a DirectStream
         self._call: Any = None
         self._waiting: dict[int, tuple[Future[Any], float]] = {}
         self._closed = False
@@ -78,15 +91,29 @@ class StreamCall:
             correlation_id = next(self._ids)
             request.correlation_id = correlation_id
             self._waiting[correlation_id] = (future, time.monotonic() + timeout_s)
-            self._requests.put(request)
+            if isinstance(self._requests, queue.SimpleQueue):
+                self._requests.put(request)
+            else:  # a DirectStream: the caller's thread starts the send
+                self._requests.write(request)
         return future
 
     def _open(self) -> None:
         """A new stream, with its own table of waiting requests (a stream that ends fails only
-        the requests sent on it)."""
+        the requests sent on it). Driven on grpcio's channel thread where `open_direct` can
+        (`_direct_stream`), else through a request queue and a reader thread."""
+        waiting: dict[int, tuple[Future[Any], float]] = {}
+        if self._open_direct is not None:
+            holder: list[DirectStream] = []
+            direct = self._open_direct(
+                functools.partial(self._answer, waiting),
+                lambda error: self._ended(holder[0], holder[0], waiting, error),
+            )
+            if direct is not None:
+                holder.append(direct)
+                self._requests, self._call, self._waiting = direct, direct, waiting
+                return
         requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
         call = self._open_call(_drain(requests))
-        waiting: dict[int, tuple[Future[Any], float]] = {}
         self._requests, self._call, self._waiting = requests, call, waiting
         reader = threading.Thread(
             target=self._read,
@@ -95,6 +122,15 @@ class StreamCall:
             daemon=True,
         )
         reader.start()
+
+    def _answer(self, waiting: dict[int, tuple[Future[Any], float]], response: Any) -> None:
+        """An answer: to its request's future, or (pushed) to `on_push`."""
+        with self._lock:
+            entry = waiting.pop(response.correlation_id, None)
+        if entry is not None:
+            _settle(entry[0], response, None)
+        elif getattr(response, "pushed", False) and (on_push := self.on_push):
+            on_push(response)
 
     def _read(
         self,
@@ -105,24 +141,31 @@ class StreamCall:
         error: BaseException = RiverlogError(f"the {self._name} ended", ErrorCode.NETWORK_EXCEPTION)
         try:
             for response in call:
-                with self._lock:
-                    entry = waiting.pop(response.correlation_id, None)
-                if entry is not None:
-                    _settle(entry[0], response, None)
-                elif getattr(response, "pushed", False) and (on_push := self.on_push):
-                    on_push(response)
+                self._answer(waiting, response)
         except grpc.RpcError as e:
             error = e
         except Exception as e:  # a broken stream, whatever the cause: fail what waits
             log.debug("%s failed", self._name, exc_info=True)
             error = RiverlogError(f"the {self._name} failed: {e}", ErrorCode.NETWORK_EXCEPTION)
+        self._ended(call, requests, waiting, error)
+
+    def _ended(
+        self,
+        call: Any,
+        requests: Any,
+        waiting: dict[int, tuple[Future[Any], float]],
+        error: BaseException,
+    ) -> None:
+        """The stream `call` ended with `error`: fail what still waits on it."""
+        if getattr(error, "code", lambda: None)() == grpc.StatusCode.OK:  # a DirectStream's end
+            error = RiverlogError(f"the {self._name} ended", ErrorCode.NETWORK_EXCEPTION)
         with self._lock:
             if self._call is call:
                 self._requests = self._call = None
                 self._waiting = {}
             failed = list(waiting.values())
             waiting.clear()
-        requests.put(_END)
+        _end(None, requests)
         for future, _ in failed:
             _settle(future, None, error)
         if (on_push := self.on_push) is not None:
@@ -165,8 +208,9 @@ def _settle(future: Future[Any], result: Any, error: BaseException | None) -> No
             future.set_result(result)
 
 
-def _end(call: Any, requests: queue.SimpleQueue[Any] | None) -> None:
-    if requests is not None:
+def _end(call: Any, requests: Any) -> None:
+    """End the iterator path's request queue and cancel the call (a DirectStream is both)."""
+    if isinstance(requests, queue.SimpleQueue):
         requests.put(_END)
     if call is not None:
         call.cancel()

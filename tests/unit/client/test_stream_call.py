@@ -1,6 +1,8 @@
 """StreamCall against a real gRPC server (a generic bidi handler on loopback): answers reach the
 future of their request whatever their order, a broken stream fails what waits on it and the
-next request opens a new stream, and a request past its timeout ends the stream."""
+next request opens a new stream, and a request past its timeout ends the stream. Every test runs
+on both transports: grpcio's public iterator path (a reader thread) and `DirectStream` (the
+core operations driven on grpcio's channel thread)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from concurrent import futures
 import grpc
 import pytest
 
+from riverlog.client._direct_stream import DirectStream, open_direct
 from riverlog.client._stream import StreamCall
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.v1 import data_pb2
@@ -48,8 +51,8 @@ class _Echo:
             held = [request] if request.timeout_ms > 0 else []
 
 
-@pytest.fixture
-def echo() -> Iterator[tuple[_Echo, grpc.Channel]]:
+@pytest.fixture(params=["iterator", "direct"])
+def echo(request: pytest.FixtureRequest) -> Iterator[tuple[_Echo, grpc.Channel, bool]]:
     servicer = _Echo()
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     handler = grpc.stream_stream_rpc_method_handler(
@@ -63,30 +66,51 @@ def echo() -> Iterator[tuple[_Echo, grpc.Channel]]:
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    yield servicer, channel
+    yield servicer, channel, request.param == "direct"
     channel.close()
     server.stop(grace=None).wait()
 
 
-def _stream(channel: grpc.Channel) -> StreamCall:
+def _stream(channel: grpc.Channel, direct: bool, method: str = _METHOD) -> StreamCall:
+    serializer = data_pb2.ProduceRequest.SerializeToString
+    deserializer = data_pb2.ProduceResponse.FromString
     call = channel.stream_stream(
-        _METHOD,
-        request_serializer=data_pb2.ProduceRequest.SerializeToString,
-        response_deserializer=data_pb2.ProduceResponse.FromString,
+        method, request_serializer=serializer, response_deserializer=deserializer
     )
-    return StreamCall(lambda requests: call(requests), "test stream")
+    return StreamCall(
+        lambda requests: call(requests),
+        "test stream",
+        (
+            lambda on_message, on_end: open_direct(
+                channel, method, (), serializer, deserializer, on_message, on_end
+            )
+        )
+        if direct
+        else None,
+    )
+
+
+def _check_transport(stream: StreamCall, direct: bool) -> None:
+    """The stream runs on the transport the test is for (this grpcio has the internals)."""
+    assert isinstance(stream._call, DirectStream) == direct
 
 
 def test_answers_reach_their_requests_in_any_order(echo) -> None:
-    servicer, channel = echo
-    stream = _stream(channel)
+    servicer, channel, direct = echo
+    stream = _stream(channel, direct)
     try:
         held = stream.submit(data_pb2.ProduceRequest(timeout_ms=5), 30)
+        _check_transport(stream, direct)
         quick = stream.submit(data_pb2.ProduceRequest(timeout_ms=0), 30)
         # `quick` is answered before `held`, which is answered after the next request came.
         assert quick.result(10).correlation_id == 2
         assert held.result(10).correlation_id == 1
-        many = [stream.submit(data_pb2.ProduceRequest(timeout_ms=0), 30) for _ in range(50)]
+        # Back to back, big enough that sends queue behind the one in progress.
+        big = data_pb2.ProducePartition(records=b"x" * 200_000)
+        many = [
+            stream.submit(data_pb2.ProduceRequest(timeout_ms=0, partitions=[big]), 30)
+            for _ in range(50)
+        ]
         assert [f.result(10).correlation_id for f in many] == list(range(3, 53))
     finally:
         stream.close()
@@ -94,8 +118,8 @@ def test_answers_reach_their_requests_in_any_order(echo) -> None:
 
 
 def test_a_broken_stream_fails_what_waits_and_the_next_request_reopens(echo) -> None:
-    servicer, channel = echo
-    stream = _stream(channel)
+    servicer, channel, direct = echo
+    stream = _stream(channel, direct)
     try:
         waiting = stream.submit(data_pb2.ProduceRequest(timeout_ms=-1), 30)
         stream.submit(data_pb2.ProduceRequest(timeout_ms=-2), 30)  # the server aborts
@@ -110,8 +134,8 @@ def test_a_broken_stream_fails_what_waits_and_the_next_request_reopens(echo) -> 
 
 
 def test_a_request_past_its_timeout_ends_the_stream(echo) -> None:
-    _, channel = echo
-    stream = _stream(channel)
+    _, channel, direct = echo
+    stream = _stream(channel, direct)
     try:
         lost = stream.submit(data_pb2.ProduceRequest(timeout_ms=-1), 0.0)
         assert stream.expire()
@@ -124,3 +148,26 @@ def test_a_request_past_its_timeout_ends_the_stream(echo) -> None:
         assert stream.submit(data_pb2.ProduceRequest(timeout_ms=0), 30).result(10)
     finally:
         stream.close()
+
+
+def test_a_stream_the_server_does_not_have_fails_as_unimplemented(echo) -> None:
+    _, channel, direct = echo
+    stream = _stream(channel, direct, "/test.Echo/Missing")
+    try:
+        with pytest.raises(grpc.RpcError) as missing:
+            stream.submit(data_pb2.ProduceRequest(timeout_ms=0), 30).result(10)
+        assert missing.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    finally:
+        stream.close()
+
+
+def test_close_fails_what_waits_and_refuses_the_next_request(echo) -> None:
+    _, channel, direct = echo
+    stream = _stream(channel, direct)
+    waiting = stream.submit(data_pb2.ProduceRequest(timeout_ms=-1), 30)
+    _check_transport(stream, direct)
+    stream.close()
+    with pytest.raises((grpc.RpcError, RiverlogError)):
+        waiting.result(10)
+    with pytest.raises(RiverlogError):
+        stream.submit(data_pb2.ProduceRequest(timeout_ms=0), 30).result(10)
