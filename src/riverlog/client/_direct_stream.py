@@ -18,7 +18,7 @@ own thread.
 
 This uses grpcio internals (`grpc._channel`'s call state and managed-call factory), as the
 public sync API has no way to write to a stream or read from it without those threads.
-`open_direct` returns None where they are not as expected (another grpcio, an intercepted
+`open_direct` returns None where they are not as expected (a grpcio release outside TESTED_GRPCIO, an intercepted
 channel), and the caller keeps the iterator path.
 """
 
@@ -35,13 +35,18 @@ import grpc
 
 log = logging.getLogger(__name__)
 
+TESTED_GRPCIO: tuple[str, ...] = ("1.85.",)
+"""grpcio releases whose internals this module was tested against (the test suite runs both
+paths on them). Another release takes the public path: internals with the same names could
+still behave differently, and a stream that hangs is worse than one wake-up more."""
+
 try:  # internals: checked once, and any mismatch falls back to grpcio's public path
     from grpc import _channel as _gc
     from grpc import _common as _gcommon
     from grpc._cython import cygrpc as _cygrpc
 
     _OPS = _cygrpc.OperationType
-    _AVAILABLE = all(
+    _AVAILABLE = grpc.__version__.startswith(TESTED_GRPCIO) and all(
         hasattr(x, name)
         for x, name in (
             (_gc, "_StreamStreamMultiCallable"),
