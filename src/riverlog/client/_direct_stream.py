@@ -18,8 +18,8 @@ own thread.
 
 This uses grpcio internals (`grpc._channel`'s call state and managed-call factory), as the
 public sync API has no way to write to a stream or read from it without those threads.
-`open_direct` returns None where they are not as expected (a grpcio release outside TESTED_GRPCIO, an intercepted
-channel), and the caller keeps the iterator path.
+`open_direct` returns None where they are not as expected (a grpcio release outside
+TESTED_GRPCIO, an intercepted channel), and the caller keeps the iterator path.
 """
 
 from __future__ import annotations

@@ -157,7 +157,8 @@ class StreamCall:
         error: BaseException,
     ) -> None:
         """The stream `call` ended with `error`: fail what still waits on it."""
-        if getattr(error, "code", lambda: None)() == grpc.StatusCode.OK:  # a DirectStream's end
+        # a DirectStream's clean end (a RiverlogError's `code` is an attribute, not a method)
+        if isinstance(error, grpc.RpcError) and error.code() == grpc.StatusCode.OK:
             error = RiverlogError(f"the {self._name} ended", ErrorCode.NETWORK_EXCEPTION)
         with self._lock:
             if self._call is call:
