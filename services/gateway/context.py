@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import math
 import time
 from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass, field
@@ -35,15 +36,24 @@ _T = TypeVar("_T")
 
 @dataclass(frozen=True, slots=True)
 class Deadline:
-    """A point on a monotonic clock (seconds); immutable, so it can be shared by concurrent
-    sub-calls. The clock is injected so tests move a `ManualClock` instead of sleeping."""
+    """A point on the injected monotonic clock, in whole milliseconds; immutable, so it can be
+    shared by concurrent sub-calls. The clock is injected so tests move a `ManualClock` instead
+    of sleeping.
 
-    at: float
+    The point is kept in the clock's own unit (its ticks are milliseconds), and budgets are
+    rounded up to a whole millisecond: so a deadline that has not expired has at least 1 ms
+    left, and a wait of `remaining()` always ends past it. With a point in float seconds,
+    `now_ms / 1000 + budget` could round to a hair past a tick: the deadline then stayed
+    unexpired for a whole millisecond with ~0 s remaining, and a caller that waits
+    `remaining()` and tries again did so at once, over and over, until the clock ticked.
+    """
+
+    at_ms: int
     clock: Clock = field(default=SYSTEM_CLOCK, compare=False, repr=False)
 
     @classmethod
     def after(cls, seconds: float, clock: Clock = SYSTEM_CLOCK) -> Deadline:
-        return cls(_now_s(clock) + max(seconds, 0.0), clock)
+        return cls(clock.monotonic_ms() + _ceil_ms(seconds), clock)
 
     @classmethod
     def for_call(
@@ -58,20 +68,24 @@ class Deadline:
         return cls.after(budget, clock)
 
     def remaining(self) -> float:
-        """Seconds left, never negative."""
-        return max(self.at - _now_s(self.clock), 0.0)
+        """Seconds left: 0.0 once expired, else at least 0.001."""
+        return max(self.at_ms - self.clock.monotonic_ms(), 0) / 1000
 
     @property
     def expired(self) -> bool:
-        return _now_s(self.clock) >= self.at
+        return self.clock.monotonic_ms() >= self.at_ms
 
     def earlier(self, seconds: float) -> Deadline:
         """This deadline or `seconds` from now, whichever comes first."""
-        return Deadline(min(self.at, _now_s(self.clock) + max(seconds, 0.0)), self.clock)
+        return Deadline(min(self.at_ms, self.clock.monotonic_ms() + _ceil_ms(seconds)), self.clock)
 
 
-def _now_s(clock: Clock) -> float:
-    return clock.monotonic_ms() / 1000
+def _ceil_ms(seconds: float) -> int:
+    """`seconds` as whole milliseconds, rounded up (0 for none or less); a product that float
+    arithmetic put a hair above a whole number (0.3 * 1000) is not rounded up."""
+    if seconds <= 0:
+        return 0
+    return math.ceil(seconds * 1000 - 1e-6)
 
 
 class HandlerTime:

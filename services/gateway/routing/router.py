@@ -165,10 +165,9 @@ class Router:
             waited = await self.cache.wait_until(moved, wait_s)
             if not waited:
                 if wait_s >= budget:
-                    # The wait took the request's whole remaining time. Stop here rather than
-                    # ask `deadline.expired`: its clock ticks in milliseconds, so just short of
-                    # the deadline it can stay unexpired for the rest of a millisecond, and
-                    # each retry would then wait ~0 and call the leaders again at once.
+                    # The wait took the request's whole remaining time: it was the last.
+                    # (`Deadline` keeps whole milliseconds, so the clock is past it by now
+                    # anyway; this does not depend on how the clock moved during the wait.)
                     break
                 backoff = min(backoff * 2, self.config.retry_backoff_max_s)
             if deadline.expired:

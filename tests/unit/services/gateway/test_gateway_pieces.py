@@ -39,6 +39,25 @@ def test_deadline_leaves_a_margin_inside_the_clients() -> None:
     assert Deadline.after(10, clock).earlier(1).remaining() == 1
 
 
+@pytest.mark.parametrize("start_ms", [12_345, 27_096_314, 1_700_000_000_000])
+@pytest.mark.parametrize("budget_s", [0.0005, 0.001, 0.005, 0.3, 1.7])
+def test_a_deadline_not_expired_has_a_whole_millisecond_left(
+    start_ms: int, budget_s: float
+) -> None:
+    # The clock ticks in milliseconds. A caller that waits `remaining()` and tries again
+    # must find the deadline expired after that wait; a sliver of a millisecond left (a float
+    # deadline a hair past a tick) made such a loop try again at once until the next tick.
+    clock = ManualClock(start_ms)
+    deadline = Deadline.after(budget_s, clock)
+    while not deadline.expired:
+        left = deadline.remaining()
+        assert left >= 0.001
+        clock.advance(round(left * 1000))
+        assert deadline.expired
+    assert deadline.remaining() == 0
+    assert clock.monotonic_ms() - start_ms == max(1, round(budget_s * 1000))
+
+
 def test_deadline_follows_its_clock() -> None:
     clock = ManualClock()
     deadline = Deadline.after(2, clock)
