@@ -5,8 +5,9 @@ timeout, a leader whose SyncGroup assignment the followers wait for, generations
 heartbeats and commits, static members replaced without a rebalance), and `GroupGateway`
 serves the same logic as the gateway's group RPCs so the real gRPC path is tested too.
 
-Failure hooks: `join_errors`, `heartbeat_errors`, `commit_errors` queue codes for the next
-calls. `calls` records (rpc, member id) in order. All state is under one condition variable.
+Failure hooks: `join_errors`, `heartbeat_errors`, `commit_errors`, `fetch_errors` queue codes
+for the next calls. `calls` records (rpc, member id) in order. All state is under one condition
+variable.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class FakeGroupCoordinator:
     join_errors: deque[ErrorCode] = field(default_factory=deque)
     heartbeat_errors: deque[ErrorCode] = field(default_factory=deque)
     commit_errors: deque[ErrorCode] = field(default_factory=deque)
+    fetch_errors: deque[ErrorCode] = field(default_factory=deque)
     owners: list[dict[str, list[TopicPartition]]] = field(default_factory=list)
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
@@ -271,6 +273,9 @@ class FakeGroupCoordinator:
     ) -> dict[TopicPartition, CommittedOffset]:
         with self.cond:
             self.calls.append(("fetch", "stable" if require_stable else ""))
+            if self.fetch_errors:
+                code = self.fetch_errors.popleft()
+                return {tp: CommittedOffset(-1, error_code=code) for tp in partitions}
             out: dict[TopicPartition, CommittedOffset] = {}
             for tp in partitions:
                 offset, metadata = self.offsets.get(tp, (-1, ""))

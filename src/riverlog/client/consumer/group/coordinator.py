@@ -90,6 +90,7 @@ class ConsumerCoordinator(JoinCycle):
             auto_commit_interval_ms=config.auto_commit_interval_ms,
             request_timeout_ms=config.request_timeout_ms,
             retry_backoff_ms=config.retry_backoff_ms,
+            retry_backoff_max_ms=config.retry_backoff_max_ms,
             member=self._commit_member,
             on_error=self._on_commit_error,
             require_stable=config.isolation_level == "read_committed",

@@ -69,6 +69,8 @@ class OffsetCommitter:
         member: Callable[[], GroupMember],
         on_error: Callable[[ErrorCode], None],
         require_stable: bool = False,
+        retry_backoff_max_ms: int | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._api = api
         # read_committed (KIP-447): never start from an offset a pending transaction replaces.
@@ -79,6 +81,9 @@ class OffsetCommitter:
         self._interval_ms = auto_commit_interval_ms
         self._request_timeout_s = request_timeout_ms / 1000
         self._backoff_s = retry_backoff_ms / 1000
+        self._backoff_ms = retry_backoff_ms
+        self._backoff_max_ms = max(retry_backoff_max_ms or retry_backoff_ms, retry_backoff_ms)
+        self._sleep = sleep  # fetch_committed's pauses (tests pass one that moves `clock`)
         self._member = member
         self._on_error = on_error
         self._next_auto_commit = clock.monotonic_ms() + auto_commit_interval_ms
@@ -215,10 +220,14 @@ class OffsetCommitter:
     ) -> dict[TopicPartition, CommittedOffset]:
         """The committed offsets of `partitions` (offset -1: none), retrying retriable errors
         (coordinator loading or moving; UNSTABLE_OFFSET_COMMIT while a transaction with offsets
-        of the partition is open, under read_committed) until `timeout_s`."""
-        deadline = time.monotonic() + timeout_s
+        of the partition is open, under read_committed) until `timeout_s`. The pause between
+        attempts is retry.backoff.ms doubling up to retry.backoff.max.ms, as Kafka's
+        fetchCommittedOffsets (`retryBackoff.backoff(attempts++)`) and the consumer's offset
+        resets; a pause that would end past `timeout_s` is not taken (ClientTimeoutError)."""
+        deadline_ms = self._clock.monotonic_ms() + round(timeout_s * 1000)
         pending = list(partitions)
         found: dict[TopicPartition, CommittedOffset] = {}
+        attempt = 0
         while pending:
             try:
                 results = self._api.offset_fetch(
@@ -242,10 +251,12 @@ class OffsetCommitter:
                     )
             pending = retry
             if pending:
-                if time.monotonic() + self._backoff_s > deadline:
+                pause_ms = min(self._backoff_ms * 2 ** min(attempt, 30), self._backoff_max_ms)
+                attempt += 1
+                if self._clock.monotonic_ms() + pause_ms > deadline_ms:
                     names = ", ".join(str(tp) for tp in sorted(pending))
                     raise ClientTimeoutError(f"committed offsets of {names} not found in time")
-                time.sleep(self._backoff_s)
+                self._sleep(pause_ms / 1000)
         return found
 
     def close(self, timeout_s: float) -> None:
