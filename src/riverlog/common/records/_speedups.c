@@ -47,6 +47,10 @@
  *
  * `buf` is bytes; the records are buf[start:end] (no copy of an uncompressed batch's body).
  *
+ *   encode_columns(timestamps, keys, values) -> bytes | None
+ *       the producer's batch records (no headers) from its columns, byte for byte as
+ *       encode_columns.encode_records; None for anything it leaves to the Python path.
+ *
  * Also the gateway's ProduceRecords from the request's bytes (produce_request, produce_batches,
  * produce_results; decision 0045), described where they are defined, below wire_into.
  */
@@ -1797,6 +1801,119 @@ static PyTypeObject SendFastType = {
     .tp_vectorcall_offset = offsetof(SendFast, vectorcall),
 };
 
+/* ---- the producer's records from columns (encode_columns) ---------------------------------- */
+
+/* The size of the zigzag varint of v. */
+static inline Py_ssize_t cz_size(long long v) {
+    unsigned long long z = ((unsigned long long)v << 1) ^ (unsigned long long)(v >> 63);
+    Py_ssize_t n = 1;
+    while (z >= 0x80) {
+        z >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static inline char *col_zz_put(char *p, long long v) {
+    unsigned long long z = ((unsigned long long)v << 1) ^ (unsigned long long)(v >> 63);
+    while (z >= 0x80) {
+        *p++ = (char)(z | 0x80);
+        z >>= 7;
+    }
+    *p++ = (char)z;
+    return p;
+}
+
+/* The length of a key or value column item (-1: None), or -2: not bytes or past int32. */
+static inline long long item_len(PyObject *o) {
+    if (o == Py_None)
+        return -1;
+    if (!PyBytes_CheckExact(o) || PyBytes_GET_SIZE(o) > INT32_MAX)
+        return -2;
+    return PyBytes_GET_SIZE(o);
+}
+
+/* encode_columns(timestamps, keys, values) -> bytes or None: the records of a batch without
+ * headers, byte for byte as encode_columns.encode_records; None (nothing raised) for anything
+ * it leaves to the Python path: not three lists of one length, a timestamp not an int within
+ * int64 or below -1, a delta past int64, a key or value not bytes or None, no records. */
+static PyObject *encode_columns(PyObject *self, PyObject *args) {
+    PyObject *timestamps, *keys, *values;
+    if (!PyArg_UnpackTuple(args, "encode_columns", 3, 3, &timestamps, &keys, &values))
+        return NULL;
+    if (!PyList_CheckExact(timestamps) || !PyList_CheckExact(keys) || !PyList_CheckExact(values))
+        Py_RETURN_NONE;
+    Py_ssize_t n = PyList_GET_SIZE(values);
+    if (n == 0 || PyList_GET_SIZE(timestamps) != n || PyList_GET_SIZE(keys) != n ||
+        n > INT32_MAX)
+        Py_RETURN_NONE;
+    long long *deltas = PyMem_Malloc(sizeof(long long) * (size_t)n);
+    if (deltas == NULL)
+        return PyErr_NoMemory();
+    Py_ssize_t total = 0;
+    long long base = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(timestamps, i);
+        long long k = item_len(PyList_GET_ITEM(keys, i));
+        long long v = item_len(PyList_GET_ITEM(values, i));
+        if (!PyLong_CheckExact(t) || k == -2 || v == -2)
+            goto python;
+        int overflow = 0;
+        long long ts = PyLong_AsLongLongAndOverflow(t, &overflow);
+        if (overflow || (ts == -1 && PyErr_Occurred()) || ts < -1)
+            goto python;
+        if (i == 0)
+            base = ts;
+        long long delta;
+        if (__builtin_sub_overflow(ts, base, &delta))
+            goto python;
+        deltas[i] = delta;
+        /* attributes, delta, offset delta, key length, key, value length, value, 0 headers */
+        Py_ssize_t body = 1 + cz_size(delta) + cz_size(i) + cz_size(k) + (k > 0 ? k : 0) +
+                          cz_size(v) + (v > 0 ? v : 0) + 1;
+        total += cz_size(body) + body;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL) {
+        PyMem_Free(deltas);
+        return NULL;
+    }
+    char *p = PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *ko = PyList_GET_ITEM(keys, i), *vo = PyList_GET_ITEM(values, i);
+        long long k = item_len(ko), v = item_len(vo);
+        Py_ssize_t body = 1 + cz_size(deltas[i]) + cz_size(i) + cz_size(k) + (k > 0 ? k : 0) +
+                          cz_size(v) + (v > 0 ? v : 0) + 1;
+        p = col_zz_put(p, body);
+        *p++ = 0;
+        p = col_zz_put(p, deltas[i]);
+        p = col_zz_put(p, i);
+        p = col_zz_put(p, k);
+        if (k > 0) {
+            memcpy(p, PyBytes_AS_STRING(ko), (size_t)k);
+            p += k;
+        }
+        p = col_zz_put(p, v);
+        if (v > 0) {
+            memcpy(p, PyBytes_AS_STRING(vo), (size_t)v);
+            p += v;
+        }
+        *p++ = 0;
+    }
+    PyMem_Free(deltas);
+    if (p != PyBytes_AS_STRING(out) + total) { /* cannot happen: the sizes were added above */
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_SystemError, "encode_columns: size mismatch");
+        return NULL;
+    }
+    return out;
+python:
+    PyMem_Free(deltas);
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"decode_into", decode_into, METH_VARARGS, "Parse one batch's records into five lists."},
     {"rows_into", rows_into, METH_VARARGS, "Parse one batch's records into row tuples."},
@@ -1807,6 +1924,8 @@ static PyMethodDef methods[] = {
      "A serialized ProduceRecordsRequest's records as RecordBatch v2 bodies by partition."},
     {"produce_results", produce_results, METH_VARARGS,
      "ProduceRecordsResponse's results, encoded."},
+    {"encode_columns", encode_columns, METH_VARARGS,
+     "A batch's records without headers from its columns, or None for the Python path."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -48,6 +48,7 @@ def wire_into(
     out: bytearray,
     /,
 ) -> tuple[int, int]: ...
+def encode_columns(timestamps: Any, keys: Any, values: Any) -> bytes | None: ...
 
 class Appender:
     """The producer's per-record append to a topic's sticky batch (decision 0015's addendum)."""
