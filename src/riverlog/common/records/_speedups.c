@@ -24,13 +24,14 @@
  *       without a Python object per record field. last_offset is the last added record's
  *       offset (-1 if none).
  *
- *   Appender(lock, sticky, state, batch_type, future_type, record_overhead, record_memory)
+ *   Appender(lock, sticky, available, batch_type, future_type, record_overhead, record_memory)
  *       the producer's per-record append in C (decision 0015's addendum): calling it as
  *       appender(topic, timestamp, key, value) takes `lock`, and if `sticky[topic]` (a
  *       `batch_type` with __slots__) is open, has no headers column, has room for the record
  *       (its estimate plus record_overhead plus the key and value lengths within its limit) and
- *       `state["_available"]` (the accumulator's __dict__) has record_memory left, appends the
- *       record to the batch's columns, updates count, estimate, reserved and _available as the
+ *       its `available` (buffer.memory's free bytes, kept in C and read and written by the
+ *       accumulator as `appender.available`) has record_memory left, appends the
+ *       record to the batch's columns, updates count, estimate, reserved and available as the
  *       Python fast path does and returns future_type((batch.result, index)); otherwise it
  *       changes nothing and returns None (the Python path then decides: a new batch, a wait
  *       for memory, a conversion of a non-bytes value).
@@ -1409,15 +1410,32 @@ typedef struct {
     PyObject *acquire; /* bound lock.acquire / lock.release */
     PyObject *release;
     PyObject *sticky; /* dict: topic -> batch */
-    PyObject *state;  /* the accumulator's __dict__ */
     PyTypeObject *batch_type;
     PyTypeObject *future_type;
     Py_ssize_t overhead;
     Py_ssize_t memory;
     Py_ssize_t offsets[N_SLOTS];
+    /* buffer.memory's free bytes: kept here (the accumulator reads and writes it as
+     * `appender.available`, under its lock) rather than in a dict per record. */
+    Py_ssize_t available;
+    /* The last topic looked up in `sticky` and its batch, valid while the dict's version tag
+     * (PEP 509: changed by every change to the dict) is the one seen then. */
+    PyObject *last_topic;
+    PyObject *last_batch;
+    uint64_t last_version;
 } Appender;
 
-static PyObject *str_available;
+#if PY_VERSION_HEX < 0x030C0000
+#define DICT_VERSION(d) (((PyDictObject *)(d))->ma_version_tag)
+#else
+#define DICT_VERSION(d) ((uint64_t)0) /* deprecated from 3.12: no cache, a lookup per record */
+#endif
+
+static PyMemberDef appender_members[] = {
+    {"available", T_PYSSIZET, offsetof(Appender, available), 0,
+     "buffer.memory's free bytes (read and written under the accumulator's lock)"},
+    {NULL},
+};
 
 /* GC support: the accumulator's __dict__ holds the appender, which holds the __dict__. */
 static int appender_traverse(Appender *a, visitproc visit, void *arg) {
@@ -1425,7 +1443,8 @@ static int appender_traverse(Appender *a, visitproc visit, void *arg) {
     Py_VISIT(a->acquire);
     Py_VISIT(a->release);
     Py_VISIT(a->sticky);
-    Py_VISIT(a->state);
+    Py_VISIT(a->last_topic);
+    Py_VISIT(a->last_batch);
     Py_VISIT(a->batch_type);
     Py_VISIT(a->future_type);
     return 0;
@@ -1436,7 +1455,8 @@ static int appender_clear(Appender *a) {
     Py_CLEAR(a->acquire);
     Py_CLEAR(a->release);
     Py_CLEAR(a->sticky);
-    Py_CLEAR(a->state);
+    Py_CLEAR(a->last_topic);
+    Py_CLEAR(a->last_batch);
     Py_CLEAR(a->batch_type);
     Py_CLEAR(a->future_type);
     return 0;
@@ -1449,9 +1469,9 @@ static void appender_dealloc(Appender *a) {
 }
 
 static PyObject *appender_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    PyObject *lock, *sticky, *state, *batch_type, *future_type;
-    Py_ssize_t overhead, memory;
-    if (!PyArg_ParseTuple(args, "OO!O!O!O!nn", &lock, &PyDict_Type, &sticky, &PyDict_Type, &state,
+    PyObject *lock, *sticky, *batch_type, *future_type;
+    Py_ssize_t available, overhead, memory;
+    if (!PyArg_ParseTuple(args, "OO!nO!O!nn", &lock, &PyDict_Type, &sticky, &available,
                           &PyType_Type, &batch_type, &PyType_Type, &future_type, &overhead,
                           &memory))
         return NULL;
@@ -1489,8 +1509,7 @@ static PyObject *appender_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     a->lock = lock;
     Py_INCREF(sticky);
     a->sticky = sticky;
-    Py_INCREF(state);
-    a->state = state;
+    a->available = available;
     Py_INCREF(batch_type);
     a->batch_type = (PyTypeObject *)batch_type;
     Py_INCREF(future_type);
@@ -1515,9 +1534,20 @@ static int set_slot_ssize(Appender *a, PyObject *obj, int i, Py_ssize_t v) {
 /* The append with the lock held: the future, Py_None (not taken) or NULL (error). */
 static PyObject *append_locked(Appender *a, PyObject *topic, PyObject *timestamp, PyObject *key,
                                PyObject *value, Py_ssize_t nbytes) {
-    PyObject *batch = PyDict_GetItemWithError(a->sticky, topic); /* borrowed */
-    if (batch == NULL)
-        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    PyObject *batch; /* borrowed */
+    uint64_t version = DICT_VERSION(a->sticky);
+    if (topic == a->last_topic && version != 0 && version == a->last_version) {
+        batch = a->last_batch;
+    } else {
+        batch = PyDict_GetItemWithError(a->sticky, topic);
+        if (batch == NULL)
+            return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+        Py_INCREF(topic);
+        Py_XSETREF(a->last_topic, topic);
+        Py_INCREF(batch);
+        Py_XSETREF(a->last_batch, batch);
+        a->last_version = version;
+    }
     if (Py_TYPE(batch) != a->batch_type)
         Py_RETURN_NONE;
     PyObject *closed = SLOT(batch, S_CLOSED), *headers = SLOT(batch, S_HEADERS);
@@ -1541,24 +1571,13 @@ static PyObject *append_locked(Appender *a, PyObject *topic, PyObject *timestamp
     Py_ssize_t size = estimate + a->overhead + nbytes;
     if (size > limit)
         Py_RETURN_NONE;
-    PyObject *available_o = PyDict_GetItemWithError(a->state, str_available);
-    if (available_o == NULL)
-        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
-    Py_ssize_t available = PyLong_AsSsize_t(available_o);
-    if (available == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
-    if (available < a->memory)
+    if (a->available < a->memory)
         Py_RETURN_NONE;
     PyObject *future = a->future_type->tp_alloc(a->future_type, 2);
     if (future == NULL)
         return NULL;
     PyObject *index = PyLong_FromSsize_t(count);
-    PyObject *left = PyLong_FromSsize_t(available - a->memory);
-    if (index == NULL || left == NULL) {
-        Py_XDECREF(index);
-        Py_XDECREF(left);
+    if (index == NULL) {
         Py_DECREF(future);
         return NULL;
     }
@@ -1567,27 +1586,21 @@ static PyObject *append_locked(Appender *a, PyObject *topic, PyObject *timestamp
     PyTuple_SET_ITEM(future, 1, index); /* the future owns index */
     /* Every step that may fail comes before the first change to the batch. */
     if (PyList_Append(timestamps, timestamp) < 0) {
-        Py_DECREF(left);
         Py_DECREF(future);
         return NULL;
     }
     if (PyList_Append(keys, key) < 0) {
         PyList_SetSlice(timestamps, count, count + 1, NULL);
-        Py_DECREF(left);
         Py_DECREF(future);
         return NULL;
     }
-    if (PyList_Append(values, value) < 0 || PyDict_SetItem(a->state, str_available, left) < 0) {
-        Py_ssize_t n = PyList_GET_SIZE(values);
-        if (n > count)
-            PyList_SetSlice(values, count, n, NULL);
+    if (PyList_Append(values, value) < 0) {
         PyList_SetSlice(keys, count, count + 1, NULL);
         PyList_SetSlice(timestamps, count, count + 1, NULL);
-        Py_DECREF(left);
         Py_DECREF(future);
         return NULL;
     }
-    Py_DECREF(left);
+    a->available -= a->memory;
     if (set_slot_ssize(a, batch, S_COUNT, count + 1) < 0 ||
         set_slot_ssize(a, batch, S_ESTIMATE, size) < 0 ||
         set_slot_ssize(a, batch, S_RESERVED, reserved + a->memory) < 0) {
@@ -1600,7 +1613,7 @@ static PyObject *append_locked(Appender *a, PyObject *topic, PyObject *timestamp
 /* The record appended (its future), Py_None (left to the Python path) or NULL (error). */
 static PyObject *appender_append(Appender *a, PyObject *topic, PyObject *timestamp, PyObject *key,
                                  PyObject *value) {
-    if (a->acquire == NULL || a->release == NULL || a->sticky == NULL || a->state == NULL)
+    if (a->acquire == NULL || a->release == NULL || a->sticky == NULL)
         Py_RETURN_NONE; /* cleared by the garbage collector */
     Py_ssize_t nbytes = 0;
     if (value != Py_None) {
@@ -1654,6 +1667,7 @@ static PyTypeObject AppenderType = {
     .tp_new = appender_new,
     .tp_dealloc = (destructor)appender_dealloc,
     .tp_call = (ternaryfunc)appender_call,
+    .tp_members = appender_members,
 };
 
 /* ---- Producer.send's common case (SendFast) ------------------------------------------------- */
@@ -1942,10 +1956,9 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         return NULL;
     if (PyType_Ready(&SendFastType) < 0)
         return NULL;
-    str_available = PyUnicode_InternFromString("_available");
     str_key = PyUnicode_InternFromString("key");
     str_value = PyUnicode_InternFromString("value");
-    if (str_available == NULL || str_key == NULL || str_value == NULL)
+    if (str_key == NULL || str_value == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

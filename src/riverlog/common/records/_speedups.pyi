@@ -57,7 +57,7 @@ class Appender:
         self,
         lock: Any,
         sticky: dict[str, Any],
-        state: dict[str, Any],
+        available: int,
         batch_type: type[Any],
         future_type: type[tuple[Any, ...]],
         record_overhead: int,
@@ -67,6 +67,7 @@ class Appender:
     def __call__(
         self, topic: str, timestamp: int, key: bytes | None, value: bytes | None, /
     ) -> Any: ...
+    available: int  # buffer.memory's free bytes
 
 class SendFast:
     """Producer.send's common case in C; every other call to the Python send."""
