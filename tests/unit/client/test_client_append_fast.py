@@ -6,6 +6,7 @@ the Python send."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -265,3 +266,28 @@ def test_the_cached_sticky_batch_follows_every_change_of_the_sticky_dict() -> No
     assert fast("t", TS, None, b"v") is None
     acc._sticky["t"] = other
     assert fast("t", TS, None, b"v")._index == 1
+
+
+def test_a_lock_held_elsewhere_is_waited_for_and_every_append_releases_it() -> None:
+    """The Appender takes a free lock without calling lock.acquire(); one held by another
+    thread it waits for (the append happens once it is released), and it always gives the
+    lock back (lock.locked() is what threading sees)."""
+    acc = make()
+    fast = acc.append_fast
+    if fast is None:
+        pytest.skip("the C extension is not built")
+    acc.append_sticky("t", [0], TS, None, b"v")
+    assert fast("t", TS, None, b"v") is not None and not acc._lock.locked()
+    assert fast("t", TS, None, b"x" * 2000) is None and not acc._lock.locked()
+    done: list[Any] = []
+    with acc._lock:
+        appender = threading.Thread(target=lambda: done.append(fast("t", TS, None, b"w")))
+        appender.start()
+        appender.join(0.2)
+        assert not done  # waiting for the lock
+        assert acc._lock.locked()
+    appender.join(10)
+    assert done and done[0]._index == 2 and not acc._lock.locked()
+    # threading's own use of the lock still works after the C path took and released it
+    assert acc._lock.acquire(blocking=False)
+    acc._lock.release()

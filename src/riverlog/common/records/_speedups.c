@@ -1423,7 +1423,61 @@ typedef struct {
     PyObject *last_topic;
     PyObject *last_batch;
     uint64_t last_version;
+    int raw_lock; /* 1: `lock` is taken without calls when free (RawLock, below) */
 } Appender;
+
+/* A threading.Lock as CPython 3.8-3.12 lays it out (Modules/_threadmodule.c's lockobject):
+ * the Appender takes and releases a free lock without calling lock.acquire()/release() (whose
+ * argument parsing and method calls cost more than the append), after checking at creation
+ * that this layout is the lock's (the type, its size, and `locked` following acquire/release
+ * on a lock of its own). Elsewhere, or if the check fails, it calls the methods. */
+#if PY_VERSION_HEX >= 0x03080000 && PY_VERSION_HEX < 0x030D0000
+#define RAW_LOCK 1
+typedef struct {
+    PyObject_HEAD
+    PyThread_type_lock lock_lock;
+    PyObject *in_weakreflist;
+    char locked;
+} RawLock;
+
+/* 1 if `lock` is a _thread.lock laid out as RawLock, 0 if not (or unsure), -1 on error. */
+static int raw_lock_ok(PyObject *lock) {
+    PyObject *mod = PyImport_ImportModule("_thread");
+    if (mod == NULL)
+        return -1;
+    PyObject *probe = PyObject_CallMethod(mod, "allocate_lock", NULL);
+    Py_DECREF(mod);
+    if (probe == NULL)
+        return -1;
+    int ok = Py_TYPE(probe) == Py_TYPE(lock) && Py_TYPE(lock)->tp_basicsize == sizeof(RawLock) &&
+             ((RawLock *)probe)->lock_lock != NULL && ((RawLock *)probe)->locked == 0;
+    if (ok) {
+        PyObject *r = PyObject_CallMethod(probe, "acquire", NULL);
+        if (r == NULL) {
+            Py_DECREF(probe);
+            return -1;
+        }
+        Py_DECREF(r);
+        ok = ((RawLock *)probe)->locked == 1 &&
+             !PyThread_acquire_lock(((RawLock *)probe)->lock_lock, NOWAIT_LOCK);
+        r = PyObject_CallMethod(probe, "release", NULL);
+        if (r == NULL) {
+            Py_DECREF(probe);
+            return -1;
+        }
+        Py_DECREF(r);
+        ok = ok && ((RawLock *)probe)->locked == 0;
+        if (ok && PyThread_acquire_lock(((RawLock *)probe)->lock_lock, NOWAIT_LOCK)) {
+            /* free after release(), as it should be: give it back */
+            PyThread_release_lock(((RawLock *)probe)->lock_lock);
+        } else {
+            ok = 0;
+        }
+    }
+    Py_DECREF(probe);
+    return ok;
+}
+#endif
 
 #if PY_VERSION_HEX < 0x030C0000
 #define DICT_VERSION(d) (((PyDictObject *)(d))->ma_version_tag)
@@ -1510,6 +1564,14 @@ static PyObject *appender_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     Py_INCREF(sticky);
     a->sticky = sticky;
     a->available = available;
+#ifdef RAW_LOCK
+    int raw = raw_lock_ok(lock);
+    if (raw < 0) {
+        Py_DECREF(a);
+        return NULL;
+    }
+    a->raw_lock = raw;
+#endif
     Py_INCREF(batch_type);
     a->batch_type = (PyTypeObject *)batch_type;
     Py_INCREF(future_type);
@@ -1576,11 +1638,7 @@ static PyObject *append_locked(Appender *a, PyObject *topic, PyObject *timestamp
     PyObject *future = a->future_type->tp_alloc(a->future_type, 2);
     if (future == NULL)
         return NULL;
-    PyObject *index = PyLong_FromSsize_t(count);
-    if (index == NULL) {
-        Py_DECREF(future);
-        return NULL;
-    }
+    PyObject *index = Py_NewRef(count_o); /* the record's index is the count before it */
     Py_INCREF(result);
     PyTuple_SET_ITEM(future, 0, result);
     PyTuple_SET_ITEM(future, 1, index); /* the future owns index */
@@ -1626,6 +1684,21 @@ static PyObject *appender_append(Appender *a, PyObject *topic, PyObject *timesta
             Py_RETURN_NONE;
         nbytes += PyBytes_GET_SIZE(key);
     }
+#ifdef RAW_LOCK
+    if (a->raw_lock) {
+        /* The lock free: taken and given back without a Python call (the GIL is held from
+         * here to the release, as with the calls). Held by another thread: the call below,
+         * which waits with the GIL released. */
+        RawLock *lo = (RawLock *)a->lock;
+        if (PyThread_acquire_lock(lo->lock_lock, NOWAIT_LOCK)) {
+            lo->locked = 1;
+            PyObject *out = append_locked(a, topic, timestamp, key, value, nbytes);
+            lo->locked = 0;
+            PyThread_release_lock(lo->lock_lock);
+            return out;
+        }
+    }
+#endif
     PyObject *r = PyObject_CallNoArgs(a->acquire);
     if (r == NULL)
         return NULL;
