@@ -1743,6 +1743,37 @@ static PyTypeObject AppenderType = {
     .tp_members = appender_members,
 };
 
+/* ---- the futures' base (FuturePair) --------------------------------------------------------- */
+
+/* A 2-tuple whose items read as `_result` and `_index` through member descriptors at the items'
+ * offsets: CPython's attribute cache reads them as slots (no call per read, against a property
+ * calling an itemgetter). Its __new__ makes only 2-tuples (and tuple.__new__ refuses a subclass
+ * of it), so the offsets are always inside the object. */
+static PyMemberDef pair_members[] = {
+    {"_result", T_OBJECT_EX, offsetof(PyTupleObject, ob_item), READONLY, "item 0"},
+    {"_index", T_OBJECT_EX, offsetof(PyTupleObject, ob_item) + sizeof(PyObject *), READONLY,
+     "item 1"},
+    {NULL},
+};
+
+static PyObject *pair_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *t = PyTuple_Type.tp_new(type, args, kwargs);
+    if (t != NULL && PyTuple_GET_SIZE(t) != 2) {
+        Py_DECREF(t);
+        PyErr_SetString(PyExc_TypeError, "a FuturePair is made of exactly 2 items");
+        return NULL;
+    }
+    return t;
+}
+
+static PyTypeObject FuturePairType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "riverlog.common.records._speedups.FuturePair",
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "A (result, index) 2-tuple read as ._result and ._index (see above).",
+    .tp_members = pair_members,
+    .tp_new = pair_new,
+};
+
 /* ---- Producer.send's common case (SendFast) ------------------------------------------------- */
 
 typedef struct {
@@ -2025,6 +2056,9 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__speedups(void) {
+    FuturePairType.tp_base = &PyTuple_Type;
+    if (PyType_Ready(&FuturePairType) < 0)
+        return NULL;
     if (PyType_Ready(&AppenderType) < 0)
         return NULL;
     if (PyType_Ready(&SendFastType) < 0)
@@ -2045,6 +2079,12 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     Py_INCREF(&SendFastType);
     if (PyModule_AddObject(m, "SendFast", (PyObject *)&SendFastType) < 0) {
         Py_DECREF(&SendFastType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&FuturePairType);
+    if (PyModule_AddObject(m, "FuturePair", (PyObject *)&FuturePairType) < 0) {
+        Py_DECREF(&FuturePairType);
         Py_DECREF(m);
         return NULL;
     }

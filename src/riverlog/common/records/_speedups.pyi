@@ -50,6 +50,12 @@ def wire_into(
 ) -> tuple[int, int]: ...
 def encode_columns(timestamps: Any, keys: Any, values: Any) -> bytes | None: ...
 
+class FuturePair(tuple[Any, int]):
+    """A (result, index) 2-tuple read as ._result and ._index."""
+
+    _result: Any
+    _index: int
+
 class Appender:
     """The producer's per-record append to a topic's sticky batch (decision 0015's addendum)."""
 
