@@ -6,6 +6,7 @@ the Python send."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -106,10 +107,10 @@ def test_leaves_to_python_whatever_it_does_not_take() -> None:
     assert future is not None and future._index == 1 and future._result is batch.result
     assert batch.keys == [None, b"k"] and batch.estimate == before[1][2] + RECORD_OVERHEAD + 11
     # buffer.memory short of one record's RECORD_MEMORY: not taken (the Python path waits)
-    acc._available = RECORD_MEMORY - 1
+    acc._memory.available = RECORD_MEMORY - 1
     before = state(acc)
     assert fast("t", TS, None, b"v") is None and state(acc) == before
-    acc._available = 10 * RECORD_MEMORY
+    acc._memory.available = 10 * RECORD_MEMORY
     batch.headers = [None, None]  # a record with headers came: the Python path keeps them
     assert fast("t", TS, None, b"v") is None
     batch.headers = None
@@ -136,9 +137,9 @@ def test_refuses_a_batch_type_without_slots() -> None:
         pass
 
     with pytest.raises(AttributeError):
-        accumulator.Appender(None, {}, {}, NoSlots, RecordFuture, 11, 144)  # type: ignore[misc]
+        accumulator.Appender(None, {}, 0, NoSlots, RecordFuture, 11, 144)  # type: ignore[misc]
     with pytest.raises(TypeError):
-        accumulator.Appender(None, {}, {}, ProducerBatch, list, 11, 144)  # type: ignore[misc]
+        accumulator.Appender(None, {}, 0, ProducerBatch, list, 11, 144)  # type: ignore[misc]
 
 
 def test_use_compiled_off_leaves_the_python_path() -> None:
@@ -222,3 +223,71 @@ def test_send_after_close_raises_as_the_python_send(fake: FakeServer, gateway: F
     p.close()
     with pytest.raises(ClientClosedError):
         p.send("t", b"late")
+
+
+def test_the_memory_counter_moves_with_use_compiled() -> None:
+    """buffer.memory's free bytes live in the Appender while it is used, and carry over exactly
+    when the accumulator switches between it and the Python path."""
+    acc = make()
+    if acc.append_fast is None:
+        pytest.skip("the C extension is not built")
+    send(acc, True, TS, None, b"v")  # the first one opens the batch (and reserves for it)
+    total = acc.available_memory
+    for _ in range(5):
+        send(acc, True, TS, None, b"v")
+    assert acc.available_memory == total - 5 * RECORD_MEMORY
+    acc.use_compiled(False)
+    assert acc.append_fast is None and acc.available_memory == total - 5 * RECORD_MEMORY
+    send(acc, False, TS, None, b"v")
+    acc.use_compiled(True)
+    assert acc.available_memory == total - 6 * RECORD_MEMORY
+    send(acc, True, TS, None, b"v")
+    assert acc.available_memory == total - 7 * RECORD_MEMORY
+
+
+def test_the_cached_sticky_batch_follows_every_change_of_the_sticky_dict() -> None:
+    """The Appender remembers the last topic's sticky batch; any change to the dict (a new
+    batch, another partition, a removal) makes it look again."""
+    acc = make()
+    fast = acc.append_fast
+    if fast is None:
+        pytest.skip("the C extension is not built")
+    acc.append_sticky("t", [0], TS, None, b"v")
+    first = acc._sticky["t"]
+    assert fast("t", TS, None, b"v")._result is first.result
+    acc.append_sticky("u", [0, 1], TS, None, b"v")  # another topic's batch: the dict changed
+    assert fast("t", TS, None, b"v")._result is first.result
+    # a new open batch for "t" put in place (as a sticky partition change does)
+    acc._sticky["t"] = other = ProducerBatch("t", 1, 0.0, batch_size=1024)
+    future = fast("t", TS, None, b"w")
+    assert future._result is other.result and other.values == [b"w"]
+    assert first.count == 3
+    del acc._sticky["t"]
+    assert fast("t", TS, None, b"v") is None
+    acc._sticky["t"] = other
+    assert fast("t", TS, None, b"v")._index == 1
+
+
+def test_a_lock_held_elsewhere_is_waited_for_and_every_append_releases_it() -> None:
+    """The Appender takes a free lock without calling lock.acquire(); one held by another
+    thread it waits for (the append happens once it is released), and it always gives the
+    lock back (lock.locked() is what threading sees)."""
+    acc = make()
+    fast = acc.append_fast
+    if fast is None:
+        pytest.skip("the C extension is not built")
+    acc.append_sticky("t", [0], TS, None, b"v")
+    assert fast("t", TS, None, b"v") is not None and not acc._lock.locked()
+    assert fast("t", TS, None, b"x" * 2000) is None and not acc._lock.locked()
+    done: list[Any] = []
+    with acc._lock:
+        appender = threading.Thread(target=lambda: done.append(fast("t", TS, None, b"w")))
+        appender.start()
+        appender.join(0.2)
+        assert not done  # waiting for the lock
+        assert acc._lock.locked()
+    appender.join(10)
+    assert done and done[0]._index == 2 and not acc._lock.locked()
+    # threading's own use of the lock still works after the C path took and released it
+    assert acc._lock.acquire(blocking=False)
+    acc._lock.release()

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from riverlog.client.producer.batch import ProducerBatch, restamp
-from riverlog.common.records import CompressionType
+from riverlog.common.records import CompressionType, encode_columns
 from riverlog.common.records.builder import BatchBuilder, encode_headers
 from riverlog.common.records.encode_columns import encode_records
 from riverlog.common.records.header import iter_batches, validate_batch
@@ -64,7 +64,7 @@ BASE = 1_700_000_000_000
         [(BASE, None, b"v" * (i % 300), None) for i in range(9000)],  # past 8,191 records
     ],
 )
-def test_columns_encode_as_the_builder_does(rows: list[Row]) -> None:
+def test_columns_encode_as_the_builder_does(rows: list[Row], encoder: str) -> None:
     assert columns(rows) == reference(rows)[61:]
     assert batch_of(rows).build() == reference(rows)
 
@@ -155,3 +155,71 @@ def test_batch_size_counts_an_upper_bound_per_record() -> None:
     assert taken == 8 and len(batch.build()) <= 1024
     lone = ProducerBatch("t", 0, 0.0, batch_size=10)
     assert lone.append((BASE, None, b"x" * 100, None))  # the first record always goes in
+
+
+# ---- the C loop (`_speedups.encode_columns`) against the Python paths -----------------------
+
+_ts = st.integers(min_value=-1, max_value=(1 << 63) - 1)
+_blob = st.none() | st.binary(max_size=300)
+
+
+@pytest.fixture(params=["c", "python"])
+def encoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test with the C loop and with the Python paths only."""
+    if request.param == "c" and encode_columns.encode_c is None:
+        pytest.skip("the C extension is not built")
+    if request.param == "python":
+        monkeypatch.setattr(encode_columns, "encode_c", None)
+    return str(request.param)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_ts, _blob, _blob), min_size=1, max_size=40), st.data())
+def test_the_c_loop_encodes_as_the_python_paths(
+    rows: list[tuple[int, bytes | None, bytes | None]], data: st.DataObject
+) -> None:
+    if encode_columns.encode_c is None:
+        pytest.skip("the C extension is not built")
+    # timestamps near the first one as a producer makes them, or anywhere in int64
+    if data.draw(st.booleans()):
+        base = rows[0][0] % (1 << 40)
+        rows = [(base + (t % 10_000), k, v) for t, k, v in rows]
+    timestamps = [r[0] for r in rows]
+    keys = [r[1] for r in rows]
+    values = [r[2] for r in rows]
+    headers: list[bytes | None] = [None] * len(rows)
+    try:
+        expected: bytes | None = encode_columns._encode_general(timestamps, keys, values, headers)
+    except (ValueError, OverflowError):
+        expected = None  # the Python path raises: the C loop must hand the batch back
+    got = encode_columns.encode_c(timestamps, keys, values)
+    if got is not None:
+        assert got == expected
+    else:
+        # handed back: only where a delta is past int64 (the Python path decides)
+        assert any(not -(1 << 63) <= t - timestamps[0] < (1 << 63) for t in timestamps)
+
+
+def test_the_c_loop_hands_back_what_it_does_not_take() -> None:
+    c = encode_columns.encode_c
+    if c is None:
+        pytest.skip("the C extension is not built")
+    assert c([], [], []) is None
+    assert c([1], [None], [bytearray(b"x")]) is None  # not bytes
+    assert c([1], ["k"], [b"x"]) is None
+    assert c([1, 2], [None], [b"x", b"y"]) is None  # lengths differ
+    assert c((1,), [None], [b"x"]) is None  # not lists
+    assert c([True], [None], [b"x"]) is None  # not an exact int
+    assert c([-2], [None], [b"x"]) is None  # below -1: the Python path raises
+    assert c([1 << 63], [None], [b"x"]) is None
+    assert c([-1, (1 << 63) - 1], [None, None], [b"x", b"y"]) is None  # delta past int64
+
+
+def test_encode_records_with_either_encoder(encoder: str) -> None:
+    rows: list[Row] = [
+        (1_700_000_000_000 + i % 3, None if i % 2 else b"k%d" % i, b"v" * i, None)
+        for i in range(100)
+    ]
+    assert columns(rows) == reference(rows)[61:]
+    rows[5] = (rows[5][0], rows[5][1], rows[5][2], [("h", b"x")])
+    assert columns(rows) == reference(rows)[61:]

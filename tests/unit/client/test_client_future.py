@@ -4,11 +4,18 @@ first-completion-wins rule, and RecordFutures (send_many's one result for many r
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
+import riverlog
 from riverlog.client import ClientTimeoutError, RecordMetadata, RiverlogError
 from riverlog.client.producer.future import (
     BatchResult,
+    RecordFuture,
     RecordFutures,
     delivery_callback,
     new_future,
@@ -100,3 +107,42 @@ def test_many_records_raise_the_first_error() -> None:
     with pytest.raises(RiverlogError):
         futures.result()
     assert futures[0].exception() is None and futures[1].exception() is error
+
+
+def test_a_future_is_a_pair_read_as_result_and_index_with_or_without_the_extension() -> None:
+    """With the C extension a RecordFuture's base is `_speedups.FuturePair` (its items read
+    as ._result/._index like slots, and only 2-tuples can be made); without it, properties."""
+    code = (
+        "import sys\n"
+        "if sys.argv[1] == 'python':\n"
+        "    sys.modules['riverlog.common.records._speedups'] = None\n"
+        "from riverlog.client.producer.future import RecordFuture\n"
+        "f = RecordFuture(('r', 3))\n"
+        "assert (f._result, f._index, f[0], f[1], len(f)) == ('r', 3, 'r', 3, 2)\n"
+        "try:\n"
+        "    f._result = 1\n"
+        "    raise SystemExit('writable')\n"
+        "except AttributeError:\n"
+        "    pass\n"
+        "print(type(f).__mro__[1].__name__)\n"
+    )
+    for mode, base in (("c", "FuturePair"), ("python", "tuple")):
+        out = subprocess.run(
+            [sys.executable, "-c", code, mode],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(Path(riverlog.__file__).parents[1])},
+        )
+        assert out.returncode == 0, out.stderr
+        if mode == "python" or future_module_compiled():
+            assert out.stdout.strip() == base
+    if future_module_compiled():
+        with pytest.raises(TypeError):
+            RecordFuture(())  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            tuple.__new__(RecordFuture, ())
+
+
+def future_module_compiled() -> bool:
+    return RecordFuture.__mro__[1] is not tuple

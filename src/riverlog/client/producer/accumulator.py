@@ -73,6 +73,16 @@ def _lengths(column: Sequence[bytes | None]) -> list[int]:
         return [len(item) if item is not None else 0 for item in column]
 
 
+class _Memory:
+    """buffer.memory's free bytes where the C Appender (which keeps them itself, as its
+    `available`) is not in use."""
+
+    __slots__ = ("available",)
+
+    def __init__(self, available: int) -> None:
+        self.available = available
+
+
 class RecordAccumulator:
     """Per-partition deques of batches, shared by the application threads (`append*`) and the
     sender thread (`drain`, `reenqueue`, `expire`, `release`). Thread-safe throughout.
@@ -100,7 +110,9 @@ class RecordAccumulator:
         # than a round trip of batching delays a record.
         self._linger = (linger_ms or ZERO_LINGER_HOLD_MS) / 1000
         self._total_memory = buffer_memory
-        self._available = buffer_memory
+        # buffer.memory's free bytes, read and written under the lock: the C Appender's own
+        # counter where it is used (no dict operation per record), else a _Memory.
+        self._memory: _Memory | Any = _Memory(buffer_memory)
         self._compression = compression
         self._max_block = max_block_ms / 1000
         self._delivery_timeout = delivery_timeout_ms / 1000
@@ -126,17 +138,20 @@ class RecordAccumulator:
 
     def use_compiled(self, on: bool) -> None:
         """Use the C append where the extension is built (on), or only the Python path."""
-        self.append_fast = None
-        if on and Appender is not None:
-            self.append_fast = Appender(
-                self._lock,
-                self._sticky,
-                self.__dict__,
-                ProducerBatch,
-                RecordFuture,
-                RECORD_OVERHEAD,
-                RECORD_MEMORY,
-            )
+        with self._lock:
+            available = self._memory.available
+            self.append_fast = None
+            self._memory = _Memory(available)
+            if on and Appender is not None:
+                self.append_fast = self._memory = Appender(
+                    self._lock,
+                    self._sticky,
+                    available,
+                    ProducerBatch,
+                    RecordFuture,
+                    RECORD_OVERHEAD,
+                    RECORD_MEMORY,
+                )
 
     # ---- application threads -------------------------------------------------------------
 
@@ -167,7 +182,7 @@ class RecordAccumulator:
                     size += len(key)
                 if headers:
                     size += len(headers)
-                if size <= batch.limit and self._available >= RECORD_MEMORY:
+                if size <= batch.limit and self._memory.available >= RECORD_MEMORY:
                     return self._add_to_open(
                         batch, size, (timestamp, key, value, headers), on_done, trace_context
                     )
@@ -202,7 +217,7 @@ class RecordAccumulator:
                 if headers:
                     size += len(headers)
                 if size <= batch.limit:
-                    if self._available >= RECORD_MEMORY:
+                    if self._memory.available >= RECORD_MEMORY:
                         return self._add_to_open(
                             batch, size, (timestamp, key, value, headers), on_done, trace_context
                         )
@@ -259,10 +274,10 @@ class RecordAccumulator:
                 if batch is not None and not batch.closed:
                     fit = bisect_right(cum, cum[i] + batch.limit - batch.estimate, i + 1, end + 1)
                     # and no more than buffer.memory has room for (RECORD_MEMORY each)
-                    fit = min(fit, i + 1 + max(self._available, 0) // RECORD_MEMORY)
+                    fit = min(fit, i + 1 + max(self._memory.available, 0) // RECORD_MEMORY)
                     if fit > i + 1:
                         fit -= 1  # records i..fit-1 fit
-                        self._available -= (fit - i) * RECORD_MEMORY
+                        self._memory.available -= (fit - i) * RECORD_MEMORY
                         batch.reserved += (fit - i) * RECORD_MEMORY
                         first = batch.count
                         batch.timestamps.extend(repeat(timestamp, fit - i))
@@ -320,7 +335,7 @@ class RecordAccumulator:
         else:
             batch.add(record)
         batch.estimate = size
-        self._available -= RECORD_MEMORY
+        self._memory.available -= RECORD_MEMORY
         batch.reserved += RECORD_MEMORY
         future: RecordFuture = RecordFuture((batch.result, index))
         if on_done is not None or trace_context is not None:
@@ -417,13 +432,13 @@ class RecordAccumulator:
 
     def _allocate(self, size: int) -> None:
         """Reserve `size` bytes of buffer.memory, waiting up to max.block.ms (lock held)."""
-        if self._available >= size:
-            self._available -= size
+        if self._memory.available >= size:
+            self._memory.available -= size
             return
         deadline = time.monotonic() + self._max_block  # a real wait: real time, whatever clock
         self._waiters += 1
         try:
-            while self._available < size:
+            while self._memory.available < size:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise ClientTimeoutError(
@@ -437,10 +452,10 @@ class RecordAccumulator:
                 self._space.wait(min(remaining, 0.1))
         finally:
             self._waiters -= 1
-        self._available -= size
+        self._memory.available -= size
 
     def _free(self, size: int) -> None:
-        self._available += size
+        self._memory.available += size
         if self._waiters:
             self._space.notify_all()
 
@@ -604,4 +619,4 @@ class RecordAccumulator:
 
     @property
     def available_memory(self) -> int:
-        return self._available
+        return self._memory.available

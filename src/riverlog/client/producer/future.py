@@ -23,7 +23,7 @@ import threading
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from operator import itemgetter
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 log = logging.getLogger(__name__)
 
@@ -183,17 +183,34 @@ class BatchResult:
         return self
 
 
-class RecordFuture(tuple[BatchResult, int]):
+if TYPE_CHECKING:
+    _Pair = tuple[BatchResult, int]
+    _C_PAIR = True
+else:
+    try:  # a 2-tuple whose items read as ._result and ._index like slots (C member descriptors)
+        from riverlog.common.records._speedups import FuturePair as _Pair
+
+        _C_PAIR = True
+    except ImportError:  # built without a C compiler: properties, below
+        _Pair = tuple
+        _C_PAIR = False
+
+
+class RecordFuture(_Pair):
     """The outcome of one `send`: resolves to RecordMetadata or raises the delivery error.
     Created as `RecordFuture((result, index))` (the cheapest way to make one: no Python code
     runs)."""
 
     __slots__ = ()
 
-    # The batch's result and the record's index in it, read by C getters (no Python frame:
-    # callers that read them per record, as the side-by-side harness does, pay no call).
-    _result: BatchResult = property(itemgetter(0))  # type: ignore[assignment]
-    _index: int = property(itemgetter(1))  # type: ignore[assignment]
+    # The batch's result and the record's index in it: read without a call where the C
+    # extension is built (callers read them per record, as the side-by-side harness does), by
+    # C getters (property of an itemgetter) elsewhere.
+    _result: BatchResult
+    _index: int
+    if not _C_PAIR:
+        _result = property(itemgetter(0))  # type: ignore[assignment]
+        _index = property(itemgetter(1))  # type: ignore[assignment]
 
     def done(self) -> bool:
         return self[0].event.is_set()

@@ -24,13 +24,14 @@
  *       without a Python object per record field. last_offset is the last added record's
  *       offset (-1 if none).
  *
- *   Appender(lock, sticky, state, batch_type, future_type, record_overhead, record_memory)
+ *   Appender(lock, sticky, available, batch_type, future_type, record_overhead, record_memory)
  *       the producer's per-record append in C (decision 0015's addendum): calling it as
  *       appender(topic, timestamp, key, value) takes `lock`, and if `sticky[topic]` (a
  *       `batch_type` with __slots__) is open, has no headers column, has room for the record
  *       (its estimate plus record_overhead plus the key and value lengths within its limit) and
- *       `state["_available"]` (the accumulator's __dict__) has record_memory left, appends the
- *       record to the batch's columns, updates count, estimate, reserved and _available as the
+ *       its `available` (buffer.memory's free bytes, kept in C and read and written by the
+ *       accumulator as `appender.available`) has record_memory left, appends the
+ *       record to the batch's columns, updates count, estimate, reserved and available as the
  *       Python fast path does and returns future_type((batch.result, index)); otherwise it
  *       changes nothing and returns None (the Python path then decides: a new batch, a wait
  *       for memory, a conversion of a non-bytes value).
@@ -46,6 +47,10 @@
  *       or one `appender` leaves, goes to `send` (the Python send) with its arguments as given.
  *
  * `buf` is bytes; the records are buf[start:end] (no copy of an uncompressed batch's body).
+ *
+ *   encode_columns(timestamps, keys, values) -> bytes | None
+ *       the producer's batch records (no headers) from its columns, byte for byte as
+ *       encode_columns.encode_records; None for anything it leaves to the Python path.
  *
  * Also the gateway's ProduceRecords from the request's bytes (produce_request, produce_batches,
  * produce_results; decision 0045), described where they are defined, below wire_into.
@@ -1405,15 +1410,86 @@ typedef struct {
     PyObject *acquire; /* bound lock.acquire / lock.release */
     PyObject *release;
     PyObject *sticky; /* dict: topic -> batch */
-    PyObject *state;  /* the accumulator's __dict__ */
     PyTypeObject *batch_type;
     PyTypeObject *future_type;
     Py_ssize_t overhead;
     Py_ssize_t memory;
     Py_ssize_t offsets[N_SLOTS];
+    /* buffer.memory's free bytes: kept here (the accumulator reads and writes it as
+     * `appender.available`, under its lock) rather than in a dict per record. */
+    Py_ssize_t available;
+    /* The last topic looked up in `sticky` and its batch, valid while the dict's version tag
+     * (PEP 509: changed by every change to the dict) is the one seen then. */
+    PyObject *last_topic;
+    PyObject *last_batch;
+    uint64_t last_version;
+    int raw_lock; /* 1: `lock` is taken without calls when free (RawLock, below) */
 } Appender;
 
-static PyObject *str_available;
+/* A threading.Lock as CPython 3.8-3.12 lays it out (Modules/_threadmodule.c's lockobject):
+ * the Appender takes and releases a free lock without calling lock.acquire()/release() (whose
+ * argument parsing and method calls cost more than the append), after checking at creation
+ * that this layout is the lock's (the type, its size, and `locked` following acquire/release
+ * on a lock of its own). Elsewhere, or if the check fails, it calls the methods. */
+#if PY_VERSION_HEX >= 0x03080000 && PY_VERSION_HEX < 0x030D0000
+#define RAW_LOCK 1
+typedef struct {
+    PyObject_HEAD
+    PyThread_type_lock lock_lock;
+    PyObject *in_weakreflist;
+    char locked;
+} RawLock;
+
+/* 1 if `lock` is a _thread.lock laid out as RawLock, 0 if not (or unsure), -1 on error. */
+static int raw_lock_ok(PyObject *lock) {
+    PyObject *mod = PyImport_ImportModule("_thread");
+    if (mod == NULL)
+        return -1;
+    PyObject *probe = PyObject_CallMethod(mod, "allocate_lock", NULL);
+    Py_DECREF(mod);
+    if (probe == NULL)
+        return -1;
+    int ok = Py_TYPE(probe) == Py_TYPE(lock) && Py_TYPE(lock)->tp_basicsize == sizeof(RawLock) &&
+             ((RawLock *)probe)->lock_lock != NULL && ((RawLock *)probe)->locked == 0;
+    if (ok) {
+        PyObject *r = PyObject_CallMethod(probe, "acquire", NULL);
+        if (r == NULL) {
+            Py_DECREF(probe);
+            return -1;
+        }
+        Py_DECREF(r);
+        ok = ((RawLock *)probe)->locked == 1 &&
+             !PyThread_acquire_lock(((RawLock *)probe)->lock_lock, NOWAIT_LOCK);
+        r = PyObject_CallMethod(probe, "release", NULL);
+        if (r == NULL) {
+            Py_DECREF(probe);
+            return -1;
+        }
+        Py_DECREF(r);
+        ok = ok && ((RawLock *)probe)->locked == 0;
+        if (ok && PyThread_acquire_lock(((RawLock *)probe)->lock_lock, NOWAIT_LOCK)) {
+            /* free after release(), as it should be: give it back */
+            PyThread_release_lock(((RawLock *)probe)->lock_lock);
+        } else {
+            ok = 0;
+        }
+    }
+    Py_DECREF(probe);
+    return ok;
+}
+#endif
+
+#if PY_VERSION_HEX < 0x030C0000
+#define DICT_VERSION(d) (((PyDictObject *)(d))->ma_version_tag)
+#else
+#define DICT_VERSION(d) ((uint64_t)0) /* deprecated from 3.12: no cache, a lookup per record */
+#endif
+
+static PyMemberDef appender_members[] = {
+    {"available", T_PYSSIZET, offsetof(Appender, available), 0,
+     "buffer.memory's free bytes (read and written under the accumulator's lock)"},
+    {NULL},
+};
 
 /* GC support: the accumulator's __dict__ holds the appender, which holds the __dict__. */
 static int appender_traverse(Appender *a, visitproc visit, void *arg) {
@@ -1421,7 +1497,8 @@ static int appender_traverse(Appender *a, visitproc visit, void *arg) {
     Py_VISIT(a->acquire);
     Py_VISIT(a->release);
     Py_VISIT(a->sticky);
-    Py_VISIT(a->state);
+    Py_VISIT(a->last_topic);
+    Py_VISIT(a->last_batch);
     Py_VISIT(a->batch_type);
     Py_VISIT(a->future_type);
     return 0;
@@ -1432,7 +1509,8 @@ static int appender_clear(Appender *a) {
     Py_CLEAR(a->acquire);
     Py_CLEAR(a->release);
     Py_CLEAR(a->sticky);
-    Py_CLEAR(a->state);
+    Py_CLEAR(a->last_topic);
+    Py_CLEAR(a->last_batch);
     Py_CLEAR(a->batch_type);
     Py_CLEAR(a->future_type);
     return 0;
@@ -1445,9 +1523,9 @@ static void appender_dealloc(Appender *a) {
 }
 
 static PyObject *appender_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    PyObject *lock, *sticky, *state, *batch_type, *future_type;
-    Py_ssize_t overhead, memory;
-    if (!PyArg_ParseTuple(args, "OO!O!O!O!nn", &lock, &PyDict_Type, &sticky, &PyDict_Type, &state,
+    PyObject *lock, *sticky, *batch_type, *future_type;
+    Py_ssize_t available, overhead, memory;
+    if (!PyArg_ParseTuple(args, "OO!nO!O!nn", &lock, &PyDict_Type, &sticky, &available,
                           &PyType_Type, &batch_type, &PyType_Type, &future_type, &overhead,
                           &memory))
         return NULL;
@@ -1485,8 +1563,15 @@ static PyObject *appender_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     a->lock = lock;
     Py_INCREF(sticky);
     a->sticky = sticky;
-    Py_INCREF(state);
-    a->state = state;
+    a->available = available;
+#ifdef RAW_LOCK
+    int raw = raw_lock_ok(lock);
+    if (raw < 0) {
+        Py_DECREF(a);
+        return NULL;
+    }
+    a->raw_lock = raw;
+#endif
     Py_INCREF(batch_type);
     a->batch_type = (PyTypeObject *)batch_type;
     Py_INCREF(future_type);
@@ -1511,9 +1596,20 @@ static int set_slot_ssize(Appender *a, PyObject *obj, int i, Py_ssize_t v) {
 /* The append with the lock held: the future, Py_None (not taken) or NULL (error). */
 static PyObject *append_locked(Appender *a, PyObject *topic, PyObject *timestamp, PyObject *key,
                                PyObject *value, Py_ssize_t nbytes) {
-    PyObject *batch = PyDict_GetItemWithError(a->sticky, topic); /* borrowed */
-    if (batch == NULL)
-        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    PyObject *batch; /* borrowed */
+    uint64_t version = DICT_VERSION(a->sticky);
+    if (topic == a->last_topic && version != 0 && version == a->last_version) {
+        batch = a->last_batch;
+    } else {
+        batch = PyDict_GetItemWithError(a->sticky, topic);
+        if (batch == NULL)
+            return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+        Py_INCREF(topic);
+        Py_XSETREF(a->last_topic, topic);
+        Py_INCREF(batch);
+        Py_XSETREF(a->last_batch, batch);
+        a->last_version = version;
+    }
     if (Py_TYPE(batch) != a->batch_type)
         Py_RETURN_NONE;
     PyObject *closed = SLOT(batch, S_CLOSED), *headers = SLOT(batch, S_HEADERS);
@@ -1537,53 +1633,32 @@ static PyObject *append_locked(Appender *a, PyObject *topic, PyObject *timestamp
     Py_ssize_t size = estimate + a->overhead + nbytes;
     if (size > limit)
         Py_RETURN_NONE;
-    PyObject *available_o = PyDict_GetItemWithError(a->state, str_available);
-    if (available_o == NULL)
-        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
-    Py_ssize_t available = PyLong_AsSsize_t(available_o);
-    if (available == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
-    if (available < a->memory)
+    if (a->available < a->memory)
         Py_RETURN_NONE;
     PyObject *future = a->future_type->tp_alloc(a->future_type, 2);
     if (future == NULL)
         return NULL;
-    PyObject *index = PyLong_FromSsize_t(count);
-    PyObject *left = PyLong_FromSsize_t(available - a->memory);
-    if (index == NULL || left == NULL) {
-        Py_XDECREF(index);
-        Py_XDECREF(left);
-        Py_DECREF(future);
-        return NULL;
-    }
+    PyObject *index = Py_NewRef(count_o); /* the record's index is the count before it */
     Py_INCREF(result);
     PyTuple_SET_ITEM(future, 0, result);
     PyTuple_SET_ITEM(future, 1, index); /* the future owns index */
     /* Every step that may fail comes before the first change to the batch. */
     if (PyList_Append(timestamps, timestamp) < 0) {
-        Py_DECREF(left);
         Py_DECREF(future);
         return NULL;
     }
     if (PyList_Append(keys, key) < 0) {
         PyList_SetSlice(timestamps, count, count + 1, NULL);
-        Py_DECREF(left);
         Py_DECREF(future);
         return NULL;
     }
-    if (PyList_Append(values, value) < 0 || PyDict_SetItem(a->state, str_available, left) < 0) {
-        Py_ssize_t n = PyList_GET_SIZE(values);
-        if (n > count)
-            PyList_SetSlice(values, count, n, NULL);
+    if (PyList_Append(values, value) < 0) {
         PyList_SetSlice(keys, count, count + 1, NULL);
         PyList_SetSlice(timestamps, count, count + 1, NULL);
-        Py_DECREF(left);
         Py_DECREF(future);
         return NULL;
     }
-    Py_DECREF(left);
+    a->available -= a->memory;
     if (set_slot_ssize(a, batch, S_COUNT, count + 1) < 0 ||
         set_slot_ssize(a, batch, S_ESTIMATE, size) < 0 ||
         set_slot_ssize(a, batch, S_RESERVED, reserved + a->memory) < 0) {
@@ -1596,7 +1671,7 @@ static PyObject *append_locked(Appender *a, PyObject *topic, PyObject *timestamp
 /* The record appended (its future), Py_None (left to the Python path) or NULL (error). */
 static PyObject *appender_append(Appender *a, PyObject *topic, PyObject *timestamp, PyObject *key,
                                  PyObject *value) {
-    if (a->acquire == NULL || a->release == NULL || a->sticky == NULL || a->state == NULL)
+    if (a->acquire == NULL || a->release == NULL || a->sticky == NULL)
         Py_RETURN_NONE; /* cleared by the garbage collector */
     Py_ssize_t nbytes = 0;
     if (value != Py_None) {
@@ -1609,6 +1684,21 @@ static PyObject *appender_append(Appender *a, PyObject *topic, PyObject *timesta
             Py_RETURN_NONE;
         nbytes += PyBytes_GET_SIZE(key);
     }
+#ifdef RAW_LOCK
+    if (a->raw_lock) {
+        /* The lock free: taken and given back without a Python call (the GIL is held from
+         * here to the release, as with the calls). Held by another thread: the call below,
+         * which waits with the GIL released. */
+        RawLock *lo = (RawLock *)a->lock;
+        if (PyThread_acquire_lock(lo->lock_lock, NOWAIT_LOCK)) {
+            lo->locked = 1;
+            PyObject *out = append_locked(a, topic, timestamp, key, value, nbytes);
+            lo->locked = 0;
+            PyThread_release_lock(lo->lock_lock);
+            return out;
+        }
+    }
+#endif
     PyObject *r = PyObject_CallNoArgs(a->acquire);
     if (r == NULL)
         return NULL;
@@ -1650,6 +1740,38 @@ static PyTypeObject AppenderType = {
     .tp_new = appender_new,
     .tp_dealloc = (destructor)appender_dealloc,
     .tp_call = (ternaryfunc)appender_call,
+    .tp_members = appender_members,
+};
+
+/* ---- the futures' base (FuturePair) --------------------------------------------------------- */
+
+/* A 2-tuple whose items read as `_result` and `_index` through member descriptors at the items'
+ * offsets: CPython's attribute cache reads them as slots (no call per read, against a property
+ * calling an itemgetter). Its __new__ makes only 2-tuples (and tuple.__new__ refuses a subclass
+ * of it), so the offsets are always inside the object. */
+static PyMemberDef pair_members[] = {
+    {"_result", T_OBJECT_EX, offsetof(PyTupleObject, ob_item), READONLY, "item 0"},
+    {"_index", T_OBJECT_EX, offsetof(PyTupleObject, ob_item) + sizeof(PyObject *), READONLY,
+     "item 1"},
+    {NULL},
+};
+
+static PyObject *pair_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *t = PyTuple_Type.tp_new(type, args, kwargs);
+    if (t != NULL && PyTuple_GET_SIZE(t) != 2) {
+        Py_DECREF(t);
+        PyErr_SetString(PyExc_TypeError, "a FuturePair is made of exactly 2 items");
+        return NULL;
+    }
+    return t;
+}
+
+static PyTypeObject FuturePairType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "riverlog.common.records._speedups.FuturePair",
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "A (result, index) 2-tuple read as ._result and ._index (see above).",
+    .tp_members = pair_members,
+    .tp_new = pair_new,
 };
 
 /* ---- Producer.send's common case (SendFast) ------------------------------------------------- */
@@ -1797,6 +1919,119 @@ static PyTypeObject SendFastType = {
     .tp_vectorcall_offset = offsetof(SendFast, vectorcall),
 };
 
+/* ---- the producer's records from columns (encode_columns) ---------------------------------- */
+
+/* The size of the zigzag varint of v. */
+static inline Py_ssize_t cz_size(long long v) {
+    unsigned long long z = ((unsigned long long)v << 1) ^ (unsigned long long)(v >> 63);
+    Py_ssize_t n = 1;
+    while (z >= 0x80) {
+        z >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static inline char *col_zz_put(char *p, long long v) {
+    unsigned long long z = ((unsigned long long)v << 1) ^ (unsigned long long)(v >> 63);
+    while (z >= 0x80) {
+        *p++ = (char)(z | 0x80);
+        z >>= 7;
+    }
+    *p++ = (char)z;
+    return p;
+}
+
+/* The length of a key or value column item (-1: None), or -2: not bytes or past int32. */
+static inline long long item_len(PyObject *o) {
+    if (o == Py_None)
+        return -1;
+    if (!PyBytes_CheckExact(o) || PyBytes_GET_SIZE(o) > INT32_MAX)
+        return -2;
+    return PyBytes_GET_SIZE(o);
+}
+
+/* encode_columns(timestamps, keys, values) -> bytes or None: the records of a batch without
+ * headers, byte for byte as encode_columns.encode_records; None (nothing raised) for anything
+ * it leaves to the Python path: not three lists of one length, a timestamp not an int within
+ * int64 or below -1, a delta past int64, a key or value not bytes or None, no records. */
+static PyObject *encode_columns(PyObject *self, PyObject *args) {
+    PyObject *timestamps, *keys, *values;
+    if (!PyArg_UnpackTuple(args, "encode_columns", 3, 3, &timestamps, &keys, &values))
+        return NULL;
+    if (!PyList_CheckExact(timestamps) || !PyList_CheckExact(keys) || !PyList_CheckExact(values))
+        Py_RETURN_NONE;
+    Py_ssize_t n = PyList_GET_SIZE(values);
+    if (n == 0 || PyList_GET_SIZE(timestamps) != n || PyList_GET_SIZE(keys) != n ||
+        n > INT32_MAX)
+        Py_RETURN_NONE;
+    long long *deltas = PyMem_Malloc(sizeof(long long) * (size_t)n);
+    if (deltas == NULL)
+        return PyErr_NoMemory();
+    Py_ssize_t total = 0;
+    long long base = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(timestamps, i);
+        long long k = item_len(PyList_GET_ITEM(keys, i));
+        long long v = item_len(PyList_GET_ITEM(values, i));
+        if (!PyLong_CheckExact(t) || k == -2 || v == -2)
+            goto python;
+        int overflow = 0;
+        long long ts = PyLong_AsLongLongAndOverflow(t, &overflow);
+        if (overflow || (ts == -1 && PyErr_Occurred()) || ts < -1)
+            goto python;
+        if (i == 0)
+            base = ts;
+        long long delta;
+        if (__builtin_sub_overflow(ts, base, &delta))
+            goto python;
+        deltas[i] = delta;
+        /* attributes, delta, offset delta, key length, key, value length, value, 0 headers */
+        Py_ssize_t body = 1 + cz_size(delta) + cz_size(i) + cz_size(k) + (k > 0 ? k : 0) +
+                          cz_size(v) + (v > 0 ? v : 0) + 1;
+        total += cz_size(body) + body;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL) {
+        PyMem_Free(deltas);
+        return NULL;
+    }
+    char *p = PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *ko = PyList_GET_ITEM(keys, i), *vo = PyList_GET_ITEM(values, i);
+        long long k = item_len(ko), v = item_len(vo);
+        Py_ssize_t body = 1 + cz_size(deltas[i]) + cz_size(i) + cz_size(k) + (k > 0 ? k : 0) +
+                          cz_size(v) + (v > 0 ? v : 0) + 1;
+        p = col_zz_put(p, body);
+        *p++ = 0;
+        p = col_zz_put(p, deltas[i]);
+        p = col_zz_put(p, i);
+        p = col_zz_put(p, k);
+        if (k > 0) {
+            memcpy(p, PyBytes_AS_STRING(ko), (size_t)k);
+            p += k;
+        }
+        p = col_zz_put(p, v);
+        if (v > 0) {
+            memcpy(p, PyBytes_AS_STRING(vo), (size_t)v);
+            p += v;
+        }
+        *p++ = 0;
+    }
+    PyMem_Free(deltas);
+    if (p != PyBytes_AS_STRING(out) + total) { /* cannot happen: the sizes were added above */
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_SystemError, "encode_columns: size mismatch");
+        return NULL;
+    }
+    return out;
+python:
+    PyMem_Free(deltas);
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"decode_into", decode_into, METH_VARARGS, "Parse one batch's records into five lists."},
     {"rows_into", rows_into, METH_VARARGS, "Parse one batch's records into row tuples."},
@@ -1807,6 +2042,8 @@ static PyMethodDef methods[] = {
      "A serialized ProduceRecordsRequest's records as RecordBatch v2 bodies by partition."},
     {"produce_results", produce_results, METH_VARARGS,
      "ProduceRecordsResponse's results, encoded."},
+    {"encode_columns", encode_columns, METH_VARARGS,
+     "A batch's records without headers from its columns, or None for the Python path."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1819,14 +2056,16 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__speedups(void) {
+    FuturePairType.tp_base = &PyTuple_Type;
+    if (PyType_Ready(&FuturePairType) < 0)
+        return NULL;
     if (PyType_Ready(&AppenderType) < 0)
         return NULL;
     if (PyType_Ready(&SendFastType) < 0)
         return NULL;
-    str_available = PyUnicode_InternFromString("_available");
     str_key = PyUnicode_InternFromString("key");
     str_value = PyUnicode_InternFromString("value");
-    if (str_available == NULL || str_key == NULL || str_value == NULL)
+    if (str_key == NULL || str_value == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
@@ -1840,6 +2079,12 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     Py_INCREF(&SendFastType);
     if (PyModule_AddObject(m, "SendFast", (PyObject *)&SendFastType) < 0) {
         Py_DECREF(&SendFastType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&FuturePairType);
+    if (PyModule_AddObject(m, "FuturePair", (PyObject *)&FuturePairType) < 0) {
+        Py_DECREF(&FuturePairType);
         Py_DECREF(m);
         return NULL;
     }

@@ -48,6 +48,13 @@ def wire_into(
     out: bytearray,
     /,
 ) -> tuple[int, int]: ...
+def encode_columns(timestamps: Any, keys: Any, values: Any) -> bytes | None: ...
+
+class FuturePair(tuple[Any, int]):
+    """A (result, index) 2-tuple read as ._result and ._index."""
+
+    _result: Any
+    _index: int
 
 class Appender:
     """The producer's per-record append to a topic's sticky batch (decision 0015's addendum)."""
@@ -56,7 +63,7 @@ class Appender:
         self,
         lock: Any,
         sticky: dict[str, Any],
-        state: dict[str, Any],
+        available: int,
         batch_type: type[Any],
         future_type: type[tuple[Any, ...]],
         record_overhead: int,
@@ -66,6 +73,7 @@ class Appender:
     def __call__(
         self, topic: str, timestamp: int, key: bytes | None, value: bytes | None, /
     ) -> Any: ...
+    available: int  # buffer.memory's free bytes
 
 class SendFast:
     """Producer.send's common case in C; every other call to the Python send."""

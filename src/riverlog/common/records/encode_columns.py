@@ -9,17 +9,28 @@ through `operator.itemgetter`, extended-slice assignments into one list of parts
 `bytes.join`), which costs a fraction of a Python loop. The fast path covers the common batch:
 no headers, values (and keys, if any) bytes shorter than about 8 KiB, timestamps that never go
 back before the first one and span less than 8 s, fewer than 8,192 records. Any other batch goes
-through `BatchBuilder`, record by record, with the same result.
+through `BatchBuilder`, record by record, with the same result. Where the C extension is
+built, a batch without headers is encoded by `_speedups.encode_columns` in one C loop (same
+bytes; anything unusual is handed back to the Python paths).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import repeat
 from operator import add, itemgetter, sub
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 from .varint import ENCODED, TWO_BYTE_LIMIT, encode_varint, encode_varint32
+
+# The C loop (decision 0015's addendum): None where the extension is not built.
+encode_c: Callable[[Any, Any, Any], bytes | None] | None
+try:
+    from ._speedups import encode_columns as _encode_columns_c
+
+    encode_c = _encode_columns_c
+except ImportError:  # pragma: no cover - built without a C compiler
+    encode_c = None
 
 _T = TypeVar("_T")
 
@@ -71,8 +82,13 @@ def encode_records(
     n = len(values)
     if not n:
         return b""
+    no_headers = headers.count(None) == n
+    if no_headers and encode_c is not None:
+        encoded = encode_c(timestamps, keys, values)
+        if encoded is not None:
+            return encoded
     base = timestamps[0]
-    if n < _LIMIT and 0 <= base and headers.count(None) == n:
+    if n < _LIMIT and 0 <= base and no_headers:
         span = max(timestamps) - base
         if span < _LIMIT and min(timestamps) >= base:
             try:
