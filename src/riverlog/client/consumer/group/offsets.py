@@ -5,8 +5,10 @@ Threads: every method is called from the consumer's thread. commit_async hands t
 worker thread (commits stay in order) and its outcome comes back through a queue;
 `invoke_completed()`, called by poll() and by every commit, runs the callbacks and applies the
 errors' effects (rejoin, reset generation) on the consumer's thread, as Kafka's
-`invokeCompletedOffsetCommitCallbacks`. Synchronous commits retry retriable errors (coordinator
-moving or loading) until their deadline; asynchronous ones are tried once, as in Kafka.
+`invokeCompletedOffsetCommitCallbacks`. Synchronous commits and committed-offset look-ups retry
+retriable errors (coordinator moving or loading) until their deadline, pausing retry.backoff.ms
+doubling up to retry.backoff.max.ms (`OffsetCommitter._back_off`); asynchronous commits are tried
+once, as in Kafka.
 """
 
 from __future__ import annotations
@@ -51,6 +53,23 @@ def commit_error(code: ErrorCode, message: str = "") -> RiverlogError:
     return error_for(code, message)
 
 
+def committed_error(failed: Mapping[TopicPartition, ErrorCode]) -> RiverlogError:
+    """What a committed-offset look-up whose partitions failed with errors that cannot be
+    retried raises, as Kafka's OffsetFetchResponseHandler: TOPIC_AUTHORIZATION_FAILED of any
+    partition is one error naming every refused topic (Kafka's TopicAuthorizationException),
+    else the first partition's error."""
+    refused = sorted(
+        {tp.topic for tp, code in failed.items() if code == ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+    )
+    if refused:
+        return RiverlogError(
+            f"not authorized to read the committed offsets of topics: {', '.join(refused)}",
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        )
+    tp, code = next(iter(failed.items()))
+    return RiverlogError(f"committed offset of {tp}: {error_for(code).message}", code)
+
+
 class OffsetCommitter:
     """Commits and fetches one group's offsets. `member()` names the identity to commit with
     (it raises when the member may not commit now); `on_error(code)` is told of every commit
@@ -80,10 +99,9 @@ class OffsetCommitter:
         self.auto_commit = auto_commit
         self._interval_ms = auto_commit_interval_ms
         self._request_timeout_s = request_timeout_ms / 1000
-        self._backoff_s = retry_backoff_ms / 1000
         self._backoff_ms = retry_backoff_ms
         self._backoff_max_ms = max(retry_backoff_max_ms or retry_backoff_ms, retry_backoff_ms)
-        self._sleep = sleep  # fetch_committed's pauses (tests pass one that moves `clock`)
+        self._sleep = sleep  # the pauses of `_back_off` (tests pass one that moves `clock`)
         self._member = member
         self._on_error = on_error
         self._next_auto_commit = clock.monotonic_ms() + auto_commit_interval_ms
@@ -98,13 +116,16 @@ class OffsetCommitter:
     def commit_sync(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata], timeout_s: float
     ) -> None:
-        """Commit `offsets`, retrying retriable failures until `timeout_s`; raises
-        CommitFailedError, RebalanceInProgressError or the error that cannot be retried."""
+        """Commit `offsets`, retrying retriable failures until `timeout_s` with the pauses of
+        Kafka's commitOffsetsSync (`retryBackoff.backoff(attempts++)`, `_back_off`); raises
+        CommitFailedError, RebalanceInProgressError or the error that cannot be retried, and
+        ClientTimeoutError rather than take a pause that would end past `timeout_s`."""
         self.invoke_completed()
         if not offsets:
             return
-        deadline = time.monotonic() + timeout_s
+        deadline_ms = self._clock.monotonic_ms() + round(timeout_s * 1000)
         pending = dict(offsets)
+        attempt = 0
         while True:
             request = CommitRequest(self._member(), pending)
             try:
@@ -121,13 +142,14 @@ class OffsetCommitter:
             if fatal:
                 self._on_error(fatal[0])
                 raise commit_error(fatal[0])
-            if time.monotonic() + self._backoff_s > deadline:
-                names = ", ".join(str(tp) for tp in sorted(pending))
-                raise ClientTimeoutError(
-                    f"committing {names} did not succeed within {round(timeout_s * 1000)} ms "
-                    f"(last error: {next(iter(failed.values())).name})"
-                )
-            time.sleep(self._backoff_s)
+            names = ", ".join(str(tp) for tp in sorted(pending))
+            self._back_off(
+                attempt,
+                deadline_ms,
+                f"committing {names} did not succeed within {round(timeout_s * 1000)} ms "
+                f"(last error: {next(iter(failed.values())).name})",
+            )
+            attempt += 1
 
     # ---- asynchronous --------------------------------------------------------------------
 
@@ -238,6 +260,7 @@ class OffsetCommitter:
                     raise
                 results = {tp: CommittedOffset(-1, error_code=e.code) for tp in pending}
             retry: list[TopicPartition] = []
+            failed: dict[TopicPartition, ErrorCode] = {}
             for tp in pending:
                 result = results.get(tp, CommittedOffset(-1))
                 if result.error_code == ErrorCode.NONE:
@@ -245,19 +268,28 @@ class OffsetCommitter:
                 elif error_for(result.error_code).retriable:
                     retry.append(tp)
                 else:
-                    raise RiverlogError(
-                        f"committed offset of {tp}: {error_for(result.error_code).message}",
-                        result.error_code,
-                    )
+                    failed[tp] = result.error_code
+            if failed:
+                raise committed_error(failed)
             pending = retry
             if pending:
-                pause_ms = min(self._backoff_ms * 2 ** min(attempt, 30), self._backoff_max_ms)
+                names = ", ".join(str(tp) for tp in sorted(pending))
+                self._back_off(
+                    attempt, deadline_ms, f"committed offsets of {names} not found in time"
+                )
                 attempt += 1
-                if self._clock.monotonic_ms() + pause_ms > deadline_ms:
-                    names = ", ".join(str(tp) for tp in sorted(pending))
-                    raise ClientTimeoutError(f"committed offsets of {names} not found in time")
-                self._sleep(pause_ms / 1000)
         return found
+
+    def _back_off(self, attempt: int, deadline_ms: int, timed_out: str) -> None:
+        """The pause after failed attempt `attempt` (0 first) of commit_sync and
+        fetch_committed: retry.backoff.ms doubling up to retry.backoff.max.ms, as Kafka's
+        `retryBackoff.backoff(attempts++)` in commitOffsetsSync and fetchCommittedOffsets.
+        A pause that would end past `deadline_ms` (the committer's clock) is not taken:
+        ClientTimeoutError(`timed_out`) instead."""
+        pause_ms = min(self._backoff_ms * 2 ** min(attempt, 30), self._backoff_max_ms)
+        if self._clock.monotonic_ms() + pause_ms > deadline_ms:
+            raise ClientTimeoutError(timed_out)
+        self._sleep(pause_ms / 1000)
 
     def close(self, timeout_s: float) -> None:
         self.wait_pending(timeout_s)
