@@ -5,9 +5,10 @@ Each method has one rule (`RULES`), run with the call's `RequestContext` and req
 method: it raises Kafka's *_AUTHORIZATION_FAILED error for a call refused whole (cluster
 operations, group membership, transactions), or takes the refused items out of the request
 (topics to create or delete, configs, partitions to list offsets of or delete records from,
-groups to delete) and returns a step that puts their refusals back into the answer in request
-order, or leaves the request whole and returns a step that filters the answer (metadata and
-list calls show only what the caller may DESCRIBE). A call whose every item was refused is not
+groups to delete, topics whose committed offsets are fetched or committed) and returns a
+step that puts their refusals back into the answer in request order, or leaves the request
+whole and returns a step that filters the answer (metadata and list calls show only what the
+caller may DESCRIBE). A call whose every item was refused is not
 forwarded at all, so nothing is written. Produce and fetch (per partition, also on streams)
 are checked by the servicer itself (`GatewayAuthorizer.split`). With the authorizer dormant the
 interceptor passes every call straight through.
@@ -330,9 +331,40 @@ def _describe_transactions(authz: GatewayAuthorizer, ctx: RequestContext, reques
     return Plan(after)
 
 
-def _offset_fetch(authz: GatewayAuthorizer, ctx: RequestContext, request: Any) -> Plan:
+def _offset_fetch(authz: GatewayAuthorizer, ctx: RequestContext, request: Any) -> Plan | None:
+    """Kafka's handleOffsetFetchRequest: DESCRIBE on the group or the whole call fails with
+    GROUP_AUTHORIZATION_FAILED; topics asked by name need DESCRIBE, a refused one's partitions
+    are answered TOPIC_AUTHORIZATION_FAILED with offset -1 (not left out, which a consumer would
+    read as "nothing committed" and reset); an all-topics answer shows only the topics the
+    caller may DESCRIBE."""
     authz.require(ctx, Op.DESCRIBE, GROUP, request.group_id)
+    if request.all_topics:
+        return _offset_fetch_all(authz, ctx)
+    refusal = _refusal(authz, ctx, Op.DESCRIBE, TOPIC)
+    return _screen(
+        request,
+        "topics",
+        lambda t: authz.allowed(ctx, Op.DESCRIBE, TOPIC, t.name),
+        lambda t: {
+            "name": t.name,
+            "partitions": [
+                {
+                    "partition": p,
+                    "committed_offset": -1,
+                    "committed_leader_epoch": -1,
+                    **refusal(t.name),
+                }
+                for p in t.partitions
+            ],
+        },
+        lambda t: t.name,
+        lambda row: row.name,
+        "topics",
+        coordinator_pb2.OffsetFetchResponse,
+    )
 
+
+def _offset_fetch_all(authz: GatewayAuthorizer, ctx: RequestContext) -> Plan:
     def after(response: coordinator_pb2.OffsetFetchResponse) -> Any:
         kept = [t for t in response.topics if authz.allowed(ctx, Op.DESCRIBE, TOPIC, t.name)]
         del response.topics[:]

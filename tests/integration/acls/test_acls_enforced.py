@@ -17,7 +17,7 @@ import grpc
 import pytest
 from sdk_flavours import Sdk
 
-from riverlog.client import AdminClient, TopicPartition
+from riverlog.client import AdminClient, Consumer, TopicPartition
 from riverlog.cluster import LocalCluster
 from riverlog.common.acl.convert import binding_to_proto, filter_to_proto
 from riverlog.common.acl.model import (
@@ -529,3 +529,79 @@ def test_a_consumer_with_read_on_topic_and_group_consumes_and_commits(
         consumer.commit_sync()
         committed = consumer.committed([tp])[tp]
         assert committed is not None and committed.offset == 1
+
+
+def _fetch_offsets(caller: Caller, group: str, topics: list[str]) -> object:
+    request = coordinator_pb2.OffsetFetchRequest(
+        group_id=group,
+        topics=[coordinator_pb2.OffsetFetchTopic(name=t, partitions=[0]) for t in topics],
+    )
+    return caller.call(caller.stub.OffsetFetch, request)
+
+
+def test_offset_fetch_answers_refused_topics_and_the_sdk_raises(acl_cluster: LocalCluster) -> None:
+    """Kafka's OffsetFetch: a topic the principal may not DESCRIBE answers each asked partition
+    TOPIC_AUTHORIZATION_FAILED with offset -1 (it was left out, which the SDK read as "nothing
+    committed" and reset), a group it may not DESCRIBE fails the call with
+    GROUP_AUTHORIZATION_FAILED; the SDK consumer's committed() raises both."""
+    allowed, secret, group = "acl-offsets-ok", "acl-offsets-secret", "acl-offsets-group"
+    for topic in (allowed, secret):
+        acl_cluster.create_topic(topic, partitions=1)
+    commit = coordinator_pb2.OffsetCommitRequest(
+        group_id=group,
+        generation_id=-1,
+        topics=[
+            coordinator_pb2.OffsetCommitTopic(
+                name=t,
+                partitions=[coordinator_pb2.OffsetCommitPartition(partition=0, committed_offset=3)],
+            )
+            for t in (allowed, secret)
+        ],
+    )
+    with Caller(acl_cluster, "admin") as admin:
+        committed = admin.call(admin.stub.OffsetCommit, commit)
+        assert [p.error_code for t in committed.topics for p in t.partitions] == [0, 0]  # type: ignore[attr-defined]
+    with _admin(acl_cluster) as client:
+        client.create_acls(
+            [
+                _binding(allowed, AclOperation.READ, "User:dave"),
+                _binding(group, AclOperation.READ, "User:dave", rtype=ResourceType.GROUP),
+            ]
+        )
+    with Caller(acl_cluster, "dave") as dave:
+
+        def granted() -> bool:
+            try:
+                answer = _fetch_offsets(dave, group, [allowed])
+            except grpc.RpcError:
+                return False
+            return answer.topics[0].partitions[0].committed_offset == 3  # type: ignore[attr-defined, no-any-return]
+
+        assert _until(granted, 10.0)
+        answer = _fetch_offsets(dave, group, [secret, allowed])
+        assert [
+            (t.name, [(p.partition, p.committed_offset, p.error_code) for p in t.partitions])
+            for t in answer.topics  # type: ignore[attr-defined]
+        ] == [
+            (secret, [(0, -1, ErrorCode.TOPIC_AUTHORIZATION_FAILED)]),
+            (allowed, [(0, 3, 0)]),
+        ]
+        assert (
+            _refused(lambda: _fetch_offsets(dave, "acl-offsets-other", [allowed]))
+            == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        )
+    conf = {
+        "bootstrap.servers": acl_cluster.gateway_addresses[0],
+        "sasl.username": "dave",
+        "sasl.password": USERS["dave"],
+    }
+    with Consumer({**conf, "group.id": group}) as consumer:
+        found = consumer.committed([TopicPartition(allowed, 0)], timeout_ms=15_000)
+        assert [(tp.topic, c.offset if c else None) for tp, c in found.items()] == [(allowed, 3)]
+        with pytest.raises(RiverlogError, match=secret) as info:
+            consumer.committed([TopicPartition(secret, 0)], timeout_ms=15_000)
+        assert info.value.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    with Consumer({**conf, "group.id": "acl-offsets-other"}) as consumer:
+        with pytest.raises(RiverlogError) as info:
+            consumer.committed([TopicPartition(allowed, 0)], timeout_ms=15_000)
+        assert info.value.code == ErrorCode.GROUP_AUTHORIZATION_FAILED

@@ -166,6 +166,82 @@ def test_offset_commit_refuses_per_partition(authz: GatewayAuthorizer) -> None:
     assert skipped is not None and skipped.skip
 
 
+def _fetched(response: coordinator_pb2.OffsetFetchResponse) -> list[tuple[str, list[tuple]]]:
+    return [
+        (t.name, [(p.partition, p.committed_offset, p.error_code) for p in t.partitions])
+        for t in response.topics
+    ]
+
+
+def test_offset_fetch_answers_refused_topics_per_partition(authz: GatewayAuthorizer) -> None:
+    """Kafka's broker: a topic the caller may not DESCRIBE is answered, each asked partition
+    with offset -1 and TOPIC_AUTHORIZATION_FAILED, never left out (a consumer reads a missing
+    partition as "nothing committed" and resets it)."""
+    request = coordinator_pb2.OffsetFetchRequest(
+        group_id="g",
+        topics=[
+            coordinator_pb2.OffsetFetchTopic(name="no", partitions=[0, 1]),
+            coordinator_pb2.OffsetFetchTopic(name="ok-a", partitions=[0]),
+        ],
+    )
+    plan = RULES["OffsetFetch"](authz, ctx(), request)
+    assert plan is not None and plan.after is not None and not plan.skip
+    assert [t.name for t in request.topics] == ["ok-a"]  # only this one is forwarded
+    forwarded = coordinator_pb2.OffsetFetchResponse(
+        topics=[
+            coordinator_pb2.OffsetFetchTopicResponse(
+                name="ok-a",
+                partitions=[
+                    coordinator_pb2.OffsetFetchPartitionResponse(partition=0, committed_offset=7)
+                ],
+            )
+        ]
+    )
+    denied = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    assert _fetched(plan.after(forwarded)) == [
+        ("no", [(0, -1, denied), (1, -1, denied)]),
+        ("ok-a", [(0, 7, 0)]),
+    ]
+    refused = plan.after(forwarded).topics[0].partitions[0]
+    assert refused.committed_leader_epoch == -1 and "DESCRIBE" in refused.error_message
+    only_refused = coordinator_pb2.OffsetFetchRequest(
+        group_id="g", topics=[coordinator_pb2.OffsetFetchTopic(name="no", partitions=[3])]
+    )
+    skipped = RULES["OffsetFetch"](authz, ctx(), only_refused)
+    assert skipped is not None and skipped.skip and skipped.empty is not None
+    assert skipped.after is not None
+    assert _fetched(skipped.after(skipped.empty())) == [("no", [(3, -1, denied)])]
+
+
+def test_offset_fetch_of_every_topic_shows_only_described_ones(authz: GatewayAuthorizer) -> None:
+    """Kafka's all-topics OffsetFetch leaves out the topics the caller may not DESCRIBE."""
+    request = coordinator_pb2.OffsetFetchRequest(group_id="g", all_topics=True)
+    plan = RULES["OffsetFetch"](authz, ctx(), request)
+    assert plan is not None and plan.after is not None and not plan.skip
+    forwarded = coordinator_pb2.OffsetFetchResponse(
+        topics=[
+            coordinator_pb2.OffsetFetchTopicResponse(
+                name=name,
+                partitions=[
+                    coordinator_pb2.OffsetFetchPartitionResponse(partition=0, committed_offset=1)
+                ],
+            )
+            for name in ("secret", "ok-a")
+        ]
+    )
+    assert _fetched(plan.after(forwarded)) == [("ok-a", [(0, 1, 0)])]
+
+
+def test_offset_fetch_needs_describe_on_the_group(authz: GatewayAuthorizer) -> None:
+    request = coordinator_pb2.OffsetFetchRequest(
+        group_id="h", topics=[coordinator_pb2.OffsetFetchTopic(name="ok-a", partitions=[0])]
+    )
+    with pytest.raises(RiverlogError) as info:
+        RULES["OffsetFetch"](authz, ctx(), request)
+    assert info.value.code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+    assert [t.name for t in request.topics] == ["ok-a"]  # untouched: the whole call fails
+
+
 def test_idempotent_producer_needs_write_on_some_topic(authz: GatewayAuthorizer) -> None:
     RULES["InitProducerId"](authz, ctx(), transactions_pb2.InitProducerIdRequest())
     with pytest.raises(RiverlogError) as info:
