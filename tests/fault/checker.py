@@ -1,7 +1,9 @@
 """The fault tests' checker: it compares what the workload was promised with what the cluster
 holds afterwards and returns a `Report`.
 
-`check` finds acknowledged records lost, duplicated, misplaced or out of producer order;
+`check` finds acknowledged records lost, duplicated, misplaced or out of producer order (a
+producer without idempotence may write a record twice when it retries a request whose answer
+was lost, as Kafka's: with `allow_duplicates` such earlier copies are counted, not problems);
 replicas that hold different records at one offset; records a consumer saw above the high
 watermark or that were later truncated; and (`unavailability`) how long the affected
 partitions had no acknowledged produce after the fault. It works on plain data (the
@@ -30,6 +32,7 @@ class Report:
     replicas_compared: int = 0
     unacked_in_log: int = 0
     lost: list[str] = field(default_factory=list)
+    retried_copies: int = 0
     problems: list[str] = field(default_factory=list)
     unavailable_s: dict[int, float | None] = field(default_factory=dict)
 
@@ -49,7 +52,9 @@ class Report:
             f"{self.replicas_compared} replica records compared, "
             f"{self.unacked_in_log} unacknowledged in the log); "
             f"leadership unavailable {unavailable} on partitions "
-            f"{sorted(self.unavailable_s)}; lost {len(self.lost)}; problems {len(self.problems)}"
+            f"{sorted(self.unavailable_s)}; lost {len(self.lost)}; "
+            f"earlier copies of retried records {self.retried_copies}; "
+            f"problems {len(self.problems)}"
         )
 
 
@@ -79,12 +84,17 @@ def check(
     watcher: HighWatermarkWatcher | None = None,
     affected: Iterable[int] = (),
     allow_loss: bool = False,
+    allow_duplicates: bool = False,
     limit: int = 20,
 ) -> Report:
     """Hold the final state to the guarantees (see the module docstring). With `allow_loss`
     (unclean election) an acknowledged record may be missing, or found only where an earlier
     unacknowledged attempt of it was written on the replica that won the election; those are
-    listed in `lost`, not in `problems`, but nothing may be duplicated, reordered or diverge."""
+    listed in `lost`, not in `problems`, but nothing may be duplicated, reordered or diverge.
+    With `allow_duplicates` (a producer without idempotence, which retries) an acknowledged
+    record may also have copies below the offset it was acknowledged at, in the same partition:
+    earlier attempts whose answers were lost. They are counted in `retried_copies`; a copy
+    anywhere else is still a problem."""
     report = Report(acked=len(workload.acks))
     problems = report.problems
     # Per partition: offsets strictly increasing; where every id is.
@@ -111,8 +121,14 @@ def check(
                 report.lost.append(label)
             else:
                 _note(problems, limit, f"LOST: {label}, not in the log")
-        elif len(found) > 1:
+        elif len(found) > 1 and not (
+            allow_duplicates
+            and (ack.partition, ack.offset) in found
+            and all(p == ack.partition and o <= ack.offset for p, o in found)
+        ):
             _note(problems, limit, f"DUPLICATE: {label}, read at {found}")
+        elif len(found) > 1:
+            report.retried_copies += len(found) - 1
         elif found[0] != (ack.partition, ack.offset):
             if allow_loss:  # lost where it was acked; an earlier unacknowledged copy survived
                 report.lost.append(f"{label}, an unacknowledged copy read at {found[0]}")

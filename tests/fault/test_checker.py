@@ -67,6 +67,18 @@ def test_duplicate_and_misplaced_records():
     assert any(p.startswith("MISPLACED") for p in problems)
 
 
+def test_earlier_copies_of_a_retried_record_are_allowed_only_without_idempotence():
+    # seq 0's first attempt was written at offset 0 and its answer lost; the retry was acked at 1
+    workload = FakeWorkload([ack(0, 0, 0, 1), ack(0, 1, 0, 2)])
+    read = {0: [(0, value(0, 0)), (1, value(0, 0)), (2, value(0, 1))]}
+    assert any(p.startswith("DUPLICATE") for p in check(workload, read, {}).problems)
+    report = check(workload, read, {}, allow_duplicates=True)
+    assert report.problems == [] and report.retried_copies == 1
+    read[0].append((3, value(0, 0)))  # a copy above the acknowledged offset is still wrong
+    problems = check(workload, read, {}, allow_duplicates=True).problems
+    assert any(p.startswith("DUPLICATE") for p in problems)
+
+
 def test_reordered_records():
     workload = FakeWorkload([ack(0, 0, 0, 1), ack(0, 1, 0, 0)])
     read = {0: [(0, value(0, 1)), (1, value(0, 0))]}
