@@ -208,7 +208,28 @@ def kill_all_replicas(ctx: Context) -> None:
     ctx.workload.mark_fault()
     for proc in ctx.victims:
         kill(proc)
-    time.sleep(PAST_LEASE_S)  # the controller sees every replica gone: partitions offline
+    wait_offline(ctx)  # the controller sees every replica gone: partitions offline
+
+
+def wait_offline(ctx: Context) -> None:
+    """Until the controller has taken every partition offline (its last replica's lease
+    lapsed), rather than a fixed sleep past the lease."""
+    offline = wait_until(
+        lambda: all(p.leader == -1 for p in describe(ctx.cluster, ctx.topic).partitions),
+        PAST_LEASE_S + 5,
+    )
+    assert offline, f"partitions not offline {PAST_LEASE_S + 5} s after their replicas died"
+
+
+def wait_out_of_isr(ctx: Context, node: int, partitions: list[int]) -> None:
+    """Until `node` has left the ISR of `partitions` (its lag or lease lapsed), rather than a
+    fixed sleep past the lease."""
+
+    def left() -> bool:
+        now = describe(ctx.cluster, ctx.topic).partitions
+        return all(node not in now[p].isr for p in partitions)
+
+    assert wait_until(left, PAST_LEASE_S + 5), f"node {node} still in the ISR of {partitions}"
 
 
 def kill_replicas_one_by_one(ctx: Context) -> None:
@@ -224,7 +245,12 @@ def kill_replicas_one_by_one(ctx: Context) -> None:
         if i == 1:
             ctx.workload.mark_fault()  # from here the ISR is too small for acks=all writes
         kill(proc)
-        time.sleep(PAST_LEASE_S)
+        if i < 2:
+            wait_out_of_isr(ctx, proc.node_id, [0])
+        else:
+            wait_offline(ctx)
+        if i == 0:  # records acknowledged without the stale replica: it is out of date
+            assert ctx.workload.wait_for_acks(100, 30, since=time.monotonic()), ctx.notes
     ctx.notes.append(f"killed {stale}, {second}, then leader {partition.leader}")
 
 
@@ -261,9 +287,13 @@ def restart_victims(ctx: Context) -> None:
 
 
 def dwell_then_restart(ctx: Context) -> None:
-    time.sleep(PAST_LEASE_S)
+    """The victim stays dead until the cluster has acted on it (leadership moved off a killed
+    leader, a killed follower out of the ISR), then restarts."""
     if ctx.epochs:
         leadership_moved(ctx)
+    else:
+        for proc in ctx.victims:
+            wait_out_of_isr(ctx, proc.node_id, ctx.affected)
     restart_all(ctx.victims)
 
 
