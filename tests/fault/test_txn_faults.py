@@ -48,6 +48,9 @@ TXN_TIMEOUT_MS = 4000
 MAX_COPIERS = 20
 RATE = 150.0  # source records/s
 SOURCE_RECORDS = 2400  # per producer (two): ~30 s at RATE
+# Records per transaction, at most: at 100 a copier (~1 s a transaction on 2 cores) fell behind
+# RATE and spent the half minute after the last fault catching up.
+BATCH = 200
 COORDINATOR_CONFIG = {
     "metadata": {
         "offsets.topic.num.partitions": "4",
@@ -55,8 +58,13 @@ COORDINATOR_CONFIG = {
         "transaction.state.log.replication.factor": "3",
     },
     # The coordinator looks for timed-out transactions every second (Kafka's default: 10 s),
-    # so the paused copier's transaction is aborted while it sleeps.
-    "coordinator": {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000"},
+    # so the paused copier's transaction is aborted while it sleeps. One copier at a time is
+    # the group's only member: a replacement joining the empty group need not wait out
+    # Kafka's initial rebalance delay for others.
+    "coordinator": {
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+        "group.initial.rebalance.delay.ms": "0",
+    },
 }
 
 
@@ -70,7 +78,7 @@ class Copiers:
             str(HERE / "txn_copier.py"),
             bootstrap, source, dest, GROUP, TXN_ID, str(log),
             "--txn-timeout-ms", str(TXN_TIMEOUT_MS), "--idle-s", str(idle_s),
-            "--partitions", str(PARTITIONS),
+            "--partitions", str(PARTITIONS), "--batch", str(BATCH),
         ]  # fmt: skip
         self.log = log
         self.stderr = open(f"{log}.stderr", "ab")  # closed by stop()
@@ -219,6 +227,14 @@ def coordinator_of(cluster: LocalCluster, key: str, key_type: int) -> int:
         channel.close()
 
 
+def aborted_by_coordinator(bootstrap: str) -> bool:
+    """The copier's transactional id is past an abort (only the coordinator's timeout can
+    abort it while the copier that holds it open is SIGSTOPped)."""
+    with AdminClient({"bootstrap.servers": bootstrap, "request.timeout.ms": 5000}) as admin:
+        found = admin.describe_transactions([TXN_ID])[TXN_ID]
+    return not isinstance(found, Exception) and found.state in ("PrepareAbort", "CompleteAbort")
+
+
 def restart_after(cluster: LocalCluster, role: str, node_id: int, down_s: float) -> None:
     proc = cluster.storage(node_id) if role == "storage" else cluster.coordinator(node_id)
     kill(proc)
@@ -259,7 +275,7 @@ def test_a_copier_copies_exactly_once_through_kills_and_pauses(
     for topic in (source, dest):
         cluster.create_topic(topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
     workload = Workload(bootstrap, source, PARTITIONS, rate=RATE, max_records=SOURCE_RECORDS)
-    copiers = Copiers(bootstrap, source, dest, tmp_path / "copier.log", idle_s=6.0)
+    copiers = Copiers(bootstrap, source, dest, tmp_path / "copier.log", idle_s=2.0)
     reader = Reader(bootstrap, dest)
     notes: list[str] = []
     try:
@@ -273,8 +289,10 @@ def test_a_copier_copies_exactly_once_through_kills_and_pauses(
         time.sleep(2)
 
         copiers.signal_in_transaction(signal.SIGSTOP)
-        time.sleep(TXN_TIMEOUT_MS / 1000 + 3)  # its transaction times out and is aborted
+        # its transaction times out and the coordinator aborts it while it sleeps
+        aborted = wait_until(lambda: aborted_by_coordinator(bootstrap), TXN_TIMEOUT_MS / 1000 + 10)
         copiers.signal(signal.SIGCONT)
+        assert aborted, "the paused copier's transaction was not aborted past its timeout"
         notes.append("copier SIGSTOPped in a transaction past transaction.timeout.ms")
         time.sleep(2)
 
