@@ -37,7 +37,7 @@ from faults import (
     describe_cluster,
     kill,
     led_by,
-    pause_past_lease,
+    pause_until,
     restart_all,
     restart_etcd,
     wait_for_full_isr,
@@ -118,15 +118,15 @@ def _leader_victim(ctx: Context) -> None:
     ctx.epochs = {p.partition: p.leader_epoch for p in description.partitions}
 
 
+def _moved(ctx: Context) -> bool:
+    now = describe(ctx.cluster, ctx.topic).partitions
+    return all(now[p].leader >= 0 and now[p].leader_epoch > ctx.epochs[p] for p in ctx.affected)
+
+
 def leadership_moved(ctx: Context) -> None:
     """Every partition the failed leader led has a leader again, under a higher leader epoch
     (a resumed zombie cannot have kept its leadership)."""
-
-    def moved() -> bool:
-        now = describe(ctx.cluster, ctx.topic).partitions
-        return all(now[p].leader >= 0 and now[p].leader_epoch > ctx.epochs[p] for p in ctx.affected)
-
-    ok = wait_until(moved, 30)
+    ok = wait_until(lambda: _moved(ctx), 30)
     now = describe(ctx.cluster, ctx.topic).partitions
     ctx.notes.append(f"leader epochs {ctx.epochs} -> {[p.leader_epoch for p in now]}")
     assert ok, f"leadership of {ctx.affected} did not move to a new epoch: {ctx.notes}"
@@ -177,9 +177,11 @@ def kill_follower(ctx: Context) -> None:
 
 
 def pause_leader(ctx: Context) -> None:
+    """SIGSTOP the leader until its lease lapsed and its partitions moved (at most well past
+    the lease), then SIGCONT: a zombie leader wakes up replaced."""
     _leader_victim(ctx)
     ctx.workload.mark_fault()
-    pause_past_lease(ctx.victims[0])
+    pause_until(ctx.victims[0], lambda: _moved(ctx), PAST_LEASE_S + 10)
 
 
 def kill_controller(ctx: Context) -> None:
@@ -197,7 +199,12 @@ def pause_controller(ctx: Context) -> None:
     ctx.affected = list(range(PARTITIONS))
     ctx.victims = [controller(ctx.cluster)]
     ctx.workload.mark_fault()
-    pause_past_lease(ctx.victims[0])
+    # until another instance won the election past its lease (at most well past the lease)
+    pause_until(
+        ctx.victims[0],
+        lambda: describe_cluster(ctx.cluster).controller_epoch > before.controller_epoch,
+        PAST_LEASE_S + 10,
+    )
 
 
 def kill_all_replicas(ctx: Context) -> None:

@@ -27,7 +27,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from faults import kill, leader_of, pause_past_lease, restart_all, wait_for_full_isr, wait_until
+from faults import (
+    PAST_LEASE_S,
+    describe,
+    kill,
+    leader_of,
+    pause_past_lease,
+    pause_until,
+    restart_all,
+    wait_for_full_isr,
+    wait_until,
+)
 from txn_checker import ABORTED, COMMITTED, UNKNOWN, Attempt, Copy, Read, check_copy
 from txn_copier import FATAL_EXIT
 from workload import Workload
@@ -324,8 +334,15 @@ def test_a_copier_copies_exactly_once_through_kills_and_pauses(
             notes.append(f"leader {node} of {dest}-1 SIGSTOPped past its lease in a transaction")
             time.sleep(2)
 
-        node = leader_of(cluster, source, 1)
-        pause_past_lease(cluster.storage(node))
+        before = describe(cluster, source).partitions[1]
+        node = before.leader
+        # until its lease lapsed and another replica leads (at most well past the lease)
+        moved = pause_until(
+            cluster.storage(node),
+            lambda: describe(cluster, source).partitions[1].leader_epoch > before.leader_epoch,
+            PAST_LEASE_S + 10,
+        )
+        assert moved, f"{source}-1 still led by {node} under epoch {before.leader_epoch}"
         notes.append(f"leader {node} of {source}-1 SIGSTOPped past its lease")
         time.sleep(2)
 
