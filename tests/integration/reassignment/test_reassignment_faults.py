@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from reassign_harness import AckedProducer, ReassignHarness, wait_until
+from reassign_harness import AckedProducer, ReassignHarness, start_reassign_cluster, wait_until
 
 from riverlog.client import AdminClient, TopicPartition
 
@@ -41,6 +41,17 @@ from observers import HighWatermarkWatcher, read_back, wait_for_convergence
 from workload import Workload
 
 pytestmark = [pytest.mark.integration, pytest.mark.fault, pytest.mark.timeout(400)]
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReassignHarness]:
+    """A cluster of this module's own: its tests kill and pause nodes."""
+    cluster = start_reassign_cluster(tmp_path_factory.mktemp("reassign-faults-cluster"))
+    try:
+        with ReassignHarness(cluster) as h:
+            yield h
+    finally:
+        cluster.stop()
 
 
 @contextmanager
