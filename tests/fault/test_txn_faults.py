@@ -266,8 +266,8 @@ def pause_in_transaction(copiers: Copiers, proc: ManagedProcess) -> None:
     "schedule",
     [
         pytest.param("default", id="default"),
-        # Also pauses the transaction coordinator and a B leader: ~110 s against the default's
-        # ~80 s, so `make faults` only (make test is near its 30 min).
+        # Also pauses the transaction coordinator and a B leader: about half a minute longer
+        # than the default (~60 s), so `make faults` only (make test is near its 30 min).
         pytest.param(
             "long", id="with-coordinator-and-b-leader-paused", marks=pytest.mark.long_fault
         ),
