@@ -45,13 +45,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.fault, pytest.mark.timeout(40
 
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReassignHarness]:
-    """A cluster of this module's own: its tests kill and pause nodes."""
+    """A cluster of this module's own: its tests kill and pause nodes. Thrown away at the
+    end, as the fault tests' clusters: SIGKILLed by PID, no clean shutdown to wait out."""
     cluster = start_reassign_cluster(tmp_path_factory.mktemp("reassign-faults-cluster"))
     try:
         with ReassignHarness(cluster) as h:
             yield h
     finally:
-        cluster.stop()
+        cluster.stop(grace=0.0)
 
 
 @contextmanager
