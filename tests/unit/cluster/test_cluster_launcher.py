@@ -24,10 +24,13 @@ def make_cluster(tmp_path: Path, **kwargs) -> LocalCluster:
     return LocalCluster(tmp_path / "c", service_modules=MODULES, env=env, **kwargs)
 
 
-@pytest.fixture
-def cluster(tmp_path: Path):
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    """One cluster of stand-ins for the tests below, in file order: they leave it running as
+    they found it (a killed or restarted process is running again), and the last one stops
+    it."""
     c = make_cluster(
-        tmp_path,
+        tmp_path_factory.mktemp("launcher"),
         storage_nodes=2,
         metadata_nodes=2,
         gateways=1,
