@@ -37,6 +37,10 @@ from net import Network
 
 FAULT_DIR = Path(__file__).resolve().parent
 START_TIMEOUT_S = 60.0
+# A fault test's cluster is thrown away once the test has checked it: teardown SIGKILLs it
+# (by PID, each tier at once) instead of waiting out every clean shutdown (~2-4 s a cluster);
+# clean shutdown is what tests/integration's cluster and coordinator shutdown tests check.
+TEARDOWN_GRACE_S = 0.0
 
 StartCluster = Callable[..., LocalCluster]
 SUMMARIES: list[str] = []
@@ -100,7 +104,7 @@ def start_cluster(tmp_path: Path) -> Iterator[StartCluster]:
         yield start
     finally:
         for cluster in started:
-            cluster.stop(grace=5.0)
+            cluster.stop(grace=TEARDOWN_GRACE_S)
 
 
 # ---- clusters in network namespaces ---------------------------------------------------------
@@ -212,7 +216,7 @@ def start_net_cluster(tmp_path: Path, clean_netns: str) -> Iterator[StartNetClus
     finally:
         for handle in made:
             try:
-                handle.cluster.stop(grace=5.0)
+                handle.cluster.stop(grace=TEARDOWN_GRACE_S)
             finally:
                 handle.net.close()
                 if handle.disks is not None:

@@ -117,6 +117,17 @@ def pause_past_lease(proc: ManagedProcess, seconds: float = PAST_LEASE_S) -> Non
         proc.resume()
 
 
+def pause_until(proc: ManagedProcess, done: Callable[[], object], timeout: float) -> bool:
+    """SIGSTOP until `done()` (polled as `wait_until`: the cluster acted on the pause, e.g.
+    elected past its lease), at most `timeout` s, then SIGCONT: a zombie that wakes up right
+    after it was replaced. Returns whether `done()` became true."""
+    proc.pause()
+    try:
+        return wait_until(done, timeout)
+    finally:
+        proc.resume()
+
+
 def restart_all(procs: Iterable[ManagedProcess], timeout: float = 60.0) -> None:
     """Start killed processes again on their old ports, in parallel, and wait for each."""
     from riverlog.cluster.process import pinned_ports

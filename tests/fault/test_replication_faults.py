@@ -38,6 +38,7 @@ from faults import (
     kill,
     led_by,
     pause_past_lease,
+    pause_until,
     restart_all,
     restart_etcd,
     wait_for_full_isr,
@@ -127,15 +128,15 @@ def _leader_victim(ctx: Context) -> None:
     ctx.epochs = {p.partition: p.leader_epoch for p in description.partitions}
 
 
+def _moved(ctx: Context) -> bool:
+    now = describe(ctx.cluster, ctx.topic).partitions
+    return all(now[p].leader >= 0 and now[p].leader_epoch > ctx.epochs[p] for p in ctx.affected)
+
+
 def leadership_moved(ctx: Context) -> None:
     """Every partition the failed leader led has a leader again, under a higher leader epoch
     (a resumed zombie cannot have kept its leadership)."""
-
-    def moved() -> bool:
-        now = describe(ctx.cluster, ctx.topic).partitions
-        return all(now[p].leader >= 0 and now[p].leader_epoch > ctx.epochs[p] for p in ctx.affected)
-
-    ok = wait_until(moved, 30)
+    ok = wait_until(lambda: _moved(ctx), 30)
     now = describe(ctx.cluster, ctx.topic).partitions
     ctx.notes.append(f"leader epochs {ctx.epochs} -> {[p.leader_epoch for p in now]}")
     assert ok, f"leadership of {ctx.affected} did not move to a new epoch: {ctx.notes}"
@@ -186,9 +187,11 @@ def kill_follower(ctx: Context) -> None:
 
 
 def pause_leader(ctx: Context) -> None:
+    """SIGSTOP the leader until its lease lapsed and its partitions moved (at most well past
+    the lease), then SIGCONT: a zombie leader wakes up replaced."""
     _leader_victim(ctx)
     ctx.workload.mark_fault()
-    pause_past_lease(ctx.victims[0])
+    pause_until(ctx.victims[0], lambda: _moved(ctx), PAST_LEASE_S + 10)
 
 
 def kill_controller(ctx: Context) -> None:
@@ -206,6 +209,8 @@ def pause_controller(ctx: Context) -> None:
     ctx.affected = list(range(PARTITIONS))
     ctx.victims = [controller(ctx.cluster)]
     ctx.workload.mark_fault()
+    # A fixed pause here, not pause_until: with the controller stopped, a DescribeCluster
+    # polled through the gateway may wait out its timeout on the paused instance.
     pause_past_lease(ctx.victims[0])
 
 
@@ -217,7 +222,28 @@ def kill_all_replicas(ctx: Context) -> None:
     ctx.workload.mark_fault()
     for proc in ctx.victims:
         kill(proc)
-    time.sleep(PAST_LEASE_S)  # the controller sees every replica gone: partitions offline
+    wait_offline(ctx)  # the controller sees every replica gone: partitions offline
+
+
+def wait_offline(ctx: Context) -> None:
+    """Until the controller has taken every partition offline (its last replica's lease
+    lapsed), rather than a fixed sleep past the lease."""
+    offline = wait_until(
+        lambda: all(p.leader == -1 for p in describe(ctx.cluster, ctx.topic).partitions),
+        PAST_LEASE_S + 5,
+    )
+    assert offline, f"partitions not offline {PAST_LEASE_S + 5} s after their replicas died"
+
+
+def wait_out_of_isr(ctx: Context, node: int, partitions: list[int]) -> None:
+    """Until `node` has left the ISR of `partitions` (its lag or lease lapsed), rather than a
+    fixed sleep past the lease."""
+
+    def left() -> bool:
+        now = describe(ctx.cluster, ctx.topic).partitions
+        return all(node not in now[p].isr for p in partitions)
+
+    assert wait_until(left, PAST_LEASE_S + 5), f"node {node} still in the ISR of {partitions}"
 
 
 def kill_replicas_one_by_one(ctx: Context) -> None:
@@ -233,7 +259,12 @@ def kill_replicas_one_by_one(ctx: Context) -> None:
         if i == 1:
             ctx.workload.mark_fault()  # from here the ISR is too small for acks=all writes
         kill(proc)
-        time.sleep(PAST_LEASE_S)
+        if i < 2:
+            wait_out_of_isr(ctx, proc.node_id, [0])
+        else:
+            wait_offline(ctx)
+        if i == 0:  # records acknowledged without the stale replica: it is out of date
+            assert ctx.workload.wait_for_acks(100, 30, since=time.monotonic()), ctx.notes
     ctx.notes.append(f"killed {stale}, {second}, then leader {partition.leader}")
 
 
@@ -270,9 +301,13 @@ def restart_victims(ctx: Context) -> None:
 
 
 def dwell_then_restart(ctx: Context) -> None:
-    time.sleep(PAST_LEASE_S)
+    """The victim stays dead until the cluster has acted on it (leadership moved off a killed
+    leader, a killed follower out of the ISR), then restarts."""
     if ctx.epochs:
         leadership_moved(ctx)
+    else:
+        for proc in ctx.victims:
+            wait_out_of_isr(ctx, proc.node_id, ctx.affected)
     restart_all(ctx.victims)
 
 

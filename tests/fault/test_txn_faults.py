@@ -27,7 +27,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from faults import kill, leader_of, pause_past_lease, restart_all, wait_for_full_isr, wait_until
+from faults import (
+    PAST_LEASE_S,
+    describe,
+    kill,
+    leader_of,
+    pause_past_lease,
+    pause_until,
+    restart_all,
+    wait_for_full_isr,
+    wait_until,
+)
 from txn_checker import ABORTED, COMMITTED, UNKNOWN, Attempt, Copy, Read, check_copy
 from txn_copier import FATAL_EXIT
 from workload import Workload
@@ -48,6 +58,9 @@ TXN_TIMEOUT_MS = 4000
 MAX_COPIERS = 20
 RATE = 150.0  # source records/s
 SOURCE_RECORDS = 2400  # per producer (two): ~30 s at RATE
+# Records per transaction, at most: at 100 a copier (~1 s a transaction on 2 cores) fell behind
+# RATE and spent the half minute after the last fault catching up.
+BATCH = 200
 COORDINATOR_CONFIG = {
     "metadata": {
         "offsets.topic.num.partitions": "4",
@@ -55,8 +68,13 @@ COORDINATOR_CONFIG = {
         "transaction.state.log.replication.factor": "3",
     },
     # The coordinator looks for timed-out transactions every second (Kafka's default: 10 s),
-    # so the paused copier's transaction is aborted while it sleeps.
-    "coordinator": {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000"},
+    # so the paused copier's transaction is aborted while it sleeps. One copier at a time is
+    # the group's only member: a replacement joining the empty group need not wait out
+    # Kafka's initial rebalance delay for others.
+    "coordinator": {
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+        "group.initial.rebalance.delay.ms": "0",
+    },
 }
 
 
@@ -70,7 +88,7 @@ class Copiers:
             str(HERE / "txn_copier.py"),
             bootstrap, source, dest, GROUP, TXN_ID, str(log),
             "--txn-timeout-ms", str(TXN_TIMEOUT_MS), "--idle-s", str(idle_s),
-            "--partitions", str(PARTITIONS),
+            "--partitions", str(PARTITIONS), "--batch", str(BATCH),
         ]  # fmt: skip
         self.log = log
         self.stderr = open(f"{log}.stderr", "ab")  # closed by stop()
@@ -219,6 +237,14 @@ def coordinator_of(cluster: LocalCluster, key: str, key_type: int) -> int:
         channel.close()
 
 
+def aborted_by_coordinator(bootstrap: str) -> bool:
+    """The copier's transactional id is past an abort (only the coordinator's timeout can
+    abort it while the copier that holds it open is SIGSTOPped)."""
+    with AdminClient({"bootstrap.servers": bootstrap, "request.timeout.ms": 5000}) as admin:
+        found = admin.describe_transactions([TXN_ID])[TXN_ID]
+    return not isinstance(found, Exception) and found.state in ("PrepareAbort", "CompleteAbort")
+
+
 def restart_after(cluster: LocalCluster, role: str, node_id: int, down_s: float) -> None:
     proc = cluster.storage(node_id) if role == "storage" else cluster.coordinator(node_id)
     kill(proc)
@@ -240,8 +266,8 @@ def pause_in_transaction(copiers: Copiers, proc: ManagedProcess) -> None:
     "schedule",
     [
         pytest.param("default", id="default"),
-        # Also pauses the transaction coordinator and a B leader: ~110 s against the default's
-        # ~80 s, so `make faults` only (make test is near its 30 min).
+        # Also pauses the transaction coordinator and a B leader: about half a minute longer
+        # than the default (~60 s), so `make faults` only (make test is near its 30 min).
         pytest.param(
             "long", id="with-coordinator-and-b-leader-paused", marks=pytest.mark.long_fault
         ),
@@ -259,7 +285,7 @@ def test_a_copier_copies_exactly_once_through_kills_and_pauses(
     for topic in (source, dest):
         cluster.create_topic(topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
     workload = Workload(bootstrap, source, PARTITIONS, rate=RATE, max_records=SOURCE_RECORDS)
-    copiers = Copiers(bootstrap, source, dest, tmp_path / "copier.log", idle_s=6.0)
+    copiers = Copiers(bootstrap, source, dest, tmp_path / "copier.log", idle_s=2.0)
     reader = Reader(bootstrap, dest)
     notes: list[str] = []
     try:
@@ -273,8 +299,10 @@ def test_a_copier_copies_exactly_once_through_kills_and_pauses(
         time.sleep(2)
 
         copiers.signal_in_transaction(signal.SIGSTOP)
-        time.sleep(TXN_TIMEOUT_MS / 1000 + 3)  # its transaction times out and is aborted
+        # its transaction times out and the coordinator aborts it while it sleeps
+        aborted = wait_until(lambda: aborted_by_coordinator(bootstrap), TXN_TIMEOUT_MS / 1000 + 10)
         copiers.signal(signal.SIGCONT)
+        assert aborted, "the paused copier's transaction was not aborted past its timeout"
         notes.append("copier SIGSTOPped in a transaction past transaction.timeout.ms")
         time.sleep(2)
 
@@ -306,8 +334,15 @@ def test_a_copier_copies_exactly_once_through_kills_and_pauses(
             notes.append(f"leader {node} of {dest}-1 SIGSTOPped past its lease in a transaction")
             time.sleep(2)
 
-        node = leader_of(cluster, source, 1)
-        pause_past_lease(cluster.storage(node))
+        before = describe(cluster, source).partitions[1]
+        node = before.leader
+        # until its lease lapsed and another replica leads (at most well past the lease)
+        moved = pause_until(
+            cluster.storage(node),
+            lambda: describe(cluster, source).partitions[1].leader_epoch > before.leader_epoch,
+            PAST_LEASE_S + 10,
+        )
+        assert moved, f"{source}-1 still led by {node} under epoch {before.leader_epoch}"
         notes.append(f"leader {node} of {source}-1 SIGSTOPped past its lease")
         time.sleep(2)
 

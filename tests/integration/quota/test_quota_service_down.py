@@ -45,7 +45,10 @@ def test_gateways_enforce_alone_while_the_quota_service_is_down(tmp_path: Path) 
             while "unreachable" not in gateway_log.read_text():
                 assert time.monotonic() < deadline, "the gateway never said the service is down"
                 time.sleep(0.1)
-            for _ in range(20):  # more throttled traffic, and more reports, while it is down
+            # More throttled traffic while it is down: each round of 50 kB is held ~2.5 s at
+            # 20 kB/s, so three rounds span ~75 reports and ~150 produce requests (twenty
+            # rounds, ~50 s, checked nothing more).
+            for _ in range(3):
                 for _ in range(50):
                     producer.send("down", b"d" * 1000)
                 producer.flush(30)

@@ -41,10 +41,11 @@ def wait_until(predicate: Callable[[], T | None], timeout_s: float = 90.0, what:
     raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
-def start_reassign_cluster(
+def reassign_cluster(
     root: Path, storage_config: dict[str, str] | None = None, storage_nodes: int = 4
 ) -> LocalCluster:
-    cluster = LocalCluster(
+    """The cluster, not started."""
+    return LocalCluster(
         root,
         storage_nodes=storage_nodes,
         metadata_nodes=2,
@@ -62,6 +63,12 @@ def start_reassign_cluster(
             },
         },
     )
+
+
+def start_reassign_cluster(
+    root: Path, storage_config: dict[str, str] | None = None, storage_nodes: int = 4
+) -> LocalCluster:
+    cluster = reassign_cluster(root, storage_config, storage_nodes)
     try:
         cluster.start(timeout=180)
     except BaseException:

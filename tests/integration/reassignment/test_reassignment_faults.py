@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from reassign_harness import AckedProducer, ReassignHarness, wait_until
+from reassign_harness import AckedProducer, ReassignHarness, start_reassign_cluster, wait_until
 
 from riverlog.client import AdminClient, TopicPartition
 
@@ -41,6 +41,18 @@ from observers import HighWatermarkWatcher, read_back, wait_for_convergence
 from workload import Workload
 
 pytestmark = [pytest.mark.integration, pytest.mark.fault, pytest.mark.timeout(400)]
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReassignHarness]:
+    """A cluster of this module's own: its tests kill and pause nodes. Thrown away at the
+    end, as the fault tests' clusters: SIGKILLed by PID, no clean shutdown to wait out."""
+    cluster = start_reassign_cluster(tmp_path_factory.mktemp("reassign-faults-cluster"))
+    try:
+        with ReassignHarness(cluster) as h:
+            yield h
+    finally:
+        cluster.stop(grace=0.0)
 
 
 @contextmanager

@@ -24,10 +24,13 @@ def make_cluster(tmp_path: Path, **kwargs) -> LocalCluster:
     return LocalCluster(tmp_path / "c", service_modules=MODULES, env=env, **kwargs)
 
 
-@pytest.fixture
-def cluster(tmp_path: Path):
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    """One cluster of stand-ins for the tests below, in file order: they leave it running as
+    they found it (a killed or restarted process is running again), and the last one stops
+    it."""
     c = make_cluster(
-        tmp_path,
+        tmp_path_factory.mktemp("launcher"),
         storage_nodes=2,
         metadata_nodes=2,
         gateways=1,
@@ -145,7 +148,7 @@ def test_a_process_that_fails_stops_the_rest_and_shows_its_log(tmp_path: Path) -
 def test_readiness_waits_for_a_controller(tmp_path: Path) -> None:
     c = make_cluster(tmp_path, storage_nodes=1, metadata_nodes=1, env={"FAKE_NO_CONTROLLER": "1"})
     with pytest.raises(ClusterError, match="controller -1"):
-        c.start(timeout=8)
+        c.start(timeout=4)  # waited out in full: the stand-ins are ready in about a second
     assert not c.running
 
 
