@@ -7,6 +7,12 @@ nothing (a TCP probe left open) would stop every scrape behind it. Here the acce
 wrapped without a handshake and the handshake runs in the connection's own thread, under a
 timeout; a failed one (a plain-HTTP request, a certificate the CA did not sign) closes that
 connection and is logged at debug level, not as a traceback.
+
+The socket timeout bounds each read, not the connection: a client trickling a byte every few
+seconds would keep its thread forever. So each connection also has a deadline
+(`CONNECTION_DEADLINE_S`, handshake, request and answer together) past which its socket is shut
+down, and at most `MAX_CONNECTIONS` are served at once: one more is closed as soon as it is
+accepted.
 """
 
 from __future__ import annotations
@@ -26,7 +32,9 @@ from .settings import MetricsTls
 
 log = logging.getLogger(__name__)
 
-CONNECTION_TIMEOUT_S = 10.0
+CONNECTION_TIMEOUT_S = 10.0  # each read or write
+CONNECTION_DEADLINE_S = 30.0  # the whole connection
+MAX_CONNECTIONS = 32  # served at once
 
 
 def ssl_context(tls: MetricsTls) -> ssl.SSLContext:
@@ -47,11 +55,57 @@ class _QuietHandler(WSGIRequestHandler):
         """No access log: Prometheus scrapes every few seconds."""
 
 
+def _cut_off(sock: socket.socket) -> None:
+    """Shut the TCP connection down under whatever the connection's thread is blocked in (a
+    handshake, a read): it sees the end of the stream and gives up. The plain socket's shutdown,
+    not the SSLSocket's, which would drop its TLS state under the other thread."""
+    try:
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:  # already closed
+        pass
+
+
 class MetricsServer(ThreadingMixIn, WSGIServer):
-    """One thread per connection (daemon threads: a scrape never holds up the exit)."""
+    """One thread per connection (daemon threads: a scrape never holds up the exit), at most
+    `max_connections` at once, each cut off `deadline_s` after it was accepted."""
 
     daemon_threads = True
     context: ssl.SSLContext | None = None
+    deadline_s = CONNECTION_DEADLINE_S
+    max_connections = MAX_CONNECTIONS
+    _slots: threading.BoundedSemaphore | None = None
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if self._slots is None:  # only the serving thread comes here
+            self._slots = threading.BoundedSemaphore(self.max_connections)
+        if not self._slots.acquire(blocking=False):
+            log.debug(
+                "/metrics connection from %s closed: %d served",
+                client_address,
+                self.max_connections,
+            )
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # no thread started (the caller closes the socket)
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        deadline = threading.Timer(self.deadline_s, _cut_off, (request,))
+        deadline.daemon = True
+        deadline.start()
+        try:
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
+        finally:
+            deadline.cancel()
+            deadline.join()  # no cut-off of a descriptor closed and reused by then
+            self.shutdown_request(request)
+            assert self._slots is not None
+            self._slots.release()
 
     def get_request(self) -> tuple[socket.socket, Any]:
         sock, address = super().get_request()
@@ -88,5 +142,7 @@ def serve(host: str, port: int, tls: MetricsTls | None) -> MetricsServer:
 
     server = make_server(host, port, make_wsgi_app(REGISTRY), Server, handler_class=_QuietHandler)
     server.context = context
+    server.deadline_s = CONNECTION_DEADLINE_S
+    server.max_connections = MAX_CONNECTIONS
     threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
     return server

@@ -1,14 +1,18 @@
 """`/metrics` over HTTPS (decision 0035, addendum), the real server on loopback with
 certificates of a throwaway CA: a scraper that trusts the CA reads it, plain HTTP is refused,
 a connection that never sends a byte does not hold up other scrapes (the handshake runs in the
-connection's own thread), and with `ssl.client.auth=required` only a scraper holding a
+connection's own thread), a connection that trickles bytes is cut off at its deadline, one past
+the connection cap is closed at once, and with `ssl.client.auth=required` only a scraper holding a
 certificate of the CA gets an answer."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
+import select
 import socket
 import ssl
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from riverlog.cluster.certs import KeyPair, issue, new_ca
-from riverlog.common.metrics import endpoint
+from riverlog.common.metrics import endpoint, server
 from riverlog.common.metrics.settings import CertificateFiles, MetricsTls, PrometheusSettings
 
 pytestmark = pytest.mark.timeout(60)
@@ -110,3 +114,56 @@ def test_client_auth_required_wants_a_certificate_of_the_ca(
     for context in (trusting(pki), trusting(pki, "rogue")):
         with pytest.raises(OSError):
             scrape(url, context)
+
+
+# A TLS record header announcing a 512-byte handshake message: the server waits for the body.
+RECORD_HEADER = b"\x16\x03\x01\x02\x00"
+
+
+def _closed_by_server(sock: socket.socket, within_s: float) -> bool:
+    """Whether the server ends `sock` within `within_s`, the client sending one byte of an
+    unfinished ClientHello every 0.1 s meanwhile (each read well inside the socket timeout)."""
+    sock.sendall(RECORD_HEADER)
+    give_up = time.monotonic() + within_s
+    while time.monotonic() < give_up:
+        readable, _, _ = select.select([sock], [], [], 0.1)
+        try:
+            if readable and sock.recv(1) == b"":
+                return True
+            sock.sendall(b"\x00")
+        except OSError:  # reset: the server closed it
+            return True
+    return False
+
+
+def test_a_trickling_connection_is_cut_off_at_its_deadline(
+    pki: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(server, "CONNECTION_DEADLINE_S", 1.0)
+    with contextlib.contextmanager(_serve)(pki, False) as address:
+        host, _, port = address.rpartition(":")
+        with socket.create_connection((host, int(port)), timeout=10) as trickler:
+            assert _closed_by_server(trickler, within_s=30)  # 1 s, generously
+        assert "python_info" in scrape(f"https://{address}/metrics", trusting(pki))
+
+
+def test_a_connection_past_the_cap_is_closed(
+    pki: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(server, "MAX_CONNECTIONS", 2)
+    with contextlib.contextmanager(_serve)(pki, False) as address:
+        host, _, port = address.rpartition(":")
+        silent = [socket.create_connection((host, int(port)), timeout=10) for _ in range(2)]
+        with socket.create_connection((host, int(port)), timeout=10) as third:
+            assert third.recv(1) == b""  # accepted after the two silent ones, and closed
+        silent.pop().close()  # frees a slot once the server has seen it go
+        give_up = time.monotonic() + 30
+        while True:
+            try:
+                assert "python_info" in scrape(f"https://{address}/metrics", trusting(pki))
+                break
+            except OSError:  # refused while the slot is not yet back
+                if time.monotonic() > give_up:
+                    raise
+        for sock in silent:
+            sock.close()
