@@ -435,6 +435,33 @@ async def test_too_many_records_are_refused_before_anything_is_built(
     assert [r.error_code for r in answer.results] == [ErrorCode.NONE] * 1000
 
 
+def test_a_request_that_cannot_be_over_the_cap_is_not_walked_in_python(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without C, a large request whose 0x1A bytes (each record's tag is one) are at most the
+    cap is parsed by protobuf at once: the field walk, seconds on the event loop for millions of
+    small records, runs only for a request that may be over it."""
+    monkeypatch.setattr(records_module, "MAX_REQUEST_RECORDS", 1000)
+    monkeypatch.setattr(record_loop, "_speedups", None)
+    walked = []
+    count = records_module.count_records
+
+    def spy(data: bytes, limit: int) -> Any:
+        walked.append(limit)
+        return count(data, limit)
+
+    monkeypatch.setattr(records_module, "count_records", spy)
+    request = gateway_pb2.ProduceRecordsRequest(
+        topic="t", records=[common_pb2.Record(value=b"v" * 10)] * 400
+    ).SerializeToString()
+    assert len(request) > 2 * 1000 and request.count(b"\x1a") == 800  # Record.value's tag too
+    parsed = convert.produce_records_request(request)
+    assert isinstance(parsed, gateway_pb2.ProduceRecordsRequest) and len(parsed.records) == 400
+    assert walked == []
+    assert convert.produce_records_request(_empty_records(1001)).record_count == 1001  # type: ignore[union-attr]
+    assert walked == [1000]
+
+
 @pytest.mark.parametrize("throttle", [0, 1, 300, 70_000])
 def test_the_results_wire_is_the_response_protobuf_writes(throttle: int) -> None:
     request = random_request(random.Random(2))
