@@ -199,15 +199,17 @@ class Producer:
         options: ProduceOptions,
         parts: Sequence[ProducePart],
         order: StreamOrder | None = None,
+        number: int | None = None,
     ) -> list[ProducePartResult]:
         """`produce`, with a request-wide error given to every partition instead of raised (for
         streams, where one bad request must not end the others). With the stream's `order`,
         a partition without a producer id is re-sent only while no later request of the
-        stream names it."""
-        number = 0
+        stream names it; `number` is what `order.arrived` gave the request at the top of its
+        handling (None: it arrives now)."""
         may_resend = None
         if order is not None:
-            number = order.arrived([p.tp for p in parts])
+            if number is None:
+                number = order.arrived([p.tp for p in parts])
 
             def may_resend(part: ProducePart) -> bool:
                 return not unsequenced(part) or order.may_resend(part.tp, number)
@@ -217,7 +219,7 @@ class Producer:
         except RiverlogError as exc:
             return [ProducePartResult.failed(p, exc) for p in parts]
         finally:
-            if order is not None:
+            if order is not None and number is not None:
                 order.done([p.tp for p in parts], number)
 
 

@@ -143,13 +143,15 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         stream = self._context("ProduceStream", context)
         # Its requests run in tasks of their own: a partition without idempotence is re-sent
         # after a stale route only while no later request of the stream names it.
-        produce = functools.partial(self.f.producer.produce_or_fail, order=StreamOrder())
+        order = StreamOrder()
 
         async def handle(
             request: data_pb2.ProduceRequest | ParsedProduceRequest,
         ) -> data_pb2.ProduceResponse | None:
             ctx = self.contexts.of_stream_request(stream)
-            options, results, throttle = await ctx.work.run(self._produce(ctx, request, produce))
+            options, results, throttle = await ctx.work.run(
+                self._produce(ctx, request, self.f.producer.produce_or_fail, order)
+            )
             if options.acks == Acks.NONE:
                 return None  # acks=0 on a stream: no answer, as Kafka (and the storage nodes)
             response = convert.produce_to_proto(results, request.correlation_id)
@@ -165,9 +167,12 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         ctx: RequestContext,
         request: data_pb2.ProduceRequest | ParsedProduceRequest,
         produce: ProduceCall,
+        order: StreamOrder | None = None,
     ) -> tuple[ProduceOptions, list[ProducePartResult], int]:
         """`produce` the request between the quota checks: its options, results and the
-        throttle time to answer with."""
+        throttle time to answer with. With a stream's `order`, the request arrives there
+        before any await and `Producer.produce_or_fail` produces it with its number: the
+        stream's requests are numbered as they came, however long each waits for its quota."""
         start = RequestTimer.start()
         quotas = self.f.quotas
         throttle = 0
@@ -176,6 +181,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         refused: list[ProducePart] = []
         if authz is not None and authz.active:  # nothing is written to a refused partition
             parts, refused = authz.split(ctx, AclOperation.WRITE, parts, lambda p: p.tp.topic)
+        if order is not None:
+            number = order.arrived([p.tp for p in parts])
+            produce = functools.partial(self.f.producer.produce_or_fail, order=order, number=number)
         if quotas is not None:
             throttle = await quotas.before_produce(ctx, produce_size(parts))
         results = await produce(ctx, options, parts) if parts or not refused else []
