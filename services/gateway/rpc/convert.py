@@ -9,6 +9,7 @@ flag was left unset, so a client that forgets the flag does not lose its data to
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from riverlog.common.cluster.convert import node_to_proto, topic_to_proto
 from riverlog.common.produce_request_parse import ParsedProduceRequest
@@ -329,34 +330,55 @@ def produced_records_wire(results_wire: bytes, throttle_time_ms: int) -> bytes:
     return results_wire + _THROTTLE_TAG + _varint(throttle_time_ms)
 
 
+@dataclass(frozen=True, slots=True)
+class UncountedProduceRecords:
+    """A ProduceRecords request that may carry more records than MAX_REQUEST_RECORDS, read
+    without the C extension: its records are counted (`counted_produce_records_request`) by the
+    handler in a thread, not by the deserializer on the event loop."""
+
+    data: bytes
+
+
 def produce_records_request(
     data: bytes,
-) -> EncodedProduceRecords | gateway_pb2.ProduceRecordsRequest:
+) -> EncodedProduceRecords | gateway_pb2.ProduceRecordsRequest | UncountedProduceRecords:
     """ProduceRecords' request deserializer: the bytes with the fields other than the records
     read in C (the records are encoded into batches from the bytes, decision 0045); the
-    protobuf message where the C extension is not built. Raises on bytes that are no request,
-    as the message's `FromString` does (gRPC answers INTERNAL)."""
+    protobuf message where the C extension is not built, or, for a request that may be over the
+    record cap, the bytes for the handler to count. Raises on bytes that are no request, as the
+    message's `FromString` does (gRPC answers INTERNAL)."""
     if produce_wire.compiled():
         return EncodedProduceRecords.parse(data)
     limit = records.MAX_REQUEST_RECORDS
     # Each record's field starts with its tag byte 0x1A, so the 0x1A bytes (counted in C) are at
-    # least the records (twice them with values: Record.value's tag is 0x1A too): the walk in
-    # Python, seconds on the event loop for millions of small records, runs only for a request
-    # that may be over the cap.
+    # least the records (twice them with values: Record.value's tag is 0x1A too). Only a request
+    # that may be over the cap is walked field by field, in Python: seconds for millions of small
+    # records, so in a thread (the handler's), not here on the event loop.
     if len(data) > 2 * limit and data.count(_RECORDS_TAG) > limit:
-        counted = records.count_records(data, limit)
-        if counted is not None and counted[0] > limit:  # refused, without a message per record
-            rest = gateway_pb2.ProduceRecordsRequest.FromString(counted[1])
-            partition = rest.partition if rest.HasField("partition") else None
-            return EncodedProduceRecords(
-                data,
-                rest.topic,
-                partition,
-                rest.acks,
-                rest.timeout_ms,
-                rest.compression_type,
-                counted[0],
-            )
+        return UncountedProduceRecords(data)
+    return gateway_pb2.ProduceRecordsRequest.FromString(data)
+
+
+def counted_produce_records_request(
+    data: bytes,
+) -> EncodedProduceRecords | gateway_pb2.ProduceRecordsRequest:
+    """An `UncountedProduceRecords`' request, its records counted up to the cap: over it, the
+    request's other fields with the count (refused by the handler, without a message per
+    record); else the protobuf message. Raises as `FromString` on bytes that are no request."""
+    limit = records.MAX_REQUEST_RECORDS
+    counted = records.count_records(data, limit)
+    if counted is not None and counted[0] > limit:
+        rest = gateway_pb2.ProduceRecordsRequest.FromString(counted[1])
+        partition = rest.partition if rest.HasField("partition") else None
+        return EncodedProduceRecords(
+            data,
+            rest.topic,
+            partition,
+            rest.acks,
+            rest.timeout_ms,
+            rest.compression_type,
+            counted[0],
+        )
     return gateway_pb2.ProduceRecordsRequest.FromString(data)
 
 

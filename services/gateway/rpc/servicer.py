@@ -12,6 +12,7 @@ the `AdminForwarder` of `admin.py`, consumer-group RPCs to the `GroupForwarder` 
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -315,12 +316,19 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
     async def ProduceRecords(
         self,
-        request: gateway_pb2.ProduceRecordsRequest | EncodedProduceRecords,
+        request: (
+            gateway_pb2.ProduceRecordsRequest
+            | EncodedProduceRecords
+            | convert.UncountedProduceRecords
+        ),
         context: grpc.aio.ServicerContext,
     ) -> gateway_pb2.ProduceRecordsResponse:
         """`request` is the bytes with their fields read (`convert.produce_records_request`)
-        where the C extension is built, else the protobuf message."""
+        where the C extension is built, else the protobuf message, or bytes whose records are
+        counted here, in a thread (the walk is too long for the event loop)."""
         ctx = self._context("ProduceRecords", context)
+        if isinstance(request, convert.UncountedProduceRecords):
+            request = await asyncio.to_thread(convert.counted_produce_records_request, request.data)
         quotas = self.f.quotas
         throttle = 0
         if quotas is not None:

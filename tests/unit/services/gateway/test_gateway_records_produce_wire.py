@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import threading
 from typing import Any
 
 import grpc
@@ -419,7 +420,9 @@ async def test_too_many_records_are_refused_before_anything_is_built(
     if path == "python":
         monkeypatch.setattr(record_loop, "_speedups", None)
         assert not produce_wire.compiled()
-        counted = convert.produce_records_request(_empty_records(1001))
+        uncounted = convert.produce_records_request(_empty_records(1001))
+        assert isinstance(uncounted, convert.UncountedProduceRecords)  # counted in a thread
+        counted = convert.counted_produce_records_request(uncounted.data)
         assert isinstance(counted, EncodedProduceRecords)  # no protobuf message per record
         assert (counted.topic, counted.record_count) == ("t", 1001)
     raw = channel.unary_unary(f"/{SERVICE_NAME}/ProduceRecords")  # bytes in, bytes out
@@ -439,27 +442,49 @@ def test_a_request_that_cannot_be_over_the_cap_is_not_walked_in_python(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Without C, a large request whose 0x1A bytes (each record's tag is one) are at most the
-    cap is parsed by protobuf at once: the field walk, seconds on the event loop for millions of
-    small records, runs only for a request that may be over it."""
+    cap is parsed by protobuf at once; one that may be over it is left to the handler to walk."""
     monkeypatch.setattr(records_module, "MAX_REQUEST_RECORDS", 1000)
     monkeypatch.setattr(record_loop, "_speedups", None)
-    walked = []
-    count = records_module.count_records
-
-    def spy(data: bytes, limit: int) -> Any:
-        walked.append(limit)
-        return count(data, limit)
-
-    monkeypatch.setattr(records_module, "count_records", spy)
     request = gateway_pb2.ProduceRecordsRequest(
         topic="t", records=[common_pb2.Record(value=b"v" * 10)] * 400
     ).SerializeToString()
     assert len(request) > 2 * 1000 and request.count(b"\x1a") == 800  # Record.value's tag too
     parsed = convert.produce_records_request(request)
     assert isinstance(parsed, gateway_pb2.ProduceRecordsRequest) and len(parsed.records) == 400
-    assert walked == []
-    assert convert.produce_records_request(_empty_records(1001)).record_count == 1001  # type: ignore[union-attr]
-    assert walked == [1000]
+    many = gateway_pb2.ProduceRecordsRequest(
+        topic="t", records=[common_pb2.Record(value=b"v" * 10)] * 600
+    ).SerializeToString()
+    uncounted = convert.produce_records_request(many)
+    assert isinstance(uncounted, convert.UncountedProduceRecords)
+    counted = convert.counted_produce_records_request(uncounted.data)
+    assert isinstance(counted, gateway_pb2.ProduceRecordsRequest) and len(counted.records) == 600
+
+
+async def test_the_record_walk_runs_off_the_event_loop(
+    served_harness: tuple[Any, Harness], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without C, the field walk of a request that may be over the cap (seconds for millions of
+    small records) runs in a thread, not on the event loop serving every other request."""
+    channel, _ = served_harness
+    monkeypatch.setattr(records_module, "MAX_REQUEST_RECORDS", 1000)
+    monkeypatch.setattr(record_loop, "_speedups", None)
+    walked_on = []
+    count = records_module.count_records
+
+    def spy(data: bytes, limit: int) -> Any:
+        walked_on.append(threading.get_ident())
+        return count(data, limit)
+
+    monkeypatch.setattr(records_module, "count_records", spy)
+    raw = channel.unary_unary(f"/{SERVICE_NAME}/ProduceRecords")
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await raw(_empty_records(1001), timeout=5)
+    assert from_rpc_error(info.value).code == ErrorCode.RECORD_LIST_TOO_LARGE
+    answer = gateway_pb2.ProduceRecordsResponse.FromString(
+        await raw(_empty_records(1000), timeout=5)
+    )
+    assert len(answer.results) == 1000
+    assert len(walked_on) == 1 and walked_on[0] != threading.get_ident()  # the loop's thread
 
 
 @pytest.mark.parametrize("throttle", [0, 1, 300, 70_000])
