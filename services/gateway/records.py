@@ -41,6 +41,7 @@ from riverlog.common.records.encode_columns import encode_records
 from riverlog.common.records.header import InvalidBatchError
 from riverlog.common.records.reader import iter_batches_records, next_fetch_offset, records_wire
 from riverlog.common.types import IsolationLevel, TopicPartition
+from riverlog.common.wire import WireError, read_varint, skip_field
 
 from .context import RequestContext
 from .fetch import Fetcher, FetchOptions, FetchPart
@@ -91,44 +92,18 @@ def count_records(data: bytes, limit: int) -> tuple[int, bytes] | None:
     end = len(data)
     pos = count = 0
     rest: list[bytes] = []
-    while pos < end and count <= limit:
-        start = pos
-        tag, pos = _varint(data, pos)
-        if pos < 0:
-            return None
-        wire_type = tag & 7
-        if wire_type == 0:
-            _, pos = _varint(data, pos)
-            if pos < 0:
-                return None
-        elif wire_type == 2:
-            length, pos = _varint(data, pos)
-            if pos < 0 or pos + length > end:
-                return None
-            pos += length
-        elif wire_type in (1, 5):
-            pos += 8 if wire_type == 1 else 4
-            if pos > end:
-                return None
-        else:
-            return None
-        if tag == 0x1A:  # records, length-delimited
-            count += 1
-        else:
-            rest.append(bytes(view[start:pos]))
+    try:
+        while pos < end and count <= limit:
+            start = pos
+            tag, pos = read_varint(data, pos, end)
+            pos = skip_field(data, pos, end, tag & 7)
+            if tag == 0x1A:  # records, length-delimited
+                count += 1
+            else:
+                rest.append(bytes(view[start:pos]))
+    except WireError:
+        return None
     return count, b"".join(rest)
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """The unsigned varint at `pos` and the position after it; position -1 when malformed."""
-    value = shift = 0
-    for i in range(pos, min(pos + 10, len(data))):
-        byte = data[i]
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, i + 1
-        shift += 7
-    return 0, -1
 
 
 @dataclass(frozen=True, slots=True)

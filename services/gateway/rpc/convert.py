@@ -21,6 +21,7 @@ from riverlog.common.rpc.convert import (
     offset_spec_from_proto,
 )
 from riverlog.common.types import TopicPartition
+from riverlog.common.wire import encode_varint
 from riverlog.v1 import admin_pb2, common_pb2, data_pb2, gateway_pb2
 
 from .. import records
@@ -137,15 +138,6 @@ _PARTITIONS_TAG = b"\x0a"  # FetchResponse.partitions: field 1, length-delimited
 _RECORDS_TAG = b"\x42"  # FetchPartitionResponse.records: field 8, length-delimited
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def fetch_to_wire(
     results: Sequence[FetchPartResult],
     correlation_id: int = 0,
@@ -184,11 +176,11 @@ def fetch_to_wire(
         head = msg.SerializeToString()
         size = len(r.records)
         if size:
-            field = _RECORDS_TAG + _varint(size)
+            field = _RECORDS_TAG + encode_varint(size)
             length = len(head) + len(field) + size
-            pieces += (_PARTITIONS_TAG, _varint(length), head, field, r.records)
+            pieces += (_PARTITIONS_TAG, encode_varint(length), head, field, r.records)
         else:
-            pieces += (_PARTITIONS_TAG, _varint(len(head)), head)
+            pieces += (_PARTITIONS_TAG, encode_varint(len(head)), head)
     tail = data_pb2.FetchResponse(
         throttle_time_ms=throttle_time_ms,
         correlation_id=correlation_id,
@@ -327,7 +319,7 @@ def produced_records_wire(results_wire: bytes, throttle_time_ms: int) -> bytes:
     again; the throttle time after them, as protobuf writes it (nothing when 0)."""
     if throttle_time_ms <= 0:
         return results_wire
-    return results_wire + _THROTTLE_TAG + _varint(throttle_time_ms)
+    return results_wire + _THROTTLE_TAG + encode_varint(throttle_time_ms)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from google.protobuf.message import DecodeError
 
+from riverlog.common.wire import WireError, encode_varint, read_varint, skip_field
 from riverlog.v1 import data_pb2
 
 __all__ = ["FetchAnswer", "parse_fetch_response", "records_of"]
@@ -72,48 +73,6 @@ def records_of(response: Any, index: int) -> Records:
     return data, 0, len(data)
 
 
-def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while pos < end:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-        if shift >= 64:
-            break
-    raise DecodeError("truncated or overlong varint in a FetchResponse")
-
-
-def _skip(data: bytes, pos: int, end: int, wire_type: int) -> int:
-    """Past the value of a field of `wire_type` that starts at `pos`."""
-    if wire_type == 0:
-        return _varint(data, pos, end)[1]
-    if wire_type == 2:
-        size, pos = _varint(data, pos, end)
-        pos += size
-    elif wire_type == 1:
-        pos += 8
-    elif wire_type == 5:
-        pos += 4
-    else:
-        raise DecodeError(f"unexpected wire type {wire_type} in a FetchResponse")
-    if pos > end:
-        raise DecodeError("truncated field in a FetchResponse")
-    return pos
-
-
-def _size_prefix(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _partition(data: bytes, pos: int, end: int) -> tuple[list[bytes], tuple[int, int]]:
     """The FetchPartitionResponse in data[pos:end]: its bytes without the records field (as
     pieces) and the records' range (empty at `end` when it has none)."""
@@ -122,16 +81,16 @@ def _partition(data: bytes, pos: int, end: int) -> tuple[list[bytes], tuple[int,
     kept = pos  # the start of the bytes not yet put in `pieces`
     while pos < end:
         field_start = pos
-        key, pos = _varint(data, pos, end)
+        key, pos = read_varint(data, pos, end)
         if key == _RECORDS_KEY:
-            size, pos = _varint(data, pos, end)
+            size, pos = read_varint(data, pos, end)
             if pos + size > end:
                 raise DecodeError("truncated records in a FetchResponse")
             pieces.append(data[kept:field_start])
             records = (pos, pos + size)
             pos = kept = pos + size
         else:
-            pos = _skip(data, pos, end, key & 7)
+            pos = skip_field(data, pos, end, key & 7)
     pieces.append(data[kept:end])
     return pieces, records
 
@@ -139,24 +98,31 @@ def _partition(data: bytes, pos: int, end: int) -> tuple[list[bytes], tuple[int,
 def parse_fetch_response(data: bytes) -> FetchAnswer:
     """A FetchStream answer as received (grpcio's response deserializer)."""
     data = bytes(data) if type(data) is not bytes else data
+    try:
+        return _parse(data)
+    except WireError as exc:
+        raise DecodeError(f"{exc} in a FetchResponse") from None
+
+
+def _parse(data: bytes) -> FetchAnswer:
     end = len(data)
     pieces: list[bytes] = []
     ranges: list[tuple[int, int]] = []
     pos = 0
     while pos < end:
         field_start = pos
-        key, pos = _varint(data, pos, end)
+        key, pos = read_varint(data, pos, end)
         if key == _PARTITIONS_KEY:
-            size, pos = _varint(data, pos, end)
+            size, pos = read_varint(data, pos, end)
             if pos + size > end:
                 raise DecodeError("truncated partition in a FetchResponse")
             parts, records = _partition(data, pos, pos + size)
             head = b"".join(parts)
-            pieces += (b"\x0a", _size_prefix(len(head)), head)
+            pieces += (b"\x0a", encode_varint(len(head)), head)
             ranges.append(records)
             pos += size
         else:
-            pos = _skip(data, pos, end, key & 7)
+            pos = skip_field(data, pos, end, key & 7)
             pieces.append(data[field_start:pos])
     message = data_pb2.FetchResponse.FromString(b"".join(pieces))
     return FetchAnswer(message, data, ranges)

@@ -16,10 +16,8 @@ field with the wrong wire type is refused, not kept as an unknown field.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final
 
-_U64: Final = (1 << 64) - 1
-_MAX_VARINT_BYTES: Final = 10
+from .wire import read_varint
 
 
 @dataclass(slots=True)
@@ -41,18 +39,6 @@ class ParsedProduceRequest:
     correlation_id: int = 0
 
 
-def _varint(data: memoryview, pos: int, end: int) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    for i in range(pos, min(end, pos + _MAX_VARINT_BYTES)):
-        byte = data[i]
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value & _U64, i + 1
-        shift += 7
-    raise ValueError(f"truncated or overlong varint at byte {pos}")
-
-
 def _int32(value: int) -> int:
     value &= 0xFFFFFFFF
     return value - (1 << 32) if value >= 1 << 31 else value
@@ -64,15 +50,15 @@ def _int64(value: int) -> int:
 
 def _field(data: memoryview, pos: int, end: int) -> tuple[int, int, int, int]:
     """(number, wire type, value or length, position after the key and a varint / the length)."""
-    key, pos = _varint(data, pos, end)
+    key, pos = read_varint(data, pos, end)
     number, wire = key >> 3, key & 7
     if number == 0:
         raise ValueError("field number 0")
     if wire == 0:
-        value, pos = _varint(data, pos, end)
+        value, pos = read_varint(data, pos, end)
         return number, wire, value, pos
     if wire == 2:
-        size, pos = _varint(data, pos, end)
+        size, pos = read_varint(data, pos, end)
         if size > end - pos:
             raise ValueError(f"field {number}: {size} bytes past the end of the message")
         return number, wire, size, pos

@@ -34,6 +34,7 @@ from typing import Final, TypeVar
 
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.frame_reader import FrameReader
+from riverlog.common.wire import encode_varint
 from riverlog.v1 import data_pb2
 
 FRAME_HEADER: Final = struct.Struct(">I")
@@ -63,22 +64,9 @@ records may be a list of batches: the field's bytes are their concatenation, lef
 (the SDK's sender, a request of several batches of one partition: no join before the
 request's own)."""
 
-_U64: Final = (1 << 64) - 1
-
-
-def _uvarint(value: int) -> bytes:
-    """A protobuf varint; a negative int32/int64 as its 64-bit two's complement (10 bytes)."""
-    value &= _U64
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
 
 def _length_delimited(tag: int, data: bytes | memoryview) -> list[bytes | memoryview]:
-    return [bytes((tag,)), _uvarint(len(data)), data]
+    return [bytes((tag,)), encode_varint(len(data)), data]
 
 
 def produce_request_pieces(
@@ -95,24 +83,24 @@ def produce_request_pieces(
     last, so a caller may leave it out (0) and append `correlation_id_field` later."""
     pieces: list[bytes | memoryview] = []
     if acks:
-        pieces += (b"\x08", _uvarint(acks))
+        pieces += (b"\x08", encode_varint(acks))
     if timeout_ms:
-        pieces += (b"\x10", _uvarint(timeout_ms))
+        pieces += (b"\x10", encode_varint(timeout_ms))
     for topic, partition, records, leader_epoch in parts:
         body: list[bytes | memoryview] = []
         if topic:
             body += _length_delimited(0x0A, topic.encode())
         if partition:
-            body += (b"\x10", _uvarint(partition))
+            body += (b"\x10", encode_varint(partition))
         if isinstance(records, list):
             size = sum(map(len, records))
             if size:
-                body += (b"\x1a", _uvarint(size), *records)
+                body += (b"\x1a", encode_varint(size), *records)
         elif records:
             body += _length_delimited(0x1A, records)
         if leader_epoch is not None:
-            body += (b"\x20", _uvarint(leader_epoch))
-        pieces += (b"\x1a", _uvarint(sum(map(len, body))))
+            body += (b"\x20", encode_varint(leader_epoch))
+        pieces += (b"\x1a", encode_varint(sum(map(len, body))))
         pieces += body
     if transactional_id:
         pieces += _length_delimited(0x22, transactional_id.encode())
@@ -123,7 +111,7 @@ def produce_request_pieces(
 
 def correlation_id_field(correlation_id: int) -> bytes:
     """ProduceRequest's correlation_id field (5), encoded; empty at 0."""
-    return b"\x28" + _uvarint(correlation_id) if correlation_id else b""
+    return b"\x28" + encode_varint(correlation_id) if correlation_id else b""
 
 
 def encode_produce_frame(
