@@ -8,9 +8,9 @@ partition), a `records` field is passed on as bytes without being looked into.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from riverlog.common.produce_request_parse import ParsedProduceRequest
+from riverlog.common.produce_request_parse import ParsedProducePartition, ParsedProduceRequest
 from riverlog.common.records.control import ControlRecordType, EndTxnMarker, build_end_txn_marker
 from riverlog.common.rpc.convert import (
     acks_from_proto,
@@ -46,26 +46,21 @@ def _optional_epoch(msg: data_pb2.ProducePartition | data_pb2.FetchPartition) ->
 
 
 def produce_params_from_proto(request: data_pb2.ProduceRequest) -> ProduceParams:
-    return ProduceParams(
-        acks=acks_from_proto(request.acks),
-        timeout_ms=request.timeout_ms,
-        partitions=[
-            ProducePartitionData(
-                tp=TopicPartition(p.topic, p.partition),
-                records=p.records,
-                current_leader_epoch=_optional_epoch(p),
-            )
-            for p in request.partitions
-        ],
-        correlation_id=request.correlation_id,
-        transactional_id=request.transactional_id,
-    )
+    return _produce_params(request, [_optional_epoch(p) for p in request.partitions])
 
 
 def produce_params_from_parsed(request: ParsedProduceRequest) -> ProduceParams:
     """The zero-copy channel's produce frame, read by hand: each partition's records stay a
     view of the received frame (writable, the frame being the channel's own), so the leader
     assigns offsets in place instead of in a copy (`validate_leader_append`)."""
+    return _produce_params(request, [p.current_leader_epoch for p in request.partitions])
+
+
+def _produce_params(
+    request: data_pb2.ProduceRequest | ParsedProduceRequest, epochs: list[int | None]
+) -> ProduceParams:
+    """`request`'s fields, its partitions' with their `epochs` (how each form says "none")."""
+    parts: Sequence[data_pb2.ProducePartition | ParsedProducePartition] = request.partitions
     return ProduceParams(
         acks=acks_from_proto(request.acks),
         timeout_ms=request.timeout_ms,
@@ -73,9 +68,9 @@ def produce_params_from_parsed(request: ParsedProduceRequest) -> ProduceParams:
             ProducePartitionData(
                 tp=TopicPartition(p.topic, p.partition),
                 records=p.records,
-                current_leader_epoch=p.current_leader_epoch,
+                current_leader_epoch=epoch,
             )
-            for p in request.partitions
+            for p, epoch in zip(parts, epochs, strict=True)
         ],
         correlation_id=request.correlation_id,
         transactional_id=request.transactional_id,

@@ -13,9 +13,11 @@ import shutil
 import sys
 from pathlib import Path
 
+from riverlog.common.certificate_files import CertificateFiles
+
 from .errors import ClusterError
 from .process import ProcessSpec
-from .readiness import HOST, EtcdTlsFiles, free_port
+from .readiness import HOST, etcd_tls_args, free_port
 
 ETCD_NAME = "riverlog-etcd"
 
@@ -54,7 +56,7 @@ def etcd_spec(
     host: str = HOST,
     private_address: bool = False,
     wrapper: tuple[str, ...] = (),
-    tls: EtcdTlsFiles | None = None,
+    tls: CertificateFiles | None = None,
 ) -> ProcessSpec:
     """The command line of a single-member etcd on `host` (loopback by default). Ports: the
     given ones when they are still free (so a restarted cluster keeps its etcd URL), else new
@@ -82,7 +84,7 @@ def etcd_spec(
         f"--initial-cluster={ETCD_NAME}={peer_url}",
         "--initial-cluster-state=new",
         "--log-level=warn",
-        *(tls.etcd_args() if tls is not None else ()),
+        *(etcd_tls_args(tls) if tls is not None else ()),
     )
     return ProcessSpec(
         name="etcd",

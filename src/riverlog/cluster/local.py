@@ -20,6 +20,7 @@ from types import TracebackType
 
 import grpc
 
+from riverlog.common.certificate_files import CertificateFiles
 from riverlog.common.rpc.channel import tls_channel_credentials
 from riverlog.common.rpc.tls import InternalTls
 from riverlog.v1 import admin_pb2, common_pb2
@@ -31,7 +32,6 @@ from .placement import LOOPBACK, Placement
 from .process import ManagedProcess, ProcessSpec
 from .readiness import (
     ClusterView,
-    EtcdTlsFiles,
     describe_cluster,
     gateway_channel_credentials,
     wait_for_storage_nodes,
@@ -304,13 +304,13 @@ class LocalCluster:
             self._etcd_url = spec.health_url.rsplit("/", 1)[0] if spec.health_url else None
             return
 
-    def _etcd_tls(self) -> EtcdTlsFiles | None:
+    def _etcd_tls(self) -> CertificateFiles | None:
         """Under `tls`, the certificate etcd serves its clients with (it requires theirs)."""
         if not self.layout.tls:
             return None
         host = self.placement.host("etcd")
         paths = self.certificates.for_process("etcd", [host, LOCALHOST, "localhost"])
-        return EtcdTlsFiles(str(paths.certificate), str(paths.key), str(paths.ca))
+        return CertificateFiles(str(paths.certificate), str(paths.key), str(paths.ca))
 
     def _add(self, spec: ProcessSpec) -> ManagedProcess:
         proc = ManagedProcess(spec, on_change=self.save_state)

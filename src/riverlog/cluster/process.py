@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ClusterError, ProcessStartError
-from .readiness import EtcdTlsFiles, etcd_healthy
+from .readiness import etcd_healthy, etcd_tls_files
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,7 +235,7 @@ class ManagedProcess:
                 return False
             self.info = data
             return True
-        tls = EtcdTlsFiles.from_etcd_args(self.launched_args)
+        tls = etcd_tls_files(self.launched_args)
         if self.spec.health_url is not None and etcd_healthy(self.spec.health_url, tls=tls):
             self.info = {"pid": self.pid, "address": self.spec.health_url.rsplit("/", 1)[0]}
             return True

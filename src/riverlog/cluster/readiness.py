@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import grpc
 
+from riverlog.common.certificate_files import CertificateFiles
 from riverlog.common.rpc.channel import CLIENT_ID_KEY, sync_channel, tls_channel_credentials
 from riverlog.common.rpc.status import from_rpc_error
 from riverlog.v1 import admin_pb2, common_pb2, gateway_pb2, gateway_pb2_grpc
@@ -43,45 +44,43 @@ def free_port(host: str = HOST, preferred: int | None = None) -> int:
     raise ClusterError(f"no free port on {host}")  # pragma: no cover - bind to 0 never fails
 
 
-@dataclass(frozen=True, slots=True)
-class EtcdTlsFiles:
-    """PEM files of an etcd serving clients over TLS: its certificate and key (etcd's
-    --cert-file/--key-file) and the CA clients are verified against (--trusted-ca-file, which
-    with --client-cert-auth every client needs a certificate of)."""
-
-    certificate: str
-    key: str
-    ca: str
-
-    def etcd_args(self) -> tuple[str, ...]:
-        return (
-            f"--cert-file={self.certificate}",
-            f"--key-file={self.key}",
-            f"--trusted-ca-file={self.ca}",
-            "--client-cert-auth",
-        )
-
-    @classmethod
-    def from_etcd_args(cls, args: Sequence[str]) -> EtcdTlsFiles | None:
-        """The files in an etcd command line; None when it serves clients in plaintext."""
-        flags = dict(a[2:].split("=", 1) for a in args if a.startswith("--") and "=" in a)
-        if not flags.get("cert-file"):
-            return None
-        return cls(flags["cert-file"], flags.get("key-file", ""), flags.get("trusted-ca-file", ""))
-
-    def client_context(self) -> ssl.SSLContext:
-        """How the launcher asks etcd's `/health` over HTTPS: verifying etcd against the CA and
-        presenting etcd's own certificate (made for both ends, signed by that CA) as the client
-        certificate that --client-cert-auth asks for."""
-        context = ssl.create_default_context(cafile=self.ca)
-        context.load_cert_chain(self.certificate, self.key)
-        return context
+def etcd_tls_args(files: CertificateFiles) -> tuple[str, ...]:
+    """etcd serving clients over TLS with `files`: its certificate and key (--cert-file,
+    --key-file) and the CA clients are verified against (--trusted-ca-file, which with
+    --client-cert-auth every client needs a certificate of)."""
+    return (
+        f"--cert-file={files.certificate}",
+        f"--key-file={files.key}",
+        f"--trusted-ca-file={files.ca}",
+        "--client-cert-auth",
+    )
 
 
-def etcd_healthy(health_url: str, timeout: float = 1.0, tls: EtcdTlsFiles | None = None) -> bool:
+def etcd_tls_files(args: Sequence[str]) -> CertificateFiles | None:
+    """The files in an etcd command line; None when it serves clients in plaintext."""
+    flags = dict(a[2:].split("=", 1) for a in args if a.startswith("--") and "=" in a)
+    if not flags.get("cert-file"):
+        return None
+    return CertificateFiles(
+        flags["cert-file"], flags.get("key-file", ""), flags.get("trusted-ca-file", "")
+    )
+
+
+def etcd_client_context(files: CertificateFiles) -> ssl.SSLContext:
+    """How the launcher asks etcd's `/health` over HTTPS: verifying etcd against the CA and
+    presenting etcd's own certificate (made for both ends, signed by that CA) as the client
+    certificate that --client-cert-auth asks for."""
+    context = ssl.create_default_context(cafile=files.ca)
+    context.load_cert_chain(files.certificate, files.key)
+    return context
+
+
+def etcd_healthy(
+    health_url: str, timeout: float = 1.0, tls: CertificateFiles | None = None
+) -> bool:
     """True when etcd's `/health` endpoint says {"health": "true"} (over HTTPS with `tls`)."""
     try:
-        context = tls.client_context() if tls is not None else None
+        context = etcd_client_context(tls) if tls is not None else None
         with urllib.request.urlopen(health_url, timeout=timeout, context=context) as response:
             body = json.loads(response.read().decode())
     except (OSError, urllib.error.URLError, ValueError):

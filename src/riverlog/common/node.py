@@ -25,7 +25,7 @@ from typing import Generic, Protocol, TypeVar
 from riverlog.common.cluster import parse_addresses
 from riverlog.common.errors import RiverlogError
 from riverlog.common.metrics import endpoint as metrics_endpoint
-from riverlog.common.metrics.settings import CertificateFiles, take_prometheus_settings
+from riverlog.common.metrics.settings import take_prometheus_settings
 from riverlog.common.rpc import tls as rpc_tls
 from riverlog.common.service import base_arg_parser, parse_overrides, run, write_ready_file
 
@@ -88,11 +88,8 @@ def parse_service_overrides(items: list[str]) -> dict[str, str]:
     or an unreadable PEM file."""
     internal, rest = rpc_tls.split_overrides(parse_overrides(items))
     rpc_tls.install(internal)
-    certificate = (
-        CertificateFiles(internal.certificate_location, internal.key_location, internal.ca_location)
-        if internal.enabled
-        else None
-    )  # under internal TLS /metrics is HTTPS with the same certificate (decision 0035, addendum)
+    # under internal TLS /metrics is HTTPS with the same certificate (decision 0035, addendum)
+    certificate = internal.files if internal.enabled else None
     metrics_endpoint.configure(take_prometheus_settings(rest, certificate))  # decision 0033
     return rest
 

@@ -21,7 +21,7 @@ from riverlog.cluster import LocalCluster
 from riverlog.cluster.certs import ClusterCertificates, issue, new_ca
 from riverlog.cluster.etcd import etcd_spec
 from riverlog.cluster.process import ManagedProcess, ProcessSpec
-from riverlog.cluster.readiness import EtcdTlsFiles
+from riverlog.cluster.readiness import etcd_client_context, etcd_tls_files
 from riverlog.common.metrics.settings import take_prometheus_settings
 from riverlog.common.rpc import tls
 from riverlog.services.metadata.config import MetadataConfig
@@ -124,14 +124,14 @@ def test_a_tls_clusters_etcd_requires_client_certificates_and_metadata_presents_
     accepts. Plaintext clusters keep http:// and no TLS flag (decision 0035, addendum)."""
     cluster = LocalCluster(tmp_path / "c", tls=True)
     spec = etcd_spec(tmp_path / "etcd", tmp_path / "etcd.log", tls=cluster._etcd_tls())
-    files = EtcdTlsFiles.from_etcd_args(spec.args)
+    files = etcd_tls_files(spec.args)
     assert files is not None
     assert Path(files.certificate).name == "etcd.pem" and Path(files.key).name == "etcd.key"
     assert files.ca == str(cluster.certificates.ca_path)
     assert "--client-cert-auth" in spec.args
     assert spec.health_url is not None and spec.health_url.startswith("https://127.0.0.1:")
     assert any(a.startswith("--listen-client-urls=https://") for a in spec.args)
-    assert files.client_context().verify_mode == ssl.CERT_REQUIRED
+    assert etcd_client_context(files).verify_mode == ssl.CERT_REQUIRED
 
     cluster._etcd_url = spec.health_url.rsplit("/", 1)[0]  # as _start_etcd sets it
     args = cluster.service_spec("metadata", 1).args
@@ -145,7 +145,7 @@ def test_a_tls_clusters_etcd_requires_client_certificates_and_metadata_presents_
     assert config.etcd_ssl_ca_location == str(cluster.certificates.ca_path)
 
     plain = etcd_spec(tmp_path / "etcd2", tmp_path / "etcd2.log")
-    assert EtcdTlsFiles.from_etcd_args(plain.args) is None
+    assert etcd_tls_files(plain.args) is None
     assert plain.health_url is not None and plain.health_url.startswith("http://")
     assert not any(a.startswith("--cert-file") for a in plain.args)
     # An external etcd (`--etcd URL`) is the user's to configure: no etcd settings are added.

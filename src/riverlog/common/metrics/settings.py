@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 
+from riverlog.common.certificate_files import CertificateFiles
 from riverlog.common.errors import ErrorCode, RiverlogError
 
 PREFIX = "metrics.prometheus."
@@ -30,16 +31,6 @@ SECURITY_PROTOCOL = PREFIX + "security.protocol"
 CLIENT_AUTH = PREFIX + "ssl.client.auth"
 KEYS = (HOST, LAG_INTERVAL_MS, PORT, SECURITY_PROTOCOL, CLIENT_AUTH)
 DEFAULT_LAG_INTERVAL_MS = 10_000
-
-
-@dataclass(frozen=True, slots=True)
-class CertificateFiles:
-    """A process's own certificate, its key and the CA its peers are verified against (PEM
-    paths): the internal listener's, which the endpoint serves HTTPS with."""
-
-    certificate: str
-    key: str
-    ca: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from typing import Final
 
 import grpc
 
+from riverlog.common.certificate_files import CertificateFiles
 from riverlog.common.errors import ErrorCode, RiverlogError
 
 PROTOCOL_KEY: Final = "security.inter.broker.protocol"
@@ -55,6 +56,11 @@ class InternalTls:
     @property
     def enabled(self) -> bool:
         return self.protocol == "SSL"
+
+    @property
+    def files(self) -> CertificateFiles:
+        """The three PEM files as the type `/metrics` and the launcher's etcd take."""
+        return CertificateFiles(self.certificate_location, self.key_location, self.ca_location)
 
     def to_overrides(self) -> dict[str, str]:
         """The `--config` settings that give back this value (what a launcher passes)."""

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from riverlog.cluster.certs import KeyPair, issue, new_ca
+from riverlog.common.certificate_files import CertificateFiles
 from riverlog.common.metrics import endpoint, server
-from riverlog.common.metrics.settings import CertificateFiles, MetricsTls, PrometheusSettings
+from riverlog.common.metrics.settings import MetricsTls, PrometheusSettings
 
 pytestmark = pytest.mark.timeout(60)
 # What a plain-HTTP request to an HTTPS endpoint gets: the connection closed, or bytes that are

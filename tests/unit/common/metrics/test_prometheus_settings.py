@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from riverlog.common.certificate_files import CertificateFiles
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.metrics.settings import (
     DEFAULT_LAG_INTERVAL_MS,
-    CertificateFiles,
     MetricsTls,
     PrometheusSettings,
     take_prometheus_settings,
