@@ -5,6 +5,11 @@ user the call authenticated as."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
 import grpc
 import pytest
 from gateway_fakes import FAST, Harness, make_image
@@ -52,6 +57,12 @@ async def stub():
             {"/config/users/alice": {"producer_byte_rate": 1000, "consumer_byte_rate": 1000}}
         )
     )
+    async with _serving(h, quotas) as stub:
+        yield stub
+
+
+@contextlib.asynccontextmanager
+async def _serving(h: Harness, quotas: GatewayQuotas) -> AsyncIterator[Any]:
     checker = CredentialChecker({"alice": hash_password("alice", "pw", iterations=1000)})
     families = Families(
         config=FAST,
@@ -60,7 +71,7 @@ async def stub():
         offsets=h.offsets,
         records=PlainRecords(h.cache, h.producer, h.fetcher),
         admin=Admin(h.cache, FAST),
-        metadata=_NoMetadata(),
+        metadata=_NoMetadata(),  # type: ignore[arg-type]  # no admin calls here
         quotas=quotas,
         auth=Authenticator(checker, allow_anonymous=True),
     )
@@ -127,3 +138,46 @@ async def test_streams_carry_throttle_times(stub) -> None:
     assert sorted(r.correlation_id for r in fetched) == [0, 1, 2]
     throttled = [r for r in fetched if r.throttle_time_ms > 0]
     assert throttled and all(not p.records for r in throttled for p in r.partitions)
+
+
+async def test_a_stream_request_held_by_its_quota_keeps_its_place_in_the_stream(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A ProduceStream request is numbered in its stream's order (which decides whether a
+    partition may be re-sent after a stale route) as it arrives, before its quota's await: one
+    held by its quota stays ahead of a later request of the same partition."""
+    h = Harness(make_image(1, {"t": [1, 2]}), FAST)
+    held, gate = asyncio.Event(), asyncio.Event()
+
+    class HoldFirst(GatewayQuotas):
+        async def before_produce(self, ctx: Any, size: int) -> int:
+            if not held.is_set():
+                held.set()
+                await gate.wait()  # until a later request was produced
+            return await super().before_produce(ctx, size)
+
+    clock = SystemClock()
+    quotas = HoldFirst(LocalQuotaView("gw", QuotaResolver(), clock), clock, recheck_ms=5)
+    numbers: dict[bytes, int] = {}
+    real = h.producer.produce_or_fail
+
+    async def spy(ctx: Any, options: Any, parts: Any, **kwargs: Any) -> Any:
+        number = kwargs.get("number")
+        if number is None:  # numbered inside, as it arrives there
+            number = kwargs["order"]._count + 1
+        numbers[bytes(parts[0].records)] = number
+        gate.set()
+        return await real(ctx, options, parts, **kwargs)
+
+    monkeypatch.setattr(h.producer, "produce_or_fail", spy)
+    first, second = _produce(10, correlation_id=1), _produce(20, correlation_id=2)
+
+    async def requests() -> AsyncIterator[data_pb2.ProduceRequest]:
+        yield first
+        await held.wait()  # the first is at its quota
+        yield second
+
+    async with _serving(h, quotas) as stub:
+        answers = [r async for r in stub.ProduceStream(requests(), timeout=10)]
+    assert sorted(r.correlation_id for r in answers) == [1, 2]
+    assert numbers == {first.partitions[0].records: 1, second.partitions[0].records: 2}
