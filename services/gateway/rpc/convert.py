@@ -310,7 +310,7 @@ def produced_records_to_proto(produced: ProducedRecords) -> gateway_pb2.ProduceR
 
 
 _THROTTLE_TAG = b"\x10"  # ProduceRecordsResponse.throttle_time_ms: field 2, varint
-_RECORDS_TAG = b"\x1a"  # ProduceRecordsRequest.records: field 3, length-delimited
+_PRODUCE_RECORDS_TAG = b"\x1a"  # ProduceRecordsRequest.records: field 3, length-delimited
 
 
 def produced_records_wire(results_wire: bytes, throttle_time_ms: int) -> bytes:
@@ -346,7 +346,7 @@ def produce_records_request(
     # least the records (twice them with values: Record.value's tag is 0x1A too). Only a request
     # that may be over the cap is walked field by field, in Python: seconds for millions of small
     # records, so in a thread (the handler's), not here on the event loop.
-    if len(data) > 2 * limit and data.count(_RECORDS_TAG) > limit:
+    if len(data) > 2 * limit and data.count(_PRODUCE_RECORDS_TAG) > limit:
         return UncountedProduceRecords(data)
     return gateway_pb2.ProduceRecordsRequest.FromString(data)
 
