@@ -137,13 +137,24 @@ def _closed_by_server(sock: socket.socket, within_s: float) -> bool:
     return False
 
 
+@contextlib.contextmanager
+def _served(pki: dict[str, str], monkeypatch: pytest.MonkeyPatch, **limits: float) -> Iterator[str]:
+    """An HTTPS endpoint with `server`'s limits (CONNECTION_DEADLINE_S, MAX_CONNECTIONS) set."""
+    for name, value in limits.items():
+        monkeypatch.setattr(server, name, value)
+    yield from _serve(pki, client_auth_required=False)
+
+
+def _connect(address: str) -> socket.socket:
+    host, _, port = address.rpartition(":")
+    return socket.create_connection((host, int(port)), timeout=10)
+
+
 def test_a_trickling_connection_is_cut_off_at_its_deadline(
     pki: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(server, "CONNECTION_DEADLINE_S", 1.0)
-    with contextlib.contextmanager(_serve)(pki, False) as address:
-        host, _, port = address.rpartition(":")
-        with socket.create_connection((host, int(port)), timeout=10) as trickler:
+    with _served(pki, monkeypatch, CONNECTION_DEADLINE_S=1.0) as address:
+        with _connect(address) as trickler:
             assert _closed_by_server(trickler, within_s=30)  # 1 s, generously
         assert "python_info" in scrape(f"https://{address}/metrics", trusting(pki))
 
@@ -151,11 +162,9 @@ def test_a_trickling_connection_is_cut_off_at_its_deadline(
 def test_a_connection_past_the_cap_is_closed(
     pki: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(server, "MAX_CONNECTIONS", 2)
-    with contextlib.contextmanager(_serve)(pki, False) as address:
-        host, _, port = address.rpartition(":")
-        silent = [socket.create_connection((host, int(port)), timeout=10) for _ in range(2)]
-        with socket.create_connection((host, int(port)), timeout=10) as third:
+    with _served(pki, monkeypatch, MAX_CONNECTIONS=2) as address:
+        silent = [_connect(address) for _ in range(2)]
+        with _connect(address) as third:
             assert third.recv(1) == b""  # accepted after the two silent ones, and closed
         silent.pop().close()  # frees a slot once the server has seen it go
         give_up = time.monotonic() + 30
