@@ -24,6 +24,7 @@ from typing import Generic, Protocol, TypeVar
 
 from riverlog.common.cluster import parse_addresses
 from riverlog.common.errors import RiverlogError
+from riverlog.common.gctune import freeze_startup_objects
 from riverlog.common.metrics import endpoint as metrics_endpoint
 from riverlog.common.metrics.settings import take_prometheus_settings
 from riverlog.common.rpc import tls as rpc_tls
@@ -181,6 +182,7 @@ async def serve_process(
         if metrics_address is not None:
             info["metrics_address"] = metrics_address
             info["metrics_scheme"] = metrics_endpoint.scheme()  # https under TLS
+        freeze_startup_objects()  # full collections skip what start-up made (gctune.py)
         write_ready_file(ready_file, info)
         await (stop.wait() if serving is None else serving())
     finally:
