@@ -25,6 +25,7 @@ import grpc
 import pyarrow as pa
 
 from riverlog.client import ConsumerConfig
+from riverlog.client.config import partition_fetch_bytes
 from riverlog.common.errors import ErrorCode, RiverlogError, error_for
 from riverlog.common.records.aborted import AbortedFilter
 from riverlog.common.records.reader import RecordColumns, decode_columns, next_fetch_offset
@@ -87,6 +88,10 @@ class RangeReader:
     def __init__(self, config: ConsumerConfig, fail_on_data_loss: bool) -> None:
         self._config = config
         self._fail = fail_on_data_loss
+        # Kafka's 1 MiB unless set: tasks read one range each, many at once per executor
+        self._partition_bytes = partition_fetch_bytes(
+            config.max_partition_fetch_bytes, config.fetch_max_bytes, None
+        )
         self._servers = config.bootstrap_servers
         self._server = 0
         self._channel: grpc.Channel | None = None
@@ -125,7 +130,7 @@ class RangeReader:
                     topic=r.topic,
                     partition=r.partition,
                     fetch_offset=offset,
-                    partition_max_bytes=self._config.max_partition_fetch_bytes,
+                    partition_max_bytes=self._partition_bytes,
                 )
             ],
         )
@@ -203,7 +208,7 @@ class RangeReader:
             if next_offset == position:
                 raise RiverlogError(
                     f"{r.topic}-{r.partition}: the batch at offset {position} is larger than "
-                    f"max.partition.fetch.bytes ({self._config.max_partition_fetch_bytes})",
+                    f"max.partition.fetch.bytes ({self._partition_bytes})",
                     ErrorCode.MESSAGE_TOO_LARGE,
                 )
             pending = self._send(r, next_offset) if next_offset < r.end else None

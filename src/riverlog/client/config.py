@@ -319,6 +319,29 @@ def _idempotence_conflicts(config: ProducerConfig) -> list[str]:
     return conflicts
 
 
+KAFKA_PARTITION_FETCH_BYTES = 1_048_576
+"""Kafka's default max.partition.fetch.bytes."""
+AUTO_PARTITION_FETCH_BYTES = 4 * 1_048_576
+"""max.partition.fetch.bytes when not set, for a consumer of few partitions (decision 0046)."""
+
+
+def partition_fetch_bytes(configured: int, fetch_max_bytes: int, partitions: int | None) -> int:
+    """The max.partition.fetch.bytes a fetch asks for. `configured` (the key; 0 when not set) is
+    used as it is when set. Not set: AUTO_PARTITION_FETCH_BYTES while `partitions` (the count
+    assigned) x that x 2 fits `fetch_max_bytes` (each partition can have two fetches of it in
+    flight within fetch.max.bytes; up to 6 partitions with the 50 MiB default), else Kafka's
+    1 MiB. `partitions` None: a reader that keeps Kafka's 1 MiB when not set (Spark's source).
+    Costs per fetch in Python across gateway and storage make 1 MiB slow at small records
+    (decision 0046)."""
+    if configured > 0:
+        return configured
+    if partitions is not None and max(partitions, 1) * AUTO_PARTITION_FETCH_BYTES * 2 <= (
+        fetch_max_bytes
+    ):
+        return AUTO_PARTITION_FETCH_BYTES
+    return KAFKA_PARTITION_FETCH_BYTES
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class ConsumerConfig(_ClientConfig):
     """Consumer keys; defaults are Kafka 3.x's. Group keys matter only with group.id."""
@@ -332,7 +355,12 @@ class ConsumerConfig(_ClientConfig):
     fetch_min_bytes: int = _int(1, "Bytes the gateway waits for before answering a fetch")
     fetch_max_wait_ms: int = _int(500, "How long the gateway may wait for fetch.min.bytes")
     fetch_max_bytes: int = _int(52_428_800, "Bytes of one fetch response", lo=1)
-    max_partition_fetch_bytes: int = _int(1_048_576, "Bytes per partition in a fetch", lo=1)
+    max_partition_fetch_bytes: int = _int(
+        0,
+        "Bytes per partition in a fetch (0: automatic, 4 MiB while the assigned partitions x "
+        "8 MiB fit fetch.max.bytes, else Kafka's 1 MiB; see partition_fetch_bytes)",
+        lo=0,
+    )
     fetch_push_credit: int = _int(
         1_000, "Answers the gateway may push unasked per caught-up partition (0: ask each time)"
     )

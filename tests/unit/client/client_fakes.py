@@ -61,6 +61,7 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
         self.seen_client_ids: set[str] = set()
         self.produce_requests: list[data_pb2.ProduceRequest] = []
         self.fetch_requests: list[list[tuple[str, int]]] = []  # the partitions of each Fetch
+        self.fetch_sizes: list[list[int]] = []  # the partition_max_bytes of each Fetch
         self.drop_responses = 0  # append, then fail the call as UNAVAILABLE (lost response)
         self.partition_errors: dict[tuple[str, int], deque[ErrorCode]] = {}
         self.metadata_calls = 0
@@ -307,6 +308,7 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
         out = []
         with self.lock:
             self.fetch_requests.append([(p.topic, p.partition) for p in request.partitions])
+            self.fetch_sizes.append([p.partition_max_bytes for p in request.partitions])
             for p in request.partitions:
                 resp = data_pb2.FetchPartitionResponse(topic=p.topic, partition=p.partition)
                 topic = self.topics.get(p.topic)

@@ -29,7 +29,7 @@ def test_kafka_defaults() -> None:
     assert c.compression_type == "none"
     k = ConsumerConfig.from_kafka(BOOT)
     assert (k.max_poll_records, k.fetch_min_bytes, k.fetch_max_wait_ms) == (500, 1, 500)
-    assert (k.fetch_max_bytes, k.max_partition_fetch_bytes) == (52428800, 1048576)
+    assert (k.fetch_max_bytes, k.max_partition_fetch_bytes) == (52428800, 0)  # 0: automatic
     assert k.auto_offset_reset == "latest"
 
 

@@ -223,14 +223,14 @@ def test_gap_fill_answered_empty_goes_again_in_full() -> None:
     assert first.answer(batch_at(0, 10)) and after.answer(batch_at(20, 10))
     chain = fetcher._chains[TP0] = deque([first, after])
     fetcher._density[TP0] = 110.0
-    offset, index, size = cast(tuple[int, int, int], fetcher._plan(TP0, state, MAX_CHUNKS))
+    offset, index, size = cast(tuple[int, int, int], fetcher._plan(TP0, state, MAX_CHUNKS, 4096))
     assert (offset, index) == (10, 1) and size < 4096
-    fill = Chunk(TP0, state.epoch, offset, size)
+    fill = Chunk(TP0, state.epoch, offset, size, 4096)  # a fill: less than the full 4096
     chain.insert(index, fill)
     empty = data_pb2.FetchPartitionResponse(topic="t", partition=0, high_watermark=30)
     fetcher._handle(data_pb2.FetchResponse(partitions=[empty]), {TP0: fill})
     assert list(chain) == [first, after]
-    assert fetcher._plan(TP0, state, MAX_CHUNKS) == (10, 1, 4096)
+    assert fetcher._plan(TP0, state, MAX_CHUNKS, 4096) == (10, 1, 4096)
 
 
 def test_by_leader_groups_in_order_of_first_appearance() -> None:

@@ -52,6 +52,7 @@ class Chunk:
         "end",
         "epoch",
         "fetch_offset",
+        "full",
         "index",
         "max_bytes",
         "next_offset",
@@ -61,11 +62,20 @@ class Chunk:
         "tp",
     )
 
-    def __init__(self, tp: TopicPartition, epoch: int, fetch_offset: int, max_bytes: int) -> None:
+    def __init__(
+        self,
+        tp: TopicPartition,
+        epoch: int,
+        fetch_offset: int,
+        max_bytes: int,
+        full: int | None = None,
+    ) -> None:
         self.tp = tp
         self.epoch = epoch
         self.fetch_offset = fetch_offset
         self.max_bytes = max_bytes
+        # max.partition.fetch.bytes in effect when sent (a gap's fill asks for less)
+        self.full = max_bytes if full is None else full
         self.done = False
         self.data = b""  # the answer's records are data[offset:end] (a range of the message)
         self.offset = 0

@@ -49,7 +49,7 @@ from riverlog.v1 import common_pb2, data_pb2
 from .._connection import GatewayConnection, rpc_error
 from .._fetch_answer import records_of
 from .._metadata import MetadataCache
-from ..config import ConsumerConfig
+from ..config import ConsumerConfig, partition_fetch_bytes
 from ..errors import OffsetOutOfRangeError
 from .chunk import Chunk, ConsumerRecord
 from .pushes import AwaitedPushes
@@ -116,22 +116,30 @@ class Fetcher:
 
     # ---- sending ------------------------------------------------------------------------
 
-    def _depth(self) -> int:
-        share = self._config.max_partition_fetch_bytes * max(len(self._subs.partitions), 1)
+    def partition_fetch_bytes(self) -> int:
+        """max.partition.fetch.bytes for the next fetches: the key if set, else chosen from the
+        partitions assigned now (`config.partition_fetch_bytes`); chunks already sent keep
+        theirs."""
+        config = self._config
+        return partition_fetch_bytes(
+            config.max_partition_fetch_bytes, config.fetch_max_bytes, len(self._subs.partitions)
+        )
+
+    def _depth(self, full: int) -> int:
+        share = full * max(len(self._subs.partitions), 1)
         return max(2, min(MAX_CHUNKS, self._config.fetch_max_bytes // share))
 
     def _plan(
-        self, tp: TopicPartition, state: PartitionState, depth: int
+        self, tp: TopicPartition, state: PartitionState, depth: int, full: int
     ) -> tuple[int, int, int] | None:
         """(offset, chain index, max bytes) of the next chunk to fetch for `tp`, or None for
-        none now. A gap is fetched with about its own size, so the fill does not fetch again
-        what the chunk after it holds."""
+        none now; `full` is max.partition.fetch.bytes. A gap is fetched with about its own
+        size, so the fill does not fetch again what the chunk after it holds."""
         assert state.position is not None
         chain = self._chains.get(tp)
         if chain is None or (chain and chain[0].epoch != state.epoch):
             chain = self._chains[tp] = deque()
         end = state.position
-        full = self._config.max_partition_fetch_bytes
         known = True  # False: `end` is a guess (the last chunk is still in flight)
         for i, chunk in enumerate(chain):
             if known and chunk.start > end:  # a gap before this chunk: fill it first
@@ -160,18 +168,19 @@ class Fetcher:
         self._prune()
         config = self._config
         fetchable = self._subs.fetchable()
-        depth = self._depth()
+        full = self.partition_fetch_bytes()
+        depth = self._depth(full)
         sent = False
         leader_of = self._leader_hints(fetchable)
         while True:
             planned: list[Chunk] = []
             for tp in fetchable:
                 state = self._subs.partitions[tp]
-                plan = self._plan(tp, state, depth)
+                plan = self._plan(tp, state, depth, full)
                 if plan is None:
                     continue
                 offset, index, max_bytes = plan
-                chunk = Chunk(tp, state.epoch, offset, max_bytes)
+                chunk = Chunk(tp, state.epoch, offset, max_bytes, full)
                 self._chains[tp].insert(index, chunk)
                 planned.append(chunk)
             if not planned:
@@ -332,7 +341,7 @@ class Fetcher:
             return True
         if answer.push_offset != chunk.next_offset or len(chain) >= MAX_CHUNKS:
             return False
-        following = Chunk(chunk.tp, chunk.epoch, answer.push_offset, chunk.max_bytes)
+        following = Chunk(chunk.tp, chunk.epoch, answer.push_offset, chunk.max_bytes, chunk.full)
         chain.append(following)
         self._pushes.expect(following, deadline)
         return True
@@ -389,7 +398,7 @@ class Fetcher:
                 if stable and chunk.fetch_offset >= lso:
                     end = start  # nothing stable yet: wait as at the end of the log
                 size = end - start
-                full = self._config.max_partition_fetch_bytes
+                full = chunk.full  # as sent: the assignment may have changed it since
                 if chunk.answer(
                     data,
                     lso if stable else None,
@@ -420,7 +429,7 @@ class Fetcher:
                 elif size:
                     failure = RiverlogError(
                         f"{tp}: the batch at offset {chunk.fetch_offset} is larger than "
-                        f"max.partition.fetch.bytes ({self._config.max_partition_fetch_bytes})",
+                        f"max.partition.fetch.bytes ({full})",
                         ErrorCode.MESSAGE_TOO_LARGE,
                     )
             elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
