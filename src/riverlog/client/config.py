@@ -358,7 +358,8 @@ class ConsumerConfig(_ClientConfig):
     max_partition_fetch_bytes: int = _int(
         0,
         "Bytes per partition in a fetch (0: automatic, 4 MiB while the assigned partitions x "
-        "8 MiB fit fetch.max.bytes, else Kafka's 1 MiB; see partition_fetch_bytes)",
+        "8 MiB fit fetch.max.bytes, up to 16 MiB buffered for one partition, else Kafka's "
+        "1 MiB; 1048576 for Kafka's behaviour; decision 0046)",
         lo=0,
     )
     fetch_push_credit: int = _int(

@@ -6,6 +6,9 @@ through the gateway and storage (issue 10). So each partition keeps a chain of c
 order (`chunk.py`): the one being drained, answers waiting, and fetches in flight, up to
 `_depth` of them, which shares fetch.max.bytes among the assigned partitions (2 to
 `MAX_CHUNKS`; with many partitions it is the old bound of one chunk draining and one fetched).
+Each fetch asks max.partition.fetch.bytes, or when that is not set 4 MiB for a consumer of few
+partitions, else Kafka's 1 MiB (`config.partition_fetch_bytes`, decision 0046): with one
+partition up to MAX_CHUNKS x 4 MiB = 16 MiB is in flight or buffered.
 The next fetch of a partition starts where the chain ends; while the last chunk is still in
 flight its end is estimated from the span (in offsets) of the last full answer, and such a
 fetch is only sent below the partition's known high watermark (so a consumer at the end of the
