@@ -86,6 +86,15 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
         else:
             params = produce_params_from_proto(request)
         pending = self._produce.append(params)
+        if pending.acks is not Acks.NONE and not pending.deferred and not pending.waiting:
+            # acks=1 (or refused): the answer is known now. A done future lets a transport
+            # send it at once instead of through a task and another loop turn.
+            self._timers.produce.done(start)
+            ready: asyncio.Future[data_pb2.ProduceResponse] = (
+                asyncio.get_running_loop().create_future()
+            )
+            ready.set_result(produce_response_to_proto(pending.results, request.correlation_id))
+            return ready
         return self._acknowledged(pending, request.correlation_id, start)
 
     async def _acknowledged(
