@@ -146,6 +146,7 @@ class ZeroCopyServer:
         loop = asyncio.get_running_loop()
         writing = asyncio.Lock()  # one frame at a time on the socket: answers may interleave
         acks = _Acknowledgements(_PRODUCE_IN_FLIGHT)
+        inline = 0  # answers given without a task since the last forced loop turn
         try:
             while True:
                 header = await _recv_exactly(loop, conn, FRAME_HEADER.size)
@@ -176,6 +177,13 @@ class ZeroCopyServer:
                         # acks=1: answered inline, without a task and a loop turn more
                         acks.release()
                         await self._acknowledge(loop, conn, writing, answer)
+                        inline += 1
+                        if inline == _PRODUCE_IN_FLIGHT:
+                            # asyncio's sock_recv/sock_sendall do not yield when the socket is
+                            # ready (uvloop's header read does): without this, a pipelining
+                            # client could hold the loop from every other connection
+                            inline = 0
+                            await asyncio.sleep(0)
                     else:
                         acks.add(self._acknowledge(loop, conn, writing, answer))
                     continue

@@ -161,6 +161,18 @@ class DirectStream:
     # ---- on the channel thread -----------------------------------------------------------
 
     def _handle(self, event: Any) -> bool:
+        """grpcio's event handler: an exception escaping it would end the channel thread and
+        every call on the channel with it, so one is logged and the stream cancelled."""
+        try:
+            return self._handle_event(event)
+        except Exception:
+            log.exception("a stream event on %s failed", self._state.method)
+            self.cancel()
+            with self._state.condition:
+                done = not self._state.due
+            return bool(done and self._state.fork_epoch >= _cygrpc.get_fork_epoch())
+
+    def _handle_event(self, event: Any) -> bool:
         state = self._state
         received: list[bytes] = []
         ended = False
@@ -225,9 +237,17 @@ def open_direct(
     """A `DirectStream` for `method` on `channel`, or None where grpcio's internals are not
     the ones this module drives or `RIVERLOG_SDK_DIRECT_STREAMS=0` (the caller then uses the
     public iterator path)."""
+    global _AVAILABLE
     if not _AVAILABLE or os.environ.get(DISABLE_ENV) == "0":
         return None
     multicallable = channel.stream_stream(method)
     if type(multicallable) is not _gc._StreamStreamMultiCallable:  # intercepted (tracing)
         return None
-    return DirectStream(multicallable, metadata, serializer, deserializer, on_message, on_end)
+    try:
+        return DirectStream(multicallable, metadata, serializer, deserializer, on_message, on_end)
+    except (TypeError, AttributeError):  # internals with the names checked but other shapes
+        log.warning(
+            "grpcio's internals differ: the SDK's streams take the public path", exc_info=True
+        )
+        _AVAILABLE = False
+        return None

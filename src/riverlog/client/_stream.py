@@ -106,7 +106,7 @@ class StreamCall:
             holder: list[DirectStream] = []
             direct = self._open_direct(
                 functools.partial(self._answer, waiting),
-                lambda error: self._ended(holder[0], holder[0], waiting, error),
+                functools.partial(self._direct_ended, holder, waiting),
             )
             if direct is not None:
                 holder.append(direct)
@@ -122,6 +122,19 @@ class StreamCall:
             daemon=True,
         )
         reader.start()
+
+    def _direct_ended(
+        self,
+        holder: list[DirectStream],
+        waiting: dict[int, tuple[Future[Any], float]],
+        error: BaseException,
+    ) -> None:
+        """A DirectStream's end. It can come on the channel thread before `_open` has kept the
+        stream (a call that fails at once): `_open` runs under the lock, so taking it here
+        waits until `holder` has the stream."""
+        with self._lock:
+            stream = holder[0]
+        self._ended(stream, stream, waiting, error)
 
     def _answer(self, waiting: dict[int, tuple[Future[Any], float]], response: Any) -> None:
         """An answer: to its request's future, or (pushed) to `on_push`."""

@@ -6,6 +6,9 @@ some fifty thousand container objects that live as long as the process. Each ful
 18 ms in a running gateway or storage node. Once the process is serving, `freeze_startup_objects()`
 runs one collection and moves every survivor to the permanent generation (`gc.freeze()`), which
 the collector no longer scans; a later full collection walks only what the process made since.
+The process is already accepting then, so objects of the first requests in flight are frozen
+too: those that become cyclic garbage later are never freed, a one-time leak bounded by what
+was in flight at that moment.
 
 `RIVERLOG_GC_FREEZE=0` leaves the collector as Python sets it."""
 

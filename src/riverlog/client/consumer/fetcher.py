@@ -342,7 +342,11 @@ class Fetcher:
                 return False
             self._pushes.expect(chunk, deadline)
             return True
-        if answer.push_offset != chunk.next_offset or len(chain) >= MAX_CHUNKS:
+        if (
+            answer.push_offset != chunk.next_offset
+            or len(chain) >= self._depth(chunk.full)  # within fetch.max.bytes, as fetches
+            or chunk.full != self.partition_fetch_bytes()  # the assignment changed the size
+        ):
             return False
         following = Chunk(chunk.tp, chunk.epoch, answer.push_offset, chunk.max_bytes, chunk.full)
         chain.append(following)
