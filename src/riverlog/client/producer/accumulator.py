@@ -137,7 +137,9 @@ class RecordAccumulator:
         self.use_compiled(True)
 
     def use_compiled(self, on: bool) -> None:
-        """Use the C append where the extension is built (on), or only the Python path."""
+        """Use the C append where the extension is built (on), or only the Python path. Only
+        at construction or while nothing appends (tests): a send already holding the old
+        Appender would charge memory to a counter no longer used."""
         with self._lock:
             available = self._memory.available
             self.append_fast = None
