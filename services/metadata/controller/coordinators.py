@@ -166,9 +166,10 @@ class CoordinatorAssigner:
             [NewTopic(OFFSETS_TOPIC, partitions, rf, offsets_topic_configs(rf))]
         )
         if result.error_code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+            # no wake-up: the next check waits for a change or the recheck interval (a wake
+            # here spun the event loop while the creation kept failing, e.g. with every
+            # storage node but one draining)
             log.warning("cannot create %s: %s", OFFSETS_TOPIC, result.error_message)
-        else:
-            log.info(
-                "created %s: %d partitions, replication factor %d", OFFSETS_TOPIC, partitions, rf
-            )
+            return
+        log.info("created %s: %d partitions, replication factor %d", OFFSETS_TOPIC, partitions, rf)
         self._wake.set()
