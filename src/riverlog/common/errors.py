@@ -72,6 +72,8 @@ class ErrorCode(enum.IntEnum):
     LOG_DIR_NOT_FOUND = 57
     SASL_AUTHENTICATION_FAILED = 58
     UNKNOWN_PRODUCER_ID = 59
+    DELEGATION_TOKEN_AUTH_DISABLED = 61
+    DELEGATION_TOKEN_EXPIRED = 66
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69
     FENCED_LEADER_EPOCH = 74
@@ -444,6 +446,18 @@ ERRORS: Final[dict[ErrorCode, ErrorSpec]] = {
         False,
         False,
         "Authentication failed.",
+    ),
+    ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED: _spec(
+        "FAILED_PRECONDITION",
+        False,
+        False,
+        "Delegation Token feature is not enabled.",
+    ),
+    ErrorCode.DELEGATION_TOKEN_EXPIRED: _spec(
+        "UNAUTHENTICATED",
+        True,
+        False,
+        "Delegation Token is expired.",
     ),
     ErrorCode.UNKNOWN_PRODUCER_ID: _spec(
         "FAILED_PRECONDITION",

@@ -40,6 +40,9 @@ from riverlog.v1 import data_pb2
 FRAME_HEADER: Final = struct.Struct(">I")
 KIND_FETCH: Final = 0
 KIND_PRODUCE: Final = 1
+KIND_GRANT: Final = 2
+"""A storage node's direct port only (decision 0047): the payload is a grant from the gateway's
+GrantDataAccess; the answer is [length][DataGrantResponse]."""
 MAX_REQUEST_FRAME: Final = (1 << 24) - 1
 MAX_RESPONSE_HEADER_BYTES: Final = 64 * 1024 * 1024
 MAX_RECORDS_BYTES: Final = 1024 * 1024 * 1024

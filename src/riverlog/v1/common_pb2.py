@@ -25,37 +25,37 @@ _sym_db = _symbol_database.Default()
 from riverlog.v1 import errors_pb2 as riverlog_dot_v1_dot_errors__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18riverlog/v1/common.proto\x12\x0briverlog.v1\x1a\x18riverlog/v1/errors.proto\"2\n\x0eTopicPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\">\n\x05\x45rror\x12$\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xca\x01\n\x04Node\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12#\n\x04kind\x18\x02 \x01(\x0e\x32\x15.riverlog.v1.NodeKind\x12\x0c\n\x04host\x18\x03 \x01(\t\x12\x0c\n\x04port\x18\x04 \x01(\x05\x12\x0c\n\x04rack\x18\x05 \x01(\t\x12\x16\n\x0ezero_copy_port\x18\x06 \x01(\x05\x12\x13\n\x0bincarnation\x18\x07 \x01(\x03\x12\x35\n\x10offline_replicas\x18\x08 \x03(\x0b\x32\x1b.riverlog.v1.TopicPartition\">\n\x0b\x43onfigEntry\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\x12\x12\n\nis_default\x18\x03 \x01(\x08\"E\n\nNodeConfig\x12\x0c\n\x04name\x18\x01 \x01(\t\x12)\n\x07\x63onfigs\x18\x02 \x03(\x0b\x32\x18.riverlog.v1.ConfigEntry\"\xb5\x01\n\x0ePartitionState\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x0e\n\x06leader\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x10\n\x08replicas\x18\x04 \x03(\x05\x12\x0b\n\x03isr\x18\x05 \x03(\x05\x12\x17\n\x0fpartition_epoch\x18\x06 \x01(\x05\x12\x17\n\x0f\x61\x64\x64ing_replicas\x18\x07 \x03(\x05\x12\x19\n\x11removing_replicas\x18\x08 \x03(\x05\"\x9d\x01\n\rTopicMetadata\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\t\x12/\n\npartitions\x18\x03 \x03(\x0b\x32\x1b.riverlog.v1.PartitionState\x12)\n\x07\x63onfigs\x18\x04 \x03(\x0b\x32\x18.riverlog.v1.ConfigEntry\x12\x10\n\x08internal\x18\x05 \x01(\x08\"$\n\x06Header\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c\"\xac\x01\n\x06Record\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\x0f\n\x07has_key\x18\x02 \x01(\x08\x12\r\n\x05value\x18\x03 \x01(\x0c\x12\x11\n\thas_value\x18\x04 \x01(\x08\x12$\n\x07headers\x18\x05 \x03(\x0b\x32\x13.riverlog.v1.Header\x12\x14\n\x0ctimestamp_ms\x18\x06 \x01(\x03\x12\x0e\n\x06offset\x18\x07 \x01(\x03\x12\x16\n\x0etimestamp_type\x18\x08 \x01(\x05*\x9b\x01\n\x08NodeKind\x12\x19\n\x15NODE_KIND_UNSPECIFIED\x10\x00\x12\x15\n\x11NODE_KIND_STORAGE\x10\x01\x12\x15\n\x11NODE_KIND_GATEWAY\x10\x02\x12\x19\n\x15NODE_KIND_COORDINATOR\x10\x03\x12\x13\n\x0fNODE_KIND_QUOTA\x10\x04\x12\x16\n\x12NODE_KIND_METADATA\x10\x05*4\n\x04\x41\x63ks\x12\x0f\n\x0b\x41\x43KS_LEADER\x10\x00\x12\r\n\tACKS_NONE\x10\x01\x12\x0c\n\x08\x41\x43KS_ALL\x10\x02*:\n\x0eIsolationLevel\x12\x14\n\x10READ_UNCOMMITTED\x10\x00\x12\x12\n\x0eREAD_COMMITTED\x10\x01*\x98\x01\n\nOffsetSpec\x12\x19\n\x15OFFSET_SPEC_TIMESTAMP\x10\x00\x12\x16\n\x12OFFSET_SPEC_LATEST\x10\x01\x12\x18\n\x14OFFSET_SPEC_EARLIEST\x10\x02\x12\x1d\n\x19OFFSET_SPEC_MAX_TIMESTAMP\x10\x03\x12\x1e\n\x1aOFFSET_SPEC_EARLIEST_LOCAL\x10\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18riverlog/v1/common.proto\x12\x0briverlog.v1\x1a\x18riverlog/v1/errors.proto\"2\n\x0eTopicPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\">\n\x05\x45rror\x12$\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x16.riverlog.v1.ErrorCode\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xdf\x01\n\x04Node\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12#\n\x04kind\x18\x02 \x01(\x0e\x32\x15.riverlog.v1.NodeKind\x12\x0c\n\x04host\x18\x03 \x01(\t\x12\x0c\n\x04port\x18\x04 \x01(\x05\x12\x0c\n\x04rack\x18\x05 \x01(\t\x12\x16\n\x0ezero_copy_port\x18\x06 \x01(\x05\x12\x13\n\x0bincarnation\x18\x07 \x01(\x03\x12\x35\n\x10offline_replicas\x18\x08 \x03(\x0b\x32\x1b.riverlog.v1.TopicPartition\x12\x13\n\x0b\x64irect_port\x18\t \x01(\x05\">\n\x0b\x43onfigEntry\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\x12\x12\n\nis_default\x18\x03 \x01(\x08\"E\n\nNodeConfig\x12\x0c\n\x04name\x18\x01 \x01(\t\x12)\n\x07\x63onfigs\x18\x02 \x03(\x0b\x32\x18.riverlog.v1.ConfigEntry\"\xb5\x01\n\x0ePartitionState\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x0e\n\x06leader\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x10\n\x08replicas\x18\x04 \x03(\x05\x12\x0b\n\x03isr\x18\x05 \x03(\x05\x12\x17\n\x0fpartition_epoch\x18\x06 \x01(\x05\x12\x17\n\x0f\x61\x64\x64ing_replicas\x18\x07 \x03(\x05\x12\x19\n\x11removing_replicas\x18\x08 \x03(\x05\"\x9d\x01\n\rTopicMetadata\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\t\x12/\n\npartitions\x18\x03 \x03(\x0b\x32\x1b.riverlog.v1.PartitionState\x12)\n\x07\x63onfigs\x18\x04 \x03(\x0b\x32\x18.riverlog.v1.ConfigEntry\x12\x10\n\x08internal\x18\x05 \x01(\x08\"$\n\x06Header\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c\"\xac\x01\n\x06Record\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\x0f\n\x07has_key\x18\x02 \x01(\x08\x12\r\n\x05value\x18\x03 \x01(\x0c\x12\x11\n\thas_value\x18\x04 \x01(\x08\x12$\n\x07headers\x18\x05 \x03(\x0b\x32\x13.riverlog.v1.Header\x12\x14\n\x0ctimestamp_ms\x18\x06 \x01(\x03\x12\x0e\n\x06offset\x18\x07 \x01(\x03\x12\x16\n\x0etimestamp_type\x18\x08 \x01(\x05*\x9b\x01\n\x08NodeKind\x12\x19\n\x15NODE_KIND_UNSPECIFIED\x10\x00\x12\x15\n\x11NODE_KIND_STORAGE\x10\x01\x12\x15\n\x11NODE_KIND_GATEWAY\x10\x02\x12\x19\n\x15NODE_KIND_COORDINATOR\x10\x03\x12\x13\n\x0fNODE_KIND_QUOTA\x10\x04\x12\x16\n\x12NODE_KIND_METADATA\x10\x05*4\n\x04\x41\x63ks\x12\x0f\n\x0b\x41\x43KS_LEADER\x10\x00\x12\r\n\tACKS_NONE\x10\x01\x12\x0c\n\x08\x41\x43KS_ALL\x10\x02*:\n\x0eIsolationLevel\x12\x14\n\x10READ_UNCOMMITTED\x10\x00\x12\x12\n\x0eREAD_COMMITTED\x10\x01*\x98\x01\n\nOffsetSpec\x12\x19\n\x15OFFSET_SPEC_TIMESTAMP\x10\x00\x12\x16\n\x12OFFSET_SPEC_LATEST\x10\x01\x12\x18\n\x14OFFSET_SPEC_EARLIEST\x10\x02\x12\x1d\n\x19OFFSET_SPEC_MAX_TIMESTAMP\x10\x03\x12\x1e\n\x1aOFFSET_SPEC_EARLIEST_LOCAL\x10\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'riverlog.v1.common_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_NODEKIND']._serialized_start=1081
-  _globals['_NODEKIND']._serialized_end=1236
-  _globals['_ACKS']._serialized_start=1238
-  _globals['_ACKS']._serialized_end=1290
-  _globals['_ISOLATIONLEVEL']._serialized_start=1292
-  _globals['_ISOLATIONLEVEL']._serialized_end=1350
-  _globals['_OFFSETSPEC']._serialized_start=1353
-  _globals['_OFFSETSPEC']._serialized_end=1505
+  _globals['_NODEKIND']._serialized_start=1102
+  _globals['_NODEKIND']._serialized_end=1257
+  _globals['_ACKS']._serialized_start=1259
+  _globals['_ACKS']._serialized_end=1311
+  _globals['_ISOLATIONLEVEL']._serialized_start=1313
+  _globals['_ISOLATIONLEVEL']._serialized_end=1371
+  _globals['_OFFSETSPEC']._serialized_start=1374
+  _globals['_OFFSETSPEC']._serialized_end=1526
   _globals['_TOPICPARTITION']._serialized_start=67
   _globals['_TOPICPARTITION']._serialized_end=117
   _globals['_ERROR']._serialized_start=119
   _globals['_ERROR']._serialized_end=181
   _globals['_NODE']._serialized_start=184
-  _globals['_NODE']._serialized_end=386
-  _globals['_CONFIGENTRY']._serialized_start=388
-  _globals['_CONFIGENTRY']._serialized_end=450
-  _globals['_NODECONFIG']._serialized_start=452
-  _globals['_NODECONFIG']._serialized_end=521
-  _globals['_PARTITIONSTATE']._serialized_start=524
-  _globals['_PARTITIONSTATE']._serialized_end=705
-  _globals['_TOPICMETADATA']._serialized_start=708
-  _globals['_TOPICMETADATA']._serialized_end=865
-  _globals['_HEADER']._serialized_start=867
-  _globals['_HEADER']._serialized_end=903
-  _globals['_RECORD']._serialized_start=906
-  _globals['_RECORD']._serialized_end=1078
+  _globals['_NODE']._serialized_end=407
+  _globals['_CONFIGENTRY']._serialized_start=409
+  _globals['_CONFIGENTRY']._serialized_end=471
+  _globals['_NODECONFIG']._serialized_start=473
+  _globals['_NODECONFIG']._serialized_end=542
+  _globals['_PARTITIONSTATE']._serialized_start=545
+  _globals['_PARTITIONSTATE']._serialized_end=726
+  _globals['_TOPICMETADATA']._serialized_start=729
+  _globals['_TOPICMETADATA']._serialized_end=886
+  _globals['_HEADER']._serialized_start=888
+  _globals['_HEADER']._serialized_end=924
+  _globals['_RECORD']._serialized_start=927
+  _globals['_RECORD']._serialized_end=1099
 # @@protoc_insertion_point(module_scope)

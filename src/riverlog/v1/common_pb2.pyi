@@ -69,7 +69,7 @@ class Error(_message.Message):
     def __init__(self, code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., message: _Optional[str] = ...) -> None: ...
 
 class Node(_message.Message):
-    __slots__ = ("node_id", "kind", "host", "port", "rack", "zero_copy_port", "incarnation", "offline_replicas")
+    __slots__ = ("node_id", "kind", "host", "port", "rack", "zero_copy_port", "incarnation", "offline_replicas", "direct_port")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
@@ -78,6 +78,7 @@ class Node(_message.Message):
     ZERO_COPY_PORT_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
     OFFLINE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    DIRECT_PORT_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     kind: NodeKind
     host: str
@@ -86,7 +87,8 @@ class Node(_message.Message):
     zero_copy_port: int
     incarnation: int
     offline_replicas: _containers.RepeatedCompositeFieldContainer[TopicPartition]
-    def __init__(self, node_id: _Optional[int] = ..., kind: _Optional[_Union[NodeKind, str]] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., rack: _Optional[str] = ..., zero_copy_port: _Optional[int] = ..., incarnation: _Optional[int] = ..., offline_replicas: _Optional[_Iterable[_Union[TopicPartition, _Mapping]]] = ...) -> None: ...
+    direct_port: int
+    def __init__(self, node_id: _Optional[int] = ..., kind: _Optional[_Union[NodeKind, str]] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., rack: _Optional[str] = ..., zero_copy_port: _Optional[int] = ..., incarnation: _Optional[int] = ..., offline_replicas: _Optional[_Iterable[_Union[TopicPartition, _Mapping]]] = ..., direct_port: _Optional[int] = ...) -> None: ...
 
 class ConfigEntry(_message.Message):
     __slots__ = ("name", "value", "is_default")

@@ -160,6 +160,14 @@ class FetchResponse(_message.Message):
     pushed: bool
     def __init__(self, partitions: _Optional[_Iterable[_Union[FetchPartitionResponse, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ..., correlation_id: _Optional[int] = ..., pushed: _Optional[bool] = ...) -> None: ...
 
+class DataGrantResponse(_message.Message):
+    __slots__ = ("error_code", "error_message")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+
 class ListOffsetsPartition(_message.Message):
     __slots__ = ("topic", "partition", "spec", "timestamp_ms", "current_leader_epoch")
     TOPIC_FIELD_NUMBER: _ClassVar[int]

@@ -62,6 +62,8 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     LOG_DIR_NOT_FOUND: _ClassVar[ErrorCode]
     SASL_AUTHENTICATION_FAILED: _ClassVar[ErrorCode]
     UNKNOWN_PRODUCER_ID: _ClassVar[ErrorCode]
+    DELEGATION_TOKEN_AUTH_DISABLED: _ClassVar[ErrorCode]
+    DELEGATION_TOKEN_EXPIRED: _ClassVar[ErrorCode]
     NON_EMPTY_GROUP: _ClassVar[ErrorCode]
     GROUP_ID_NOT_FOUND: _ClassVar[ErrorCode]
     FENCED_LEADER_EPOCH: _ClassVar[ErrorCode]
@@ -146,6 +148,8 @@ KAFKA_STORAGE_ERROR: ErrorCode
 LOG_DIR_NOT_FOUND: ErrorCode
 SASL_AUTHENTICATION_FAILED: ErrorCode
 UNKNOWN_PRODUCER_ID: ErrorCode
+DELEGATION_TOKEN_AUTH_DISABLED: ErrorCode
+DELEGATION_TOKEN_EXPIRED: ErrorCode
 NON_EMPTY_GROUP: ErrorCode
 GROUP_ID_NOT_FOUND: ErrorCode
 FENCED_LEADER_EPOCH: ErrorCode

@@ -6,12 +6,22 @@ from riverlog.v1 import data_pb2 as _data_pb2
 from riverlog.v1 import errors_pb2 as _errors_pb2
 from riverlog.v1 import transactions_pb2 as _transactions_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class DataAccessOperation(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DATA_ACCESS_OPERATION_UNSPECIFIED: _ClassVar[DataAccessOperation]
+    DATA_ACCESS_READ: _ClassVar[DataAccessOperation]
+    DATA_ACCESS_WRITE: _ClassVar[DataAccessOperation]
+DATA_ACCESS_OPERATION_UNSPECIFIED: DataAccessOperation
+DATA_ACCESS_READ: DataAccessOperation
+DATA_ACCESS_WRITE: DataAccessOperation
 
 class ProduceRecordsRequest(_message.Message):
     __slots__ = ("topic", "partition", "records", "acks", "timeout_ms", "compression_type")
@@ -114,3 +124,33 @@ class GetMetadataResponse(_message.Message):
     metadata_version: int
     throttle_time_ms: int
     def __init__(self, cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[_common_pb2.TopicMetadata, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[_admin_pb2.TopicResult, _Mapping]]] = ..., metadata_version: _Optional[int] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
+
+class GrantDataAccessRequest(_message.Message):
+    __slots__ = ("operation", "topics", "node_id")
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    operation: DataAccessOperation
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    node_id: int
+    def __init__(self, operation: _Optional[_Union[DataAccessOperation, str]] = ..., topics: _Optional[_Iterable[str]] = ..., node_id: _Optional[int] = ...) -> None: ...
+
+class GrantDataAccessResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "grant", "expires_at_ms", "byte_budget", "throttle_time_ms", "host", "direct_port")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    GRANT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    BYTE_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    DIRECT_PORT_FIELD_NUMBER: _ClassVar[int]
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    grant: bytes
+    expires_at_ms: int
+    byte_budget: int
+    throttle_time_ms: int
+    host: str
+    direct_port: int
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., grant: _Optional[bytes] = ..., expires_at_ms: _Optional[int] = ..., byte_budget: _Optional[int] = ..., throttle_time_ms: _Optional[int] = ..., host: _Optional[str] = ..., direct_port: _Optional[int] = ...) -> None: ...

@@ -284,6 +284,11 @@ class GatewayStub:
                 request_serializer=riverlog_dot_v1_dot_coordinator__pb2.AbortTransactionRequest.SerializeToString,
                 response_deserializer=riverlog_dot_v1_dot_coordinator__pb2.AbortTransactionResponse.FromString,
                 _registered_method=True)
+        self.GrantDataAccess = channel.unary_unary(
+                '/riverlog.v1.Gateway/GrantDataAccess',
+                request_serializer=riverlog_dot_v1_dot_gateway__pb2.GrantDataAccessRequest.SerializeToString,
+                response_deserializer=riverlog_dot_v1_dot_gateway__pb2.GrantDataAccessResponse.FromString,
+                _registered_method=True)
 
 
 class GatewayServicer:
@@ -602,6 +607,20 @@ class GatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GrantDataAccess(self, request, context):
+        """Direct data access (decision 0047): a grant for one storage node, on which the caller may
+        then send fetch (READ) or produce (WRITE) frames to that node's `direct_port` itself, in
+        the zero-copy channel's framing (riverlog.common.zerocopy), instead of through a gateway.
+        The gateway authenticates the caller, checks its ACLs on every topic named (READ or
+        WRITE), charges `byte_budget` to its byte-rate quota (fetch or produce) and signs the grant
+        with the cluster's direct-access key; the node checks the signature, the topics of every
+        frame and the bytes it serves or takes under the grant. Any gRPC client may ignore this
+        and use Produce/Fetch as before.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -849,6 +868,11 @@ def add_GatewayServicer_to_server(servicer, server):
                     servicer.AbortTransaction,
                     request_deserializer=riverlog_dot_v1_dot_coordinator__pb2.AbortTransactionRequest.FromString,
                     response_serializer=riverlog_dot_v1_dot_coordinator__pb2.AbortTransactionResponse.SerializeToString,
+            ),
+            'GrantDataAccess': grpc.unary_unary_rpc_method_handler(
+                    servicer.GrantDataAccess,
+                    request_deserializer=riverlog_dot_v1_dot_gateway__pb2.GrantDataAccessRequest.FromString,
+                    response_serializer=riverlog_dot_v1_dot_gateway__pb2.GrantDataAccessResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -2174,6 +2198,33 @@ class Gateway:
             '/riverlog.v1.Gateway/AbortTransaction',
             riverlog_dot_v1_dot_coordinator__pb2.AbortTransactionRequest.SerializeToString,
             riverlog_dot_v1_dot_coordinator__pb2.AbortTransactionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GrantDataAccess(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/riverlog.v1.Gateway/GrantDataAccess',
+            riverlog_dot_v1_dot_gateway__pb2.GrantDataAccessRequest.SerializeToString,
+            riverlog_dot_v1_dot_gateway__pb2.GrantDataAccessResponse.FromString,
             options,
             channel_credentials,
             insecure,

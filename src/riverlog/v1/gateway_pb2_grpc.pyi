@@ -116,6 +116,16 @@ class GatewayStub:
     """An operator's abort of a hanging transaction (coordinator.proto; `riverlog transactions
     abort`): the id is fenced and what it has open aborted, as transaction.timeout.ms would.
     """
+    GrantDataAccess: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.GrantDataAccessRequest, _gateway_pb2.GrantDataAccessResponse]
+    """Direct data access (decision 0047): a grant for one storage node, on which the caller may
+    then send fetch (READ) or produce (WRITE) frames to that node's `direct_port` itself, in
+    the zero-copy channel's framing (riverlog.common.zerocopy), instead of through a gateway.
+    The gateway authenticates the caller, checks its ACLs on every topic named (READ or
+    WRITE), charges `byte_budget` to its byte-rate quota (fetch or produce) and signs the grant
+    with the cluster's direct-access key; the node checks the signature, the topics of every
+    frame and the bytes it serves or takes under the grant. Any gRPC client may ignore this
+    and use Produce/Fetch as before.
+    """
 
 @_typing.type_check_only
 class GatewayAsyncStub(GatewayStub):
@@ -192,6 +202,16 @@ class GatewayAsyncStub(GatewayStub):
     AbortTransaction: _aio.UnaryUnaryMultiCallable[_coordinator_pb2.AbortTransactionRequest, _coordinator_pb2.AbortTransactionResponse]  # type: ignore[assignment]
     """An operator's abort of a hanging transaction (coordinator.proto; `riverlog transactions
     abort`): the id is fenced and what it has open aborted, as transaction.timeout.ms would.
+    """
+    GrantDataAccess: _aio.UnaryUnaryMultiCallable[_gateway_pb2.GrantDataAccessRequest, _gateway_pb2.GrantDataAccessResponse]  # type: ignore[assignment]
+    """Direct data access (decision 0047): a grant for one storage node, on which the caller may
+    then send fetch (READ) or produce (WRITE) frames to that node's `direct_port` itself, in
+    the zero-copy channel's framing (riverlog.common.zerocopy), instead of through a gateway.
+    The gateway authenticates the caller, checks its ACLs on every topic named (READ or
+    WRITE), charges `byte_budget` to its byte-rate quota (fetch or produce) and signs the grant
+    with the cluster's direct-access key; the node checks the signature, the topics of every
+    frame and the bytes it serves or takes under the grant. Any gRPC client may ignore this
+    and use Produce/Fetch as before.
     """
 
 class GatewayServicer(metaclass=_abc_1.ABCMeta):
@@ -560,6 +580,22 @@ class GatewayServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_coordinator_pb2.AbortTransactionResponse, _abc.Awaitable[_coordinator_pb2.AbortTransactionResponse]]:
         """An operator's abort of a hanging transaction (coordinator.proto; `riverlog transactions
         abort`): the id is fenced and what it has open aborted, as transaction.timeout.ms would.
+        """
+
+    @_abc_1.abstractmethod
+    def GrantDataAccess(
+        self,
+        request: _gateway_pb2.GrantDataAccessRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.GrantDataAccessResponse, _abc.Awaitable[_gateway_pb2.GrantDataAccessResponse]]:
+        """Direct data access (decision 0047): a grant for one storage node, on which the caller may
+        then send fetch (READ) or produce (WRITE) frames to that node's `direct_port` itself, in
+        the zero-copy channel's framing (riverlog.common.zerocopy), instead of through a gateway.
+        The gateway authenticates the caller, checks its ACLs on every topic named (READ or
+        WRITE), charges `byte_budget` to its byte-rate quota (fetch or produce) and signs the grant
+        with the cluster's direct-access key; the node checks the signature, the topics of every
+        frame and the bytes it serves or takes under the grant. Any gRPC client may ignore this
+        and use Produce/Fetch as before.
         """
 
 def add_GatewayServicer_to_server(servicer: GatewayServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
