@@ -94,27 +94,28 @@ class DirectConnection:
             out += chunk
         return bytes(out)
 
-    def _payload(self) -> bytes:
+    def read_payload(self) -> bytes:
+        """The next answer's payload ([u32 length][payload])."""
         (length,) = FRAME_HEADER.unpack(self._recv_exactly(FRAME_HEADER.size))
         return self._recv_exactly(length)
 
     def send_grant(self, grant: bytes) -> data_pb2.DataGrantResponse:
         self.sock.sendall(encode_frame(grant, KIND_GRANT))
         answer = data_pb2.DataGrantResponse()
-        answer.ParseFromString(self._payload())
+        answer.ParseFromString(self.read_payload())
         return answer
 
     def fetch(self, request: data_pb2.FetchRequest) -> data_pb2.FetchResponse:
         self.sock.sendall(encode_frame(request.SerializeToString(), KIND_FETCH))
         response = data_pb2.FetchResponse()
-        response.ParseFromString(self._payload())
+        response.ParseFromString(self.read_payload())
         fill_records(response, self._recv_exactly(records_total(response)))
         return response
 
     def produce(self, request: data_pb2.ProduceRequest) -> data_pb2.ProduceResponse:
         self.sock.sendall(encode_frame(request.SerializeToString(), KIND_PRODUCE))
         response = data_pb2.ProduceResponse()
-        response.ParseFromString(self._payload())
+        response.ParseFromString(self.read_payload())
         return response
 
     def closed_by_peer(self) -> bool:

@@ -5,7 +5,11 @@ The direct port is the zero-copy server in grant mode (`ZeroCopyServer(..., gran
 the same framing, fetch and produce semantics, but for clients outside the cluster, so each
 connection must first send a grant frame (kind 2) whose payload is a grant from a gateway's
 GrantDataAccess; the answer is [u32 length][DataGrantResponse]. A later grant frame replaces
-the connection's grant (renewal); a refused one leaves the previous grant in place. Then:
+the connection's grant (renewal); a refused one leaves the previous grant in place. A grant
+frame is answered only once every frame before it is answered, and before any frame after it
+is read: a client that pipelines produce frames knows the grant's answer as the first one
+after the answers it still awaited when it sent the grant (the framing carries no kind, and an
+empty DataGrantResponse could not be told from a ProduceResponse by its bytes). Then:
 
 - a partition whose topic the grant does not name, or a frame of the other operation (fetch
   needs READ, produce WRITE), is answered TOPIC_AUTHORIZATION_FAILED: nothing read or appended;

@@ -168,6 +168,7 @@ class ZeroCopyServer:
                 kind, length = split_request_header(FRAME_HEADER.unpack(header)[0])
                 if session is not None:
                     if kind == KIND_GRANT:
+                        await acks.drain()  # the answers owed before the grant's, first
                         if not await self._take_grant(loop, conn, writing, session, length):
                             return
                         continue
@@ -365,6 +366,11 @@ class _Acknowledgements:
         self._slots.release()
         if not task.cancelled() and task.exception() is not None:
             log.debug("zero-copy: a produce answer was not delivered: %s", task.exception())
+
+    async def drain(self) -> None:
+        """Wait until every answer owed now is written (or failed)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def cancel(self) -> None:
         """At the connection's end: its answers can no longer be delivered."""

@@ -6,8 +6,9 @@ connection; a grant with a bad MAC or for another node is refused and the connec
 ungranted; a partition of a topic the grant does not name, or of the other operation, is
 answered TOPIC_AUTHORIZATION_FAILED and nothing is appended; once a grant's byte budget is
 spent (a grant signed here with the cluster's key and a budget of one byte) frames are answered
-DELEGATION_TOKEN_EXPIRED, and a renewed grant on the same connection works; an expired grant is
-refused with DELEGATION_TOKEN_EXPIRED. And on a TLS cluster, which offers no direct access,
+DELEGATION_TOKEN_EXPIRED, and a renewed grant on the same connection works (its answer comes
+after the answers of the produce frames pipelined before it); an expired grant is refused with
+DELEGATION_TOKEN_EXPIRED. And on a TLS cluster, which offers no direct access,
 GrantDataAccess answers DELEGATION_TOKEN_AUTH_DISABLED."""
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from riverlog.common.errors import ErrorCode
 from riverlog.common.grants import GrantOperation, load_key, new_grant, sign_grant
 from riverlog.common.records import BatchBuilder
 from riverlog.common.records.header import iter_batches
-from riverlog.common.zerocopy import KIND_FETCH, encode_frame
-from riverlog.v1 import common_pb2
+from riverlog.common.zerocopy import KIND_FETCH, KIND_GRANT, KIND_PRODUCE, encode_frame
+from riverlog.v1 import common_pb2, data_pb2
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -238,3 +239,25 @@ def test_a_tls_cluster_offers_no_direct_access(tls_cluster: LocalCluster) -> Non
     answer = ask_grant(tls_cluster, READ, ["any-topic"], next(iter(nodes)))
     assert answer.error_code == ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, answer
     assert not answer.grant
+
+
+def test_a_renewal_is_answered_after_the_answers_owed_before_it(
+    cluster: LocalCluster, new_topic: NewTopic
+) -> None:
+    topic = new_topic(replication_factor=3)  # acks=all answers wait for the followers
+    node = leader_of(cluster, topic)
+    with _connect(node) as conn:
+        assert conn.send_grant(_granted(cluster, WRITE, [topic], node)).error_code == 0
+        frames = []
+        for correlation_id in (1, 2):
+            request = produce_request(topic, _batch(tag=b"%d" % correlation_id))
+            request.acks = common_pb2.ACKS_ALL
+            request.correlation_id = correlation_id
+            frames.append(encode_frame(request.SerializeToString(), KIND_PRODUCE))
+        frames.append(encode_frame(_granted(cluster, WRITE, [topic], node), KIND_GRANT))
+        conn.sock.sendall(b"".join(frames))  # pipelined: the grant behind two produce frames
+        answers = [conn.read_payload() for _ in range(3)]
+    produced = [data_pb2.ProduceResponse.FromString(a) for a in answers[:2]]
+    assert sorted(p.correlation_id for p in produced) == [1, 2]
+    assert all(p.partitions[0].error_code == 0 for p in produced)
+    assert data_pb2.DataGrantResponse.FromString(answers[2]).error_code == 0
