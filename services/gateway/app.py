@@ -27,6 +27,7 @@ from riverlog.common.cluster.image import TRANSACTION_STATE_TOPIC
 from riverlog.common.cluster.producer_ids import block_source
 from riverlog.common.cluster.quota_watcher import ClientQuotaWatcher
 from riverlog.common.errors import RiverlogError
+from riverlog.common.grants import load_key
 from riverlog.common.node import NodeOptions, parse_node_args, run_node
 from riverlog.common.producer_ids import ProducerIdAllocator
 from riverlog.common.rpc.server import RpcServer
@@ -36,6 +37,7 @@ from . import traffic
 from .admin import Admin
 from .config import GatewayConfig
 from .context import ClientIdLogFilter
+from .direct_access import DataAccess
 from .enforcement import Enforcement
 from .fetch import Fetcher
 from .groups import GroupRouter
@@ -117,6 +119,13 @@ class Gateway:
             ),
             progress=ReassignmentProgress(log_dirs),
             log_dirs=log_dirs,
+            direct=DataAccess(
+                config,
+                self.cache,
+                _direct_access_key(config),
+                self.enforcement.quotas,
+                self.enforcement.authz,
+            ),
         )
         traffic.register()
         servicer = GatewayServicer(families)
@@ -178,6 +187,19 @@ class Gateway:
         await self.storage.close()
         await self.coordinators.close()
         await self.client.close()
+
+
+def _direct_access_key(config: GatewayConfig) -> bytes | None:
+    """The key GrantDataAccess signs grants with (decision 0047); None: no direct access."""
+    if not config.direct_access_secret_key_file:
+        return None
+    if config.tls:
+        log.warning(
+            "direct.access.secret.key.file is set, but this gateway serves TLS and the direct"
+            " ports are plaintext: GrantDataAccess answers DELEGATION_TOKEN_AUTH_DISABLED"
+        )
+        return None
+    return load_key(config.direct_access_secret_key_file)
 
 
 def _install_log_filter() -> None:

@@ -31,6 +31,7 @@ _STR_KEYS: Final = frozenset(
         "ssl_client_auth",
         "super_users",
         "replica_selector_class",
+        "direct_access_secret_key_file",
     }
 )
 REPLICA_SELECTORS: Final = ("leader", "rack-aware")
@@ -137,6 +138,20 @@ class GatewayConfig:
     allow_everyone_if_no_acl_found: bool = False
     """Kafka's allow.everyone.if.no.acl.found, once the cluster holds any ACL: whether a
     resource no binding covers is open to everyone (false: refused, as Kafka in production)."""
+
+    direct_access_secret_key_file: str = ""
+    """Direct data access (decision 0047): the file with the cluster's direct-access key, with
+    which GrantDataAccess signs grants (the storage nodes check them with the same key). Empty:
+    GrantDataAccess answers DELEGATION_TOKEN_AUTH_DISABLED and clients use the gateway. Off on a
+    TLS gateway too (the direct port is plaintext)."""
+
+    direct_access_grant_bytes: int = 64 * _MIB
+    """Bytes one grant covers on its node (charged to the caller's byte-rate quota when
+    issued; capped at one quota sample's worth when a quota applies)."""
+
+    direct_access_grant_ms: int = 60_000
+    """How long a grant is valid: also how long a revoked ACL may still work on a direct
+    port."""
 
     @property
     def super_user_list(self) -> list[str]:

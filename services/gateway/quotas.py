@@ -129,6 +129,24 @@ class GatewayQuotas:
                 max_bytes = limit
         return 0, max_bytes
 
+    async def before_grant(
+        self, ctx: RequestContext, kind: QuotaType, budget: int
+    ) -> tuple[int, int]:
+        """A grant of direct data access (decision 0047) of `budget` bytes for produce or
+        fetch (`kind`): wait while that quota or the request quota holds the entity back, cap
+        the budget at one sample's worth of its quota (as a fetch's max_bytes), and record it
+        at once, as a produce's bytes are recorded before they are forwarded. (throttle time
+        for the answer, the budget granted)."""
+        if not self._any:
+            return 0, budget
+        await self._hold((kind, QuotaType.REQUEST), ctx)
+        user, client_id = _who(ctx)
+        resolved = self.view.resolve(kind, user, client_id)
+        if resolved is not None:
+            window = self.view.manager(kind).window
+            budget = min(budget, max(int(resolved.bound * window.sample_ms / 1000), 1))
+        return self.view.record_local(kind, user, client_id, budget), budget
+
     def fetched_records(self, ctx: RequestContext, size: int, handler_ns: int) -> tuple[int, bool]:
         """Record a fetch's `size` bytes and judge: the throttle time for the response, and
         whether the fetch went over the bound (Kafka's judgement; a spent allowance only delays

@@ -144,6 +144,7 @@ def node_encode(node: NodeInfo, lease_id: int) -> bytes:
             "port": node.port,
             "rack": node.rack,
             "zero_copy_port": node.zero_copy_port,
+            "direct_port": node.direct_port,
             "incarnation": node.incarnation,
             "offline_replicas": [[tp.topic, tp.partition] for tp in sorted(node.offline_replicas)],
             "lease_id": lease_id,
@@ -161,6 +162,7 @@ def node_decode(raw: bytes) -> tuple[NodeInfo, int]:
         port=int(d["port"]),
         rack=str(d.get("rack", "")),
         zero_copy_port=int(d.get("zero_copy_port", 0)),
+        direct_port=int(d.get("direct_port", 0)),
         incarnation=int(d.get("incarnation", 0)),
         offline_replicas=frozenset(
             TopicPartition(str(t), int(p)) for t, p in d.get("offline_replicas", ())

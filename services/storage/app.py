@@ -16,8 +16,12 @@ waiting fetches are released, the servers drain, the logs close cleanly (the cle
 marker spares the next start a recovery scan), and the registration is released last.
 
     python -m riverlog.services.storage --node-id N --host 127.0.0.1 --port P \
-        --zero-copy-port Q --log-dirs DIR1[,DIR2] --metadata A1[,A2,...] [--rack R] \
-        [--ready-file F] [--config key=value ...]
+        --zero-copy-port Q [--direct-port D] --log-dirs DIR1[,DIR2] --metadata A1[,A2,...] \
+        [--rack R] [--ready-file F] [--config key=value ...]
+
+With `direct.access.secret.key.file` the node also opens its direct port (decision 0047): the
+zero-copy server in grant mode, for clients holding a grant from a gateway, advertised as the
+node's `direct_port`. Not under internal TLS (plaintext, as the zero-copy channel).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from riverlog.common.cluster import (
     allocate_incarnation,
 )
 from riverlog.common.errors import RiverlogError
+from riverlog.common.grants import load_key
 from riverlog.common.node import parse_service_overrides, serve_process, until_stopped_or_fenced
 from riverlog.common.quota.window import WindowConfig
 from riverlog.common.rpc import tls
@@ -49,6 +54,7 @@ from riverlog.v1 import storage_pb2_grpc
 
 from .config import StorageConfig
 from .fencing import SelfFence
+from .grants import GrantLedger
 from .log import LogConfig, LogManager
 from .log.cleaner import CleanerConfig, LogCleaner
 from .log.dir_failure import LogDirFailureChannel
@@ -90,6 +96,7 @@ class StorageNode:
         self.membership: MembershipSession | None = None
         self.rpc: RpcServer | None = None
         self.zero_copy: ZeroCopyServer | None = None
+        self.direct: ZeroCopyServer | None = None
         self.tasks = PeriodicTasks(clock)
         self.incarnation = 0  # from the metadata service at start (decision 0003)
         self.fence = SelfFence(lambda: self.watcher.image.version)
@@ -112,9 +119,11 @@ class StorageNode:
         return self.rpc.address
 
     def ready_info(self) -> dict[str, object]:
-        """What the ready file says besides the address: the zero-copy port and node id."""
+        """What the ready file says besides the address: the zero-copy and direct ports and
+        the node id."""
         return {
             "zero_copy_port": self.zero_copy.port if self.zero_copy is not None else 0,
+            "direct_port": self.direct.port if self.direct is not None else 0,
             "node_id": self.config.node_id,
         }
 
@@ -206,6 +215,7 @@ class StorageNode:
             fetch,
             self.remote_log,
             lambda: self.zero_copy.accepted if self.zero_copy is not None else 0,
+            lambda: self.direct,
         )
         servicer = StorageServicer(
             config.node_id,
@@ -234,6 +244,17 @@ class StorageNode:
                 produce=servicer.start_produce,
             )
             await self.zero_copy.start()
+        ledger = self._grant_ledger()
+        if ledger is not None:
+            self.direct = ZeroCopyServer(
+                config.host,
+                config.direct_port,
+                fetch,
+                config.zero_copy_max_request_bytes,
+                produce=servicer.start_produce,
+                grants=ledger,
+            )
+            await self.direct.start()
         await self.rpc.start()
         self._schedule(log_manager)
         self.cleaner = LogCleaner(
@@ -254,6 +275,7 @@ class StorageNode:
             port=self.rpc.port,
             rack=config.rack,
             zero_copy_port=self.zero_copy.port if self.zero_copy is not None else 0,
+            direct_port=self.direct.port if self.direct is not None else 0,
             incarnation=self.incarnation,
         )
         self.membership = MembershipSession(
@@ -271,6 +293,20 @@ class StorageNode:
             self.rpc.address,
             self.zero_copy.port if self.zero_copy is not None else 0,
         )
+
+    def _grant_ledger(self) -> GrantLedger | None:
+        """The direct port's grant checks, when this node has a direct-access key and no
+        internal TLS (decision 0047)."""
+        path = self.config.direct_access_secret_key_file
+        if not path:
+            return None
+        if tls.current().enabled:
+            log.warning(
+                "direct.access.secret.key.file is set, but under internal TLS the node"
+                " opens no direct port (plaintext); clients use the gateways"
+            )
+            return None
+        return GrantLedger(load_key(path), self.config.node_id, self.clock)
 
     def _report_offline(self, _log_dir: Path) -> None:
         """A log dir went offline: heartbeat now, carrying the replicas on it."""
@@ -307,6 +343,8 @@ class StorageNode:
             await self.rpc.stop(grace)
         if self.zero_copy is not None:
             await self.zero_copy.stop()
+        if self.direct is not None:
+            await self.direct.stop()
         await self.tasks.stop()
         if self.remote_log is not None:
             await self.remote_log.stop()
@@ -356,6 +394,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--zero-copy-port", type=int, default=0, help="raw-socket fetch port (0: any free port)"
     )
+    parser.add_argument(
+        "--direct-port",
+        type=int,
+        default=0,
+        help="direct data port for clients with grants, opened with"
+        " direct.access.secret.key.file (0: any free port)",
+    )
     parser.add_argument("--log-dirs", required=True, help="comma-separated log directories")
     parser.add_argument("--rack", default="", help="this node's rack, for placement")
     return parser
@@ -377,7 +422,10 @@ def config_from_args(argv: Sequence[str] | None = None) -> tuple[StorageConfig, 
             ready_file=args.ready_file,
             overrides=parse_service_overrides(args.config),
             advertised_host=args.advertised_host,
+            direct_port=args.direct_port,
         )
+        if config.direct_access_secret_key_file:
+            load_key(config.direct_access_secret_key_file)  # refused at start, not later
         LogConfig.from_overrides(dict(config.log_defaults))
         tls.zero_copy_listener(args.zero_copy_port)
     except (RiverlogError, ValueError) as exc:

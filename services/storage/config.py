@@ -88,6 +88,14 @@ _NODE_FLAGS: Final[Mapping[str, bool]] = MappingProxyType(
         "transaction.partition.verification.enable": True,
     }
 )
+# String node keys.
+_NODE_STRINGS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        # Direct data access (decision 0047): the file holding the cluster's direct-access key
+        # (the gateways sign grants with it); "": no direct port.
+        "direct.access.secret.key.file": "",
+    }
+)
 _NODE_MINIMUMS: Final[Mapping[str, int]] = MappingProxyType(
     {
         "log.retention.check.interval.ms": 1,
@@ -115,7 +123,9 @@ _NODE_MINIMUMS: Final[Mapping[str, int]] = MappingProxyType(
 def known_keys() -> list[str]:
     remote = ["remote.log.storage.system.enable", "remote.log.storage.manager.class.name"]
     tiering = [*remote, IMPL_PREFIX, *NODE_LONGS]
-    return sorted([*_NODE_DEFAULTS, *_NODE_FLAGS, *TOPIC_DEFAULT_SYNONYMS, *tiering])
+    return sorted(
+        [*_NODE_DEFAULTS, *_NODE_FLAGS, *_NODE_STRINGS, *TOPIC_DEFAULT_SYNONYMS, *tiering]
+    )
 
 
 def _invalid(message: str) -> RiverlogError:
@@ -135,6 +145,8 @@ class StorageConfig:
     rack: str = ""
     ready_file: str | None = None
     advertised_host: str = ""  # registered for peers and clients; "": the bind host
+    direct_port: int = 0  # --direct-port: the direct data port (0: any free port)
+    direct_access_secret_key_file: str = ""  # "": no direct port (decision 0047)
     log_retention_check_interval_ms: int = 300_000
     log_flush_offset_checkpoint_interval_ms: int = 60_000
     log_flush_interval_ms: int = LONG_MAX
@@ -175,12 +187,14 @@ class StorageConfig:
         ready_file: str | None = None,
         overrides: Mapping[str, str] | None = None,
         advertised_host: str | None = None,
+        direct_port: int = 0,
     ) -> StorageConfig:
         """Validate the command-line values and `--config` overrides; raises
         RiverlogError(INVALID_CONFIG) naming the first bad item."""
         if node_id < 0:
             raise _invalid(f"--node-id must be at least 0, got {node_id}")
-        for name, value in (("--port", port), ("--zero-copy-port", zero_copy_port)):
+        ports = (("--port", port), ("--zero-copy-port", zero_copy_port))
+        for name, value in (*ports, ("--direct-port", direct_port)):
             if not 0 <= value <= 65535:
                 raise _invalid(f"{name} must be a port number (0: any free port), got {value}")
         dirs = tuple(Path(d.strip()) for d in log_dirs.split(",") if d.strip())
@@ -194,6 +208,7 @@ class StorageConfig:
         node_values: dict[str, int] = dict(_NODE_DEFAULTS)
         log_defaults: dict[str, str] = {}
         flags: dict[str, bool] = dict(_NODE_FLAGS)
+        strings: dict[str, str] = dict(_NODE_STRINGS)
         remote_log = RemoteLogConfig.from_overrides(overrides or {})
         for key, raw in (overrides or {}).items():
             if is_remote_key(key, remote_log.impl_prefix):
@@ -202,6 +217,8 @@ class StorageConfig:
                 node_values[key] = _parse_long(key, raw, _NODE_MINIMUMS[key])
             elif key in _NODE_FLAGS:
                 flags[key] = _parse_bool(key, raw)
+            elif key in _NODE_STRINGS:
+                strings[key] = raw.strip()
             elif key in TOPIC_DEFAULT_SYNONYMS:
                 log_defaults[TOPIC_DEFAULT_SYNONYMS[key]] = raw.strip()
             elif key == "log.retention.hours":
@@ -221,6 +238,8 @@ class StorageConfig:
             rack=rack,
             ready_file=ready_file,
             advertised_host=advertised_host or host,
+            direct_port=direct_port,
+            direct_access_secret_key_file=strings["direct.access.secret.key.file"],
             log_retention_check_interval_ms=node_values["log.retention.check.interval.ms"],
             log_flush_offset_checkpoint_interval_ms=node_values[
                 "log.flush.offset.checkpoint.interval.ms"

@@ -1,7 +1,8 @@
 """The storage node's gauges and counters for Prometheus (decision 0033): under-replicated
 partitions, ISR shrinks and expands, partition and leader counts, log size and end offset per
 replica, the producer ids with state on this node (Kafka's ReplicaManager and Log metrics) and
-the connections accepted on the zero-copy port. Read on the event loop at scrape time, so the
+the connections accepted on the zero-copy port, and the direct port's connections, grants and
+bytes (decision 0047). Read on the event loop at scrape time, so the
 produce and fetch paths pay nothing for them."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from riverlog.common.cluster.image import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from riverlog.common.metrics import endpoint
 from riverlog.common.metrics.endpoint import LoopCollector, family
 
+from .grants import GrantLedger
 from .replica.fetch import FetchHandler
 from .replica.replica_manager import ReplicaManager
 
@@ -34,6 +36,13 @@ NAMES = (
     "riverlog_consumer_fetches",
     "riverlog_zero_copy_connections",
 )
+# The direct port's families (served when the node has a direct-access key).
+DIRECT_NAMES = (
+    "riverlog_direct_connections",
+    "riverlog_direct_grants",
+    "riverlog_direct_bytes",
+    "riverlog_direct_budget_refusals",
+)
 # Tiered storage's families (served when remote.log.storage.system.enable).
 TIERED_NAMES = (
     "riverlog_remote_copy_bytes",
@@ -42,6 +51,31 @@ TIERED_NAMES = (
     "riverlog_remote_fetch_requests",
     "riverlog_remote_cache_lookups",
 )
+
+
+class DirectPort(Protocol):
+    """What the direct families read (rpc/zerocopy.py's server in grant mode)."""
+
+    @property
+    def accepted(self) -> int: ...
+    @property
+    def grants(self) -> GrantLedger | None: ...
+
+
+def direct_snapshot(node_id: int, port: DirectPort | None) -> list[Metric]:
+    """The direct port's families (event loop only); empty without a direct port."""
+    connections, grants, sent, refusals = (family(n) for n in DIRECT_NAMES)
+    ledger = port.grants if port is not None else None
+    if port is None or ledger is None:
+        return []
+    node = str(node_id)
+    connections.add_metric([node], port.accepted)
+    grants.add_metric([node, "accepted"], ledger.accepted)
+    grants.add_metric([node, "refused"], ledger.refused)
+    sent.add_metric([node, "read"], ledger.bytes_read)
+    sent.add_metric([node, "write"], ledger.bytes_written)
+    refusals.add_metric([node], ledger.exhausted)
+    return [connections, grants, sent, refusals]
 
 
 class TieringStats(Protocol):
@@ -116,10 +150,12 @@ def register_prometheus_metrics(
     fetches: FetchHandler | None = None,
     tiering: TieringStats | None = None,
     zero_copy_accepted: Callable[[], int] | None = None,
+    direct_port: Callable[[], DirectPort | None] | None = None,
 ) -> None:
     """Serve the families on `/metrics` (no-op when this process serves none).
     `zero_copy_accepted`: the zero-copy server's connection count, read at scrape time (the
-    server starts after the metrics are registered)."""
+    server starts after the metrics are registered); `direct_port` the same for the direct
+    port's server."""
     if not endpoint.enabled():
         return
     loop = asyncio.get_running_loop()
@@ -127,6 +163,12 @@ def register_prometheus_metrics(
         "storage",
         LoopCollector(loop, NAMES, lambda: snapshot(replicas, fetches, zero_copy_accepted)),
     )
+    if direct_port is not None:
+        port = direct_port
+        endpoint.register(
+            "storage-direct",
+            LoopCollector(loop, DIRECT_NAMES, lambda: direct_snapshot(replicas.node_id, port())),
+        )
     if tiering is not None:
         stats = tiering
         endpoint.register(

@@ -502,8 +502,11 @@ RULES: Final[dict[str, Rule]] = {
 """Every unary Gateway method but Produce, Fetch (checked per partition by the servicer) and
 DescribeCluster (open: node addresses, asked before anyone holds credentials)."""
 
-CHECKED_BY_SERVICER: Final = frozenset({"Produce", "Fetch", "ProduceStream", "FetchStream"})
-"""Checked per partition in the servicer (`GatewayServicer._produce` / `_fetch`)."""
+CHECKED_BY_SERVICER: Final = frozenset(
+    {"Produce", "Fetch", "ProduceStream", "FetchStream", "GrantDataAccess"}
+)
+"""Checked per partition in the servicer (`GatewayServicer._produce` / `_fetch`), or per topic
+in the grant's own checks (`direct_access.DataAccess`: refusals go in its answer)."""
 
 OPEN: Final = frozenset({"DescribeCluster"})
 """Never checked (`auth.OPEN_METHODS`: readiness probes, `riverlog cluster status`)."""

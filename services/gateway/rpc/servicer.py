@@ -23,10 +23,15 @@ import grpc
 
 from riverlog.common.acl.model import AclOperation, ResourceType
 from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.grants import GrantOperation
 from riverlog.common.metrics.rpc import RequestTimer
 from riverlog.common.produce_request_parse import ParsedProduceRequest, parse_produce_request
 from riverlog.common.producer_ids import ProducerIdAllocator
-from riverlog.common.rpc.convert import acks_from_proto, isolation_level_from_proto
+from riverlog.common.rpc.convert import (
+    acks_from_proto,
+    error_code_to_proto,
+    isolation_level_from_proto,
+)
 from riverlog.common.types import Acks, TopicPartition
 from riverlog.v1 import (
     acls_pb2,
@@ -43,6 +48,7 @@ from ..auth import Authenticator
 from ..authorization import GatewayAuthorizer, denied
 from ..config import GatewayConfig
 from ..context import RequestContext
+from ..direct_access import DataAccess
 from ..fetch import Fetcher, FetchOptions, FetchPart, FetchPartResult
 from ..groups import GroupRouter
 from ..log_dirs import LogDirs
@@ -93,6 +99,13 @@ class Families:
     progress: ReassignmentProgress | None = None
     log_dirs: LogDirs | None = None
     authz: GatewayAuthorizer | None = None
+    direct: DataAccess | None = None
+
+
+_GRANT_OPERATIONS: Final = {
+    gateway_pb2.DATA_ACCESS_READ: GrantOperation.READ,
+    gateway_pb2.DATA_ACCESS_WRITE: GrantOperation.WRITE,
+}
 
 
 class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
@@ -291,6 +304,37 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         if quotas is not None:
             throttle, results = after_fetch(quotas, ctx, results, ctx.work.elapsed_ns())
         return list(results), throttle
+
+    async def GrantDataAccess(
+        self, request: gateway_pb2.GrantDataAccessRequest, context: grpc.aio.ServicerContext
+    ) -> gateway_pb2.GrantDataAccessResponse:
+        """A grant for a storage node's direct port (decision 0047; `direct_access.py`);
+        refusals are answered in `error_code`."""
+        ctx = self._context("GrantDataAccess", context)
+        try:
+            if self.f.direct is None:
+                raise RiverlogError(
+                    "this gateway offers no direct data access",
+                    ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED,
+                )
+            issued = await self.f.direct.grant(
+                ctx,
+                _GRANT_OPERATIONS.get(request.operation),
+                list(request.topics),
+                request.node_id,
+            )
+        except RiverlogError as exc:
+            return gateway_pb2.GrantDataAccessResponse(
+                error_code=error_code_to_proto(exc.code), error_message=exc.message
+            )
+        return gateway_pb2.GrantDataAccessResponse(
+            grant=issued.grant,
+            expires_at_ms=issued.expires_at_ms,
+            byte_budget=issued.byte_budget,
+            throttle_time_ms=issued.throttle_time_ms,
+            host=issued.host,
+            direct_port=issued.direct_port,
+        )
 
     async def InitProducerId(
         self, request: transactions_pb2.InitProducerIdRequest, context: grpc.aio.ServicerContext

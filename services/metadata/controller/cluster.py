@@ -61,6 +61,8 @@ def validate_node(node: NodeInfo) -> None:
         problems.append(f"port {node.port} is out of range")
     if not 0 <= node.zero_copy_port < 65536:
         problems.append(f"zero_copy_port {node.zero_copy_port} is out of range")
+    if not 0 <= node.direct_port < 65536:
+        problems.append(f"direct_port {node.direct_port} is out of range")
     if len(node.rack) > 255:
         problems.append("rack is longer than 255 characters")
     if problems:

@@ -14,6 +14,10 @@ waiting in its long poll is cancelled when the client closes its side of the con
 client that gave up does not leave its connection (a descriptor, a task, a parked fetch) behind
 for as long as it had asked to wait.
 
+The same server, given a `GrantLedger`, is a storage node's direct port (decision 0047): clients
+outside the cluster send a grant frame first, and every frame is screened against it
+(`direct.py`); the internal zero-copy port takes no grant frames.
+
 Sockets are non-blocking and driven by the event loop: `os.sendfile` is called on the raw socket
 descriptor with explicit file offsets (so it never moves a file position the log writer uses),
 and waits for writability when the socket buffer is full. Where sendfile is refused (a file
@@ -34,19 +38,23 @@ from typing import TypeVar
 from riverlog.common.errors import RiverlogError
 from riverlog.common.metrics.rpc import RequestTimer
 from riverlog.common.produce_request_parse import ParsedProduceRequest, parse_produce_request
+from riverlog.common.types import TopicPartition
 from riverlog.common.zerocopy import (
     FRAME_HEADER,
     KIND_FETCH,
+    KIND_GRANT,
     KIND_PRODUCE,
     encode_frame,
     split_request_header,
 )
 from riverlog.v1 import data_pb2
 
+from ..grants import GrantLedger
 from ..log import FetchSlice
 from ..replica.fetch import FetchHandler, close_results
 from ..replica.requests import FetchPartitionResult, StoredRecords
 from .convert import fetch_params_from_proto, fetch_response_to_proto
+from .direct import MAX_GRANT_FRAME, DirectSession, in_order, refused_only, with_refusals
 from .timers import RequestTimers
 
 log = logging.getLogger(__name__)
@@ -78,18 +86,22 @@ class ZeroCopyServer:
         fetch: FetchHandler,
         max_request_bytes: int = 1 << 20,
         produce: StartProduce | None = None,
+        grants: GrantLedger | None = None,
     ) -> None:
         """`produce`: takes produce frames (the gRPC Produce's own logic); without it a
         produce frame closes the connection. Produce frames are pipelined: each is appended as
         it is read, and its answer (tagged with the request's correlation id) is written when
         its acknowledgement is complete, possibly after later ones. `max_request_bytes` bounds
         fetch frames; produce frames may be up to the framing's 16 MiB (the leader validates
-        their sizes)."""
+        their sizes). `grants`: the direct port (decision 0047): a connection's first frame must
+        be a grant, and its frames are screened against it (`direct.py`)."""
         self.host = host
         self._requested_port = port
         self._fetch = fetch
         self._produce = produce
         self._max_request_bytes = max_request_bytes
+        self.grants = grants
+        self.label = "direct" if grants is not None else "zero-copy"
         self._listener: socket.socket | None = None
         self._accept_task: asyncio.Task[None] | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -109,7 +121,7 @@ class ZeroCopyServer:
         self._listener = listener
         self.port = listener.getsockname()[1]
         self._accept_task = asyncio.create_task(self._accept_loop(), name="zero-copy-accept")
-        log.info("zero-copy fetch channel on %s:%d", self.host, self.port)
+        log.info("%s channel on %s:%d", self.label, self.host, self.port)
 
     async def stop(self) -> None:
         if self._accept_task is not None:
@@ -138,7 +150,7 @@ class ZeroCopyServer:
             self.accepted += 1
             conn.setblocking(False)
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            task = asyncio.create_task(self._serve(conn, peer), name=f"zero-copy-{peer}")
+            task = asyncio.create_task(self._serve(conn, peer), name=f"{self.label}-{peer}")
             self._connections.add(task)
             task.add_done_callback(self._connections.discard)
 
@@ -147,12 +159,21 @@ class ZeroCopyServer:
         writing = asyncio.Lock()  # one frame at a time on the socket: answers may interleave
         acks = _Acknowledgements(_PRODUCE_IN_FLIGHT)
         inline = 0  # answers given without a task since the last forced loop turn
+        session = DirectSession(self.grants) if self.grants is not None else None
         try:
             while True:
                 header = await _recv_exactly(loop, conn, FRAME_HEADER.size)
                 if header is None:
                     return  # the client closed between requests
                 kind, length = split_request_header(FRAME_HEADER.unpack(header)[0])
+                if session is not None:
+                    if kind == KIND_GRANT:
+                        if not await self._take_grant(loop, conn, writing, session, length):
+                            return
+                        continue
+                    if session.grant is None:
+                        log.info("direct %s: the first frame is not a grant; closing", peer)
+                        return
                 if kind == KIND_PRODUCE and self._produce is not None:
                     pass  # up to the framing's limit
                 elif kind != KIND_FETCH:
@@ -172,7 +193,7 @@ class ZeroCopyServer:
                         log.warning("zero-copy %s: undecodable request (%s); closing", peer, exc)
                         return
                     await acks.slot()
-                    answer = self._produce(produce)  # appended now, in frame order
+                    answer = self._start_produce(session, produce, length)  # appended now
                     if _ready(answer) and not writing.locked():
                         # acks=1: answered inline, without a task and a loop turn more
                         acks.release()
@@ -193,7 +214,7 @@ class ZeroCopyServer:
                 except Exception as exc:  # protobuf's DecodeError has no stable import path
                     log.warning("zero-copy %s: undecodable request (%s); closing", peer, exc)
                     return
-                await self._answer(loop, conn, writing, message)
+                await self._answer(loop, conn, writing, message, session)
         except (ConnectionError, BrokenPipeError) as exc:
             log.debug("zero-copy %s: connection ended: %s", peer, exc)
         except OSError as exc:
@@ -205,6 +226,40 @@ class ZeroCopyServer:
         finally:
             await acks.cancel()
             conn.close()
+
+    @staticmethod
+    async def _take_grant(
+        loop: asyncio.AbstractEventLoop,
+        conn: socket.socket,
+        writing: asyncio.Lock,
+        session: DirectSession,
+        length: int,
+    ) -> bool:
+        """Read and check a grant frame and answer it; False: the connection must close."""
+        if length > MAX_GRANT_FRAME:
+            log.warning("direct: a grant frame of %d bytes; closing", length)
+            return False
+        payload = await _recv_exactly(loop, conn, length, body=True)
+        if payload is None:
+            return False
+        answer = session.take_grant(payload)
+        async with writing:
+            await loop.sock_sendall(conn, answer)
+        return True
+
+    def _start_produce(
+        self, session: DirectSession | None, produce: ParsedProduceRequest, size: int
+    ) -> Awaitable[data_pb2.ProduceResponse]:
+        """Append `produce` (what its grant allows of it, on the direct port) now; what waits
+        for its answer."""
+        assert self._produce is not None
+        if session is None:
+            return self._produce(produce)
+        order = [TopicPartition(p.topic, p.partition) for p in produce.partitions]
+        refused = session.screen_produce(produce, size)
+        if refused and not produce.partitions:
+            return refused_only(produce.correlation_id, refused)
+        return with_refusals(self._produce(produce), refused, order)
 
     @staticmethod
     async def _acknowledge(
@@ -232,11 +287,19 @@ class ZeroCopyServer:
         conn: socket.socket,
         writing: asyncio.Lock,
         request: data_pb2.FetchRequest,
+        session: DirectSession | None = None,
     ) -> None:
         start = RequestTimer.start()
+        refused: list[FetchPartitionResult] = []
+        if session is not None:
+            order = [TopicPartition(p.topic, p.partition) for p in request.partitions]
+            refused = session.screen_fetch(request)
         params = fetch_params_from_proto(request)
         try:
-            ready = self._fetch.fetch_now(params)
+            if refused and not params.partitions:
+                ready: list[FetchPartitionResult] | None = []
+            else:
+                ready = self._fetch.fetch_now(params)
             if ready is None:  # a long poll: it ends early if the client goes away
                 ready = await _unless_peer_closes(loop, conn, self._fetch.fetch_later(params))
             results = ready
@@ -244,6 +307,8 @@ class ZeroCopyServer:
             results = [FetchPartitionResult(p.tp) for p in params.partitions]
             for result in results:
                 result.fail(exc)
+        if refused:
+            results = in_order(order, results, refused)
         try:
             response = fetch_response_to_proto(results, request.correlation_id, zero_copy=True)
             async with writing:
@@ -251,6 +316,8 @@ class ZeroCopyServer:
                 for result in results:
                     if result.records is not None and result.records.size:
                         await self._send_records(loop, conn, result.records)
+            if session is not None:
+                session.charge(sum(r.size for r in results))
         finally:
             close_results(results)
             self._timers.fetch(params.replica_id).done(start)

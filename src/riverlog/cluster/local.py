@@ -7,11 +7,13 @@ fault tests reach single processes through `processes` to kill, pause or restart
 
 Layout of the data directory: `cluster.json` (the state file, see `state.py`), `logs/<name>.log`
 (one per process, appended across restarts), `run/<name>.ready` (ready files), `data/etcd` and
-`data/storage-<id>` (etcd's data and each storage node's log dir). Node ids start at 1.
+`data/storage-<id>` (etcd's data and each storage node's log dir), `direct-access.key` (the
+cluster's direct-access key, mode 0600, decision 0047). Node ids start at 1.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -21,6 +23,7 @@ from types import TracebackType
 import grpc
 
 from riverlog.common.certificate_files import CertificateFiles
+from riverlog.common.grants import new_key
 from riverlog.common.rpc.channel import tls_channel_credentials
 from riverlog.common.rpc.tls import InternalTls
 from riverlog.v1 import admin_pb2, common_pb2
@@ -51,6 +54,8 @@ LAUNCHER_CERTIFICATE = "launcher"
 ETCD_SSL_CA = "metadata.etcd.ssl.ca.location"
 ETCD_SSL_CERTIFICATE = "metadata.etcd.ssl.certificate.location"
 ETCD_SSL_KEY = "metadata.etcd.ssl.key.location"
+DIRECT_ACCESS_KEY_FILE = "direct-access.key"
+DIRECT_ACCESS_KEY_SETTING = "direct.access.secret.key.file"
 
 
 class LocalCluster:
@@ -68,7 +73,10 @@ class LocalCluster:
     and address). With `tls` every channel is encrypted (decision 0035): a throwaway CA and a
     certificate per process in `data_dir/tls/` (`certificates`), mutual TLS between services,
     and TLS on the gateways' client listener (`client_tls_config` says how an SDK client
-    reaches them).
+    reaches them). With `direct_access` (the default; not with `tls`) every gateway and storage
+    node gets the cluster's direct-access key (`direct-access.key` in the data dir, made once)
+    and each storage node a direct port: SDK clients then produce and fetch at the leaders
+    themselves under grants (decision 0047).
     """
 
     def __init__(
@@ -90,6 +98,7 @@ class LocalCluster:
         log_dirs_per_node: int = 1,
         tls: bool = False,
         metrics: bool = True,
+        direct_access: bool = True,
     ) -> None:
         if log_dirs_per_node < 1:
             raise ValueError("a storage node needs at least one log dir")
@@ -110,6 +119,7 @@ class LocalCluster:
             racks=list(racks) if racks else None,
             log_dirs_per_node=log_dirs_per_node,
             tls=tls,
+            direct_access=direct_access,
         )
         self.python = python or sys.executable
         self.service_modules = {r: f"riverlog.services.{r}" for r in SERVICE_ROLES}
@@ -139,6 +149,7 @@ class LocalCluster:
             coordinators=layout.coordinators,
             log_dirs_per_node=layout.log_dirs_per_node,
             tls=layout.tls,
+            direct_access=layout.direct_access,
         )
         cluster._etcd_url = etcd_url
         for proc in procs:
@@ -353,6 +364,8 @@ class LocalCluster:
                 for log_dir in log_dirs:
                     log_dir.mkdir(parents=True, exist_ok=True)
                 args += ["--zero-copy-port", "0", "--log-dirs", ",".join(map(str, log_dirs))]
+                if self.direct_access_key is not None:
+                    args += ["--direct-port", "0"]
             if not self.metadata_addresses:
                 raise ClusterError(f"cannot start {name}: no metadata instance is ready")
             args += ["--metadata", ",".join(self.metadata_addresses)]
@@ -361,6 +374,9 @@ class LocalCluster:
             args += self._tls_args(role, name, host)
         if role == "storage" and self.layout.racks:
             args += ["--rack", self.layout.racks[(node_id - 1) % len(self.layout.racks)]]
+        key_file = self.direct_access_key if role in ("storage", "gateway") else None
+        if key_file is not None:
+            args += ["--config", f"{DIRECT_ACCESS_KEY_SETTING}={key_file}"]
         if self.metrics:  # /metrics on a free port, reported in the ready file (decision 0033)
             args += ["--config", f"{METRICS_PORT}=0"]
         for key, value in self.layout.extra_config.get(role, {}).items():
@@ -375,6 +391,22 @@ class LocalCluster:
             env={**self.env, **self.placement.env(name)},
             wrapper=self.placement.wrapper(name),
         )
+
+    @property
+    def direct_access_key(self) -> Path | None:
+        """The cluster's direct-access key file (made, mode 0600, on first use); None when
+        the cluster has no direct access (`direct_access` off, or `tls`)."""
+        if not self.layout.direct_access or self.layout.tls:
+            return None
+        path = self.data_dir / DIRECT_ACCESS_KEY_FILE
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="ascii") as out:
+                out.write(new_key() + "\n")
+            os.replace(tmp, path)
+        return path
 
     @property
     def certificates(self) -> ClusterCertificates:

@@ -323,7 +323,8 @@ class ManagedProcess:
 
 
 def pinned_ports(args: tuple[str, ...], info: dict[str, Any]) -> tuple[str, ...]:
-    """`args` with `--port 0` / `--zero-copy-port 0` replaced by the ports from a ready file."""
+    """`args` with `--port 0` / `--zero-copy-port 0` / `--direct-port 0` replaced by the ports
+    from a ready file."""
     ports: dict[str, int] = {}
     address = info.get("address")
     if isinstance(address, str) and ":" in address:
@@ -333,6 +334,9 @@ def pinned_ports(args: tuple[str, ...], info: dict[str, Any]) -> tuple[str, ...]
         zero_copy = str(info["zero_copy_address"]).rpartition(":")[2]
     if zero_copy is not None and int(zero_copy) > 0:
         ports["--zero-copy-port"] = int(zero_copy)
+    direct = info.get("direct_port")
+    if direct is not None and int(direct) > 0:
+        ports["--direct-port"] = int(direct)
     out = list(args)
     for i, arg in enumerate(out[:-1]):
         if arg in ports and out[i + 1] == "0":

@@ -2,11 +2,11 @@
 run from another process finds what `cluster up` started.
 
 Format (JSON, version 1): the layout the cluster was started with (`storage_nodes`,
-`metadata_nodes`, `gateways`, `extra_config`, `racks`, `tls`), `etcd_url` and whether etcd is
-`external`, and `processes`: one object per process with `name`, `role`, `node_id`, `pid`,
-`address`, `args` (the command line as configured, ports 0), `launched_args` (as last run),
-`log_path`, `ready_file`, `health_url` and `info` (the ready file's JSON). Written atomically
-(temp file + rename) after every start, restart and stop.
+`metadata_nodes`, `gateways`, `extra_config`, `racks`, `tls`, `direct_access`), `etcd_url` and
+whether etcd is `external`, and `processes`: one object per process with `name`, `role`,
+`node_id`, `pid`, `address`, `args` (the command line as configured, ports 0), `launched_args`
+(as last run), `log_path`, `ready_file`, `health_url` and `info` (the ready file's JSON).
+Written atomically (temp file + rename) after every start, restart and stop.
 """
 
 from __future__ import annotations
@@ -40,6 +40,9 @@ class ClusterLayout:
     racks: list[str] | None = None
     log_dirs_per_node: int = 1  # storage log.dirs (Kafka's JBOD): storage-N, storage-N-dir2...
     tls: bool = False  # every channel over TLS, certificates in <data-dir>/tls (decision 0035)
+    # Direct data access (decision 0047): a key in <data-dir>/direct-access.key for every
+    # gateway and storage node (not under tls: the direct ports are plaintext)
+    direct_access: bool = True
 
 
 def state_path(data_dir: Path) -> Path:
@@ -105,6 +108,7 @@ def write_state(
         "racks": layout.racks,
         "log_dirs_per_node": layout.log_dirs_per_node,
         "tls": layout.tls,
+        "direct_access": layout.direct_access,
         "processes": [process_to_json(p) for p in procs],
     }
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
@@ -140,6 +144,7 @@ def read_state(data_dir: Path) -> tuple[ClusterLayout, str | None, list[ManagedP
             racks=list(document["racks"]) if document.get("racks") else None,
             log_dirs_per_node=int(document.get("log_dirs_per_node", 1)),
             tls=bool(document.get("tls", False)),
+            direct_access=bool(document.get("direct_access", True)),
         )
         procs = [process_from_json(p) for p in document["processes"]]
     except (KeyError, TypeError, ValueError) as e:

@@ -34,7 +34,7 @@ NODE_KINDS = {
     common_pb2.NODE_KIND_METADATA: "metadata",
 }
 # Subdirectories `cluster up --clean` may delete: only what the launcher itself creates.
-OWNED_PATHS = ("cluster.json", "logs", "run", "data", "tls")
+OWNED_PATHS = ("cluster.json", "logs", "run", "data", "tls", "direct-access.key")
 
 
 def role_config(text: str) -> tuple[str, str, str]:
@@ -90,6 +90,14 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="encrypt every channel: a throwaway CA and a certificate per process in "
         "<data-dir>/tls, mutual TLS between services, TLS on the gateways",
+    )
+    up.add_argument(
+        "--no-direct-access",
+        dest="direct_access",
+        action="store_false",
+        help="no direct data access: clients produce and fetch through the gateways only "
+        "(default: a key in <data-dir>/direct-access.key for every gateway and storage node, "
+        "and a direct port on each storage node; never with --tls)",
     )
     up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for ready")
     start_mode = up.add_mutually_exclusive_group()
@@ -147,6 +155,7 @@ def run_up(args: argparse.Namespace) -> int:
         extra_config=extra,
         racks=racks,
         tls=args.tls,
+        direct_access=args.direct_access,
     )
     if args.clean:
         _clean(cluster.data_dir)

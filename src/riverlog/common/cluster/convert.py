@@ -60,6 +60,7 @@ def node_to_proto(node: NodeInfo) -> common_pb2.Node:
         zero_copy_port=node.zero_copy_port,
         incarnation=node.incarnation,
         offline_replicas=tps_to_proto(node.offline_replicas),
+        direct_port=node.direct_port,
     )
 
 
@@ -73,6 +74,7 @@ def node_from_proto(msg: common_pb2.Node) -> NodeInfo:
         zero_copy_port=msg.zero_copy_port,
         incarnation=msg.incarnation,
         offline_replicas=tps_from_proto(msg.offline_replicas),
+        direct_port=msg.direct_port,
     )
 
 

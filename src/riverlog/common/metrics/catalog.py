@@ -142,6 +142,30 @@ _SPECS = (
         "kafka.server:type=socket-server-metrics,listener=*,name=connection-creation-total",
     ),
     MetricSpec(
+        "riverlog_direct_connections", C, ("node_id",), ("storage",),
+        "connections accepted on this storage node's direct port (clients holding grants, "
+        "decision 0047)",
+        "kafka.server:type=socket-server-metrics,listener=*,name=connection-creation-total",
+    ),
+    MetricSpec(
+        "riverlog_direct_grants", C, ("node_id", "result"), ("storage",),
+        "grant frames this storage node's direct port accepted or refused (bad signature, "
+        "another node's, expired); a refused one leaves the connection's previous grant",
+        "kafka.server:type=DelegationTokenManager (no direct equivalent)",
+    ),
+    MetricSpec(
+        "riverlog_direct_bytes", C, ("node_id", "operation"), ("storage",),
+        "bytes under grants on the direct port: record bytes sent to fetches (read) and "
+        "produce frame bytes taken (write)",
+        "kafka.server:type=BrokerTopicMetrics,name=BytesOutPerSec / BytesInPerSec",
+    ),
+    MetricSpec(
+        "riverlog_direct_budget_refusals", C, ("node_id",), ("storage",),
+        "frames answered DELEGATION_TOKEN_EXPIRED on the direct port (grant expired or its "
+        "byte budget spent): clients renewing their grants",
+        "kafka.server:type=DelegationTokenManager (no direct equivalent)",
+    ),
+    MetricSpec(
         "riverlog_remote_copy_bytes", C, ("node_id",), ("storage",),
         "segment bytes this storage node copied to the remote store as leader (tiered storage)",
         "kafka.server:type=BrokerTopicMetrics,name=RemoteCopyBytesPerSec",

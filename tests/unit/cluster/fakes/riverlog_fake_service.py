@@ -62,6 +62,7 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--zero-copy-port", type=int)
+    parser.add_argument("--direct-port", type=int)
     parser.add_argument("--log-dirs")
     parser.add_argument("--etcd")
     parser.add_argument("--metadata")
