@@ -38,7 +38,7 @@ def load(address: str, topic: str, partitions: int, records: int, size: int) -> 
     with AdminClient({"bootstrap.servers": address}) as admin:
         admin.create_topics([NewTopic(topic, partitions, 1)])
     value = b"x" * size
-    config = {"bootstrap.servers": address, "acks": "1", "linger.ms": 5}
+    config = {"bootstrap.servers": address, "acks": "1", "linger.ms": 5, "batch.size": 131072}
     with Producer(config) as producer:
         chunk = [value] * 10_000
         for done in range(0, records, len(chunk)):
@@ -76,7 +76,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=1)
     parser.add_argument("--storage-nodes", type=int, default=1)
-    parser.add_argument("--profile", type=float, default=0.0)
+    parser.add_argument("--profile", type=int, default=0)
+    parser.add_argument("--profile-target", default="client", help="a process name (storage-1)")
     parser.add_argument("--bootstrap")
     parser.add_argument("--pid", action="append", default=[], help="NAME=PID with --bootstrap")
     args = parser.parse_args()
@@ -97,11 +98,11 @@ def run(address: str, pids: dict[str, int], args: argparse.Namespace) -> None:
         for direct in (True, False):
             profiler = None
             if args.profile and direct:
-                out = f"direct-fetch-{round_}.svg"
+                out = f"direct-fetch-{args.profile_target}-{round_}.txt"
                 profiler = subprocess.Popen(
-                    [PY_SPY, "record", "-o", out, "--pid", str(os.getpid()),
-                     "-d", str(args.profile), "-r", "200"],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                    [PY_SPY, "record", "-o", out, "--pid", str(pids[args.profile_target]),
+                     "-d", str(args.profile), "-r", "200", "--idle", "-f", "raw"],
+                    stdout=subprocess.DEVNULL,
                 )  # fmt: skip
             before = {label: cpu_seconds(pid) for label, pid in pids.items()}
             elapsed = read_all(address, topic, args.partitions, args.records, direct)
