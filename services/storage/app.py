@@ -424,8 +424,6 @@ def config_from_args(argv: Sequence[str] | None = None) -> tuple[StorageConfig, 
             advertised_host=args.advertised_host,
             direct_port=args.direct_port,
         )
-        if config.direct_access_secret_key_file:
-            load_key(config.direct_access_secret_key_file)  # refused at start, not later
         LogConfig.from_overrides(dict(config.log_defaults))
         tls.zero_copy_listener(args.zero_copy_port)
     except (RiverlogError, ValueError) as exc:

@@ -8,7 +8,7 @@ connections at once shares one budget. Each fetch or produce frame under it asks
 first (expired, or budget spent: DELEGATION_TOKEN_EXPIRED) and is charged its bytes after
 (`charge`; a frame may overdraw the last bytes of a budget, by at most its own size, so no
 frame is too large for a small budget). Budgets of expired grants are forgotten at the next
-grant that arrives after them, so the table holds at most the grants alive at once.
+grant frame that arrives after them, so the table holds at most the grants alive at once.
 """
 
 from __future__ import annotations
@@ -50,13 +50,13 @@ class GrantLedger:
         """The grant in a grant frame; raises RiverlogError (SASL_AUTHENTICATION_FAILED or
         DELEGATION_TOKEN_EXPIRED) when refused."""
         now = self.clock.time_ms()
+        self._sweep(now)
         try:
             grant = verify_grant(data, self._key, self.node_id, now)
         except RiverlogError:
             self.refused += 1
             raise
         self.accepted += 1
-        self._sweep(now)
         if grant.grant_id not in self._budgets:
             self._budgets[grant.grant_id] = _Budget(grant.byte_budget, grant.expires_at_ms)
         return grant

@@ -384,6 +384,54 @@ def test_k8s_console_parses_reaches_the_gateway_service_and_probes_http() -> Non
     assert console["spec"]["ports"][0]["port"] == args.port
 
 
+# -- direct data access (decision 0047) ------------------------------------------------------
+
+KEY_SETTING = "direct.access.secret.key.file"
+
+
+def _key_file(args: list[str]) -> str:
+    for arg in args:
+        if arg.startswith(f"--config={KEY_SETTING}="):
+            return arg.split("=", 2)[2]
+    raise AssertionError(f"no {KEY_SETTING} in {args}")
+
+
+def test_compose_gives_gateways_and_storage_the_direct_access_secret() -> None:
+    data = _compose()
+    [(name, secret)] = data["secrets"].items()
+    assert secret["file"] == "./direct-access.key"
+    assert "deploy/direct-access.key" in (DEPLOY.parent / ".gitignore").read_text()
+    for service, role in _compose_roles().items():
+        if role not in ("storage", "gateway"):
+            continue
+        spec = data["services"][service]
+        assert name in spec["secrets"], service
+        args = [str(a) for a in spec["command"]]
+        assert _key_file(args) == f"/run/secrets/{name}"
+        if role == "storage":
+            assert int(_flag(args, "--direct-port")) > 0
+
+
+def test_k8s_mounts_the_generated_direct_access_secret() -> None:
+    [kustomization] = [d for _, d in _k8s_docs() if d["kind"] == "Kustomization"]
+    [generator] = kustomization["secretGenerator"]
+    assert "deploy/k8s/direct-access.key" in (DEPLOY.parent / ".gitignore").read_text()
+    [key_name] = generator["files"]
+    for workload, container, role in _riverlog_containers():
+        if role not in ("storage", "gateway"):
+            continue
+        volumes = {v["name"]: v for v in workload["spec"]["template"]["spec"].get("volumes", [])}
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        path = Path(_key_file(container["args"]))
+        assert path.name == key_name
+        volume = volumes[mounts[str(path.parent)]]
+        assert volume["secret"]["secretName"] == generator["name"], role
+        if role == "storage":
+            port = int(_flag(container["args"], "--direct-port"))
+            assert port in {p["containerPort"] for p in container["ports"]}
+            assert port in {p["port"] for p in _services()["riverlog-storage"]["spec"]["ports"]}
+
+
 # -- scaling (deploy/README.md, "Scaling") -------------------------------------------------
 
 

@@ -2,9 +2,10 @@
 two gateways whose super users are User:admin and, for the fixtures' topic helper,
 User:ANONYMOUS): a principal without WRITE cannot produce and
 nothing is written, READ on a prefix reads and lists only the matching topics, a group ACL
-blocks joining, DescribeLogDirs needs DESCRIBE on the cluster, and a change applies on both
-gateways (the time it took is printed). The SDK clients' cases run against both SDK flavours,
-sync and asyncio (the `sdk` fixture, sdk_flavours.py)."""
+blocks joining, DescribeLogDirs needs DESCRIBE on the cluster, a change applies on both
+gateways (the time it took is printed), and a grant of direct data access (decision 0047)
+needs the operation's ACL on every topic it names. The SDK clients' cases run against both
+SDK flavours, sync and asyncio (the `sdk` fixture, sdk_flavours.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from direct_client import DirectConnection, fetch_request
 from sdk_flavours import Sdk
 
 from riverlog.client import AdminClient, Consumer, TopicPartition
@@ -51,6 +53,7 @@ USERS = {
     "alice": "pw-alice",
     "bob": "pw-bob",
     "dave": "pw-dave",
+    "frank": "pw-frank",
     "carol": "pw-carol",  # last but one: the fixture waits until it authenticates
     "erin": "pw-erin",
 }
@@ -605,3 +608,35 @@ def test_offset_fetch_answers_refused_topics_and_the_sdk_raises(acl_cluster: Loc
         with pytest.raises(RiverlogError) as info:
             consumer.committed([TopicPartition(allowed, 0)], timeout_ms=15_000)
         assert info.value.code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+def test_a_direct_access_grant_needs_the_acl_on_every_topic(acl_cluster: LocalCluster) -> None:
+    topic = "acl-direct"
+    acl_cluster.create_topic(topic, partitions=1)
+    with Caller(acl_cluster, "admin") as admin:
+        assert admin.produce(topic).error_code == 0
+    with _admin(acl_cluster) as client:
+        client.create_acls([_binding(topic, AclOperation.READ, "User:frank")])
+
+    def grant(caller: Caller, op: int, topics: list[str]) -> gateway_pb2.GrantDataAccessResponse:
+        request = gateway_pb2.GrantDataAccessRequest(
+            operation=op,  # type: ignore[arg-type]
+            topics=topics,
+            node_id=1,
+        )
+        return caller.call(caller.stub.GrantDataAccess, request)  # type: ignore[return-value]
+
+    with Caller(acl_cluster, "frank") as frank:
+        read = gateway_pb2.DATA_ACCESS_READ
+        assert _until(lambda: grant(frank, read, [topic]).error_code == 0, 5.0)
+        write = grant(frank, gateway_pb2.DATA_ACCESS_WRITE, [topic])
+        assert write.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED and not write.grant
+        assert "not authorized to WRITE" in write.error_message
+        mixed = grant(frank, read, [topic, BASELINE_TOPIC])  # one refused: nothing granted
+        assert mixed.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED and not mixed.grant
+        assert BASELINE_TOPIC in mixed.error_message
+        granted = grant(frank, read, [topic])
+    with DirectConnection(granted.host, granted.direct_port) as conn:
+        assert conn.send_grant(granted.grant).error_code == 0
+        (part,) = conn.fetch(fetch_request(topic)).partitions
+        assert part.error_code == 0 and part.high_watermark == 1 and part.records

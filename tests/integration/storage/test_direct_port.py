@@ -79,7 +79,7 @@ def test_a_granted_produce_and_fetch_take_the_direct_port(
         fetched = conn.fetch(fetch_request(topic))
     (part,) = fetched.partitions
     assert part.error_code == 0 and part.high_watermark == 3
-    assert sum(b.record_count for b in iter_batches(part.records)) == 3
+    assert sum(b.records_count for b in iter_batches(part.records)) == 3
     after = direct_counters(cluster, node.node_id)
     assert after.connections >= before.connections + 2
     assert after.grants_accepted >= before.grants_accepted + 2

@@ -60,8 +60,19 @@ def test_start_runs_every_role_with_the_agreed_command_line(cluster: LocalCluste
     assert args[args.index("--metadata") + 1] == ",".join(cluster.metadata_addresses)
     assert args[args.index("--rack") + 1] == "r2"
     configs = [args[i + 1] for i, arg in enumerate(args) if arg == "--config"]
-    # every process serves /metrics on a free port; extra_config comes after (and wins)
-    assert configs == ["metrics.prometheus.port=0", "log.segment.bytes=1024"]
+    # the cluster's direct-access key (decision 0047; made once, 0600), /metrics on a free
+    # port; extra_config comes after (and wins)
+    key = cluster.data_dir / "direct-access.key"
+    assert configs == [
+        f"direct.access.secret.key.file={key}",
+        "metrics.prometheus.port=0",
+        "log.segment.bytes=1024",
+    ]
+    assert key.stat().st_mode & 0o777 == 0o600 and len(key.read_text().strip()) == 64
+    assert args[args.index("--direct-port") + 1] == "0"
+    gateway_args = cluster.gateway(1).spec.args
+    assert f"direct.access.secret.key.file={key}" in gateway_args
+    assert not [a for a in cluster.metadata(1).spec.args if a.startswith("direct.")]
     assert Path(args[args.index("--log-dirs") + 1]).is_dir()
     meta_args = cluster.metadata(1).spec.args
     assert meta_args[meta_args.index("--etcd") + 1] == FAKE_ETCD
