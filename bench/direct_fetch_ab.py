@@ -66,6 +66,9 @@ def read_all(address: str, topic: str, partitions: int, records: int, direct: bo
         used = consumer.metrics()["direct-fetch-total"]
         if direct != (used > 0):
             raise SystemExit(f"direct.access={direct} but {used} direct fetches")
+        if direct:
+            grants = consumer.metrics()["direct-grant-total"]
+            print(f"  {used:.0f} direct fetches, {grants:.0f} grants")
         return elapsed
 
 

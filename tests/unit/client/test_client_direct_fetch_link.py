@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from riverlog.client.consumer.chunk import ConsumerRecord
-from riverlog.client.consumer.direct import _GRANT_ANSWER, DirectCall, _Link
+from riverlog.client.consumer.direct import _GRANT_ANSWER, AnswerBuffers, DirectCall, _Link
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.records import BatchBuilder
 from riverlog.common.records.reader import decode_rows
@@ -91,7 +91,7 @@ def test_answers_in_pieces_come_out_whole(
     pair: tuple[socket.socket, socket.socket], piece: int
 ) -> None:
     client, server = pair
-    link = _Link(1, client)
+    link = _Link(1, client, AnswerBuffers())
     keeper = Keeper()
     first = DirectCall(1, 5, float("inf"), False)
     second = DirectCall(1, 5, float("inf"), True)
@@ -115,7 +115,7 @@ def test_answers_in_pieces_come_out_whole(
 
 def test_a_refused_grant_raises(pair: tuple[socket.socket, socket.socket]) -> None:
     client, server = pair
-    link = _Link(1, client)
+    link = _Link(1, client, AnswerBuffers())
     link.pending.extend([_GRANT_ANSWER, DirectCall(1, 5, float("inf"), False)])
     with pytest.raises(RiverlogError) as raised:
         _feed(server, link, Keeper(), _grant_answer(ErrorCode.SASL_AUTHENTICATION_FAILED), 0)
@@ -126,7 +126,7 @@ def test_a_close_in_the_middle_fails_the_fetches_retriably(
     pair: tuple[socket.socket, socket.socket],
 ) -> None:
     client, server = pair
-    link = _Link(1, client)
+    link = _Link(1, client, AnswerBuffers())
     calls = [DirectCall(1, 5, float("inf"), False) for _ in range(2)]
     link.pending.extend(calls)
     data = _fetch_answer([(0, _batch(0, 3))])
@@ -146,7 +146,7 @@ def test_a_close_in_the_middle_fails_the_fetches_retriably(
 
 def test_an_expired_grant_is_dropped(pair: tuple[socket.socket, socket.socket]) -> None:
     client, server = pair
-    link = _Link(1, client)
+    link = _Link(1, client, AnswerBuffers())
     keeper = Keeper()
     call = DirectCall(1, 9, float("inf"), False)
     link.pending.append(call)
@@ -155,3 +155,21 @@ def test_an_expired_grant_is_dropped(pair: tuple[socket.socket, socket.socket]) 
     )
     assert done == [call] and keeper.expired_serials == [9]
     assert call.result().partitions[0].error_code == ErrorCode.DELEGATION_TOKEN_EXPIRED
+
+
+def test_answer_buffers_are_reused_only_once_nothing_refers_to_them() -> None:
+    buffers = AnswerBuffers()
+    size = 2 * AnswerBuffers.SMALLEST
+    first = buffers.take(size)
+    second = buffers.take(size)
+    assert second is not first  # `first` is still held
+    view = memoryview(second)
+    del second
+    third = buffers.take(size)
+    assert third is not first and third is not view.obj  # both still referred to
+    first_id = id(first)
+    del first
+    assert id(buffers.take(size)) == first_id  # free again: reused
+    assert len(buffers.take(size - 1)) == size  # a larger buffer may serve
+    assert len(buffers.take(10)) == 10  # small answers: a buffer of their own
+    assert buffers.take(size * 3) is not third

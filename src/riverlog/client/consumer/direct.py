@@ -30,6 +30,7 @@ import os
 import select
 import selectors
 import socket
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -83,12 +84,63 @@ class DirectCall:
 _GRANT_ANSWER: Final = None  # a pending grant frame's place in a link's queue
 
 
+class AnswerBuffers:
+    """The bytearrays answers' records are read into, reused once nothing refers to them any
+    more (every chunk of the answer decoded): a new 4 MiB bytearray is zeroed, and its pages
+    faulted in, before the socket's bytes are copied over, some 7 % of the consumer's time at
+    1 KiB records. A buffer may be larger than its answer (the answer's ranges say where its
+    records are). Small answers get a buffer of their own."""
+
+    SMALLEST: Final = 256 * 1024
+    KEPT: Final = 6
+
+    def __init__(self) -> None:
+        self._kept: list[bytearray] = []
+
+    def take(self, size: int) -> bytearray:
+        if size < self.SMALLEST:
+            return bytearray(size)
+        kept = self._kept
+        for buf in kept:
+            if _unused(buf) and size <= len(buf) <= 2 * size:
+                return buf
+        buf = bytearray(size)
+        if len(kept) >= self.KEPT:
+            unused = [b for b in kept if _unused(b)]
+            if not unused:
+                return buf
+            kept.remove(min(unused, key=len))
+        kept.append(buf)
+        return buf
+
+
+def _refs(buf: bytearray) -> int:
+    return sys.getrefcount(buf)
+
+
+def _unused(buf: bytearray) -> bool:
+    """Whether only the caller's loop over the kept buffers refers to `buf` (the list, the
+    loop's variable, and this call's arguments)."""
+    return sys.getrefcount(buf) <= _UNUSED
+
+
+def _baseline() -> int:
+    kept = [bytearray(1)]
+    for buf in kept:
+        return _refs(buf)
+    raise AssertionError("unreachable")
+
+
+_UNUSED: Final = _baseline()
+
+
 class _Link:
     """One connection to a node's direct port; its frames' answers come in order."""
 
-    def __init__(self, node_id: int, sock: socket.socket) -> None:
+    def __init__(self, node_id: int, sock: socket.socket, buffers: AnswerBuffers) -> None:
         self.node_id = node_id
         self.sock = sock
+        self._buffers = buffers
         self.serial = 0  # the grant it carries (0: none yet)
         self.pending: deque[DirectCall | None] = deque()
         self.waiting = 0  # fetches in `pending` that may long-poll
@@ -96,6 +148,7 @@ class _Link:
         self._length = bytearray(FRAME_HEADER.size)
         self._buf = self._length
         self._view = memoryview(self._buf)
+        self._want = len(self._buf)
         self._pos = 0
         self._head: Any = None
         self._ranges: list[tuple[int, int]] = []
@@ -120,7 +173,7 @@ class _Link:
         sock = self.sock
         while True:
             pos = self._pos
-            want = len(self._buf)
+            want = self._want
             if pos < want:
                 try:
                     n = sock.recv_into(self._view[pos:])
@@ -133,10 +186,12 @@ class _Link:
                     continue  # a short read: try once more (EAGAIN ends it)
             self._advance(keeper, done)
 
-    def _expect(self, phase: int, buf: bytearray) -> None:
+    def _expect(self, phase: int, buf: bytearray, size: int | None = None) -> None:
+        """Read `size` bytes (all of `buf` by default) into `buf` next."""
         self._phase = phase
         self._buf = buf
         self._view = memoryview(buf)
+        self._want = len(buf) if size is None else size
         self._pos = 0
 
     def _advance(self, keeper: GrantKeeper, done: Callable[[DirectCall], None]) -> None:
@@ -171,7 +226,7 @@ class _Link:
             self._head = head
             keeper.spend(self.node_id, call.serial, total + len(self._buf))
             if total:
-                self._expect(_RAW, bytearray(total))
+                self._expect(_RAW, self._buffers.take(total), total)
                 return
             self._finish(keeper, done, b"")
             return
@@ -220,6 +275,7 @@ class DirectLinks:
         os.set_blocking(self._wake_w, False)
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._selecting = False
+        self._buffers = AnswerBuffers()
         self.sent = 0
         """Fetch frames sent since the start (the direct path was taken)."""
 
@@ -285,7 +341,7 @@ class DirectLinks:
             return None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setblocking(False)
-        link = _Link(grant.node_id, sock)
+        link = _Link(grant.node_id, sock, self._buffers)
         links.append(link)
         self._selector.register(sock, selectors.EVENT_READ, link)
         return link
