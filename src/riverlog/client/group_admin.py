@@ -12,6 +12,7 @@ as the admin client.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from riverlog.v1 import coordinator_pb2 as pb
 from .config import AdminConfig
 from .consumer.group.api import OffsetAndMetadata
 from .consumer.group.grpc_api import committed_from_proto
+
+log = logging.getLogger(__name__)
 
 RETRY_BACKOFF_S = 0.1
 
@@ -164,7 +167,10 @@ class GroupAdminMixin:
         self, group_id: str, partitions: Iterable[TopicPartition] | None = None
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         """The group's committed offsets: of `partitions`, or every one it has (partitions
-        with none committed are left out)."""
+        with none committed are left out). As Kafka's listConsumerGroupOffsets, a partition
+        answered with its own error (TOPIC_AUTHORIZATION_FAILED for a topic the caller may not
+        DESCRIBE) is left out too, with a warning in the log; an error of the whole call (the
+        group refused: GROUP_AUTHORIZATION_FAILED) raises."""
         wanted = None if partitions is None else list(partitions)
         topics: dict[str, list[int]] = {}
         for tp in wanted or []:
@@ -178,8 +184,8 @@ class GroupAdminMixin:
         out: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, c in committed_from_proto(response).items():
             if c.error_code != ErrorCode.NONE:
-                cause = error_for(c.error_code)
-                raise RiverlogError(f"{tp}: {cause.message}", cause.code)
+                log.warning("skipping the offset of %s: %s", tp, code_of(c.error_code).name)
+                continue
             if c.offset >= 0:
                 out[tp] = OffsetAndMetadata(c.offset, c.metadata, c.leader_epoch)
         return dict(sorted(out.items()))

@@ -117,20 +117,6 @@ def correlation_id_field(correlation_id: int) -> bytes:
     return b"\x28" + encode_varint(correlation_id) if correlation_id else b""
 
 
-def encode_produce_frame(
-    acks: int,
-    timeout_ms: int,
-    transactional_id: str,
-    correlation_id: int,
-    parts: list[ProduceFramePart],
-) -> bytes:
-    """The produce lane's frame of a `data_pb2.ProduceRequest`, its wire form encoded by hand
-    (`produce_request_pieces`): each partition's records are copied once, into the frame, where
-    building the message, serializing it and framing it copied them three times (decision
-    0015's addendum). Raises as `encode_frame` for a request over MAX_REQUEST_FRAME."""
-    return b"".join(produce_frame_pieces(acks, timeout_ms, transactional_id, correlation_id, parts))
-
-
 def produce_frame_pieces(
     acks: int,
     timeout_ms: int,
@@ -138,8 +124,12 @@ def produce_frame_pieces(
     correlation_id: int,
     parts: list[ProduceFramePart],
 ) -> list[bytes | memoryview]:
-    """`encode_produce_frame` as the pieces whose join is the frame: the records as given, for
-    a writer that sends them as they are (the lane's `writelines`: no copy before the socket)."""
+    """The produce lane's frame of a `data_pb2.ProduceRequest`, its wire form encoded by hand
+    (`produce_request_pieces`), as the pieces whose join is the frame: the records as given,
+    for a writer that sends them as they are (the lane's `writelines`: no copy before the
+    socket), where building the message, serializing it and framing it copied them three times
+    (decision 0015's addendum). Raises MESSAGE_TOO_LARGE for a request over
+    MAX_REQUEST_FRAME, before anything is sent."""
     pieces = produce_request_pieces(acks, timeout_ms, transactional_id, correlation_id, parts)
     size = sum(map(len, pieces))
     if size > MAX_REQUEST_FRAME:

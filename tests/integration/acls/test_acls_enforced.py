@@ -546,7 +546,8 @@ def test_offset_fetch_answers_refused_topics_and_the_sdk_raises(acl_cluster: Loc
     """Kafka's OffsetFetch: a topic the principal may not DESCRIBE answers each asked partition
     TOPIC_AUTHORIZATION_FAILED with offset -1 (it was left out, which the SDK read as "nothing
     committed" and reset), a group it may not DESCRIBE fails the call with
-    GROUP_AUTHORIZATION_FAILED; the SDK consumer's committed() raises both."""
+    GROUP_AUTHORIZATION_FAILED; the SDK consumer's committed() raises both, the admin client's
+    list_group_offsets skips the refused partition and raises the refused group."""
     allowed, secret, group = "acl-offsets-ok", "acl-offsets-secret", "acl-offsets-group"
     for topic in (allowed, secret):
         acl_cluster.create_topic(topic, partitions=1)
@@ -607,6 +608,15 @@ def test_offset_fetch_answers_refused_topics_and_the_sdk_raises(acl_cluster: Loc
     with Consumer({**conf, "group.id": "acl-offsets-other"}) as consumer:
         with pytest.raises(RiverlogError) as info:
             consumer.committed([TopicPartition(allowed, 0)], timeout_ms=15_000)
+        assert info.value.code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+    # The admin client, as Kafka's listConsumerGroupOffsets, leaves the refused partition out
+    # (a warning in its log) and answers the others; a refused group fails the call.
+    asked = [TopicPartition(secret, 0), TopicPartition(allowed, 0)]
+    with _admin(acl_cluster, "dave") as admin_client:
+        offsets = admin_client.list_group_offsets(group, asked)
+        assert {tp: om.offset for tp, om in offsets.items()} == {TopicPartition(allowed, 0): 3}
+        with pytest.raises(RiverlogError) as info:
+            admin_client.list_group_offsets("acl-offsets-other", asked)
         assert info.value.code == ErrorCode.GROUP_AUTHORIZATION_FAILED
 
 

@@ -32,12 +32,14 @@ def own_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
 def test_kill_and_restart_a_storage_node_on_its_old_ports(own_cluster: LocalCluster) -> None:
     node = own_cluster.storage(2)
     old_pid, old_address = node.pid, node.address
-    old_zero_copy = node.info["zero_copy_port"]
+    old_zero_copy, old_direct = node.info["zero_copy_port"], node.info["direct_port"]
+    assert old_direct > 0  # the launcher's clusters have direct access (decision 0047)
     node.kill(signal.SIGKILL)
     assert not node.alive and not pid_running(old_pid or 0)
     node.restart(timeout=60)
     assert node.pid != old_pid and node.alive
     assert node.address == old_address and node.info["zero_copy_port"] == old_zero_copy
+    assert node.info["direct_port"] == old_direct  # clients' metadata stays valid
     view = own_cluster.wait_ready(60)
     assert view is not None and view.storage_nodes == {1, 2}
     state = json.loads((own_cluster.data_dir / "cluster.json").read_text())

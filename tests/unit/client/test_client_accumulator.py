@@ -240,6 +240,38 @@ def test_bad_record_type_frees_its_reservation() -> None:
     fill(acc, 1)  # the accumulator still works
 
 
+class FailingClock(Clock):
+    """A clock that raises while `failing`: a failure (a MemoryError, a KeyboardInterrupt)
+    while a new batch is being opened, after its memory was reserved."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failing = False
+
+    def __call__(self) -> float:
+        if self.failing:
+            raise MemoryError
+        return self.now
+
+
+def test_a_failure_while_opening_a_batch_gives_its_memory_back() -> None:
+    clock = FailingClock()
+    acc, _ = make(clock)
+    clock.failing = True
+    with pytest.raises(MemoryError):
+        acc.append("t", 0, 0, None, VALUE, None)
+    assert acc.available_memory == 64 * 1024
+    clock.failing = False
+    fill(acc, 8)  # a full batch (~110 bytes each, 1024-byte batches)
+    charged = acc.available_memory
+    clock.failing = True
+    with pytest.raises(MemoryError):  # the open batch is full: a new one would open
+        fill(acc, 1)
+    assert acc.available_memory == charged
+    clock.failing = False
+    fill(acc, 1)  # the accumulator still works
+
+
 def test_close_refuses_appends_and_readies_batches() -> None:
     clock = Clock()
     acc, _ = make(clock, linger_ms=60_000)

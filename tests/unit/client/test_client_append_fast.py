@@ -6,6 +6,7 @@ the Python send."""
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from typing import Any
@@ -291,3 +292,39 @@ def test_a_lock_held_elsewhere_is_waited_for_and_every_append_releases_it() -> N
     # threading's own use of the lock still works after the C path took and released it
     assert acc._lock.acquire(blocking=False)
     acc._lock.release()
+
+
+def test_an_append_that_runs_out_of_memory_changes_nothing() -> None:
+    """A MemoryError anywhere in the C append (each allocation made to fail in turn with
+    CPython's _testcapi.set_nomemory) leaves the batch and buffer.memory's counter as they
+    were: the counter is charged only together with the batch's `reserved`, which gives it
+    back, so no failure leaks budget; and the batch's columns always agree with its count."""
+    testcapi = pytest.importorskip("_testcapi")
+    acc = make(batch_size=1 << 20, buffer_memory=1 << 24)
+    fast = acc.append_fast
+    assert fast is not None
+    acc.append_sticky("t", [0], TS, None, b"v" * 300)  # estimate and reserved: allocated ints
+    batch = acc._sticky["t"]
+    total = acc._total_memory
+    failed = 0
+    gc.disable()  # no collection inside the window: only the append allocates
+    try:
+        for nth in range(40):
+            before = state(acc)
+            testcapi.set_nomemory(nth, nth + 1)  # only the nth allocation from here fails
+            try:
+                future = fast("t", TS, None, b"v" * 300)
+            except MemoryError:
+                future = None
+            finally:
+                testcapi.remove_mem_hooks()
+            if future is None:
+                failed += 1
+                assert state(acc) == before
+            else:
+                assert future._index == batch.count - 1
+            assert batch.count == len(batch.timestamps) == len(batch.keys) == len(batch.values)
+            assert acc.available_memory + batch.reserved == total
+    finally:
+        gc.enable()
+    assert failed > 0

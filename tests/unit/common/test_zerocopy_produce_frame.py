@@ -1,4 +1,4 @@
-"""`encode_produce_frame`: the produce lane's frame encoded from the parts by hand is the frame
+"""`produce_frame_pieces`: the produce lane's frame encoded from the parts by hand is the frame
 of the ProduceRequest message those fields make (decision 0015's addendum)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from produce_request_testkit import INT32, message
+from produce_request_testkit import INT32, encode_produce_frame, message
 
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.zerocopy import (
@@ -14,7 +14,6 @@ from riverlog.common.zerocopy import (
     KIND_PRODUCE,
     MAX_REQUEST_FRAME,
     encode_frame,
-    encode_produce_frame,
     produce_frame_pieces,
     split_request_header,
 )

@@ -383,34 +383,40 @@ class RecordAccumulator:
                 f"({self._total_memory})"
             )
         self._allocate(RECORD_MEMORY)  # may wait, letting other threads append meanwhile
-        opens = self._open.setdefault(topic, [])
-        if len(opens) <= partition:
-            opens.extend([None] * (partition + 1 - len(opens)))
-        batch = opens[partition]
-        if batch is not None and not batch.closed:
-            if batch.append(record):
-                batch.reserved += RECORD_MEMORY
-                return self._future(batch, on_done, trace_context), batch
-            batch.closed = True  # full: ready now
+        # buffer.memory charged and not yet in a batch's `reserved` (which gives it back):
+        # freed if anything fails before a batch holds it, or the budget would shrink for good.
+        charged = RECORD_MEMORY
         try:
+            opens = self._open.setdefault(topic, [])
+            if len(opens) <= partition:
+                opens.extend([None] * (partition + 1 - len(opens)))
+            batch = opens[partition]
+            if batch is not None and not batch.closed:
+                if batch.append(record):
+                    batch.reserved += RECORD_MEMORY
+                    charged = 0
+                    return self._future(batch, on_done, trace_context), batch
+                batch.closed = True  # full: ready now
             self._allocate(size)  # may wait, letting other threads append meanwhile
-        except BaseException:
-            self._free(RECORD_MEMORY)
-            raise
-        batch = opens[partition]
-        if batch is not None and not batch.closed:
-            batch.closed = True  # opened by another thread while we waited: close it, ours next
-        batch = ProducerBatch(
-            topic,
-            partition,
-            self._clock(),
-            batch_size=self._batch_size,
-            compression=self._compression,
-        )
-        batch.reserved = size + RECORD_MEMORY
-        batch.append(record)
-        dq = self._deque(topic, partition)
-        dq.append(batch)
+            charged += size
+            batch = opens[partition]
+            if batch is not None and not batch.closed:
+                batch.closed = True  # opened by another thread while we waited: ours next
+            batch = ProducerBatch(
+                topic,
+                partition,
+                self._clock(),
+                batch_size=self._batch_size,
+                compression=self._compression,
+            )
+            batch.append(record)
+            batch.reserved = charged
+            dq = self._deque(topic, partition)
+            dq.append(batch)  # queued: the sender releases it, and its `reserved` with it
+            charged = 0
+        finally:
+            if charged:
+                self._free(charged)
         opens[partition] = batch
         self._active[(topic, partition)] = dq
         self._incomplete.add(batch)

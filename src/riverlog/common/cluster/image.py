@@ -34,11 +34,11 @@ class NodeInfo:
     rack: str = ""
     zero_copy_port: int = 0
     incarnation: int = 0
-    direct_port: int = 0
-    """Storage: the direct data port for clients holding grants (decision 0047); 0: none."""
     offline_replicas: frozenset[TopicPartition] = frozenset()
     """Storage: replicas on its offline log dirs, never to lead or be in sync again until the
     node restarts (decision 0022)."""
+    direct_port: int = 0
+    """Storage: the direct data port for clients holding grants (decision 0047); 0: none."""
 
     @property
     def address(self) -> str:

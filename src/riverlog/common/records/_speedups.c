@@ -1594,14 +1594,11 @@ static PyObject *appender_new(PyTypeObject *type, PyObject *args, PyObject *kwar
 
 #define SLOT(obj, i) (*(PyObject **)((char *)(obj) + a->offsets[i]))
 
-static int set_slot_ssize(Appender *a, PyObject *obj, int i, Py_ssize_t v) {
-    PyObject *n = PyLong_FromSsize_t(v);
-    if (n == NULL)
-        return -1;
+/* Store `v` (a new reference, stolen) in slot i of `obj`. */
+static void set_slot(Appender *a, PyObject *obj, int i, PyObject *v) {
     PyObject *old = SLOT(obj, i);
-    SLOT(obj, i) = n;
+    SLOT(obj, i) = v;
     Py_XDECREF(old);
-    return 0;
 }
 
 /* The append with the lock held: the future, Py_None (not taken) or NULL (error). */
@@ -1646,6 +1643,10 @@ static PyObject *append_locked(Appender *a, PyObject *topic, PyObject *timestamp
         Py_RETURN_NONE;
     if (a->available < a->memory)
         Py_RETURN_NONE;
+    /* Every step that may fail (the future, the batch's new counts, the columns' appends)
+     * comes before the first change to the batch and to `available`, so a failure (a
+     * MemoryError) leaves both as they were: buffer.memory is charged exactly when the batch's
+     * `reserved` says so, which is what gives it back. */
     PyObject *future = a->future_type->tp_alloc(a->future_type, 2);
     if (future == NULL)
         return NULL;
@@ -1653,30 +1654,34 @@ static PyObject *append_locked(Appender *a, PyObject *topic, PyObject *timestamp
     Py_INCREF(result);
     PyTuple_SET_ITEM(future, 0, result);
     PyTuple_SET_ITEM(future, 1, index); /* the future owns index */
-    /* Every step that may fail comes before the first change to the batch. */
-    if (PyList_Append(timestamps, timestamp) < 0) {
-        Py_DECREF(future);
-        return NULL;
-    }
+    PyObject *new_count = PyLong_FromSsize_t(count + 1);
+    PyObject *new_estimate = PyLong_FromSsize_t(size);
+    PyObject *new_reserved = PyLong_FromSsize_t(reserved + a->memory);
+    if (new_count == NULL || new_estimate == NULL || new_reserved == NULL)
+        goto fail;
+    if (PyList_Append(timestamps, timestamp) < 0)
+        goto fail;
     if (PyList_Append(keys, key) < 0) {
         PyList_SetSlice(timestamps, count, count + 1, NULL);
-        Py_DECREF(future);
-        return NULL;
+        goto fail;
     }
     if (PyList_Append(values, value) < 0) {
         PyList_SetSlice(keys, count, count + 1, NULL);
         PyList_SetSlice(timestamps, count, count + 1, NULL);
-        Py_DECREF(future);
-        return NULL;
+        goto fail;
     }
+    /* From here nothing fails. */
     a->available -= a->memory;
-    if (set_slot_ssize(a, batch, S_COUNT, count + 1) < 0 ||
-        set_slot_ssize(a, batch, S_ESTIMATE, size) < 0 ||
-        set_slot_ssize(a, batch, S_RESERVED, reserved + a->memory) < 0) {
-        Py_DECREF(future); /* MemoryError on a small int: the batch is inconsistent */
-        return NULL;
-    }
+    set_slot(a, batch, S_COUNT, new_count);
+    set_slot(a, batch, S_ESTIMATE, new_estimate);
+    set_slot(a, batch, S_RESERVED, new_reserved);
     return future;
+fail:
+    Py_XDECREF(new_count);
+    Py_XDECREF(new_estimate);
+    Py_XDECREF(new_reserved);
+    Py_DECREF(future);
+    return NULL;
 }
 
 /* The record appended (its future), Py_None (left to the Python path) or NULL (error). */
