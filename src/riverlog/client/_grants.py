@@ -2,20 +2,19 @@
 frames straight to a partition leader's direct port instead of through a gateway.
 
 A grant is asked of the gateway (`GrantDataAccess`) per (storage node, operation), naming every
-topic the client uses on that node; it is kept until shortly before it expires, until the
-bytes it covers are mostly used (the node answers DELEGATION_TOKEN_EXPIRED once they are all
-spent, which costs a round trip: asking a little early avoids it), or until the node answers
-that it expired; a topic not covered yet asks for a new one covering it too. Where direct access
-cannot be had the answer is None, and the caller uses the gateway for that node: the cluster
-offers none (DELEGATION_TOKEN_AUTH_DISABLED, or a gateway without the RPC), or the node has no
-direct port, or the gateway refused (a topic not authorized, an unknown node); it is asked
-again after metadata.max.age.ms (a refusal of one node, or a failed call, after
-retry.backoff.ms... doubled up to metadata.max.age.ms). The grant's throttle_time_ms (the
-byte-rate quota it was charged to) is recorded with the gateway's other throttles, so the
-client pauses as after a throttled fetch.
+topic the client uses on that node (a topic not covered yet asks for a new one covering the
+old ones too). The next one is asked in the background, while the current one serves, once
+half its bytes are used or shortly before it expires (the node answers
+DELEGATION_TOKEN_EXPIRED once they are all spent, which costs a round trip); an answer that it
+expired drops it. Where direct access cannot be had the answer is None and the caller uses the
+gateway for that node: the cluster offers none (DELEGATION_TOKEN_AUTH_DISABLED, or a gateway
+without the RPC), the node has no direct port, or the gateway refused (a topic not authorized,
+an unknown node), asked again after metadata.max.age.ms; a failed call is retried after
+retry.backoff.ms, doubling up to that. The grant's throttle_time_ms (the byte-rate quota it
+was charged to) is recorded with the gateway's other throttles, so the client pauses as after
+a throttled fetch.
 
-Thread-safe: one lock around the look-up and the RPC (the producer's sender and the consumer's
-thread each have their own keeper).
+Thread-safe: a lock around everything but the look-up of a grant that needs nothing done.
 """
 
 from __future__ import annotations
