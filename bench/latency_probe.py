@@ -31,6 +31,7 @@ ProduceStream message through the gateway, and the SDK's `send().result()`.
     .venv/bin/python bench/latency_probe.py --bootstrap 127.0.0.1:PORT [--partitions 1]
         [--rate 1000] [--seconds 5] [--linger-ms N] [--reps 3] [--pid PID ...]
         [--hops DATA_DIR] [--grpc-fetch] [--data-dir DATA_DIR] [--fetch-push-credit N]
+        [--no-direct]
 """
 
 from __future__ import annotations
@@ -255,7 +256,10 @@ def run_once(args: argparse.Namespace, rep: int) -> str:
         value_size=args.value_size,
         grpc_fetch=args.grpc_fetch,
         pids=args.pid,
-        consumer={"fetch.push.credit": args.fetch_push_credit} if args.fetch_push_credit else None,
+        consumer={
+            **({"fetch.push.credit": args.fetch_push_credit} if args.fetch_push_credit else {}),
+            **({"direct.access": False} if args.no_direct else {}),
+        },
         on_ready=count_connections,
     )
     connections = ""
@@ -367,6 +371,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--grpc-fetch", action="store_true", help="read with one plain gRPC Fetch at a time"
+    )
+    parser.add_argument(
+        "--no-direct", action="store_true", help="the SDK reader with direct.access=false"
     )
     parser.add_argument(
         "--data-dir", help="the cluster's data dir: count zero-copy connections opened"

@@ -27,18 +27,21 @@ __all__ = ["FetchAnswer", "parse_fetch_response", "records_of"]
 _PARTITIONS_KEY: Final = 0x0A  # field 1, length-delimited
 _RECORDS_KEY: Final = 0x42  # field 8, length-delimited
 
-Records = tuple[bytes, int, int]
+Records = tuple[bytes | bytearray, int, int]
 """A partition's records: data[start:end] of `data`."""
 
 
 class FetchAnswer:
-    """A FetchResponse whose partitions' records are ranges of the received bytes. The
-    message's other fields read as on the protobuf message (`partitions[i].records` is empty:
-    `records(i)` holds them)."""
+    """A FetchResponse whose partitions' records are ranges of the received bytes (`data`: the
+    stream's message, or the bytearray a direct fetch read its answer's records into,
+    `consumer/direct.py`). The message's other fields read as on the protobuf message
+    (`partitions[i].records` is empty: `records(i)` holds them)."""
 
     __slots__ = ("_ranges", "data", "message")
 
-    def __init__(self, message: Any, data: bytes, ranges: list[tuple[int, int]]) -> None:
+    def __init__(
+        self, message: Any, data: bytes | bytearray, ranges: list[tuple[int, int]]
+    ) -> None:
         self.message = message
         self.data = data
         self._ranges = ranges

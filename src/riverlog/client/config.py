@@ -387,6 +387,12 @@ class ConsumerConfig(_ClientConfig):
         "Assignors in preference order (range, roundrobin, sticky, cooperative-sticky)",
     )
     client_rack: str = _key("", _parse_str, "This consumer's rack (assignors, nearest replica)")
+    direct_access: bool = _key(
+        True,
+        _parse_bool,
+        "Fetch from partition leaders' direct ports under a gateway's grant where the cluster "
+        "offers it (false: always through the gateway; decision 0047)",
+    )
     exclude_internal_topics: bool = _key(True, _parse_bool, "Patterns never match __ topics")
 
     def validate(self) -> None:

@@ -3,7 +3,8 @@ addendum): once a partition is caught up, its records arrive without the consume
 a seek while a push is on its way never yields records from the old position; and switching
 between pushed answers and the consumer's own fetches (credit running out) loses and repeats
 nothing. The sync SDK only: the tests count the fetches the consumer sends (the asyncio SDK
-runs the same fetcher)."""
+runs the same fetcher). Pushes are the gateway's: these consumers fetch through it
+(direct.access=false; the direct path long-polls at the leader instead, decision 0047)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ class Counted:
                 "auto.offset.reset": "earliest",
                 "fetch.push.credit": credit,
                 "fetch.max.wait.ms": 2_000,
+                "direct.access": False,
                 "request.timeout.ms": 20_000,
             }
         )

@@ -222,7 +222,11 @@ def test_traffic_and_consumer_lag_match_groups_describe(
         assert value(samples, "riverlog_consumer_group_committed_offset", **labels) == m
     assert (value(samples, "riverlog_consumer_groups", state="Empty") or 0) >= 1
 
-    consumer = Consumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    # through the gateway, whose per-topic counters are checked below (a direct fetch,
+    # decision 0047, passes the storage node's direct-port counters instead)
+    consumer = Consumer(
+        bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False, direct_access=False
+    )
     try:
         consumer.assign([TopicPartition(topic, p) for p in (0, 1)])
         for p, m in committed.items():  # resume at the committed offsets

@@ -77,7 +77,9 @@ class Chunk:
         # max.partition.fetch.bytes in effect when sent (a gap's fill asks for less)
         self.full = max_bytes if full is None else full
         self.done = False
-        self.data = b""  # the answer's records are data[offset:end] (a range of the message)
+        # the answer's records are data[offset:end]: a range of the message, or of the buffer
+        # a direct fetch read them into (a bytearray)
+        self.data: bytes | bytearray = b""
         self.offset = 0
         self.end = 0
         self.aborted: Sequence[AbortedTransaction] = ()
@@ -88,7 +90,7 @@ class Chunk:
 
     def answer(
         self,
-        data: bytes,
+        data: bytes | bytearray,
         stable_end: int | None = None,
         aborted: Sequence[AbortedTransaction] = (),
         start: int = 0,
@@ -146,7 +148,7 @@ class Chunk:
         return f"<Chunk {self.tp} @{self.fetch_offset} {state} epoch {self.epoch}>"
 
 
-def _below(data: bytes, start: int, end: int, stable_end: int) -> int:
+def _below(data: bytes | bytearray, start: int, end: int, stable_end: int) -> int:
     """Where the whole batches of data[start:end] that start below `stable_end` end (the last
     stable offset is always a batch's first offset: an open transaction's first batch, or the
     high watermark)."""

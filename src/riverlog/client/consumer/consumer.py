@@ -300,8 +300,10 @@ class Consumer(Closing):
             )
 
     def metrics(self) -> dict[str, float]:
-        """Kafka's fetch-throttle-time-avg / -max (ms, over the last minute of responses)."""
-        return self._conn.throttle.metrics("fetch")
+        """Kafka's fetch-throttle-time-avg / -max (ms, over the last minute of responses), and
+        direct-fetch-total / direct-grant-total: fetches sent straight to partition leaders
+        and the grants they went under (direct.access, decision 0047)."""
+        return {**self._conn.throttle.metrics("fetch"), **self._fetcher.metrics()}
 
     # ---- polling ------------------------------------------------------------------------
 

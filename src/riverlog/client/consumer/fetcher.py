@@ -51,10 +51,12 @@ from riverlog.v1 import common_pb2, data_pb2
 
 from .._connection import GatewayConnection, rpc_error
 from .._fetch_answer import records_of
+from .._grants import READ, GrantKeeper
 from .._metadata import MetadataCache
 from ..config import ConsumerConfig, partition_fetch_bytes
 from ..errors import OffsetOutOfRangeError
 from .chunk import Chunk, ConsumerRecord
+from .direct import DirectLinks
 from .pushes import AwaitedPushes
 from .subscription import NONE, PartitionState, SubscriptionState
 
@@ -116,6 +118,16 @@ class Fetcher:
         self._ends: dict[TopicPartition, int] = {}  # high watermark (LSO if read_committed)
         self._key_deserializer = config.key_deserializer
         self._value_deserializer = config.value_deserializer
+        self._direct: DirectLinks | None = None  # fetches straight to the leaders (0047)
+        if config.direct_access and metadata is not None and not config.client_rack:
+            keeper = GrantKeeper(
+                conn,
+                READ,
+                request_timeout_ms=config.request_timeout_ms,
+                retry_backoff_ms=config.retry_backoff_ms,
+                metadata_max_age_ms=config.metadata_max_age_ms,
+            )
+            self._direct = DirectLinks(keeper, self._timeout_s, config.request_timeout_ms / 1000)
 
     # ---- sending ------------------------------------------------------------------------
 
@@ -189,6 +201,8 @@ class Fetcher:
             if not planned:
                 return sent
             for group in by_leader(planned, leader_of):
+                if self._direct is not None and self._send_direct(leader_of(group[0]), group):
+                    continue
                 request = data_pb2.FetchRequest(
                     max_wait_ms=config.fetch_max_wait_ms,
                     min_bytes=config.fetch_min_bytes,
@@ -215,6 +229,43 @@ class Fetcher:
                 future.add_done_callback(self._on_done)
             sent = True
 
+    def _send_direct(self, leader: int, group: list[Chunk]) -> bool:
+        """Send `group`'s fetch to its leader's direct port; False: send it to the gateway (no
+        leader known, or no direct access to it now)."""
+        direct = self._direct
+        if leader < 0 or direct is None:
+            return False
+        config = self._config
+        request = data_pb2.FetchRequest(
+            max_wait_ms=config.fetch_max_wait_ms,
+            min_bytes=config.fetch_min_bytes,
+            max_bytes=config.fetch_max_bytes,
+            isolation_level=self._isolation,
+            partitions=[
+                data_pb2.FetchPartition(
+                    topic=c.tp.topic,
+                    partition=c.tp.partition,
+                    fetch_offset=c.fetch_offset,
+                    partition_max_bytes=c.max_bytes,
+                )
+                for c in group
+            ],
+        )
+        ends = self._ends
+        may_wait = config.fetch_max_wait_ms > 0 and (
+            config.fetch_min_bytes > 1 or any(c.fetch_offset >= ends.get(c.tp, -1) for c in group)
+        )
+        topics = {c.tp.topic for c in group}
+        call = direct.submit(leader, request, topics, may_wait, self._answered.append)
+        if call is None:
+            return False
+        for c in group:  # the gateway's pushes of these partitions are no longer awaited
+            awaited = self._pushes.drop(c.tp)
+            if awaited is not None:
+                self._truncate(awaited)
+        self._requests[call] = (-1, {c.tp: c for c in group})
+        return True
+
     def _leader_hints(self, fetchable: Iterable[TopicPartition]) -> Callable[[Chunk], int]:
         """How to tell a chunk's leader: from the metadata, looked up first for topics not
         known or stale (a failed look-up leaves them unknown for METADATA_RETRY_S)."""
@@ -236,10 +287,14 @@ class Fetcher:
     def _on_done(self, future: Any) -> None:
         self._answered.append(future)
         self._wakeup.set()
+        if self._direct is not None:
+            self._direct.wake()
 
     def _on_push(self, server: int, response: Any) -> None:
         self._answered.append((server, response))
         self._wakeup.set()
+        if self._direct is not None:
+            self._direct.wake()
 
     @property
     def in_flight(self) -> bool:
@@ -254,7 +309,12 @@ class Fetcher:
         if not self._requests and not self._pushes:
             return False
         self._conn.expire()
-        if not self._answered:
+        direct = self._direct
+        if direct is not None and direct.pending:
+            direct.pump(self._answered.append)
+            if not self._answered:
+                direct.wait(max(timeout_s, 0.0), self._answered.append, self._answered)
+        elif not self._answered:
             self._wakeup.clear()
             if not self._answered:
                 self._wakeup.wait(max(timeout_s, 0.0))
@@ -372,7 +432,8 @@ class Fetcher:
                 if state is not None:
                     state.backoff_until = backoff
             return
-        self._conn.throttle.record(server, response.throttle_time_ms)
+        if server >= 0:  # (a direct answer's throttle is its grant's, `GrantKeeper`)
+            self._conn.throttle.record(server, response.throttle_time_ms)
         try:
             self._handle(response, chunks)
         finally:
@@ -447,6 +508,8 @@ class Fetcher:
                     out_of_range[tp] = chunk.fetch_offset
                 else:
                     state.request_reset(self._subs.default_reset)
+            elif code == ErrorCode.DELEGATION_TOKEN_EXPIRED:
+                continue  # a direct fetch's grant ran out: fetched again under a new one
             else:
                 error = error_for(code, answer.error_message)
                 if error.refresh_metadata and self._metadata is not None:
@@ -533,6 +596,9 @@ class Fetcher:
     def collect(self, max_records: int) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Up to `max_records` buffered records, in fetch order, advancing positions. Takes the
         answers that arrived meanwhile first (and raises their errors)."""
+        direct = self._direct
+        if direct is not None and direct.pending:
+            direct.pump(self._answered.append)  # what the leaders sent meanwhile
         self._take_answers()
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
         wanted = max_records
@@ -577,4 +643,17 @@ class Fetcher:
         self._requests.clear()
         for future in requests:
             future.cancel()
+        if self._direct is not None:
+            self._direct.close()
         self.clear()
+
+    def metrics(self) -> dict[str, float]:
+        """The direct path's counters: fetch frames sent to leaders' direct ports and grants
+        obtained (decision 0047)."""
+        direct = self._direct
+        if direct is None:
+            return {"direct-fetch-total": 0.0, "direct-grant-total": 0.0}
+        return {
+            "direct-fetch-total": float(direct.sent),
+            "direct-grant-total": float(direct.keeper.granted),
+        }

@@ -46,7 +46,8 @@
  *       in ms (time.time_ns() // 1_000_000) and appends it through `appender`; any other call,
  *       or one `appender` leaves, goes to `send` (the Python send) with its arguments as given.
  *
- * `buf` is bytes; the records are buf[start:end] (no copy of an uncompressed batch's body).
+ * `buf` is bytes or a bytearray; the records are buf[start:end] (no copy of an uncompressed
+ * batch's body).
  *
  *   encode_columns(timestamps, keys, values) -> bytes | None
  *       the producer's batch records (no headers) from its columns, byte for byte as
@@ -315,16 +316,26 @@ static int read_record(Cursor *c, int64_t base_offset, int64_t base_ts, int64_t 
     return 0;
 }
 
+/* bytes, or a bytearray (the consumer's direct fetch reads an answer into one, decision
+   0047): its pointer is used only within this call, which holds the GIL and never resizes it */
 static int check_cursor(PyObject *buf, Py_ssize_t start, Py_ssize_t end, Cursor *c) {
-    if (!PyBytes_Check(buf)) {
-        PyErr_SetString(PyExc_TypeError, "records must be bytes");
+    Py_ssize_t size;
+    const char *p;
+    if (PyBytes_Check(buf)) {
+        size = PyBytes_GET_SIZE(buf);
+        p = PyBytes_AS_STRING(buf);
+    } else if (PyByteArray_Check(buf)) {
+        size = PyByteArray_GET_SIZE(buf);
+        p = PyByteArray_AS_STRING(buf);
+    } else {
+        PyErr_SetString(PyExc_TypeError, "records must be bytes or a bytearray");
         return -1;
     }
-    if (start < 0 || end < start || end > PyBytes_GET_SIZE(buf)) {
+    if (start < 0 || end < start || end > size) {
         PyErr_SetString(PyExc_IndexError, "bad records range");
         return -1;
     }
-    c->p = (const unsigned char *)PyBytes_AS_STRING(buf);
+    c->p = (const unsigned char *)p;
     c->pos = start;
     c->start = start;
     c->end = end;
@@ -344,7 +355,7 @@ static PyObject *decode_into(PyObject *self, PyObject *args) {
     PyObject *buf, *lists[5];
     Py_ssize_t start, end, count;
     long long base_offset, base_ts, min_offset;
-    if (!PyArg_ParseTuple(args, "SnnnLLLO!O!O!O!O!", &buf, &start, &end, &count, &base_offset,
+    if (!PyArg_ParseTuple(args, "OnnnLLLO!O!O!O!O!", &buf, &start, &end, &count, &base_offset,
                           &base_ts, &min_offset, &PyList_Type, &lists[0], &PyList_Type, &lists[1],
                           &PyList_Type, &lists[2], &PyList_Type, &lists[3], &PyList_Type,
                           &lists[4])) {
@@ -384,7 +395,7 @@ static PyObject *rows_into(PyObject *self, PyObject *args) {
     PyObject *buf, *row_type_obj, *topic, *partition, *ts_type, *fixed_ts, *out;
     Py_ssize_t start, end, count;
     long long base_offset, base_ts, min_offset;
-    if (!PyArg_ParseTuple(args, "SnnnLLLO!OOOOO!", &buf, &start, &end, &count, &base_offset,
+    if (!PyArg_ParseTuple(args, "OnnnLLLO!OOOOO!", &buf, &start, &end, &count, &base_offset,
                           &base_ts, &min_offset, &PyType_Type, &row_type_obj, &topic, &partition,
                           &ts_type, &fixed_ts, &PyList_Type, &out)) {
         return NULL;
@@ -575,7 +586,7 @@ static PyObject *wire_into(PyObject *self, PyObject *args) {
     Py_ssize_t start, end, count, limit;
     long long base_offset, base_ts, min_offset;
     long ts_type;
-    if (!PyArg_ParseTuple(args, "SnnnLLLlOnO!", &buf, &start, &end, &count, &base_offset,
+    if (!PyArg_ParseTuple(args, "OnnnLLLlOnO!", &buf, &start, &end, &count, &base_offset,
                           &base_ts, &min_offset, &ts_type, &fixed_ts, &limit, &PyByteArray_Type,
                           &out)) {
         return NULL;

@@ -4,7 +4,7 @@ producer's per-record append."""
 from typing import Any
 
 def decode_into(
-    buf: bytes,
+    buf: bytes | bytearray,
     start: int,
     end: int,
     count: int,
@@ -19,7 +19,7 @@ def decode_into(
     /,
 ) -> int: ...
 def rows_into(
-    buf: bytes,
+    buf: bytes | bytearray,
     start: int,
     end: int,
     count: int,
@@ -35,7 +35,7 @@ def rows_into(
     /,
 ) -> int: ...
 def wire_into(
-    buf: bytes,
+    buf: bytes | bytearray,
     start: int,
     end: int,
     count: int,

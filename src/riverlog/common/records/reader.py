@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import repeat
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from . import record_loop
 from .compression import decompress
@@ -78,7 +78,7 @@ class RecordColumns:
         return self.offsets, self.timestamps, self.keys, self.values, self.headers
 
 
-def _check_header(data: bytes, pos: int, end: int) -> tuple[BatchHeader, int] | None:
+def _check_header(data: bytes | bytearray, pos: int, end: int) -> tuple[BatchHeader, int] | None:
     """The header and size of the complete batch at `pos`, which ends by `end`; None at the
     end or a torn tail."""
     if end - pos < LOG_OVERHEAD:
@@ -96,12 +96,23 @@ def _check_header(data: bytes, pos: int, end: int) -> tuple[BatchHeader, int] | 
     return header, size
 
 
-def _records_of(data: bytes, pos: int, size: int, header: BatchHeader) -> tuple[bytes, int, int]:
+@overload
+def _records_of(
+    data: bytes, pos: int, size: int, header: BatchHeader
+) -> tuple[bytes, int, int]: ...
+@overload
+def _records_of(
+    data: bytes | bytearray, pos: int, size: int, header: BatchHeader
+) -> tuple[bytes | bytearray, int, int]: ...
+def _records_of(
+    data: bytes | bytearray, pos: int, size: int, header: BatchHeader
+) -> tuple[bytes | bytearray, int, int]:
     """The batch's records as (buffer, start, end): in place, or decompressed."""
     codec = header.attributes & COMPRESSION_MASK
     if not codec:
         return data, pos + HEADER_SIZE, pos + size
-    recs = decompress(codec, data[pos + HEADER_SIZE : pos + size])
+    body = data[pos + HEADER_SIZE : pos + size]
+    recs = decompress(codec, body if type(body) is bytes else bytes(body))
     return recs, 0, len(recs)
 
 
@@ -109,7 +120,14 @@ def _as_bytes(data: Buffer) -> bytes:
     return data if type(data) is bytes else bytes(data)
 
 
-def _span(data: bytes, start: int, end: int | None) -> int:
+def _in_place(data: Buffer) -> bytes | bytearray:
+    """`data` as the C record loop and the header reads take it: bytes or a bytearray as they
+    are (the consumer's direct fetch reads its answers into a bytearray, decision 0047), a
+    memoryview copied."""
+    return data if type(data) is bytes or type(data) is bytearray else bytes(data)
+
+
+def _span(data: bytes | bytearray, start: int, end: int | None) -> int:
     """The end of the range [start, end) of `data` (None: the end of `data`), checked."""
     stop = len(data) if end is None else end
     if not 0 <= start <= stop <= len(data):
@@ -252,7 +270,7 @@ def decode_rows(
             )
         )
     rows: list[_Row] = []
-    for batch in _data_batches(_as_bytes(data), min_offset, validate_crc, aborted, start, end):
+    for batch in _data_batches(_in_place(data), min_offset, validate_crc, aborted, start, end):
         record_loop.rows_into(
             batch.records, batch.start, batch.end, batch.header.records_count,
             batch.header.base_offset, batch.header.base_timestamp, min_offset, row_type, topic,
@@ -264,7 +282,7 @@ def decode_rows(
 @dataclass(frozen=True, slots=True)
 class _DataBatch:
     header: BatchHeader
-    records: bytes  # the batch's records are records[start:end] (decompressed if need be)
+    records: bytes | bytearray  # the records are records[start:end] (decompressed if need be)
     start: int
     end: int
     timestamp_type: int
@@ -272,7 +290,7 @@ class _DataBatch:
 
 
 def _data_batches(
-    buf: bytes,
+    buf: bytes | bytearray,
     min_offset: int,
     validate_crc: bool,
     aborted: AbortedFilter | None = None,
@@ -372,7 +390,7 @@ def next_fetch_offset(
 ) -> int:
     """The offset after the last complete batch in data[start:end], at least `position`: where
     a consumer that fetched from `position` fetches next. Reads headers only (no CRC check)."""
-    buf = _as_bytes(data)
+    buf = _in_place(data)
     stop = _span(buf, start, end)
     pos = start
     result = position

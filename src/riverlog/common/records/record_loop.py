@@ -201,7 +201,7 @@ decode_into = decode_into_py if _speedups is None else _decode_into_c
 
 
 def rows_into(
-    buf: bytes,
+    buf: bytes | bytearray,
     start: int,
     end: int,
     count: int,
@@ -228,7 +228,7 @@ def rows_into(
 
 
 def wire_into(
-    buf: bytes,
+    buf: bytes | bytearray,
     start: int,
     end: int,
     count: int,

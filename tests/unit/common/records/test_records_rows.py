@@ -96,6 +96,14 @@ def test_rows_match_columns(spec: list[Any], cut: int, torn: int) -> None:
     assert rows == rows_of(decode_columns(data, cut))
     assert all(type(r) is Row for r in rows)
     assert all(r.offset >= cut for r in rows)
+    # a bytearray (the direct fetch's answer buffer) is read in place, with the same result,
+    # and its records come out as bytes
+    held = bytearray(b"\x00" * 7 + data)
+    assert decode_rows(held, cut, Row, "t", 3, start=7) == rows
+    assert all(
+        type(r.value) in (bytes, type(None)) for r in decode_rows(held, cut, Row, "t", 3, start=7)
+    )
+    assert next_fetch_offset(held, cut, 7) == next_fetch_offset(data, cut)
 
 
 @settings(max_examples=60, deadline=None)

@@ -1,0 +1,192 @@
+"""The consumer's direct fetch path (decision 0047) through real processes: on the session
+cluster (whose launcher gives every gateway and storage node the direct-access key) the default
+consumer fetches at the leaders' direct ports, and reads every record once and in order, the
+same as with direct.access=false (which sends nothing there), read_committed too (aborted
+transactions dropped, nothing past the last stable offset); the TLS cluster offers no direct
+access and is read through the gateway. A cluster of its own whose gateway grants 64 KiB at a
+time shows the renewal (grant after grant, nothing lost or read twice) and a leader change in
+the middle of the stream (the consumer follows the leader to its new node's direct port)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import pytest
+from direct_client import direct_counters, leader_of
+from shared_clusters import ClientCluster
+
+from riverlog.client import AdminClient, Consumer, ConsumerRecord, Producer, TopicPartition
+from riverlog.cluster import LocalCluster, unique_topic_name
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+NewTopic = Callable[..., str]
+VALUE = b"v" * 1000
+
+
+def _produce(target: Mapping[str, object], topic: str, partitions: int, count: int) -> None:
+    config = {**target, "linger.ms": 5, "delivery.timeout.ms": 60_000}
+    with Producer(config) as producer:
+        for i in range(count):
+            producer.send(topic, b"%08d" % i + VALUE, partition=i % partitions)
+        producer.flush(60)
+
+
+def _read(
+    target: Mapping[str, object], tps: list[TopicPartition], want: int, **config: object
+) -> tuple[list[ConsumerRecord], dict[str, float]]:
+    """Read `tps` from the start until `want` records came (bounded), then poll once more to
+    see that nothing else comes; the records and the consumer's metrics."""
+    settings = {
+        **target,
+        "auto.offset.reset": "earliest",
+        "fetch.max.wait.ms": 100,
+        "max.partition.fetch.bytes": 64 * 1024,  # many chunks, several in flight
+        **config,
+    }
+    out: list[ConsumerRecord] = []
+    with Consumer(settings) as consumer:
+        consumer.assign(tps)
+        for _ in range(400):
+            for records in consumer.poll(timeout_ms=500).values():
+                out.extend(records)
+            if len(out) >= want:
+                break
+        for records in consumer.poll(timeout_ms=200).values():
+            out.extend(records)
+        return out, consumer.metrics()
+
+
+def _check_once_in_order(records: list[ConsumerRecord], partitions: int, count: int) -> None:
+    by_partition: dict[int, list[int]] = {}
+    for r in records:
+        by_partition.setdefault(r.partition, []).append(r.offset)
+        assert r.value[8:] == VALUE
+    for p in range(partitions):
+        assert by_partition.get(p) == list(range(len(range(p, count, partitions))))
+    assert sorted(int(r.value[:8]) for r in records) == list(range(count))
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "gateway"])
+def test_every_record_once_in_order_direct_or_not(
+    gateway_address: str, new_topic: NewTopic, direct: bool
+) -> None:
+    topic = new_topic(partitions=3)
+    target = {"bootstrap.servers": gateway_address}
+    _produce(target, topic, 3, 3000)
+    tps = [TopicPartition(topic, p) for p in range(3)]
+    records, metrics = _read(target, tps, 3000, direct_access=direct)
+    _check_once_in_order(records, 3, 3000)
+    if direct:
+        assert metrics["direct-fetch-total"] > 0 and metrics["direct-grant-total"] >= 1
+    else:
+        assert metrics["direct-fetch-total"] == 0 and metrics["direct-grant-total"] == 0
+
+
+def test_read_committed_on_the_direct_path(
+    cluster: LocalCluster, gateway_address: str, new_topic: NewTopic
+) -> None:
+    """Aborted transactions' records are dropped (the answer's aborted list), and an open
+    transaction holds the consumer at the last stable offset; the fetches went direct (the
+    leader's direct counters moved)."""
+    topic = new_topic()
+    node = leader_of(cluster, topic).node_id
+    before = direct_counters(cluster, node)
+    config = {"bootstrap.servers": gateway_address, "transactional.id": unique_topic_name("tx")}
+    tp = TopicPartition(topic, 0)
+    with Producer(config) as producer:
+        producer.init_transactions()
+        for outcome in ("commit", "abort", "commit", "open"):
+            producer.begin_transaction()
+            for i in range(20):
+                producer.send(topic, f"{outcome}-{i}".encode(), partition=0)
+            if outcome == "commit":
+                producer.commit_transaction()
+            elif outcome == "abort":
+                producer.abort_transaction()
+            else:
+                producer.flush(30)
+        target = {"bootstrap.servers": gateway_address}
+        records, metrics = _read(target, [tp], 40, isolation_level="read_committed")
+        values = [r.value.decode() for r in records]
+        assert values == [f"commit-{i}" for i in range(20)] * 2
+        producer.abort_transaction()
+    assert metrics["direct-fetch-total"] > 0
+    after = direct_counters(cluster, node)
+    assert after.bytes_read > before.bytes_read and after.connections > before.connections
+
+
+@pytest.mark.parametrize("client_cluster", ["tls_cluster"], indirect=True)
+def test_a_cluster_without_direct_access_is_read_through_the_gateway(
+    client_cluster: ClientCluster,
+) -> None:
+    topic = client_cluster.new_topic(partitions=2)
+    _produce(client_cluster.config, topic, 2, 400)
+    tps = [TopicPartition(topic, p) for p in range(2)]
+    records, metrics = _read(client_cluster.config, tps, 400)
+    _check_once_in_order(records, 2, 400)
+    assert metrics["direct-fetch-total"] == 0 and metrics["direct-grant-total"] == 0
+
+
+@pytest.fixture(scope="module")
+def small_grants(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """Two storage nodes, a gateway that grants 64 KiB at a time."""
+    with LocalCluster(
+        tmp_path_factory.mktemp("direct-fetch"),
+        storage_nodes=2,
+        extra_config={"gateway": {"direct.access.grant.bytes": str(64 * 1024)}},
+    ) as cluster:
+        yield cluster
+
+
+def test_grants_are_renewed_with_nothing_lost_or_read_twice(small_grants: LocalCluster) -> None:
+    topic = unique_topic_name("renewal")
+    small_grants.create_topic(topic, 2, 1)
+    target = {"bootstrap.servers": small_grants.gateway_address}
+    _produce(target, topic, 2, 2000)  # ~2 MB: some thirty grants of 64 KiB
+    tps = [TopicPartition(topic, p) for p in range(2)]
+    records, metrics = _read(target, tps, 2000)
+    _check_once_in_order(records, 2, 2000)
+    assert metrics["direct-grant-total"] >= 10
+
+
+def _leader(admin: AdminClient, topic: str) -> int:
+    (description,) = admin.describe_topics([topic]).values()
+    return int(description.partitions[0].leader)
+
+
+def test_the_consumer_follows_a_leader_change(small_grants: LocalCluster) -> None:
+    topic = unique_topic_name("leader-change")
+    small_grants.create_topic(topic, 1, 2)
+    target: dict[str, Any] = {"bootstrap.servers": small_grants.gateway_address}
+    tp = TopicPartition(topic, 0)
+    settings = {**target, "auto.offset.reset": "earliest", "fetch.max.wait.ms": 100}
+    out: list[ConsumerRecord] = []
+    with AdminClient(target) as admin, Consumer(settings) as consumer:
+        consumer.assign([tp])
+        _produce(target, topic, 1, 500)
+        for _ in range(100):
+            for records in consumer.poll(timeout_ms=500).values():
+                out.extend(records)
+            if len(out) >= 500:
+                break
+        first = _leader(admin, topic)
+        (other,) = {1, 2} - {first}
+        admin.alter_partition_reassignments({tp: [other, first]})
+        deadline = time.monotonic() + 60
+        while _leader(admin, topic) != other and time.monotonic() < deadline:
+            admin.elect_leaders("preferred", [tp])
+            time.sleep(0.2)
+        assert _leader(admin, topic) == other
+        before = direct_counters(small_grants, other)
+        _produce(target, topic, 1, 500)
+        for _ in range(200):
+            for records in consumer.poll(timeout_ms=500).values():
+                out.extend(records)
+            if len(out) >= 1000:
+                break
+    assert [r.offset for r in out] == list(range(1000))
+    assert [int(r.value[:8]) for r in out] == [*range(500), *range(500)]
+    assert direct_counters(small_grants, other).bytes_read > before.bytes_read
