@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.v1 import gateway_pb2
@@ -81,6 +82,32 @@ class MetadataCache:
         """
         request = gateway_pb2.GetMetadataRequest(topics=topics, include_internal=True)
         response = self._conn.call(lambda s: s.GetMetadata, request, self._timeout_s)
+        return self._apply(response)
+
+    def refresh_async(self, topics: list[str], done: Callable[[], None]) -> None:
+        """`refresh` without waiting for it: `done()` is called (on a gRPC thread) once the
+        answer is cached, or the call failed (then nothing changes). For a thread that must
+        not block on the gateway (the producer's sender, routing to leaders itself)."""
+        request = gateway_pb2.GetMetadataRequest(topics=topics, include_internal=True)
+        try:
+            stub, _ = self._conn.stub()
+            future = stub.GetMetadata.future(
+                request, timeout=self._timeout_s, metadata=self._conn.metadata
+            )
+        except Exception:  # a closed client
+            done()
+            return
+
+        def on_done(call: Any) -> None:
+            try:
+                self._apply(call.result())
+            except Exception:  # a failed call, or an error for a topic: refreshed again later
+                pass
+            done()
+
+        future.add_done_callback(on_done)
+
+    def _apply(self, response: gateway_pb2.GetMetadataResponse) -> dict[str, TopicInfo]:
         expires = time.monotonic() + self._max_age_s
         found: dict[str, TopicInfo] = {}
         for topic in response.topics:
@@ -92,7 +119,7 @@ class MetadataCache:
             info = TopicInfo(len(parts), available, expires, leaders)
             found[topic.name] = self.topics[topic.name] = info
         for result in response.errors:
-            if result.error_code not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+            if int(result.error_code) not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
                 raise RiverlogError(
                     f"metadata of {result.name!r}: {result.error_message}",
                     ErrorCode(result.error_code),

@@ -263,6 +263,11 @@ class ProducerConfig(_ClientConfig):
     )
     key_serializer: Serializer | None = _callable("Turns a key into bytes")  # noqa: RUF009
     value_serializer: Serializer | None = _callable("Turns a value into bytes")  # noqa: RUF009
+    direct_access: bool = _key(
+        True,
+        _parse_bool,
+        "Send to partition leaders' direct ports under a gateway grant (false: the gateway)",
+    )
 
     @classmethod
     def from_kafka(

@@ -74,6 +74,7 @@ _NOT_APPENDED: Final = frozenset(
         ErrorCode.UNKNOWN_PRODUCER_ID,
         ErrorCode.INVALID_RECORD,
         ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+        ErrorCode.DELEGATION_TOKEN_EXPIRED,  # a direct frame under a spent grant (0047)
     }
 )
 

@@ -33,6 +33,7 @@ from ..config import ProducerConfig
 from ..consumer.group.api import ConsumerGroupMetadata, OffsetAndMetadata
 from ..errors import ClientClosedError, ClientTimeoutError, RecordTooLargeError
 from .accumulator import RECORD_MEMORY, RecordAccumulator, as_bytes
+from .direct_io import Wakeup
 from .future import Callback, RecordFuture, RecordFutures, delivery_callback
 from .idempotence import ProducerIdAndEpoch
 from .sender import Sender
@@ -76,7 +77,15 @@ class Producer(Closing):
             request_timeout_ms=config.request_timeout_ms,
         )
         self._topics = self._metadata.topics  # the same dict, read lock-free by send()
-        event = threading.Event()
+        from .. import tracing
+
+        # The direct path (decision 0047) serves its sockets where the sender waits: a Wakeup
+        # instead of an Event. Not for transactions nor traced requests (the gateway's).
+        event: threading.Event | Wakeup = (
+            Wakeup()
+            if config.direct_access and not config.transactional_id and not tracing.enabled()
+            else threading.Event()
+        )
         self._sender = Sender(config, self._conn, self._metadata, event)
         self._accumulator = RecordAccumulator(
             batch_size=config.batch_size,
@@ -104,8 +113,6 @@ class Producer(Closing):
         self._ignore_keys = config.partitioner_ignore_keys
         self._key_serializer = config.key_serializer
         self._value_serializer = config.value_serializer
-        from .. import tracing
-
         self._traced = tracing.enabled()
         self._close_lock = threading.Lock()
         self._closed = False
@@ -400,8 +407,16 @@ class Producer(Closing):
         )
 
     def metrics(self) -> dict[str, float]:
-        """Kafka's produce-throttle-time-avg / -max (ms, over the last minute of responses)."""
-        return self._conn.throttle.metrics("produce")
+        """Kafka's produce-throttle-time-avg / -max (ms, over the last minute of responses);
+        and the direct path's counts (decision 0047): direct-request-total (produce requests
+        sent to a leader's direct port), direct-grant-total (grants taken, renewals included),
+        direct-renewal-total."""
+        metrics = self._conn.throttle.metrics("produce")
+        direct = self._sender.direct
+        metrics["direct-request-total"] = 0 if direct is None else direct.requests
+        metrics["direct-grant-total"] = 0 if direct is None else direct.grants
+        metrics["direct-renewal-total"] = 0 if direct is None else direct.renewals
+        return metrics
 
     def partitions_for(self, topic: str) -> list[int]:
         """The topic's partition ids, waiting up to max.block.ms for the topic to appear."""

@@ -42,6 +42,8 @@ from ..config import ProducerConfig
 from ..errors import ClientClosedError, ClientTimeoutError
 from .accumulator import RecordAccumulator
 from .batch import ProducerBatch
+from .direct import GATEWAY, DirectRoutes, Outcome, RoutingFilter
+from .direct_io import Wakeup
 from .idempotence import IdempotenceManager, leaves_outcome_unknown
 from .transaction_manager import TransactionManager
 from .txn_decisions import DrainAction, TopicPartitionKey
@@ -66,9 +68,10 @@ class _OnlyAllowed:
 
 
 class InFlight:
-    """One produce request awaiting its answer: its batches grouped by partition, in order."""
+    """One produce request awaiting its answer: its batches grouped by partition, in order.
+    `route`: GATEWAY, or the node id of the leader it went to directly (decision 0047)."""
 
-    __slots__ = ("groups", "muting", "sent_at", "server", "span", "tps")
+    __slots__ = ("groups", "muting", "route", "sent_at", "server", "span", "tps")
 
     def __init__(
         self,
@@ -83,6 +86,7 @@ class InFlight:
         self.sent_at = sent_at
         self.tps = frozenset(groups)
         self.muting = False  # its partitions wait for its answer before the next request
+        self.route = GATEWAY
 
 
 class Sender(threading.Thread):
@@ -96,7 +100,7 @@ class Sender(threading.Thread):
         config: ProducerConfig,
         conn: GatewayConnection,
         metadata: MetadataCache,
-        wakeup_event: threading.Event,
+        wakeup_event: threading.Event | Wakeup,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(name=f"riverlog-producer-sender[{conn.client_id}]", daemon=True)
@@ -141,6 +145,21 @@ class Sender(threading.Thread):
         self.transactions: TransactionManager | None = None  # set by a transactional producer
         self._transactional_id = config.transactional_id
         self._next_init_attempt = 0.0
+        # The direct path (decision 0047): requests to each leader's direct port, which the
+        # producer turns on by handing a Wakeup (not for transactions, nor traced requests:
+        # their span context rides on a gRPC call). In flight per route (GATEWAY or a node),
+        # and per partition the route of its requests in flight and how many there are.
+        self._direct: DirectRoutes | None = None
+        if isinstance(wakeup_event, Wakeup) and not config.transactional_id:
+            self._direct = DirectRoutes(
+                config, conn, metadata, wakeup_event, self._on_direct_done, clock
+            )
+        self._route_counts: dict[int, int] = {}
+        self._tp_routes: dict[tuple[str, int], list[int]] = {}
+
+    @property
+    def direct(self) -> DirectRoutes | None:
+        return self._direct
 
     def wakeup(self) -> None:
         self._event.set()
@@ -155,6 +174,9 @@ class Sender(threading.Thread):
             self._settle_completions(now)
             if self._forced or (not self._running and not acc.has_incomplete()):
                 break
+            direct = self._direct
+            if direct is not None:
+                direct.poll(now)
             if now >= self._next_expiry_check:  # a lock over every deque: not at every turn
                 self._next_expiry_check = now + _EXPIRY_CHECK_S
                 self._conn.expire()
@@ -171,16 +193,24 @@ class Sender(threading.Thread):
             else:
                 with txn.drain_lock:  # an end waits: no batch leaves with a stale epoch
                     next_check = self._drain_transactional(txn, now, next_check, throttled_s)
-            if len(self._in_flight) >= self._max_in_flight:
+            if direct is not None:
+                next_check = min(next_check, direct.next_check)
+            elif len(self._in_flight) >= self._max_in_flight:
                 next_check = now + _IDLE_WAIT_S  # a completion wakes us
             wait = min(next_check - now, _IDLE_WAIT_S)
             if wait > 0:
                 self._event.wait(wait)
+            elif direct is not None:
+                self._event.wait(0)  # the direct sockets' answers, without sleeping
         if self._forced:
             for inflight in list(self._in_flight):
                 for batches in inflight.groups.values():
                     for batch in batches:
                         self._fail(batch, ClientClosedError("producer", "closed before delivery"))
+        if self._direct is not None:
+            self._direct.close()
+        if isinstance(self._event, Wakeup):
+            self._event.close()
 
     def _drain_and_send(
         self,
@@ -193,18 +223,27 @@ class Sender(threading.Thread):
         partitions in the transaction), only theirs. Returns when the next check is due."""
         acc = self.accumulator
         idem = self.idempotence
-        while ready and len(self._in_flight) < self._max_in_flight:
+        direct = self._direct
+        while ready and (direct is not None or len(self._in_flight) < self._max_in_flight):
             muted = self._muted if idem is None else self._muted | idem.blocked()
+            skip: Container[tuple[str, int]] = (
+                muted if allowed is None else _OnlyAllowed(muted, allowed)
+            )
+            routing = None
+            if direct is not None:  # each route (gateway, node) has its own max.in.flight
+                skip = routing = RoutingFilter(
+                    skip, direct, self._route_counts, self._tp_routes, self._max_in_flight, now
+                )
             batches, next_check = acc.drain(
                 now,
                 self._config.max_request_size,
-                muted if allowed is None else _OnlyAllowed(muted, allowed),
+                skip,
                 None if idem is None else idem.capacity,
                 min((f.sent_at for f in self._in_flight), default=math.inf),
             )
             if not batches:
                 break
-            self._send(batches)
+            self._send(batches, None if routing is None else routing.routes)
         return next_check
 
     def _drain_transactional(
@@ -268,7 +307,11 @@ class Sender(threading.Thread):
         idem.set_producer_id(response.producer_id, response.producer_epoch)
         return True
 
-    def _send(self, batches: list[ProducerBatch]) -> None:
+    def _send(
+        self, batches: list[ProducerBatch], routes: dict[tuple[str, int], int] | None = None
+    ) -> None:
+        """Send the drained batches: to the gateway, or (`routes`: the direct path) one
+        request per route."""
         groups: dict[tuple[str, int], list[ProducerBatch]] = {}
         idem = self.idempotence
         for batch in batches:
@@ -287,6 +330,70 @@ class Sender(threading.Thread):
             groups.setdefault((batch.topic, batch.partition), []).append(batch)
         if not groups:
             return
+        if routes is not None:
+            by_route: dict[int, dict[tuple[str, int], list[ProducerBatch]]] = {}
+            for tp, group in groups.items():
+                by_route.setdefault(routes.get(tp, GATEWAY), {})[tp] = group
+            for route, routed in by_route.items():
+                if route == GATEWAY or not self._send_direct(route, routed):
+                    self._send_gateway(routed)
+            return
+        self._send_gateway(groups)
+
+    def _send_direct(self, node: int, groups: dict[tuple[str, int], list[ProducerBatch]]) -> bool:
+        """One produce frame to `node`'s direct port (its batches as pieces, uncopied); False
+        when it must take the gateway instead (a request over the frame's 16 MiB)."""
+        assert self._direct is not None
+        parts: list[ProduceFramePart] = [
+            (t, p, [piece for b in group for piece in b.pieces()], None)
+            for (t, p), group in groups.items()
+        ]
+        inflight = InFlight(groups, -1, None, self._clock())
+        inflight.route = node
+        inflight.muting = self._guarantee_order
+        self._track(inflight)  # first: a failing connection completes it at once
+        try:
+            self._direct.send(node, inflight, self._acks, self._config.request_timeout_ms, parts)
+        except RiverlogError as e:
+            self._untrack(inflight)
+            if e.code != ErrorCode.MESSAGE_TOO_LARGE:
+                raise
+            return False
+        return True
+
+    def _track(self, inflight: InFlight) -> None:
+        self._in_flight.add(inflight)
+        if inflight.muting:
+            self._muted |= inflight.tps
+        if self._direct is not None:
+            route = inflight.route
+            self._route_counts[route] = self._route_counts.get(route, 0) + 1
+            for tp in inflight.tps:
+                current = self._tp_routes.get(tp)
+                if current is None:
+                    self._tp_routes[tp] = [route, 1]
+                else:
+                    current[1] += 1  # the same route: the filter let nothing else through
+
+    def _untrack(self, inflight: InFlight) -> None:
+        self._in_flight.discard(inflight)
+        if inflight.muting:
+            self._muted -= inflight.tps
+        if self._direct is not None:
+            self._route_counts[inflight.route] -= 1
+            for tp in inflight.tps:
+                current = self._tp_routes.get(tp)
+                if current is not None:
+                    current[1] -= 1
+                    if not current[1]:
+                        del self._tp_routes[tp]
+
+    def _on_direct_done(self, inflight: InFlight, outcome: Outcome) -> None:
+        """On the sender thread (a direct answer, or its connection's failure)."""
+        self._completions.put((inflight, outcome))
+
+    def _send_gateway(self, groups: dict[tuple[str, int], list[ProducerBatch]]) -> None:
+        idem = self.idempotence
         batches = [batch for group in groups.values() for batch in group]
         contexts = [b.trace_context for b in batches if b.trace_context is not None]
         unary = bool(contexts) or self._acks == common_pb2.ACKS_NONE
@@ -346,9 +453,7 @@ class Sender(threading.Thread):
             or self._mute_every_request
             or (unary and self._unary_one_at_a_time)
         )
-        self._in_flight.add(inflight)
-        if inflight.muting:
-            self._muted |= inflight.tps
+        self._track(inflight)
         future.add_done_callback(lambda f: self._on_done(inflight, f))
 
     def _on_done(self, inflight: InFlight, future: grpc.Future) -> None:
@@ -364,9 +469,7 @@ class Sender(threading.Thread):
                 inflight, future = self._completions.get_nowait()
             except queue.Empty:
                 return
-            self._in_flight.discard(inflight)
-            if inflight.muting:
-                self._muted -= inflight.tps
+            self._untrack(inflight)
             if self.idempotence is not None:
                 for group in inflight.groups.values():
                     for batch in group:
@@ -389,16 +492,26 @@ class Sender(threading.Thread):
     def _settle_response(
         self, inflight: InFlight, response: data_pb2.ProduceResponse, now: float
     ) -> None:
-        self._conn.throttle.record(inflight.server, response.throttle_time_ms)
+        if inflight.route == GATEWAY:
+            self._conn.throttle.record(inflight.server, response.throttle_time_ms)
+        answers = {(p.topic, p.partition): p for p in response.partitions}
+        if inflight.route != GATEWAY and answers:
+            self._renew_if_expired(inflight, answers, now)
         if self._acks == common_pb2.ACKS_NONE:
             # acks=0, as Kafka: nothing is acknowledged, so nothing is checked or retried; the
-            # records count as sent (offset -1) once the gateway took the request.
-            for group in inflight.groups.values():
+            # records count as sent (offset -1) once the gateway (or the leader) took them.
+            for tp, group in inflight.groups.items():
+                answer = answers.get(tp)
+                if (
+                    answer is not None
+                    and answer.error_code
+                    and error_for(answer.error_code, answer.error_message).refresh_metadata
+                ):
+                    self._metadata.invalidate(tp[0])  # the next ones find the leader
                 for batch in group:
                     batch.result.complete(-1, -1, None)
                 self.accumulator.release(*group)
             return
-        answers = {(p.topic, p.partition): p for p in response.partitions}
         for tp, group in inflight.groups.items():
             answer = answers.get(tp)
             if answer is None or int(answer.error_code) != ErrorCode.NONE:
@@ -422,6 +535,33 @@ class Sender(threading.Thread):
                     batch.result.complete(base, append_time, None)
                     base += batch.count
                 self.accumulator.release(*group)
+
+    def _renew_if_expired(
+        self,
+        inflight: InFlight,
+        answers: dict[tuple[str, int], data_pb2.ProducePartitionResponse],
+        now: float,
+    ) -> None:
+        """A direct answer of DELEGATION_TOKEN_EXPIRED (the grant's budget is spent, or its
+        time is over; nothing was appended): the node's grant is renewed, and the batches go
+        back to the front of their partitions to be sent again at once. Not a delivery
+        failure: no attempt counted, no back-off."""
+        expired = [
+            tp
+            for tp, a in answers.items()
+            if int(a.error_code) == ErrorCode.DELEGATION_TOKEN_EXPIRED
+        ]
+        if not expired:
+            return
+        assert self._direct is not None
+        self._direct.renew(inflight.route)
+        idem = self.idempotence
+        for tp in expired:
+            group = inflight.groups.pop(tp, None)
+            for batch in reversed(group or ()):
+                if idem is not None:
+                    idem.on_retry(batch)
+                self.accumulator.reenqueue(batch, now)
 
     def _retry_or_fail(self, group: list[ProducerBatch], error: RiverlogError, now: float) -> None:
         if self._forced and error.retriable:
