@@ -15,7 +15,7 @@ import pytest
 from riverlog.client.producer.direct_io import DirectConnection, Wakeup
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.zerocopy import FRAME_HEADER
-from riverlog.v1 import data_pb2
+from riverlog.v1 import data_pb2, errors_pb2
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -137,7 +137,7 @@ def test_answers_are_cut_into_frames_and_grant_answers_told_apart(peer: Peer) ->
             partitions=[data_pb2.ProducePartitionResponse(topic="t", base_offset=3)],
         ).SerializeToString()
         refused = data_pb2.DataGrantResponse(
-            error_code=ErrorCode.DELEGATION_TOKEN_EXPIRED
+            error_code=errors_pb2.DELEGATION_TOKEN_EXPIRED
         ).SerializeToString()
         stream = frame(b"") + frame(produce) + frame(refused) + frame(produce_full)
         assert peer.conn is not None
