@@ -85,6 +85,7 @@ class _Node:
     wanted: set[str] = field(default_factory=set)  # topics to ask for next
     conn: DirectConnection | None = None
     confirmed: bool = False  # the node took a grant frame on `conn`
+    connected_at: float = 0.0
     stale: bool = False  # answered DELEGATION_TOKEN_EXPIRED: no frame until renewed
     gateway_until: float = 0.0
     refused: dict[str, float] = field(default_factory=dict)  # topic -> gateway until
@@ -167,9 +168,12 @@ class DirectRoutes:
         (MESSAGE_TOO_LARGE) for a frame over 16 MiB, before anything is sent."""
         node = self._nodes[node_id]
         conn = node.conn
-        assert conn is not None and not conn.closed
         correlation_id = node.next_id
         pieces = produce_frame_pieces(acks, timeout_ms, "", correlation_id, parts)
+        if conn is None or conn.closed:  # routed this turn, so not expected: fails as a close
+            error = RiverlogError("the direct connection closed", ErrorCode.NETWORK_EXCEPTION)
+            self._complete(inflight, Outcome(None, error))
+            return
         node.next_id += 1
         node.waiting[correlation_id] = inflight
         node.spent += sum(map(len, pieces))
@@ -204,7 +208,10 @@ class DirectRoutes:
                     node.stale = True
                 if now_ms >= node.renew_at_ms or node.stale:
                     self._ask(node, None)
-            if node.waiting and node.conn is not None:
+            if node.conn is not None and not node.confirmed:
+                if now - node.connected_at > self._timeout_s:  # no answer to the grant frame
+                    self._fall_back(node, now, "no answer to the grant", True)
+            elif node.waiting and node.conn is not None:
                 oldest = next(iter(node.waiting.values()))
                 if now - oldest.sent_at > self._timeout_s:
                     node.conn.fail(
@@ -316,7 +323,7 @@ class DirectRoutes:
         except RiverlogError as e:
             self._fall_back(node, now, str(e), False)
             return False
-        node.confirmed = False
+        node.confirmed, node.connected_at = False, now
         self._send_grant(node)
         return True
 

@@ -20,6 +20,7 @@ ProduceResponse's tags; a grant answer is empty, NONE, or starts with error_code
 from __future__ import annotations
 
 import collections
+import logging
 import selectors
 import socket
 from collections.abc import Callable
@@ -27,6 +28,8 @@ from typing import Final
 
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.zerocopy import FRAME_HEADER, MAX_RESPONSE_HEADER_BYTES
+
+log = logging.getLogger(__name__)
 
 _IOV_MAX: Final = 1024  # Linux's limit on the pieces of one sendmsg
 _READ_CHUNK: Final = 256 * 1024
@@ -172,10 +175,14 @@ class DirectConnection:
         self._wakeup.modify(self._sock, events, self._ready)
 
     def _ready(self, mask: int) -> None:
-        if mask & selectors.EVENT_WRITE and not self.closed:
-            self._flush()
-        if mask & selectors.EVENT_READ and not self.closed:
-            self._read()
+        try:
+            if mask & selectors.EVENT_WRITE and not self.closed:
+                self._flush()
+            if mask & selectors.EVENT_READ and not self.closed:
+                self._read()
+        except Exception as e:  # an undecodable answer, a bug: never the sender thread's end
+            log.warning("%s: closing the direct connection: %r", self.address, e)
+            self.fail(RiverlogError(f"{self.address}: {e!r}", ErrorCode.CORRUPT_MESSAGE))
 
     def _read(self) -> None:
         try:
