@@ -74,7 +74,18 @@ def connect(peer: Peer, wakeup: Wakeup) -> Connected:
         5.0,
     )
     peer.accept()
+    OPENED.append(conn)
     return conn, answers, closed
+
+
+OPENED: list[DirectConnection] = []
+
+
+@pytest.fixture(autouse=True)
+def close_connections() -> Iterator[None]:
+    yield
+    while OPENED:
+        OPENED.pop().fail(RiverlogError("test over", ErrorCode.NETWORK_EXCEPTION))
 
 
 def serve_until(wakeup: Wakeup, done: Callable[[], bool], turns: int = 200) -> None:

@@ -179,7 +179,13 @@ class DirectRoutes:
         node.spent += sum(map(len, pieces))
         self.requests += 1
         conn.send(pieces)
-        if node.spent >= node.budget * _RENEW_AT and node.pending is None:
+        if node.spent >= node.budget:
+            # The node charges each frame its size after taking it, and refuses frames once
+            # the budget is spent: counting the same (and the 4-byte headers), no frame goes
+            # out that the node would refuse. A refused frame would be sent again after later
+            # ones, out of order for a producer without idempotence.
+            self.renew(node_id)
+        elif node.spent >= node.budget * _RENEW_AT and node.pending is None:
             self._ask(node, None)
 
     def renew(self, node_id: int) -> None:

@@ -1,0 +1,165 @@
+"""The SDK producer's direct path (decision 0047) on real clusters: by default it sends its
+produce frames to each leader's direct port (its own count and the node's direct counters
+move), with `direct.access=false` and on a TLS cluster (no direct access: the gateway answers
+DELEGATION_TOKEN_AUTH_DISABLED) it takes the gateway, and every record arrives either way. On a
+cluster whose grants cover 64 KiB, the producer renews its grant again and again (each
+DELEGATION_TOKEN_EXPIRED answer puts the batches back, not counted as a failed attempt) and
+every record is written once, in order, idempotent or not; and a leader change mid-stream moves
+the producer's frames to the new leader with nothing lost or duplicated."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from direct_client import direct_counters, leader_of
+from shared_clusters import ClientCluster
+
+from riverlog.client import AdminClient, Consumer, Producer
+from riverlog.client.admin import NewTopic
+from riverlog.cluster import LocalCluster
+from riverlog.common.types import TopicPartition
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+TINY_GRANT_BYTES = 64 * 1024
+
+
+def read_values(config: dict[str, str], topic: str, partition: int, count: int) -> list[bytes]:
+    """The values of `topic`-`partition` from offset 0, until `count` arrived (bounded)."""
+    tp = TopicPartition(topic, partition)
+    out: list[bytes] = []
+    with Consumer(config) as consumer:
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        deadline = time.monotonic() + 60
+        while len(out) < count and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                out.extend(r.value or b"" for r in records)
+    return out
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "gateway"])
+def test_the_producer_takes_the_direct_path_where_the_cluster_offers_it(
+    client_cluster: ClientCluster, direct: bool
+) -> None:
+    topic = client_cluster.new_topic(partitions=2)
+    cluster = client_cluster.cluster
+    offers = client_cluster.name == "plaintext"  # a TLS cluster has no direct access yet
+    leaders = {leader_of(cluster, topic, p).node_id for p in range(2)}
+    before = {n: direct_counters(cluster, n).bytes_written for n in leaders} if offers else {}
+    values = [b"v-%04d" % i for i in range(300)]
+    with Producer(client_cluster.config, direct_access=direct) as producer:
+        futures = [producer.send(topic, v, partition=i % 2) for i, v in enumerate(values)]
+        producer.flush(30)
+        offsets = [f.result(10).offset for f in futures]
+        metrics = producer.metrics()
+    assert sorted(offsets) == sorted(list(range(150)) * 2)
+    if direct and offers:
+        assert metrics["direct-request-total"] > 0
+        assert metrics["direct-grant-total"] >= len(leaders)
+        after = {n: direct_counters(cluster, n).bytes_written for n in leaders}
+        assert all(after[n] > before[n] for n in leaders), (before, after)
+    else:
+        assert metrics["direct-request-total"] == 0
+    for p in range(2):
+        assert read_values(client_cluster.config, topic, p, 150) == values[p::2]
+
+
+@pytest.fixture(scope="module")
+def tiny_grant_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """Two storage nodes whose gateway's grants cover 64 KiB each (direct.access.grant.bytes),
+    so a producer renews often. The tests here create their own topics only."""
+    with LocalCluster(
+        tmp_path_factory.mktemp("tiny-grants"),
+        storage_nodes=2,
+        metadata_nodes=1,
+        gateways=1,
+        extra_config={
+            "gateway": {"direct.access.grant.bytes": str(TINY_GRANT_BYTES)},
+            "storage": {"replica.fetch.wait.max.ms": "100"},
+        },
+    ) as local:
+        yield local
+
+
+def _topic(cluster: LocalCluster, partitions: int, replication: int) -> str:
+    name = f"direct-produce-{time.monotonic_ns()}"
+    with AdminClient(bootstrap_servers=cluster.gateway_address) as admin:
+        admin.create_topics([NewTopic(name, partitions, replication)])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            described = admin.describe_topics([name])[name]
+            if all(p.leader >= 0 for p in described.partitions):
+                return name
+            time.sleep(0.05)
+    raise AssertionError(f"{name} has no leaders")
+
+
+@pytest.mark.parametrize("idempotent", [True, False], ids=["idempotent", "acks1"])
+def test_renewals_lose_and_duplicate_nothing(
+    tiny_grant_cluster: LocalCluster, idempotent: bool
+) -> None:
+    topic = _topic(tiny_grant_cluster, partitions=2, replication=1)
+    config = {"bootstrap.servers": tiny_grant_cluster.gateway_address}
+    # Not idempotent: retries=0, so a renewal counted as a failed attempt would fail records.
+    extra: dict[str, object] = (
+        {"enable.idempotence": True} if idempotent else {"acks": 1, "retries": 0}
+    )
+    values = [b"%06d-" % i + b"x" * 400 for i in range(2000)]  # ~0.8 MB: a dozen grants
+    with Producer(config, linger_ms=1, max_request_size=8192, **extra) as producer:
+        futures = [producer.send(topic, v, partition=i % 2) for i, v in enumerate(values)]
+        producer.flush(60)
+        results = [f.result(10) for f in futures]
+        metrics = producer.metrics()
+    assert metrics["direct-renewal-total"] >= 4, metrics
+    for p in range(2):
+        assert [r.offset for r in results[p::2]] == list(range(1000))
+        assert read_values(config, topic, p, 1000) == values[p::2]
+
+
+def test_a_leader_change_mid_stream_moves_the_frames(tiny_grant_cluster: LocalCluster) -> None:
+    cluster = tiny_grant_cluster
+    topic = _topic(cluster, partitions=1, replication=2)
+    config = {"bootstrap.servers": cluster.gateway_address}
+    tp = TopicPartition(topic, 0)
+    first = leader_of(cluster, topic).node_id
+    with AdminClient(config) as admin:
+        replicas = admin.describe_topics([topic])[topic].partitions[0].replicas
+    other = next(n for n in replicas if n != first)
+    values = [b"rec-%05d" % i for i in range(3000)]
+    with Producer(config, linger_ms=1) as producer, AdminClient(config) as admin:
+        futures = [producer.send(topic, v) for v in values[:1500]]
+        producer.flush(30)
+        before = direct_counters(cluster, other).bytes_written
+        admin.alter_partition_reassignments({tp: [other, first]})
+        _until(lambda: not admin.list_partition_reassignments([tp]), "the reorder")
+
+        def elected() -> bool:
+            admin.elect_leaders("preferred", [tp])  # ELECTION_NOT_NEEDED once done
+            return _leads(cluster, topic, other)
+
+        _until(elected, f"node {other} leading")
+        for v in values[1500:]:
+            futures.append(producer.send(topic, v))
+        producer.flush(60)
+        offsets = [f.result(10).offset for f in futures]
+        metrics = producer.metrics()
+    assert offsets == list(range(3000))
+    assert direct_counters(cluster, other).bytes_written > before  # the new leader, directly
+    assert metrics["direct-grant-total"] >= 2  # one per leader
+    assert read_values(config, topic, 0, 3000) == values
+
+
+def _leads(cluster: LocalCluster, topic: str, node_id: int) -> bool:
+    return leader_of(cluster, topic).node_id == node_id
+
+
+def _until(done: Callable[[], object], what: str, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if done():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no {what} within {timeout_s} s")
