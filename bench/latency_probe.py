@@ -185,13 +185,14 @@ def measure(
     pids: list[int] | None = None,
     consumer: dict[str, object] | None = None,
     on_ready: Callable[[], object] | None = None,
+    producer_settings: dict[str, object] | None = None,
 ) -> tuple[list[int], list[int], dict[int, float]]:
     """Send `rate` records/s to `topic` (it exists) for `seconds` with the SDK (acks=1) while
     a reader in another process polls them: (send → ack latencies, send → poll latencies, in
     ns; CPU/wall of this process and of `pids`). `client`: more SDK settings for both sides
     (TLS, credentials); the `grpc_fetch` reader is plaintext only. `on_ready` is called once
     the reader is connected, before the producer starts. `consumer`: more settings of the
-    SDK reader only."""
+    SDK reader only; `producer_settings` of the producer only."""
     if grpc_fetch and (client or consumer):
         raise ValueError("the gRPC Fetch reader takes no client settings")
     total = int(rate * seconds)
@@ -207,7 +208,12 @@ def measure(
     time.sleep(0.5)
     if on_ready is not None:
         on_ready()
-    settings: dict[str, object] = {**(client or {}), "bootstrap.servers": bootstrap, "acks": "1"}
+    settings: dict[str, object] = {
+        **(client or {}),
+        **(producer_settings or {}),
+        "bootstrap.servers": bootstrap,
+        "acks": "1",
+    }
     if linger_ms is not None:
         settings["linger.ms"] = linger_ms
     acks: list[int] = []
@@ -261,6 +267,9 @@ def run_once(args: argparse.Namespace, rep: int) -> str:
             **({"direct.access": False} if args.no_direct else {}),
         },
         on_ready=count_connections,
+        producer_settings=(
+            {"direct.access": args.producer_direct_access} if args.producer_direct_access else None
+        ),
     )
     connections = ""
     if connections_before[0] is not None:
@@ -274,8 +283,10 @@ def run_once(args: argparse.Namespace, rep: int) -> str:
         )
     linger = "default" if args.linger_ms is None else args.linger_ms
     reader_kind = "gRPC Fetch" if args.grpc_fetch else "SDK consumer"
+    direct = args.producer_direct_access
     return (
-        f"{args.partitions} partition(s), {reader_kind}, linger.ms {linger}, {args.rate}/s: "
+        f"{args.partitions} partition(s), {reader_kind}, linger.ms {linger}, {args.rate}/s"
+        f"{'' if direct is None else ', producer direct.access ' + direct}: "
         f"{summary('ack', acks)}; {summary('e2e', latencies)} ({len(latencies)}/{total}); "
         "CPU/wall " + " ".join(f"{pid}:{share:.2f}" for pid, share in cpu.items()) + connections
     )
@@ -377,6 +388,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--data-dir", help="the cluster's data dir: count zero-copy connections opened"
+    )
+    parser.add_argument(
+        "--producer-direct-access",
+        choices=["true", "false"],
+        help="the producer's direct.access (default: the SDK's, true; decision 0047)",
     )
     args = parser.parse_args()
     if args.hops:

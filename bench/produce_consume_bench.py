@@ -52,6 +52,7 @@ VALUE_SIZE = 100
 PARTITIONS = 6
 CLIENT_TLS: dict[str, object] = {}  # SDK settings for a --tls cluster (its CA)
 CONSUMER: dict[str, object] = {}  # more consumer settings (--fetch-push-credit)
+PRODUCER: dict[str, object] = {}  # more producer settings (--producer-direct-access)
 _NS = struct.Struct(">q")
 _TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -99,6 +100,7 @@ def produce(
         "linger.ms": args.linger_ms,
         "batch.size": args.batch_size,
         "compression.type": args.compression,
+        **PRODUCER,
     }
     with Producer(config) as producer:
         producer.send(topic, value).result(30)  # metadata and connection warmed up
@@ -163,7 +165,12 @@ def latency(
     reader.start()
     ready.wait(60)
     padding = b"x" * (VALUE_SIZE - _NS.size)
-    settings: dict[str, object] = {**CLIENT_TLS, "bootstrap.servers": address, "acks": "1"}
+    settings: dict[str, object] = {
+        **CLIENT_TLS,
+        "bootstrap.servers": address,
+        "acks": "1",
+        **PRODUCER,
+    }
     if linger_ms is not None:
         settings["linger.ms"] = linger_ms
     acks: list[int] = []
@@ -246,11 +253,18 @@ def main(
     )
     parser.add_argument("--fetch-push-credit", type=int, default=0, help="consumers' setting")
     parser.add_argument(
+        "--producer-direct-access",
+        choices=["true", "false"],
+        help="the producers' direct.access (default: the SDK's, true; decision 0047)",
+    )
+    parser.add_argument(
         "--pid", action="append", default=[], help="NAME=PID: with --bootstrap, its CPU too"
     )
     args = parser.parse_args(argv)
     if args.fetch_push_credit:
         CONSUMER["fetch.push.credit"] = args.fetch_push_credit
+    if args.producer_direct_access:
+        PRODUCER["direct.access"] = args.producer_direct_access
     PARTITIONS, VALUE_SIZE = args.partitions, max(args.value_size, _NS.size)
     if args.bootstrap:
         named = dict(item.split("=", 1) for item in args.pid)
