@@ -310,7 +310,8 @@ def hops(args: argparse.Namespace) -> None:
     with AdminClient(bootstrap_servers=args.bootstrap) as admin:
         admin.create_topics([NewTopic(topic, 1, 1)])
     value = b"x" * args.value_size
-    with Producer(bootstrap_servers=args.bootstrap, acks="1") as producer:
+    direct = {"direct.access": args.producer_direct_access} if args.producer_direct_access else {}
+    with Producer(direct, bootstrap_servers=args.bootstrap, acks="1") as producer:
         producer.send(topic, value).result(30)  # the topic has a leader now
         channel = grpc.insecure_channel(args.bootstrap)
         stub = gateway_pb2_grpc.GatewayStub(channel)

@@ -114,6 +114,7 @@ class DirectRoutes:
         self._timeout_s = config.request_timeout_ms / 1000
         self._fallback_s = config.metadata_max_age_ms / 1000
         self._retry_s = config.retry_backoff_max_ms / 1000
+        self._max_request = config.max_request_size
         self._nodes: dict[int, _Node] = {}
         self._refreshing: set[str] = set()
         self._refreshed_at: dict[str, float] = {}  # no refresh of a topic before then
@@ -214,6 +215,8 @@ class DirectRoutes:
                     node.stale = True
                 if now_ms >= node.renew_at_ms or node.stale:
                     self._ask(node, None)
+            if node.conn is not None and not node.grant and not node.waiting:
+                node.conn.fail(RiverlogError("gateway fallback", ErrorCode.NETWORK_EXCEPTION))
             if node.conn is not None and not node.confirmed:
                 if now - node.connected_at > self._timeout_s:  # no answer to the grant frame
                     self._fall_back(node, now, "no answer to the grant", True)
@@ -291,10 +294,24 @@ class DirectRoutes:
                 if code == ErrorCode.NONE
                 else str(error_for(code, response.error_message))
             )
-            brief = code in (ErrorCode.NONE, ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED)
-            self._fall_back(node, now, why, not brief)
+            for_good = code in (ErrorCode.NONE, ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED)
+            self._fall_back(node, now, why, not for_good)
             return
+        # The quota's throttle (Kafka's produce-throttle-time): the sender sends nothing until
+        # it has passed, as after a throttled produce answer.
+        self._conn.throttle.record(node.pending_server, response.throttle_time_ms)
         now_ms = time.time_ns() // 1_000_000
+        if response.byte_budget < self._max_request:
+            # A budget smaller than one request: the gateway capped it at one quota sample's
+            # worth (a throttled client). A frame may overdraw a budget by its own size, so
+            # this grant would let a request of max.request.size through for a sample's
+            # charge: the gateway's per-request accounting stays exact instead, until the
+            # grant would have expired.
+            lifetime_s = max((response.expires_at_ms - now_ms) / 1000, self._retry_s)
+            why = f"a grant of {response.byte_budget} bytes (a quota) is below max.request.size"
+            self._fall_back(node, now, why, False, lifetime_s)
+            node.wanted.update(topics)
+            return
         if node.conn is not None and (node.host, node.port) != (
             response.host,
             response.direct_port,
@@ -338,15 +355,18 @@ class DirectRoutes:
         grant = node.grant
         node.conn.send([FRAME_HEADER.pack(KIND_GRANT << 24 | len(grant)), grant])
 
-    def _fall_back(self, node: _Node, now: float, why: str, brief: bool) -> None:
+    def _fall_back(
+        self, node: _Node, now: float, why: str, brief: bool, until: float | None = None
+    ) -> None:
         """Use the gateway for this node: for retry.backoff.max.ms after a failed call, else
-        until metadata.max.age.ms has passed."""
-        until = self._retry_s if brief else self._fallback_s
+        until metadata.max.age.ms (or `until` seconds) has passed."""
+        if until is None:
+            until = self._retry_s if brief else self._fallback_s
         log.info("node %d: produce via the gateway for %.0f s (%s)", node.node_id, until, why)
         node.gateway_until = now + until
         node.wanted.update(node.topics)
         node.grant, node.topics, node.stale = b"", frozenset(), False
-        if node.conn is not None:
+        if node.conn is not None and not node.waiting:  # else closed once they are answered
             node.conn.fail(RiverlogError(why, ErrorCode.NETWORK_EXCEPTION))
 
     # ---- answers ----------------------------------------------------------------------
