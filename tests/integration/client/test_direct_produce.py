@@ -4,8 +4,11 @@ move), with `direct.access=false` and on a TLS cluster (no direct access: the ga
 DELEGATION_TOKEN_AUTH_DISABLED) it takes the gateway, and every record arrives either way. On a
 cluster whose grants cover 64 KiB, the producer renews its grant again and again (each
 DELEGATION_TOKEN_EXPIRED answer puts the batches back, not counted as a failed attempt) and
-every record is written once, in order, idempotent or not; and a leader change mid-stream moves
-the producer's frames to the new leader with nothing lost or duplicated."""
+every record is written once, in order, idempotent or not; when another connection spends the
+producer's grant behind its back, the leader answers DELEGATION_TOKEN_EXPIRED, the producer
+renews and sends the batches again, and with retries=0 nothing fails (a renewal is not a
+failed attempt); and a leader change mid-stream moves the producer's frames to the new leader
+with nothing lost or duplicated."""
 
 from __future__ import annotations
 
@@ -13,12 +16,13 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from direct_client import direct_counters, leader_of
+from direct_client import DirectConnection, direct_counters, leader_of, produce_request
 from shared_clusters import ClientCluster
 
 from riverlog.client import AdminClient, Consumer, Producer
 from riverlog.client.admin import NewTopic
 from riverlog.cluster import LocalCluster
+from riverlog.common.records import BatchBuilder
 from riverlog.common.types import TopicPartition
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -117,6 +121,39 @@ def test_renewals_lose_and_duplicate_nothing(
     for p in range(2):
         assert [r.offset for r in results[p::2]] == list(range(1000))
         assert read_values(config, topic, p, 1000) == values[p::2]
+
+
+def test_an_expired_answer_renews_and_resends_without_counting_an_attempt(
+    tiny_grant_cluster: LocalCluster,
+) -> None:
+    cluster = tiny_grant_cluster
+    topic = _topic(cluster, partitions=1, replication=1)
+    config = {"bootstrap.servers": cluster.gateway_address}
+    node = leader_of(cluster, topic)
+    values = [b"exp-%04d" % i for i in range(400)]
+    conf = {"acks": 1, "retries": 0, "linger_ms": 1, "max_request_size": 8192}
+    with Producer(config, **conf) as producer:
+        futures = [producer.send(topic, v) for v in values[:200]]
+        producer.flush(30)
+        direct = producer._sender.direct  # the grant it holds, to spend behind its back
+        assert direct is not None
+        grant = direct._nodes[node.node_id].grant
+        builder = BatchBuilder()
+        builder.append(1_700_000_000_000, None, b"s" * TINY_GRANT_BYTES)
+        refusals = direct_counters(cluster, node.node_id).budget_refusals
+        with DirectConnection(node.host, node.direct_port) as spender:
+            assert spender.send_grant(grant).error_code == 0
+            spent = spender.produce(produce_request(topic, builder.build()))
+        assert [p.error_code for p in spent.partitions] == [0]
+        futures += [producer.send(topic, v) for v in values[200:]]
+        producer.flush(30)
+        offsets = [f.result(10).offset for f in futures]  # retries=0: none failed
+        metrics = producer.metrics()
+    assert direct_counters(cluster, node.node_id).budget_refusals > refusals
+    assert metrics["direct-renewal-total"] >= 1
+    assert offsets == [*range(200), *range(201, 401)]  # the spender's record is offset 200
+    read = read_values(config, topic, 0, 401)
+    assert read[:200] + read[201:] == values
 
 
 def test_a_leader_change_mid_stream_moves_the_frames(tiny_grant_cluster: LocalCluster) -> None:
