@@ -190,7 +190,7 @@ def test_a_leader_change_mid_stream_moves_the_frames(tiny_grant_cluster: LocalCl
 
 
 def _leads(cluster: LocalCluster, topic: str, node_id: int) -> bool:
-    return leader_of(cluster, topic).node_id == node_id
+    return bool(leader_of(cluster, topic).node_id == node_id)
 
 
 def _until(done: Callable[[], object], what: str, timeout_s: float = 30) -> None:
