@@ -74,7 +74,9 @@ def test_the_producer_takes_the_direct_path_where_the_cluster_offers_it(
 @pytest.fixture(scope="module")
 def tiny_grant_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """Two storage nodes whose gateway's grants cover 64 KiB each (direct.access.grant.bytes),
-    so a producer renews often. The tests here create their own topics only."""
+    so a producer renews often; its max.request.size must be below that (a grant smaller than
+    a request keeps the gateway, as a quota's capped grant does). The tests here create their
+    own topics only."""
     with LocalCluster(
         tmp_path_factory.mktemp("tiny-grants"),
         storage_nodes=2,
@@ -166,7 +168,11 @@ def test_a_leader_change_mid_stream_moves_the_frames(tiny_grant_cluster: LocalCl
         replicas = admin.describe_topics([topic])[topic].partitions[0].replicas
     other = next(n for n in replicas if n != first)
     values = [b"rec-%05d" % i for i in range(3000)]
-    with Producer(config, linger_ms=1) as producer, AdminClient(config) as admin:
+    # max.request.size below the grants' 64 KiB: a larger one would keep the gateway
+    with (
+        Producer(config, linger_ms=1, max_request_size=8192) as producer,
+        AdminClient(config) as admin,
+    ):
         futures = [producer.send(topic, v) for v in values[:1500]]
         producer.flush(30)
         before = direct_counters(cluster, other).bytes_written
