@@ -4,7 +4,7 @@ one and the window of batches that hold sequences, from the oldest one without a
 
 Sequences are assigned when the sender drains a batch, and a retry resends the same bytes with
 the same sequence, so the leader drops a batch it already has and answers with the offsets of
-the first write, as long as it is among the producer's last PRODUCER_BATCH_WINDOW (25) batches
+the first write, as long as it is among the producer's last PRODUCER_BATCH_WINDOW (40) batches
 the leader remembers. Hence the window: from the oldest batch without a final outcome
 (acknowledged, or failed) to the newest, acknowledged ones in between included, at most that
 many batches of a partition are ever sent; a batch whose request timed out still counts until
