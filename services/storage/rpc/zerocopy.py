@@ -312,8 +312,12 @@ class ZeroCopyServer:
             results = in_order(order, results, refused)
         try:
             response = fetch_response_to_proto(results, request.correlation_id, zero_copy=True)
+            frame = encode_frame(response.SerializeToString())
             async with writing:
-                await loop.sock_sendall(conn, encode_frame(response.SerializeToString()))
+                if any(r.records is not None and r.records.size for r in results):
+                    await _send_before_records(loop, conn, frame)
+                else:
+                    await loop.sock_sendall(conn, frame)
                 for result in results:
                     if result.records is not None and result.records.size:
                         await self._send_records(loop, conn, result.records)
@@ -459,6 +463,21 @@ def _recv_now(conn: socket.socket, view: memoryview) -> int | None:
         return conn.recv_into(view)
     except (BlockingIOError, InterruptedError):
         return None
+
+
+async def _send_before_records(
+    loop: asyncio.AbstractEventLoop, conn: socket.socket, frame: bytes
+) -> None:
+    """A response header that records follow, sent with MSG_MORE: the kernel holds it for the
+    records (whose last `sendfile` pushes) instead of sending it in a packet of its own, so
+    the client wakes once for the answer, not for the header and again for the records. What
+    does not go at once is sent as usual (no MSG_MORE: nothing is held)."""
+    try:
+        sent = conn.send(frame, socket.MSG_MORE)
+    except (BlockingIOError, InterruptedError):
+        sent = 0
+    if sent < len(frame):
+        await loop.sock_sendall(conn, memoryview(frame)[sent:])
 
 
 async def _wait_writable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
