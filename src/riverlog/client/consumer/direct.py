@@ -190,8 +190,10 @@ class _Link:
         """Read `size` bytes (all of `buf` by default) into `buf` next."""
         self._phase = phase
         self._buf = buf
-        self._view = memoryview(buf)
         self._want = len(buf) if size is None else size
+        # exactly the bytes expected: a reused buffer may be longer than this answer, and a
+        # read into its tail would take the start of the next pipelined answer
+        self._view = memoryview(buf)[: self._want]
         self._pos = 0
 
     def _advance(self, keeper: GrantKeeper, done: Callable[[DirectCall], None]) -> None:
