@@ -5,10 +5,21 @@ A grant arrives as a grant frame on the direct port (`rpc/zerocopy.py` in grant 
 ledger checks it (`riverlog.common.grants.verify_grant`: MAC, node id, expiry against this
 node's wall clock) and keeps its remaining byte budget by grant id, so a grant used on several
 connections at once shares one budget. Each fetch or produce frame under it asks `refusal`
-first (expired, or budget spent: DELEGATION_TOKEN_EXPIRED) and is charged its bytes after
-(`charge`; a frame may overdraw the last bytes of a budget, by at most its own size, so no
-frame is too large for a small budget). Budgets of expired grants are forgotten at the next
-grant frame that arrives after them, so the table holds at most the grants alive at once.
+first (expired, or budget spent: DELEGATION_TOKEN_EXPIRED), then pays before any byte is read
+or appended, so concurrent connections under one grant cannot each spend the same remainder:
+
+- a produce frame pays its length plus `FRAME_CHARGE_BYTES` (`take_produce`); a frame costing
+  more than the budget left is refused and empties the budget, so the refusal holds on every
+  connection of the grant;
+- a fetch frame pays its length plus `FRAME_CHARGE_BYTES` and reserves the records it may read,
+  `min(max_bytes, left)` (`reserve_fetch`); once its results are known, before a byte is sent,
+  `settle_fetch` charges the record bytes read instead (more than the reservation when a
+  first whole batch is larger: a fetch overdraws by at most one batch) and returns only the
+  difference. Nothing is returned when the send fails: a client resetting the connection
+  mid-answer has paid.
+
+Budgets of expired grants are forgotten at the next grant frame that arrives after them, so the
+table holds at most the grants alive at once.
 """
 
 from __future__ import annotations
@@ -17,7 +28,7 @@ from dataclasses import dataclass
 
 from riverlog.common.clock import Clock
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.grants import Grant, GrantOperation, verify_grant
+from riverlog.common.grants import FRAME_CHARGE_BYTES, Grant, verify_grant
 
 
 @dataclass(slots=True)
@@ -91,17 +102,49 @@ class GrantLedger:
             )
         return None
 
-    def charge(self, grant: Grant, size: int) -> None:
-        """Count `size` bytes read or written under `grant`."""
-        if size <= 0:
-            return
+    def _spent(self, grant: Grant, budget: _Budget | None) -> RiverlogError:
+        """Refuse a frame the budget left cannot pay for, and empty the budget so the refusal
+        holds for every connection of the grant."""
+        if budget is not None:
+            budget.remaining = min(budget.remaining, 0)
+        self.exhausted += 1
+        return RiverlogError(
+            f"the grant's {grant.byte_budget} bytes on node {self.node_id} do not pay for this"
+            " frame: ask the gateway for a new one",
+            ErrorCode.DELEGATION_TOKEN_EXPIRED,
+        )
+
+    def take_produce(self, grant: Grant, frame_size: int) -> RiverlogError | None:
+        """Charge a produce frame of `frame_size` bytes before it is appended; the refusal
+        (DELEGATION_TOKEN_EXPIRED) when it costs more than the budget left."""
+        budget = self._budgets.get(grant.grant_id)
+        cost = frame_size + FRAME_CHARGE_BYTES
+        if budget is None or cost > budget.remaining:
+            return self._spent(grant, budget)
+        budget.remaining -= cost
+        self.bytes_written += frame_size
+        return None
+
+    def reserve_fetch(self, grant: Grant, frame_size: int, max_bytes: int) -> int | RiverlogError:
+        """Charge a fetch frame of `frame_size` bytes and reserve the record bytes it may read:
+        `max_bytes` (>= 0) capped at the budget left. The refusal (DELEGATION_TOKEN_EXPIRED)
+        when the budget left does not pay for the frame and one record byte."""
+        budget = self._budgets.get(grant.grant_id)
+        cost = frame_size + FRAME_CHARGE_BYTES
+        if budget is None or budget.remaining - cost <= 0:
+            return self._spent(grant, budget)
+        left = budget.remaining - cost
+        reserved = max(min(max_bytes, left), 0)
+        budget.remaining -= cost + reserved
+        return reserved
+
+    def settle_fetch(self, grant: Grant, reserved: int, read: int) -> None:
+        """A fetch that reserved `reserved` record bytes read `read` (before sending them):
+        charge those instead (the difference either way)."""
         budget = self._budgets.get(grant.grant_id)
         if budget is not None:
-            budget.remaining -= size
-        if grant.operation == GrantOperation.READ:
-            self.bytes_read += size
-        else:
-            self.bytes_written += size
+            budget.remaining += reserved - read
+        self.bytes_read += read
 
     @property
     def live_grants(self) -> int:

@@ -54,7 +54,14 @@ from ..log import FetchSlice
 from ..replica.fetch import FetchHandler, close_results
 from ..replica.requests import FetchPartitionResult, StoredRecords
 from .convert import fetch_params_from_proto, fetch_response_to_proto
-from .direct import MAX_GRANT_FRAME, DirectSession, in_order, refused_only, with_refusals
+from .direct import (
+    MAX_GRANT_FRAME,
+    DirectSession,
+    Refusals,
+    in_order,
+    refused_only,
+    with_refusals,
+)
 from .timers import RequestTimers
 
 log = logging.getLogger(__name__)
@@ -215,7 +222,7 @@ class ZeroCopyServer:
                 except Exception as exc:  # protobuf's DecodeError has no stable import path
                     log.warning("zero-copy %s: undecodable request (%s); closing", peer, exc)
                     return
-                await self._answer(loop, conn, writing, message, session)
+                await self._answer(loop, conn, writing, message, session, length)
         except (ConnectionError, BrokenPipeError) as exc:
             log.debug("zero-copy %s: connection ended: %s", peer, exc)
         except OSError as exc:
@@ -246,7 +253,9 @@ class ZeroCopyServer:
         answer = session.take_grant(payload)
         async with writing:
             await loop.sock_sendall(conn, answer)
-        return True
+        # A refused grant on a connection holding none: answered, then closed (a client cannot
+        # keep sending grant frames on a connection that never had a grant).
+        return session.grant is not None
 
     def _start_produce(
         self, session: DirectSession | None, produce: ParsedProduceRequest, size: int
@@ -289,16 +298,18 @@ class ZeroCopyServer:
         writing: asyncio.Lock,
         request: data_pb2.FetchRequest,
         session: DirectSession | None = None,
+        size: int = 0,
     ) -> None:
         start = RequestTimer.start()
-        refused: list[FetchPartitionResult] = []
+        refused: Refusals = []
         if session is not None:
             order = [TopicPartition(p.topic, p.partition) for p in request.partitions]
-            refused = session.screen_fetch(request)
+            refused = session.screen_fetch(request, size)
         params = fetch_params_from_proto(request)
+        ready: list[FetchPartitionResult] | None = None
         try:
             if refused and not params.partitions:
-                ready: list[FetchPartitionResult] | None = []
+                ready = []
             else:
                 ready = self._fetch.fetch_now(params)
             if ready is None:  # a long poll: it ends early if the client goes away
@@ -308,6 +319,9 @@ class ZeroCopyServer:
             results = [FetchPartitionResult(p.tp) for p in params.partitions]
             for result in results:
                 result.fail(exc)
+        finally:
+            if session is not None:  # charged what it read, before sending: no refund after
+                session.settle_fetch(ready or [])
         if refused:
             results = in_order(order, results, refused)
         try:
@@ -321,8 +335,6 @@ class ZeroCopyServer:
                 for result in results:
                     if result.records is not None and result.records.size:
                         await self._send_records(loop, conn, result.records)
-            if session is not None:
-                session.charge(sum(r.size for r in results))
         finally:
             close_results(results)
             self._timers.fetch(params.replica_id).done(start)

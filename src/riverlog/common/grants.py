@@ -33,6 +33,11 @@ GRANT_VERSION: Final = 1
 GRANT_ID_BYTES: Final = 16
 MAC_BYTES: Final = 32
 MAX_GRANT_BYTES: Final = 256 * 1024
+FRAME_CHARGE_BYTES: Final = 1024
+"""What a storage node charges a grant's byte budget for every frame it accepts under it, on top
+of the frame's own length (and, for a fetch, the record bytes it sends): so an empty fetch or
+produce is not free, and one grant cannot pay for unbounded tight-loop polling (decision 0047).
+An SDK counts the same to renew before a frame would be refused."""
 """Largest encoded grant (MAC included) either side accepts: a gateway refuses to issue a
 larger one (INVALID_REQUEST: too many topics), a node refuses a larger grant frame unread."""
 MIN_KEY_BYTES: Final = 32

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.grants import FRAME_CHARGE_BYTES
 from riverlog.common.zerocopy import (
     FRAME_HEADER,
     KIND_FETCH,
@@ -226,7 +227,9 @@ class _Link:
                 ranges.append((pos, pos + size))
                 pos += size
             self._head = head
-            keeper.spend(self.node_id, call.serial, total + len(self._buf))
+            # what the node charges: the records, and FRAME_CHARGE_BYTES (and the request's
+            # length: about the answer header's) per frame
+            keeper.spend(self.node_id, call.serial, total + len(self._buf) + FRAME_CHARGE_BYTES)
             if total:
                 self._expect(_RAW, self._buffers.take(total), total)
                 return

@@ -29,6 +29,7 @@ from typing import Any, Final
 import grpc
 
 from riverlog.common.errors import ErrorCode, RiverlogError, error_for
+from riverlog.common.grants import FRAME_CHARGE_BYTES
 from riverlog.common.zerocopy import (
     FRAME_HEADER,
     KIND_GRANT,
@@ -47,6 +48,10 @@ log = logging.getLogger(__name__)
 GATEWAY: Final = -1
 WAIT: Final = -2
 _RENEW_AT: Final = 0.75  # of a grant's lifetime or byte budget
+_FRAME_SLACK: Final = 4096
+"""A produce frame's bytes beyond its batches' (max.request.size bounds those): the header,
+topic names, per-partition fields. A frame beyond it may be refused DELEGATION_TOKEN_EXPIRED by
+the node: its batches are put back and sent after the renewal, as for any such answer."""
 
 
 class Outcome:
@@ -115,6 +120,9 @@ class DirectRoutes:
         self._fallback_s = config.metadata_max_age_ms / 1000
         self._retry_s = config.retry_backoff_max_ms / 1000
         self._max_request = config.max_request_size
+        # The most a frame costs the node's budget (decision 0047): its length plus
+        # FRAME_CHARGE_BYTES. The node refuses a frame costing more than the budget left.
+        self._max_cost = config.max_request_size + _FRAME_SLACK + FRAME_CHARGE_BYTES
         self._nodes: dict[int, _Node] = {}
         self._refreshing: set[str] = set()
         self._refreshed_at: dict[str, float] = {}  # no refresh of a topic before then
@@ -177,14 +185,15 @@ class DirectRoutes:
             return
         node.next_id += 1
         node.waiting[correlation_id] = inflight
-        node.spent += sum(map(len, pieces))
+        node.spent += sum(map(len, pieces)) + FRAME_CHARGE_BYTES
         self.requests += 1
         conn.send(pieces)
-        if node.spent >= node.budget:
-            # The node charges each frame its size after taking it, and refuses frames once
-            # the budget is spent: counting the same (and the 4-byte headers), no frame goes
-            # out that the node would refuse. A refused frame would be sent again after later
-            # ones, out of order for a producer without idempotence.
+        if node.budget - node.spent < self._max_cost:
+            # The node charges each frame its size plus FRAME_CHARGE_BYTES before taking it,
+            # and refuses a frame costing more than the budget left: counting the same (and
+            # the 4-byte headers), renewing while the budget left still pays for the largest
+            # frame, no frame goes out that the node would refuse. A refused frame would be
+            # sent again after later ones, out of order for a producer without idempotence.
             self.renew(node_id)
         elif node.spent >= node.budget * _RENEW_AT and node.pending is None:
             self._ask(node, None)
@@ -301,11 +310,10 @@ class DirectRoutes:
         # it has passed, as after a throttled produce answer.
         self._conn.throttle.record(node.pending_server, response.throttle_time_ms)
         now_ms = time.time_ns() // 1_000_000
-        if response.byte_budget < self._max_request:
+        if response.byte_budget < self._max_cost:
             # A budget smaller than one request: the gateway capped it at one quota sample's
-            # worth (a throttled client). A frame may overdraw a budget by its own size, so
-            # this grant would let a request of max.request.size through for a sample's
-            # charge: the gateway's per-request accounting stays exact instead, until the
+            # worth (a throttled client), and the node refuses a frame costing more than the
+            # budget left: the gateway's per-request accounting serves instead, until the
             # grant would have expired.
             lifetime_s = max((response.expires_at_ms - now_ms) / 1000, self._retry_s)
             why = f"a grant of {response.byte_budget} bytes (a quota) is below max.request.size"
