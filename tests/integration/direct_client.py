@@ -8,6 +8,7 @@ Every socket has a timeout; every wait is bounded.
 from __future__ import annotations
 
 import socket
+import struct
 import urllib.request
 from dataclasses import dataclass
 
@@ -72,8 +73,17 @@ def leader_of(cluster: LocalCluster, topic: str, partition: int = 0) -> common_p
 class DirectConnection:
     """One blocking connection to a direct port (not thread-safe)."""
 
-    def __init__(self, host: str, port: int) -> None:
-        self.sock = socket.create_connection((host, port), timeout=TIMEOUT_S)
+    def __init__(self, host: str, port: int, rcvbuf: int | None = None) -> None:
+        """`rcvbuf`: a small SO_RCVBUF, set before connecting (a client slow to read)."""
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf is not None:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.settimeout(TIMEOUT_S)
+        try:
+            self.sock.connect((host, port))
+        except OSError:
+            self.sock.close()
+            raise
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def __enter__(self) -> DirectConnection:
@@ -85,7 +95,7 @@ class DirectConnection:
     def close(self) -> None:
         self.sock.close()
 
-    def _recv_exactly(self, size: int) -> bytes:
+    def recv_exactly(self, size: int) -> bytes:
         out = bytearray()
         while len(out) < size:
             chunk = self.sock.recv(size - len(out))
@@ -96,8 +106,8 @@ class DirectConnection:
 
     def read_payload(self) -> bytes:
         """The next answer's payload ([u32 length][payload])."""
-        (length,) = FRAME_HEADER.unpack(self._recv_exactly(FRAME_HEADER.size))
-        return self._recv_exactly(length)
+        (length,) = FRAME_HEADER.unpack(self.recv_exactly(FRAME_HEADER.size))
+        return self.recv_exactly(length)
 
     def send_grant(self, grant: bytes) -> data_pb2.DataGrantResponse:
         self.sock.sendall(encode_frame(grant, KIND_GRANT))
@@ -106,11 +116,23 @@ class DirectConnection:
         return answer
 
     def fetch(self, request: data_pb2.FetchRequest) -> data_pb2.FetchResponse:
+        self.send_fetch(request)
+        return self.read_fetch()
+
+    def send_fetch(self, request: data_pb2.FetchRequest) -> None:
         self.sock.sendall(encode_frame(request.SerializeToString(), KIND_FETCH))
+
+    def read_fetch(self) -> data_pb2.FetchResponse:
+        """The next answer, a fetch's, with its records."""
         response = data_pb2.FetchResponse()
         response.ParseFromString(self.read_payload())
-        fill_records(response, self._recv_exactly(records_total(response)))
+        fill_records(response, self.recv_exactly(records_total(response)))
         return response
+
+    def reset(self) -> None:
+        """Close with a TCP reset (SO_LINGER 0), as a client that crashed or gave up."""
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.sock.close()
 
     def produce(self, request: data_pb2.ProduceRequest) -> data_pb2.ProduceResponse:
         self.sock.sendall(encode_frame(request.SerializeToString(), KIND_PRODUCE))

@@ -2,17 +2,23 @@
 (`direct_client.py`) and grants from the real gateway, on the session cluster (whose launcher
 gives every gateway and storage node the cluster's direct-access key): a granted produce and
 fetch work and move the node's direct counters; a first frame that is not a grant closes the
-connection; a grant with a bad MAC or for another node is refused and the connection stays
-ungranted; a partition of a topic the grant does not name, or of the other operation, is
-answered TOPIC_AUTHORIZATION_FAILED and nothing is appended; once a grant's byte budget is
-spent (a grant signed here with the cluster's key and a budget of one byte) frames are answered
-DELEGATION_TOKEN_EXPIRED, and a renewed grant on the same connection works (its answer comes
-after the answers of the produce frames pipelined before it); an expired grant is refused with
-DELEGATION_TOKEN_EXPIRED. And on a TLS cluster, which offers no direct access,
+connection; a grant with a bad MAC or for another node is refused, and closes a connection that
+holds no grant (one that holds a grant keeps it); a partition of a topic the grant does not
+name, or of the other operation, is answered TOPIC_AUTHORIZATION_FAILED and nothing is appended
+(in its place, even when the frame names a partition twice); a follower's fetch is answered
+CLUSTER_AUTHORIZATION_FAILED and a negative max_bytes INVALID_REQUEST. The byte budget (grants
+signed here with the cluster's key, with budgets and lifetimes no gateway config gives): a
+produce frame larger than the budget left is answered DELEGATION_TOKEN_EXPIRED and nothing is
+appended, and a renewed grant on the same connection works (its answer comes after the answers
+of the produce frames pipelined before it); concurrent fetches on one grant read at most the
+budget and a batch each; a fetch whose client resets the connection mid-answer was paid for;
+empty fetches are paid for; a long poll ends by its grant's expiry; an expired grant is refused
+with DELEGATION_TOKEN_EXPIRED. And on a TLS cluster, which offers no direct access,
 GrantDataAccess answers DELEGATION_TOKEN_AUTH_DISABLED."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 
@@ -31,10 +37,22 @@ from direct_client import (
 
 from riverlog.cluster import LocalCluster
 from riverlog.common.errors import ErrorCode
-from riverlog.common.grants import GrantOperation, load_key, new_grant, sign_grant
+from riverlog.common.grants import (
+    FRAME_CHARGE_BYTES,
+    GrantOperation,
+    load_key,
+    new_grant,
+    sign_grant,
+)
 from riverlog.common.records import BatchBuilder
 from riverlog.common.records.header import iter_batches
-from riverlog.common.zerocopy import KIND_FETCH, KIND_GRANT, KIND_PRODUCE, encode_frame
+from riverlog.common.zerocopy import (
+    KIND_FETCH,
+    KIND_GRANT,
+    KIND_PRODUCE,
+    encode_frame,
+    records_total,
+)
 from riverlog.v1 import common_pb2, data_pb2
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -98,7 +116,7 @@ def test_a_first_frame_that_is_not_a_grant_closes_the_connection(
         assert conn.closed_by_peer()
 
 
-def test_a_bad_or_foreign_grant_is_refused_and_the_connection_stays_ungranted(
+def test_a_bad_or_foreign_grant_is_refused_and_closes_an_ungranted_connection(
     cluster: LocalCluster, new_topic: NewTopic
 ) -> None:
     topic = new_topic()
@@ -111,14 +129,16 @@ def test_a_bad_or_foreign_grant_is_refused_and_the_connection_stays_ungranted(
     with _connect(node) as conn:
         answer = conn.send_grant(bytes(tampered))
         assert answer.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED, answer
-        conn.sock.sendall(
-            encode_frame(fetch_request(topic).SerializeToString(), KIND_FETCH)
-        )  # still no grant: closed
-        assert conn.closed_by_peer()
+        assert conn.closed_by_peer()  # no grant on it: answered, then closed
     with _connect(other) as conn:  # a grant for another node
         answer = conn.send_grant(grant)
         assert answer.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED, answer
         assert "node" in answer.error_message
+        assert conn.closed_by_peer()
+    with _connect(node) as conn:  # a connection holding a grant keeps it
+        assert conn.send_grant(grant).error_code == ErrorCode.NONE
+        assert conn.send_grant(bytes(tampered)).error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+        assert [p.error_code for p in conn.fetch(fetch_request(topic)).partitions] == [0]
     assert direct_counters(cluster, node.node_id).grants_refused >= before.grants_refused + 1
 
 
@@ -151,7 +171,26 @@ def test_a_topic_or_operation_the_grant_does_not_cover_is_refused(
         follower = fetch_request(topic)
         follower.replica_id = node.node_id
         refused = conn.fetch(follower)
-        assert [p.error_code for p in refused.partitions] == [ErrorCode.TOPIC_AUTHORIZATION_FAILED]
+        assert [p.error_code for p in refused.partitions] == [
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        ]
+        negative = fetch_request(topic)
+        negative.max_bytes = -1
+        invalid = conn.fetch(negative)
+        assert [p.error_code for p in invalid.partitions] == [ErrorCode.INVALID_REQUEST]
+        twice = fetch_request(topic)  # a partition named twice, a refused topic between
+        twice.partitions.add(topic=other, partition=0, fetch_offset=0)
+        twice.partitions.add(topic=topic, partition=0, fetch_offset=1)
+        answer = conn.fetch(twice)
+        assert [(p.topic, p.error_code) for p in answer.partitions] == [
+            (topic, ErrorCode.NONE),
+            (other, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+            (topic, ErrorCode.NONE),
+        ]
+        first, refused_between, again = answer.partitions
+        assert sum(b.records_count for b in iter_batches(first.records)) == 3
+        assert not refused_between.records
+        assert sum(b.records_count for b in iter_batches(again.records)) == 3
     other_node = leader_of(cluster, other)
     with _connect(other_node) as conn:  # nothing was appended to the refused topic
         assert conn.send_grant(_granted(cluster, READ, [other], other_node)).error_code == 0
@@ -167,13 +206,14 @@ def _signed_here(
     budget: int,
     lifetime_ms: int = 60_000,
     now_ms: int | None = None,
+    operation: GrantOperation = GrantOperation.WRITE,
 ) -> bytes:
-    """A WRITE grant signed with the cluster's key file (as a gateway would), with a budget
-    or lifetime no gateway config of the shared cluster gives."""
+    """A grant (WRITE unless told) signed with the cluster's key file (as a gateway would),
+    with a budget or lifetime no gateway config of the shared cluster gives."""
     assert cluster.direct_access_key is not None
     grant = new_grant(
         node_id=node.node_id,
-        operation=GrantOperation.WRITE,
+        operation=operation,
         principal="ANONYMOUS",
         client_id="direct-port-test",
         topics=frozenset({topic}),
@@ -190,15 +230,18 @@ def test_a_spent_budget_is_refused_until_a_renewed_grant(
     topic = new_topic()
     node = leader_of(cluster, topic)
     before = direct_counters(cluster, node.node_id)
-    with _connect(node) as conn:
-        assert conn.send_grant(_signed_here(cluster, node, topic, budget=1)).error_code == 0
-        first = conn.produce(produce_request(topic, _batch(tag=b"1")))  # overdraws the byte
-        assert [p.error_code for p in first.partitions] == [ErrorCode.NONE]
-        spent = conn.produce(produce_request(topic, _batch(tag=b"2")))
+    small = _signed_here(cluster, node, topic, budget=1)
+    large = produce_request(topic, _batch(count=2000, tag=b"large"))
+    with _connect(node) as conn, _connect(node) as second:
+        assert conn.send_grant(small).error_code == 0
+        assert second.send_grant(small).error_code == 0  # the same grant, another connection
+        spent = conn.produce(large)  # larger than the budget left: nothing appended
         assert [p.error_code for p in spent.partitions] == [ErrorCode.DELEGATION_TOKEN_EXPIRED]
+        tiny = second.produce(produce_request(topic, _batch(tag=b"2")))  # the budget is gone
+        assert [p.error_code for p in tiny.partitions] == [ErrorCode.DELEGATION_TOKEN_EXPIRED]
         assert conn.send_grant(_granted(cluster, WRITE, [topic], node)).error_code == 0
         renewed = conn.produce(produce_request(topic, _batch(tag=b"3")))
-        assert [(p.error_code, p.base_offset) for p in renewed.partitions] == [(0, 3)]
+        assert [(p.error_code, p.base_offset) for p in renewed.partitions] == [(0, 0)]
     after = direct_counters(cluster, node.node_id)
     assert after.budget_refusals >= before.budget_refusals + 1
 
@@ -261,3 +304,96 @@ def test_a_renewal_is_answered_after_the_answers_owed_before_it(
     assert sorted(p.correlation_id for p in produced) == [1, 2]
     assert all(p.partitions[0].error_code == 0 for p in produced)
     assert data_pb2.DataGrantResponse.FromString(answers[2]).error_code == 0
+
+
+def _fill(cluster: LocalCluster, node: common_pb2.Node, topic: str, batches: list[bytes]) -> None:
+    with _connect(node) as conn:
+        assert conn.send_grant(_granted(cluster, WRITE, [topic], node)).error_code == 0
+        for batch in batches:
+            answer = conn.produce(produce_request(topic, batch))
+            assert [p.error_code for p in answer.partitions] == [ErrorCode.NONE]
+
+
+def _sized_batch(index: int, value_bytes: int) -> bytes:
+    builder = BatchBuilder()
+    builder.append(1_700_000_000_000, b"k%04d" % index, os.urandom(value_bytes))
+    return builder.build()
+
+
+def test_concurrent_fetches_on_one_grant_read_the_budget_and_a_batch_each_at_most(
+    cluster: LocalCluster, new_topic: NewTopic
+) -> None:
+    topic = new_topic()
+    node = leader_of(cluster, topic)
+    batches = [_sized_batch(i, 16_000) for i in range(24)]
+    _fill(cluster, node, topic, batches)
+    budget = 64 * 1024
+    grant = _signed_here(cluster, node, topic, budget=budget, operation=GrantOperation.READ)
+    request = fetch_request(topic)  # a long poll, parked until max_wait: all at once
+    request.max_wait_ms, request.min_bytes, request.max_bytes = 500, 1 << 30, 0
+    conns = [_connect(node) for _ in range(4)]
+    try:
+        for conn in conns:
+            assert conn.send_grant(grant).error_code == 0
+        for conn in conns:
+            conn.send_fetch(request)
+        answers = [conn.read_fetch() for conn in conns]
+    finally:
+        for conn in conns:
+            conn.close()
+    read = sum(len(p.records) for a in answers for p in a.partitions)
+    assert 0 < read <= budget + len(conns) * max(map(len, batches))
+    codes = sorted(p.error_code for a in answers for p in a.partitions)
+    assert ErrorCode.DELEGATION_TOKEN_EXPIRED in codes, codes  # the rest was reserved
+
+
+def test_a_fetch_reset_mid_answer_was_paid_for(cluster: LocalCluster, new_topic: NewTopic) -> None:
+    topic = new_topic()
+    node = leader_of(cluster, topic)
+    batches = [_sized_batch(i, 500_000) for i in range(12)]  # 6 MB: more than a socket holds
+    _fill(cluster, node, topic, batches)
+    request = fetch_request(topic)
+    request.max_bytes = 0  # all the budget allows: every batch, exactly
+    budget = len(request.SerializeToString()) + FRAME_CHARGE_BYTES + sum(map(len, batches))
+    grant = _signed_here(cluster, node, topic, budget=budget, operation=GrantOperation.READ)
+    conn = DirectConnection(node.host, node.direct_port, rcvbuf=4096)
+    try:
+        assert conn.send_grant(grant).error_code == 0
+        conn.send_fetch(request)
+        head = data_pb2.FetchResponse.FromString(conn.read_payload())
+        assert records_total(head) == sum(map(len, batches))
+        conn.recv_exactly(1000)  # some of the records, then a reset
+    finally:
+        conn.reset()
+    with _connect(node) as conn:
+        assert conn.send_grant(grant).error_code == 0
+        (part,) = conn.fetch(fetch_request(topic)).partitions
+        assert part.error_code == ErrorCode.DELEGATION_TOKEN_EXPIRED, part.error_message
+
+
+def test_empty_fetches_are_paid_for(cluster: LocalCluster, new_topic: NewTopic) -> None:
+    topic = new_topic()
+    node = leader_of(cluster, topic)
+    request = fetch_request(topic)
+    cost = len(request.SerializeToString()) + FRAME_CHARGE_BYTES
+    grant = _signed_here(cluster, node, topic, budget=3 * cost + 100, operation=GrantOperation.READ)
+    with _connect(node) as conn:
+        assert conn.send_grant(grant).error_code == 0
+        codes = [conn.fetch(request).partitions[0].error_code for _ in range(4)]
+    assert codes == [0, 0, 0, ErrorCode.DELEGATION_TOKEN_EXPIRED]
+
+
+def test_a_long_poll_ends_by_its_grant_expiry(cluster: LocalCluster, new_topic: NewTopic) -> None:
+    topic = new_topic()
+    node = leader_of(cluster, topic)
+    grant = _signed_here(
+        cluster, node, topic, budget=1 << 20, lifetime_ms=1000, operation=GrantOperation.READ
+    )
+    request = fetch_request(topic)  # an empty topic: it would wait the whole max_wait
+    request.max_wait_ms, request.min_bytes = 600_000, 1 << 30
+    with _connect(node) as conn:  # its timeout (15 s) is below the 30 s cap: expiry ends it
+        if conn.send_grant(grant).error_code == ErrorCode.DELEGATION_TOKEN_EXPIRED:
+            return  # expired on the way (a slow machine): nothing to wait for
+        (part,) = conn.fetch(request).partitions
+    assert part.error_code in (ErrorCode.NONE, ErrorCode.DELEGATION_TOKEN_EXPIRED), part
+    assert not part.records
