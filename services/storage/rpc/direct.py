@@ -133,7 +133,7 @@ class DirectSession:
             else:
                 refused.append((i, _failed(p, error)))
         if grant is not None and kept:
-            want = request.max_bytes if request.max_bytes > 0 else _INT32_MAX
+            want = request.max_bytes if request.max_bytes != 0 else _INT32_MAX
             reserved = self.ledger.reserve_fetch(grant, frame_size, max(want, 0))
             if isinstance(reserved, RiverlogError):
                 refused.extend((i, _failed(p, reserved)) for i, p in kept)

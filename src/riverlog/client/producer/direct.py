@@ -49,7 +49,7 @@ GATEWAY: Final = -1
 WAIT: Final = -2
 _RENEW_AT: Final = 0.75  # of a grant's lifetime or byte budget
 _FRAME_SLACK: Final = 4096
-"""A produce frame's bytes beyond its batches' (max.request.size bounds those): the header,
+"""A produce frame's bytes beyond its batches' (max.request.size or batch.size bounds those): the header,
 topic names, per-partition fields. A frame beyond it may be refused DELEGATION_TOKEN_EXPIRED by
 the node: its batches are put back and sent after the renewal, as for any such answer."""
 
@@ -121,8 +121,11 @@ class DirectRoutes:
         self._retry_s = config.retry_backoff_max_ms / 1000
         self._max_request = config.max_request_size
         # The most a frame costs the node's budget (decision 0047): its length plus
-        # FRAME_CHARGE_BYTES. The node refuses a frame costing more than the budget left.
-        self._max_cost = config.max_request_size + _FRAME_SLACK + FRAME_CHARGE_BYTES
+        # FRAME_CHARGE_BYTES. The node refuses a frame costing more than the budget left. A
+        # frame's batches are at most max.request.size, or one batch of up to batch.size (a
+        # drain always takes a first batch).
+        largest = max(config.max_request_size, config.batch_size)
+        self._max_cost = largest + _FRAME_SLACK + FRAME_CHARGE_BYTES
         self._nodes: dict[int, _Node] = {}
         self._refreshing: set[str] = set()
         self._refreshed_at: dict[str, float] = {}  # no refresh of a topic before then
