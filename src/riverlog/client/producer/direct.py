@@ -49,9 +49,10 @@ GATEWAY: Final = -1
 WAIT: Final = -2
 _RENEW_AT: Final = 0.75  # of a grant's lifetime or byte budget
 _FRAME_SLACK: Final = 4096
-"""A produce frame's bytes beyond its batches' (max.request.size or batch.size bounds those): the header,
-topic names, per-partition fields. A frame beyond it may be refused DELEGATION_TOKEN_EXPIRED by
-the node: its batches are put back and sent after the renewal, as for any such answer."""
+"""A produce frame's bytes beyond its batches' (max.request.size or batch.size bounds those):
+the header, topic names, per-partition fields. A frame beyond it may be refused
+DELEGATION_TOKEN_EXPIRED by the node: its batches are put back and sent after the renewal, as
+for any such answer."""
 
 
 class Outcome:
