@@ -22,6 +22,10 @@ from riverlog.v1 import gateway_pb2
 from ._connection import GatewayConnection
 from .errors import ClientTimeoutError
 
+INVALIDATED = 0.0
+"""`TopicInfo.expires_at` of an entry `invalidate` marked (an error said the metadata changed),
+told apart from one merely older than metadata.max.age.ms."""
+
 
 class TopicInfo(NamedTuple):
     """One topic as last seen: partition count, partitions with a leader, when to refresh."""
@@ -73,7 +77,7 @@ class MetadataCache:
         metadata changed: unknown partition, no leader)."""
         info = self.topics.get(topic)
         if info is not None:
-            self.topics[topic] = info._replace(expires_at=0.0)
+            self.topics[topic] = info._replace(expires_at=INVALIDATED)
 
     def refresh(self, topics: list[str]) -> dict[str, TopicInfo]:
         """Ask the gateway for `topics` now; returns (and caches) those that exist.

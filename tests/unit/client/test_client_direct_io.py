@@ -71,7 +71,6 @@ def connect(peer: Peer, wakeup: Wakeup) -> Connected:
         wakeup,
         lambda payload, is_grant: answers.append((bytes(payload), is_grant)),
         closed.append,
-        5.0,
     )
     peer.accept()
     OPENED.append(conn)
@@ -195,14 +194,22 @@ def test_the_peer_closing_fails_the_connection_once(peer: Peer) -> None:
         wakeup.close()
 
 
-def test_a_refused_connection_raises_network_exception() -> None:
+def test_a_refused_connection_fails_with_network_exception() -> None:
+    """The connect does not block: refused at once (raised), or once the selector sees it."""
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
     listener.close()
     wakeup = Wakeup()
+    closed: list[RiverlogError] = []
     try:
-        with pytest.raises(RiverlogError) as raised:
-            DirectConnection("127.0.0.1", port, wakeup, lambda *_: None, lambda _: None, 5.0)
-        assert raised.value.code == ErrorCode.NETWORK_EXCEPTION
+        try:
+            conn = DirectConnection("127.0.0.1", port, wakeup, lambda *_: None, closed.append)
+        except RiverlogError as e:
+            closed.append(e)
+        else:
+            conn.send([b"queued while connecting"])
+            serve_until(wakeup, lambda: bool(closed))
+            assert conn.closed
+        assert [e.code for e in closed] == [ErrorCode.NETWORK_EXCEPTION]
     finally:
         wakeup.close()

@@ -39,7 +39,7 @@ from riverlog.common.zerocopy import (
 from riverlog.v1 import data_pb2, gateway_pb2
 
 from .._connection import GatewayConnection
-from .._metadata import MetadataCache
+from .._metadata import INVALIDATED, MetadataCache
 from ..config import ProducerConfig
 from .direct_io import DirectConnection, Wakeup
 
@@ -53,6 +53,9 @@ _FRAME_SLACK: Final = 4096
 the header, topic names, per-partition fields. A frame beyond it may be refused
 DELEGATION_TOKEN_EXPIRED by the node: its batches are put back and sent after the renewal, as
 for any such answer."""
+CONNECT_TIMEOUT_S: Final = 5.0
+"""A direct connect still in progress after this (or request.timeout.ms, if shorter) is given
+up: the node's partitions go through the gateway, as after a refused connect."""
 
 
 class Outcome:
@@ -144,7 +147,10 @@ class DirectRoutes:
         info = self._metadata.topics.get(topic)
         if info is None or info.expires_at < now:
             self._refresh(topic)
-            return GATEWAY  # routes by its own image meanwhile
+            # Only aged (metadata.max.age.ms): the known leader meanwhile. Unknown, or
+            # invalidated by a leadership error: the gateway routes by its own image.
+            if info is None or info.expires_at == INVALIDATED:
+                return GATEWAY
         if not 0 <= partition < len(info.leaders) or info.leaders[partition] < 0:
             return GATEWAY
         leader = info.leaders[partition]
@@ -230,7 +236,18 @@ class DirectRoutes:
                     self._ask(node, None)
             if node.conn is not None and not node.grant and not node.waiting:
                 node.conn.fail(RiverlogError("gateway fallback", ErrorCode.NETWORK_EXCEPTION))
-            if node.conn is not None and not node.confirmed:
+            if node.conn is not None and node.conn.connecting:
+                connect_by = node.connected_at + min(self._timeout_s, CONNECT_TIMEOUT_S)
+                if now >= connect_by:  # a failed connect: the gateway, as a refused one
+                    node.conn.fail(
+                        RiverlogError(
+                            f"cannot connect to {node.conn.address}: timed out",
+                            ErrorCode.NETWORK_EXCEPTION,
+                        )
+                    )
+                else:
+                    self.next_check = min(self.next_check, connect_by)
+            elif node.conn is not None and not node.confirmed:
                 if now - node.connected_at > self._timeout_s:  # no answer to the grant frame
                     self._fall_back(node, now, "no answer to the grant", True)
             elif node.waiting and node.conn is not None:
@@ -346,6 +363,8 @@ class DirectRoutes:
             self._ask(node, None)
 
     def _connect(self, node: _Node, now: float) -> bool:
+        """Start connecting (non-blocking: `route` answers WAIT until the grant frame queued
+        here was answered); False when the connect failed at once (the gateway then)."""
         try:
             node.conn = DirectConnection(
                 node.host,
@@ -353,7 +372,6 @@ class DirectRoutes:
                 self._wakeup,
                 lambda payload, is_grant: self._answer(node, payload, is_grant),
                 lambda error: self._closed(node, error),
-                min(self._timeout_s, 5.0),
             )
         except RiverlogError as e:
             self._fall_back(node, now, str(e), False)
@@ -378,8 +396,10 @@ class DirectRoutes:
         node.gateway_until = now + until
         node.wanted.update(node.topics)
         node.grant, node.topics, node.stale = b"", frozenset(), False
-        if node.conn is not None and not node.waiting:  # else closed once they are answered
-            node.conn.fail(RiverlogError(why, ErrorCode.NETWORK_EXCEPTION))
+        conn = node.conn
+        if conn is not None and not node.waiting:  # else closed once they are answered
+            node.conn = None  # (so its close does not fall back once more)
+            conn.fail(RiverlogError(why, ErrorCode.NETWORK_EXCEPTION))
 
     # ---- answers ----------------------------------------------------------------------
 
@@ -403,10 +423,13 @@ class DirectRoutes:
         self._complete(inflight, Outcome(response))
 
     def _closed(self, node: _Node, error: RiverlogError) -> None:
+        never_connected = node.conn is not None and node.conn.connecting
         node.conn, node.confirmed = None, False
         waiting, node.waiting = node.waiting, {}
         for inflight in waiting.values():
             self._complete(inflight, Outcome(None, RiverlogError(error.message, error.code)))
+        if never_connected:  # refused, unreachable, timed out: the gateway, as before
+            self._fall_back(node, self._clock(), error.message, False)
 
     def _refresh(self, topic: str) -> None:
         now = self._clock()

@@ -8,7 +8,9 @@ and a request goes on the wire from the thread that built it: one thread wake-up
 where a reader thread per connection would add a hand-off (the SDK's streams counted them,
 decision 0019).
 
-`DirectConnection` is one non-blocking socket in the zero-copy channel's framing: frames go out
+`DirectConnection` is one non-blocking socket in the zero-copy channel's framing, connected in
+the background (the connect never blocks the sender, which routes under the accumulator's lock;
+frames queue until it is done, and a failed connect closes the connection): frames go out
 as their pieces with `socket.sendmsg` (a batch's header and records as they are, no join); what
 the socket does not take at once waits for writability. Answers are read into one buffer and cut
 into frames: `[u32 length][ProduceResponse]`, tagged with its request's correlation id, or
@@ -20,7 +22,9 @@ ProduceResponse's tags; a grant answer is empty, NONE, or starts with error_code
 from __future__ import annotations
 
 import collections
+import errno
 import logging
+import os
 import selectors
 import socket
 from collections.abc import Callable
@@ -118,17 +122,30 @@ class DirectConnection:
         wakeup: Wakeup,
         on_answer: Callable[[memoryview, bool], None],
         on_closed: Callable[[RiverlogError], None],
-        connect_timeout_s: float,
     ) -> None:
         self.address = f"{host}:{port}"
+        # Non-blocking from the start (the sender routes inside the accumulator's drain, under
+        # its lock): the connect completes in the background, frames queue meanwhile, and the
+        # selector reports writability once it is done (or failed: `on_closed`). A host name
+        # is resolved here (the metadata carries addresses; a name must resolve quickly).
         try:
-            sock = socket.create_connection((host, port), timeout=connect_timeout_s)
+            family, kind, proto, _, address = socket.getaddrinfo(
+                host, port, type=socket.SOCK_STREAM
+            )[0]
+            sock = socket.socket(family, kind, proto)
         except OSError as exc:
             raise RiverlogError(
                 f"cannot connect to {self.address}: {exc}", ErrorCode.NETWORK_EXCEPTION
             ) from None
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setblocking(False)
+        code = sock.connect_ex(address)
+        if code not in (0, errno.EINPROGRESS):
+            sock.close()
+            raise RiverlogError(
+                f"cannot connect to {self.address}: {os.strerror(code)}",
+                ErrorCode.NETWORK_EXCEPTION,
+            )
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sock = sock
         self._wakeup = wakeup
         self._on_answer = on_answer
@@ -138,14 +155,18 @@ class DirectConnection:
         self._start = 0  # unparsed bytes are _buffer[_start:_end]
         self._end = 0
         self.closed = False
-        wakeup.register(sock, selectors.EVENT_READ, self._ready)
+        self.connecting = code != 0
+        """The connect is still in progress (frames sent meanwhile are queued)."""
+        wakeup.register(
+            sock, selectors.EVENT_WRITE if self.connecting else selectors.EVENT_READ, self._ready
+        )
 
     def send(self, pieces: list[bytes | memoryview]) -> None:
         """Queue a frame's pieces and write what the socket takes now."""
         if self.closed:
             return
         self._out.extend(pieces)
-        if len(self._out) == len(pieces):  # nothing was waiting: write now
+        if len(self._out) == len(pieces) and not self.connecting:  # nothing waited: write now
             self._flush()
 
     def _flush(self) -> None:
@@ -176,6 +197,10 @@ class DirectConnection:
 
     def _ready(self, mask: int) -> None:
         try:
+            if self.connecting:
+                if mask & selectors.EVENT_WRITE:
+                    self._connected()
+                return
             if mask & selectors.EVENT_WRITE and not self.closed:
                 self._flush()
             if mask & selectors.EVENT_READ and not self.closed:
@@ -183,6 +208,20 @@ class DirectConnection:
         except Exception as e:  # an undecodable answer, a bug: never the sender thread's end
             log.warning("%s: closing the direct connection: %r", self.address, e)
             self.fail(RiverlogError(f"{self.address}: {e!r}", ErrorCode.CORRUPT_MESSAGE))
+
+    def _connected(self) -> None:
+        """The connect ended (writable): failed, or the queued frames go out now."""
+        code = self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if code:
+            self.fail(
+                RiverlogError(
+                    f"cannot connect to {self.address}: {os.strerror(code)}",
+                    ErrorCode.NETWORK_EXCEPTION,
+                )
+            )
+            return
+        self.connecting = False
+        self._flush()  # registers for reading (and writing while frames wait)
 
     def _read(self) -> None:
         try:
