@@ -118,6 +118,26 @@ def test_reenqueued_batch_goes_first_after_its_backoff() -> None:
     assert batches[0] is first[0] and [b.count for b in batches] == [8, 8, 1]
 
 
+def test_batches_put_back_keep_creation_order_whatever_request_came_back_first() -> None:
+    """Two requests of one partition in flight (F2 then F3) both put back, F2's answer first:
+    F3's batches must not go before F2's (a producer without idempotence would reorder)."""
+    clock = Clock()
+    acc, _ = make(clock)
+    fill(acc, 8 * 4 + 1)  # four full batches and an open one
+    clock.now += 1
+    f2 = acc.drain(clock.now, 2 * 1024, set())[0][:2]
+    f3 = acc.drain(clock.now, 2 * 1024, set())[0][:2]
+    assert len(f2) == len(f3) == 2
+    for batch in f2 + f3:  # the order the sender puts them back in
+        acc.reenqueue(batch, clock.now)
+    batches, _ = acc.drain(clock.now, 10**6, set())
+    assert batches[:4] == f2 + f3 and len(batches) == 5
+    for batch in [*reversed(f3), *reversed(f2)]:  # now F3's first, each group in reverse
+        acc.reenqueue(batch, clock.now)
+    batches, _ = acc.drain(clock.now, 10**6, set())
+    assert batches[:4] == f2 + f3
+
+
 def test_capacity_limits_new_batches_and_a_batch_holding_a_sequence_goes_alone() -> None:
     """The idempotent producer's drain: `capacity` counts batches that get a new sequence; a
     batch that holds one is in its window already (not counted) and travels alone, while a

@@ -536,14 +536,21 @@ class RecordAccumulator:
         return out, next_check
 
     def reenqueue(self, batch: ProducerBatch, retry_at: float) -> None:
-        """Put a batch back at the front of its partition for a retry at `retry_at`; a batch
-        holding a sequence goes in sequence order among the other retries (Kafka's
-        insertInSequenceOrder), whatever order their requests came back in."""
+        """Put a batch back at the front of its partition for a retry at `retry_at`: in creation
+        order among the batches put back before it, or, holding a sequence, in sequence order
+        among the other retries (Kafka's insertInSequenceOrder), whatever order their requests
+        came back in."""
         batch.retry_at = retry_at
         with self._lock:
             dq = self._deque(batch.topic, batch.partition)
             if batch.base_sequence < 0:
-                dq.appendleft(batch)
+                # In creation order among the other retries (those of a later request may be
+                # back first: DELEGATION_TOKEN_EXPIRED answers of two frames in flight), so a
+                # producer without idempotence keeps the partition's order.
+                at = 0
+                while at < len(dq) and dq[at].serial < batch.serial:
+                    at += 1
+                dq.insert(at, batch)
             else:
                 at = 0
                 while at < len(dq) and 0 <= dq[at].base_sequence < batch.base_sequence:

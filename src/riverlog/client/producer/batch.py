@@ -16,6 +16,7 @@ open, then owned by the sender thread from drain to outcome.
 
 from __future__ import annotations
 
+import itertools
 import struct
 from typing import Any, Final
 
@@ -38,6 +39,7 @@ RECORD_OVERHEAD: Final = 11
 upper bound for records under 8 KiB (length, attributes, timestamp and offset deltas, the key
 and value lengths and the header count), so a built batch stays within batch.size."""
 
+_SERIALS = itertools.count()  # next() is atomic: batches of all producers
 _PRODUCER_FIELDS = slice(43, 57)  # producerId, producerEpoch, baseSequence in the header
 _PRODUCER_STRUCT_FORMAT: Final = ">qhi"
 
@@ -78,6 +80,7 @@ class ProducerBatch:
         "reserved",
         "result",
         "retry_at",
+        "serial",
         "stamped",
         "timestamps",
         "topic",
@@ -99,6 +102,7 @@ class ProducerBatch:
         self.partition = partition
         self.result = BatchResult(topic, partition)
         self.created = created
+        self.serial = next(_SERIALS)  # creation order (`created` may tie)
         # The records while open: one entry per record in each column; `headers` is None
         # while no record has any.
         self.timestamps: list[int] = []

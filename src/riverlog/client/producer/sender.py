@@ -558,7 +558,7 @@ class Sender(threading.Thread):
         idem = self.idempotence
         for tp in expired:
             group = inflight.groups.pop(tp, None)
-            for batch in reversed(group or ()):
+            for batch in group or ():
                 if idem is not None:
                     idem.on_retry(batch)
                 self.accumulator.reenqueue(batch, now)
@@ -576,7 +576,7 @@ class Sender(threading.Thread):
         if retry and error.refresh_metadata:
             self._metadata.invalidate(group[0].topic)
         idem = self.idempotence
-        for batch in reversed(group):  # appendleft in reverse keeps the partition's order
+        for batch in group:  # reenqueue keeps the partition's order (creation order)
             batch.attempts += 1
             deadline = batch.created + self._delivery_timeout_s
             if idem is not None and not self._forced:
