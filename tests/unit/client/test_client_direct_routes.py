@@ -8,6 +8,7 @@ invalidated goes through the gateway."""
 
 from __future__ import annotations
 
+import os
 import select
 import socket
 import threading
@@ -138,3 +139,19 @@ def test_aged_metadata_keeps_the_leader_while_it_is_refreshed(wakeup: Wakeup) ->
     assert routes.route("t", 0, time.monotonic()) == GATEWAY  # a leadership error said so
     assert metadata.refreshes == [["t"], ["t"]]
     node.conn = None
+
+
+def test_a_producer_failing_in_init_closes_its_wakeup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Wakeup (a socket pair and an epoll fd) is made before the sender; a failure after
+    it must not leak them."""
+    from riverlog.client import Producer
+    from riverlog.client.producer import producer as producer_module
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("refused")
+
+    monkeypatch.setattr(producer_module, "RecordAccumulator", refuse)
+    before = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(RuntimeError, match="refused"):
+        Producer({"bootstrap.servers": "127.0.0.1:9", "direct.access": True})
+    assert len(os.listdir("/proc/self/fd")) == before

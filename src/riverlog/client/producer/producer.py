@@ -86,51 +86,61 @@ class Producer(Closing):
             if config.direct_access and not config.transactional_id and not tracing.enabled()
             else threading.Event()
         )
-        self._sender = Sender(config, self._conn, self._metadata, event)
-        self._accumulator = RecordAccumulator(
-            batch_size=config.batch_size,
-            linger_ms=config.linger_ms,
-            buffer_memory=config.buffer_memory,
-            compression=CompressionType.from_name(config.compression_type),
-            max_block_ms=config.max_block_ms,
-            delivery_timeout_ms=config.delivery_timeout_ms,
-            wakeup=event.set,
-        )
-        self._sender.accumulator = self._accumulator
-        self._txn: TransactionManager | None = None
-        if config.transactional_id:
-            assert self._sender.idempotence is not None  # the config insists
-            self._txn = TransactionManager(config, self._conn, self._sender.idempotence, event.set)
-            self._sender.transactions = self._txn
-            # Only a transactional producer checks its state per record: its own send.
-            self.send = self._send_in_transaction  # type: ignore[method-assign]
-            self.send_many = self._send_many_in_transaction  # type: ignore[method-assign]
-        self._append = self._accumulator.append
-        self._append_sticky = self._accumulator.append_sticky
-        self._max_block_ms = config.max_block_ms
-        self._max_record = min(config.max_request_size, config.buffer_memory)
-        self._roomy = RECORD_MEMORY + 64 + max(config.batch_size, 2 * self._max_record)
-        self._ignore_keys = config.partitioner_ignore_keys
-        self._key_serializer = config.key_serializer
-        self._value_serializer = config.value_serializer
-        self._traced = tracing.enabled()
-        self._close_lock = threading.Lock()
-        self._closed = False
-        appender = self._accumulator.append_fast
-        if (
-            appender is not None
-            and SendFast is not None
-            and self._txn is None
-            and not self._traced
-            and self._key_serializer is None
-            and self._value_serializer is None
-        ):
-            # send's common case in C; any other call goes on to the Python send
-            self.send = SendFast(  # type: ignore[method-assign]
-                cast(Any, appender), self._topics, self._send_py, self._max_record,
-                self._ignore_keys,
-            )  # fmt: skip
-        self._sender.start()
+        try:
+            self._sender = Sender(config, self._conn, self._metadata, event)
+            self._accumulator = RecordAccumulator(
+                batch_size=config.batch_size,
+                linger_ms=config.linger_ms,
+                buffer_memory=config.buffer_memory,
+                compression=CompressionType.from_name(config.compression_type),
+                max_block_ms=config.max_block_ms,
+                delivery_timeout_ms=config.delivery_timeout_ms,
+                wakeup=event.set,
+            )
+            self._sender.accumulator = self._accumulator
+            self._txn: TransactionManager | None = None
+            if config.transactional_id:
+                assert self._sender.idempotence is not None  # the config insists
+                self._txn = TransactionManager(
+                    config, self._conn, self._sender.idempotence, event.set
+                )
+                self._sender.transactions = self._txn
+                # Only a transactional producer checks its state per record: its own send.
+                self.send = self._send_in_transaction  # type: ignore[method-assign]
+                self.send_many = self._send_many_in_transaction  # type: ignore[method-assign]
+            self._append = self._accumulator.append
+            self._append_sticky = self._accumulator.append_sticky
+            self._max_block_ms = config.max_block_ms
+            self._max_record = min(config.max_request_size, config.buffer_memory)
+            self._roomy = RECORD_MEMORY + 64 + max(config.batch_size, 2 * self._max_record)
+            self._ignore_keys = config.partitioner_ignore_keys
+            self._key_serializer = config.key_serializer
+            self._value_serializer = config.value_serializer
+            self._traced = tracing.enabled()
+            self._close_lock = threading.Lock()
+            self._closed = False
+            appender = self._accumulator.append_fast
+            if (
+                appender is not None
+                and SendFast is not None
+                and self._txn is None
+                and not self._traced
+                and self._key_serializer is None
+                and self._value_serializer is None
+            ):
+                # send's common case in C; any other call goes on to the Python send
+                self.send = SendFast(  # type: ignore[method-assign]
+                    cast(Any, appender), self._topics, self._send_py, self._max_record,
+                    self._ignore_keys,
+                )  # fmt: skip
+            self._sender.start()
+        except BaseException:
+            # Nothing else will close them: the Wakeup's socket pair and selector, the
+            # gateway channels.
+            if isinstance(event, Wakeup):
+                event.close()
+            self._conn.close()
+            raise
 
     def _send_py(self, *args: Any, **kwargs: Any) -> RecordFuture:
         return Producer.send(self, *args, **kwargs)
