@@ -7,13 +7,20 @@ connection's fetches retriably; DELEGATION_TOKEN_EXPIRED in an answer drops the 
 from __future__ import annotations
 
 import random
+import select
 import socket
 from collections.abc import Iterator
 
 import pytest
 
 from riverlog.client.consumer.chunk import ConsumerRecord
-from riverlog.client.consumer.direct import _GRANT_ANSWER, AnswerBuffers, DirectCall, _Link
+from riverlog.client.consumer.direct import (
+    _GRANT_ANSWER,
+    AnswerBuffers,
+    DirectCall,
+    DirectLinks,
+    _Link,
+)
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.records import BatchBuilder
 from riverlog.common.records.reader import decode_rows
@@ -173,3 +180,23 @@ def test_answer_buffers_are_reused_only_once_nothing_refers_to_them() -> None:
     assert len(buffers.take(size - 1)) == size  # a larger buffer may serve
     assert len(buffers.take(10)) == 10  # small answers: a buffer of their own
     assert buffers.take(size * 3) is not third
+
+
+def test_a_wake_after_close_writes_to_no_reused_descriptor() -> None:
+    """`wake` runs on gRPC threads and may race `close`: it must never write to an fd number
+    the process reused meanwhile (here: the sockets opened right after the close)."""
+
+    class ClosingKeeper(Keeper):
+        def close(self) -> None:
+            pass
+
+    links = DirectLinks(ClosingKeeper(), 1.0, 1.0)  # type: ignore[arg-type]
+    links.close()
+    reused = [s for _ in range(3) for s in socket.socketpair()]  # take the freed numbers
+    try:
+        links._selecting = True  # as if a wait() were in progress
+        links.wake()
+        assert select.select(reused, [], [], 0)[0] == []
+    finally:
+        for s in reused:
+            s.close()

@@ -16,7 +16,7 @@ connection of its own, so it never holds up the fetches of other partitions. A c
 first frame is the grant; a renewed grant is sent before the next fetch on every connection
 that still carries the old one (the node answers each grant frame, in order, and the reader
 checks that answer). Reads are non-blocking: `pump` reads whatever has arrived, `wait`
-selects on the sockets (and on a wake-up pipe the gRPC threads write to when a gateway fetch
+selects on the sockets (and on a wake-up socket pair the gRPC threads write to when a gateway fetch
 ends meanwhile). A connection that fails, or whose oldest fetch waited past its deadline, is
 closed and its fetches fail retriably (NETWORK_EXCEPTION, REQUEST_TIMED_OUT), as a gateway
 stream's would; a refused connection sends that node's fetches to the gateway for
@@ -26,7 +26,6 @@ metadata.max.age.ms (`GrantKeeper.unreachable`).
 from __future__ import annotations
 
 import contextlib
-import os
 import select
 import selectors
 import socket
@@ -54,6 +53,12 @@ __all__ = ["DirectCall", "DirectLinks"]
 
 MAX_LINKS: Final = 8
 """Connections per node at most; past it a fetch queues on the least busy one."""
+
+CONNECT_TIMEOUT_S: Final = 2.0
+"""A new connection's connect waits at most this (or request.timeout.ms, if shorter) inside
+poll(); past it the node is taken as unreachable and its fetches go through the gateway for
+metadata.max.age.ms. A reachable port answers in a round trip; 2 s outlasts one lost SYN
+(retransmitted after 1 s)."""
 
 _LENGTH, _HEAD, _RAW = 0, 1, 2
 _EXPIRED: Final = int(ErrorCode.DELEGATION_TOKEN_EXPIRED)
@@ -272,12 +277,14 @@ class DirectLinks:
     def __init__(self, keeper: GrantKeeper, timeout_s: float, connect_timeout_s: float) -> None:
         self.keeper = keeper
         self._timeout_s = timeout_s
-        self._connect_timeout_s = connect_timeout_s
+        self._connect_timeout_s = min(connect_timeout_s, CONNECT_TIMEOUT_S)
         self._links: dict[int, list[_Link]] = {}
         self._selector = selectors.DefaultSelector()
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
+        # A socket pair, not a pipe's fd numbers: `wake` on a gRPC thread racing `close` then
+        # writes to a closed socket object (an error), never to a reused fd number.
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._selecting = False
         self._buffers = AnswerBuffers()
@@ -422,7 +429,7 @@ class DirectLinks:
             for key, _ in events:
                 if key.data is None:
                     with contextlib.suppress(OSError):
-                        os.read(self._wake_r, 4096)
+                        self._wake_r.recv(4096)
                 else:
                     self._read(key.data, count)  # an idle one: its close is seen here
             if time.monotonic() >= end:
@@ -433,7 +440,7 @@ class DirectLinks:
         """A gateway fetch ended (a gRPC thread): end a `wait` in progress."""
         if self._selecting:
             with contextlib.suppress(OSError):
-                os.write(self._wake_w, b"x")
+                self._wake_w.send(b"x")
 
     def close(self) -> None:
         closed = RiverlogError("the consumer closed", ErrorCode.NETWORK_EXCEPTION)
@@ -443,9 +450,8 @@ class DirectLinks:
         self._links.clear()
         self.keeper.close()
         self._selector.close()
-        for fd in (self._wake_r, self._wake_w):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        self._wake_r.close()
+        self._wake_w.close()
 
 
 def _network(link: _Link, exc: BaseException) -> RiverlogError:
