@@ -209,7 +209,7 @@ def test_a_refused_connection_fails_with_network_exception() -> None:
         else:
             conn.send([b"queued while connecting"])
             serve_until(wakeup, lambda: bool(closed))
-            assert conn.closed
+            assert conn.closed and conn.unreachable
         assert [e.code for e in closed] == [ErrorCode.NETWORK_EXCEPTION]
     finally:
         wakeup.close()

@@ -239,12 +239,7 @@ class DirectRoutes:
             if node.conn is not None and node.conn.connecting:
                 connect_by = node.connected_at + min(self._timeout_s, CONNECT_TIMEOUT_S)
                 if now >= connect_by:  # a failed connect: the gateway, as a refused one
-                    node.conn.fail(
-                        RiverlogError(
-                            f"cannot connect to {node.conn.address}: timed out",
-                            ErrorCode.NETWORK_EXCEPTION,
-                        )
-                    )
+                    node.conn.give_up()
                 else:
                     self.next_check = min(self.next_check, connect_by)
             elif node.conn is not None and not node.confirmed:
@@ -423,12 +418,12 @@ class DirectRoutes:
         self._complete(inflight, Outcome(response))
 
     def _closed(self, node: _Node, error: RiverlogError) -> None:
-        never_connected = node.conn is not None and node.conn.connecting
+        unreachable = node.conn is not None and node.conn.unreachable
         node.conn, node.confirmed = None, False
         waiting, node.waiting = node.waiting, {}
         for inflight in waiting.values():
             self._complete(inflight, Outcome(None, RiverlogError(error.message, error.code)))
-        if never_connected:  # refused, unreachable, timed out: the gateway, as before
+        if unreachable:  # refused, no route, timed out: the gateway, as a refused connect
             self._fall_back(node, self._clock(), error.message, False)
 
     def _refresh(self, topic: str) -> None:

@@ -157,6 +157,8 @@ class DirectConnection:
         self.closed = False
         self.connecting = code != 0
         """The connect is still in progress (frames sent meanwhile are queued)."""
+        self.unreachable = False
+        """Closed because the connect failed or was given up (`give_up`)."""
         wakeup.register(
             sock, selectors.EVENT_WRITE if self.connecting else selectors.EVENT_READ, self._ready
         )
@@ -213,6 +215,7 @@ class DirectConnection:
         """The connect ended (writable): failed, or the queued frames go out now."""
         code = self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         if code:
+            self.unreachable = True
             self.fail(
                 RiverlogError(
                     f"cannot connect to {self.address}: {os.strerror(code)}",
@@ -275,6 +278,15 @@ class DirectConnection:
             self._on_answer(payload, not length or payload[0] not in _PRODUCE_ANSWER_TAGS)
         if self._start == self._end:
             self._start = self._end = 0
+
+    def give_up(self) -> None:
+        """A connect still in progress took too long: closed as unreachable."""
+        self.unreachable = True
+        self.fail(
+            RiverlogError(
+                f"cannot connect to {self.address}: timed out", ErrorCode.NETWORK_EXCEPTION
+            )
+        )
 
     def fail(self, error: RiverlogError) -> None:
         """Close the connection; `on_closed(error)` fails what waits on it."""
