@@ -16,12 +16,16 @@ waiting fetches are released, the servers drain, the logs close cleanly (the cle
 marker spares the next start a recovery scan), and the registration is released last.
 
     python -m riverlog.services.storage --node-id N --host 127.0.0.1 --port P \
-        --zero-copy-port Q [--direct-port D] --log-dirs DIR1[,DIR2] --metadata A1[,A2,...] \
-        [--rack R] [--ready-file F] [--config key=value ...]
+        --zero-copy-port Q [--direct-port D] [--direct-host H] --log-dirs DIR1[,DIR2] \
+        --metadata A1[,A2,...] [--rack R] [--ready-file F] [--config key=value ...]
 
 With `direct.access.secret.key.file` the node also opens its direct port (decision 0047): the
 zero-copy server in grant mode, for clients holding a grant from a gateway, advertised as the
-node's `direct_port`. Not under internal TLS (plaintext, as the zero-copy channel).
+node's `direct_port`, bound on `--direct-host` (default `--host`), so an operator can put it
+on a client-facing interface while the gRPC and zero-copy ports stay internal. It has
+connection caps and timeouts (`max.connections`, `max.connections.per.ip`,
+`direct.grant.timeout.ms`, `connections.max.idle.ms`, `direct.max.request.bytes`). Not under
+internal TLS (plaintext, as the zero-copy channel).
 """
 
 from __future__ import annotations
@@ -247,12 +251,13 @@ class StorageNode:
         ledger = self._grant_ledger()
         if ledger is not None:
             self.direct = ZeroCopyServer(
-                config.host,
+                config.direct_host or config.host,
                 config.direct_port,
                 fetch,
                 config.zero_copy_max_request_bytes,
                 produce=servicer.start_produce,
                 grants=ledger,
+                limits=config.direct_limits,
             )
             await self.direct.start()
         await self.rpc.start()
@@ -401,6 +406,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="direct data port for clients with grants, opened with"
         " direct.access.secret.key.file (0: any free port)",
     )
+    parser.add_argument(
+        "--direct-host",
+        default="",
+        help="address the direct port binds (e.g. a client-facing interface), when it differs"
+        " from --host; clients reach it at the advertised host (default: --host)",
+    )
     parser.add_argument("--log-dirs", required=True, help="comma-separated log directories")
     parser.add_argument("--rack", default="", help="this node's rack, for placement")
     return parser
@@ -423,6 +434,7 @@ def config_from_args(argv: Sequence[str] | None = None) -> tuple[StorageConfig, 
             overrides=parse_service_overrides(args.config),
             advertised_host=args.advertised_host,
             direct_port=args.direct_port,
+            direct_host=args.direct_host,
         )
         LogConfig.from_overrides(dict(config.log_defaults))
         tls.zero_copy_listener(args.zero_copy_port)

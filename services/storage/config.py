@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Final
 
 from riverlog.common.errors import ErrorCode, RiverlogError
+from riverlog.common.zerocopy import MAX_REQUEST_FRAME
 
 from .remote_log_config import IMPL_PREFIX, NODE_LONGS, RemoteLogConfig, is_remote_key
 
@@ -74,6 +75,16 @@ _NODE_DEFAULTS: Final[Mapping[str, int]] = MappingProxyType(
         # memory of the cleaner's key -> offset map.
         "log.cleaner.backoff.ms": 15_000,
         "log.cleaner.dedupe.buffer.size": 134_217_728,
+        # The direct port's limits (decision 0047; rpc/connection_limits.py): connections in
+        # total (at most half the descriptor limit) and per client address (Kafka's names,
+        # bounded here), the grant frame's deadline, the idle timeout (Kafka's default) and
+        # the largest produce frame (8 MiB: 8 requests of the producer's default
+        # max.request.size; at most the framing's 16 MiB).
+        "max.connections": 1000,
+        "max.connections.per.ip": 100,
+        "direct.grant.timeout.ms": 10_000,
+        "connections.max.idle.ms": 600_000,
+        "direct.max.request.bytes": 8_388_608,
     }
 )
 # Boolean node keys (true/false).
@@ -116,8 +127,24 @@ _NODE_MINIMUMS: Final[Mapping[str, int]] = MappingProxyType(
         "producer.id.expiration.ms": 1,
         "log.cleaner.backoff.ms": 1,
         "log.cleaner.dedupe.buffer.size": 1024,
+        "max.connections": 1,
+        "max.connections.per.ip": 1,
+        "direct.grant.timeout.ms": 1,
+        "connections.max.idle.ms": 1,
+        "direct.max.request.bytes": 64,
     }
 )
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """The direct port's limits (decision 0047; enforced by rpc/connection_limits.py)."""
+
+    max_connections: int = 1000
+    max_connections_per_ip: int = 100
+    grant_timeout_ms: int = 10_000
+    idle_timeout_ms: int = 600_000
+    max_request_bytes: int = 8_388_608
 
 
 def known_keys() -> list[str]:
@@ -146,6 +173,7 @@ class StorageConfig:
     ready_file: str | None = None
     advertised_host: str = ""  # registered for peers and clients; "": the bind host
     direct_port: int = 0  # --direct-port: the direct data port (0: any free port)
+    direct_host: str = ""  # --direct-host: the direct port's bind address ("": --host)
     direct_access_secret_key_file: str = ""  # "": no direct port (decision 0047)
     log_retention_check_interval_ms: int = 300_000
     log_flush_offset_checkpoint_interval_ms: int = 60_000
@@ -168,6 +196,7 @@ class StorageConfig:
     transaction_partition_verification_enable: bool = True
     log_cleaner_backoff_ms: int = 15_000
     log_cleaner_dedupe_buffer_size: int = 134_217_728
+    direct_limits: ConnectionLimits = field(default_factory=ConnectionLimits)
     # Tiered storage (remote.log.*, rsm.config.*; decision 0039).
     remote_log: RemoteLogConfig = field(default_factory=RemoteLogConfig)
     # Topic-level keys (`segment.bytes`, ...) with the broker's defaults for them.
@@ -188,6 +217,7 @@ class StorageConfig:
         overrides: Mapping[str, str] | None = None,
         advertised_host: str | None = None,
         direct_port: int = 0,
+        direct_host: str = "",
     ) -> StorageConfig:
         """Validate the command-line values and `--config` overrides; raises
         RiverlogError(INVALID_CONFIG) naming the first bad item."""
@@ -226,6 +256,11 @@ class StorageConfig:
                 log_defaults.setdefault("retention.ms", str(-1 if hours < 0 else hours * 3600_000))
             else:
                 raise _invalid(f"unknown storage config {key!r}; known: {', '.join(known_keys())}")
+        if node_values["direct.max.request.bytes"] > MAX_REQUEST_FRAME:
+            raise _invalid(
+                f"direct.max.request.bytes must be at most {MAX_REQUEST_FRAME} (the framing's"
+                f" limit), got {node_values['direct.max.request.bytes']}"
+            )
         if node_values["log.flush.interval.ms"] != LONG_MAX:
             log_defaults.setdefault("flush.ms", str(node_values["log.flush.interval.ms"]))
         return cls(
@@ -239,6 +274,7 @@ class StorageConfig:
             ready_file=ready_file,
             advertised_host=advertised_host or host,
             direct_port=direct_port,
+            direct_host=direct_host or host,
             direct_access_secret_key_file=strings["direct.access.secret.key.file"],
             log_retention_check_interval_ms=node_values["log.retention.check.interval.ms"],
             log_flush_offset_checkpoint_interval_ms=node_values[
@@ -267,6 +303,13 @@ class StorageConfig:
             ],
             log_cleaner_backoff_ms=node_values["log.cleaner.backoff.ms"],
             log_cleaner_dedupe_buffer_size=node_values["log.cleaner.dedupe.buffer.size"],
+            direct_limits=ConnectionLimits(
+                max_connections=node_values["max.connections"],
+                max_connections_per_ip=node_values["max.connections.per.ip"],
+                grant_timeout_ms=node_values["direct.grant.timeout.ms"],
+                idle_timeout_ms=node_values["connections.max.idle.ms"],
+                max_request_bytes=node_values["direct.max.request.bytes"],
+            ),
             remote_log=remote_log,
             log_defaults=MappingProxyType(log_defaults),
         )

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from riverlog.common.cluster.convert import node_to_proto, topic_to_proto
+from riverlog.common.cluster.image import NodeInfo
 from riverlog.common.produce_request_parse import ParsedProduceRequest
 from riverlog.common.records import Record, produce_wire
 from riverlog.common.rpc.convert import (
@@ -397,7 +398,7 @@ def metadata_to_proto(view: MetadataView) -> gateway_pb2.GetMetadataResponse:
         cluster_id=view.cluster_id,
         controller_id=view.controller_id,
         topics=[topic_to_proto(t) for t in view.topics],
-        nodes=[node_to_proto(n) for n in view.nodes],
+        nodes=[_client_node(n) for n in view.nodes],
         errors=[
             admin_pb2.TopicResult(
                 name=e.name,
@@ -448,6 +449,15 @@ def _log_dir_to_proto(d: LogDirInfo) -> admin_pb2.LogDirDescription:
         error_message=d.error_message,
         topics=[admin_pb2.LogDirTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
     )
+
+
+def _client_node(node: NodeInfo) -> common_pb2.Node:
+    """A node as clients see it: without the internal zero-copy port, which no client uses
+    (the SDK reads node ids, hosts and direct ports) and which only the cluster's own
+    processes should reach (decision 0047)."""
+    message = node_to_proto(node)
+    message.ClearField("zero_copy_port")
+    return message
 
 
 def _node_log_dirs_to_proto(n: NodeLogDirs) -> admin_pb2.NodeLogDirs:

@@ -44,15 +44,18 @@ from riverlog.common.zerocopy import (
     KIND_FETCH,
     KIND_GRANT,
     KIND_PRODUCE,
+    MAX_REQUEST_FRAME,
     encode_frame,
     split_request_header,
 )
 from riverlog.v1 import data_pb2
 
+from ..config import ConnectionLimits
 from ..grants import GrantLedger
 from ..log import FetchSlice
 from ..replica.fetch import FetchHandler, close_results
 from ..replica.requests import FetchPartitionResult, StoredRecords
+from .connection_limits import ConnectionGuard, Watched
 from .convert import fetch_params_from_proto, fetch_response_to_proto
 from .direct import (
     MAX_GRANT_FRAME,
@@ -94,6 +97,7 @@ class ZeroCopyServer:
         max_request_bytes: int = 1 << 20,
         produce: StartProduce | None = None,
         grants: GrantLedger | None = None,
+        limits: ConnectionLimits | None = None,
     ) -> None:
         """`produce`: takes produce frames (the gRPC Produce's own logic); without it a
         produce frame closes the connection. Produce frames are pipelined: each is appended as
@@ -101,7 +105,9 @@ class ZeroCopyServer:
         its acknowledgement is complete, possibly after later ones. `max_request_bytes` bounds
         fetch frames; produce frames may be up to the framing's 16 MiB (the leader validates
         their sizes). `grants`: the direct port (decision 0047): a connection's first frame must
-        be a grant, and its frames are screened against it (`direct.py`)."""
+        be a grant, and its frames are screened against it (`direct.py`); `limits` (the
+        direct port's, with `grants`): connection caps, the grant deadline, the idle timeout
+        and the produce frame cap (`connection_limits.py`)."""
         self.host = host
         self._requested_port = port
         self._fetch = fetch
@@ -109,6 +115,8 @@ class ZeroCopyServer:
         self._max_request_bytes = max_request_bytes
         self.grants = grants
         self.label = "direct" if grants is not None else "zero-copy"
+        self.guard = ConnectionGuard(limits) if grants is not None and limits else None
+        self._max_produce_bytes = limits.max_request_bytes if limits else MAX_REQUEST_FRAME
         self._listener: socket.socket | None = None
         self._accept_task: asyncio.Task[None] | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -128,9 +136,13 @@ class ZeroCopyServer:
         self._listener = listener
         self.port = listener.getsockname()[1]
         self._accept_task = asyncio.create_task(self._accept_loop(), name="zero-copy-accept")
+        if self.guard is not None:
+            self.guard.start()
         log.info("%s channel on %s:%d", self.label, self.host, self.port)
 
     async def stop(self) -> None:
+        if self.guard is not None:
+            await self.guard.stop()
         if self._accept_task is not None:
             self._accept_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -155,16 +167,29 @@ class ZeroCopyServer:
                 await asyncio.sleep(0.1)
                 continue
             self.accepted += 1
+            acks = _Acknowledgements(_PRODUCE_IN_FLIGHT)
+            watched = None
+            if self.guard is not None:
+                watched = self.guard.admit(conn, _peer_ip(peer), acks.pending)
+                if watched is None:
+                    continue  # over a cap: closed
             conn.setblocking(False)
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            task = asyncio.create_task(self._serve(conn, peer), name=f"{self.label}-{peer}")
+            task = asyncio.create_task(
+                self._serve(conn, peer, acks, watched), name=f"{self.label}-{peer}"
+            )
             self._connections.add(task)
             task.add_done_callback(self._connections.discard)
 
-    async def _serve(self, conn: socket.socket, peer: object) -> None:
+    async def _serve(
+        self,
+        conn: socket.socket,
+        peer: object,
+        acks: _Acknowledgements,
+        watched: Watched | None = None,
+    ) -> None:
         loop = asyncio.get_running_loop()
         writing = asyncio.Lock()  # one frame at a time on the socket: answers may interleave
-        acks = _Acknowledgements(_PRODUCE_IN_FLIGHT)
         inline = 0  # answers given without a task since the last forced loop turn
         session = DirectSession(self.grants) if self.grants is not None else None
         try:
@@ -173,17 +198,23 @@ class ZeroCopyServer:
                 if header is None:
                     return  # the client closed between requests
                 kind, length = split_request_header(FRAME_HEADER.unpack(header)[0])
+                if watched is not None:
+                    watched.active()
                 if session is not None:
                     if kind == KIND_GRANT:
                         await acks.drain()  # the answers owed before the grant's, first
                         if not await self._take_grant(loop, conn, writing, session, length):
                             return
+                        if watched is not None:
+                            watched.granted = session.grant is not None
                         continue
                     if session.grant is None:
                         log.info("direct %s: the first frame is not a grant; closing", peer)
                         return
                 if kind == KIND_PRODUCE and self._produce is not None:
-                    pass  # up to the framing's limit
+                    if length > self._max_produce_bytes:  # refused before any allocation
+                        log.warning("direct %s: a produce frame of %d bytes; closing", peer, length)
+                        return
                 elif kind != KIND_FETCH:
                     log.warning("zero-copy %s: unknown request kind %d; closing", peer, kind)
                     return
@@ -222,7 +253,15 @@ class ZeroCopyServer:
                 except Exception as exc:  # protobuf's DecodeError has no stable import path
                     log.warning("zero-copy %s: undecodable request (%s); closing", peer, exc)
                     return
-                await self._answer(loop, conn, writing, message, session, length)
+                if watched is None:
+                    await self._answer(loop, conn, writing, message, session, length)
+                    continue
+                watched.busy += 1  # a parked fetch is not idleness
+                try:
+                    await self._answer(loop, conn, writing, message, session, length)
+                finally:
+                    watched.busy -= 1
+                    watched.active()
         except (ConnectionError, BrokenPipeError) as exc:
             log.debug("zero-copy %s: connection ended: %s", peer, exc)
         except OSError as exc:
@@ -234,6 +273,8 @@ class ZeroCopyServer:
         finally:
             await acks.cancel()
             conn.close()
+            if watched is not None and self.guard is not None:
+                self.guard.release(watched)
 
     @staticmethod
     async def _take_grant(
@@ -365,6 +406,10 @@ class _Acknowledgements:
         self._slots = asyncio.Semaphore(limit)
         self._tasks: set[asyncio.Task[None]] = set()
 
+    def pending(self) -> bool:
+        """Whether answers are still owed."""
+        return bool(self._tasks)
+
     async def slot(self) -> None:
         await self._slots.acquire()
 
@@ -462,6 +507,11 @@ async def _recv_exactly(
             raise ConnectionResetError("the client closed in the middle of a frame")
         pos += n
     return buf
+
+
+def _peer_ip(peer: object) -> str:
+    """The address part of an accepted socket's peer."""
+    return str(peer[0]) if isinstance(peer, tuple) and peer else str(peer)
 
 
 def _ready(answer: Awaitable[object]) -> bool:

@@ -402,7 +402,11 @@ class LocalCluster:
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f".{path.name}.tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            # A fresh file of our own: never through a link planted at the name, never
+            # into a file someone else opened (a stale tmp of a crashed start is removed).
+            tmp.unlink(missing_ok=True)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+            fd = os.open(tmp, flags, 0o600)
             with os.fdopen(fd, "w", encoding="ascii") as out:
                 out.write(new_key() + "\n")
             os.replace(tmp, path)

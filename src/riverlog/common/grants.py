@@ -13,7 +13,8 @@ Wire form (big-endian), then an HMAC-SHA256 of everything before it:
     | i64 issued at ms | i64 expires at ms | str principal | str client id
     | u16 topic count | str topic ...              (str: u16 length + UTF-8)
 
-Pure (stdlib `hmac`, `hashlib`, `secrets`): no I/O but `load_key`, no gRPC, no protobuf.
+Pure (stdlib `hmac`, `hashlib`, `secrets`): no I/O but `load_key` (which also warns about
+a key file readable beyond its owner), no gRPC, no protobuf.
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ from __future__ import annotations
 import enum
 import hashlib
 import hmac
+import logging
+import os
 import secrets
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,17 +33,22 @@ from typing import Final
 
 from .errors import ErrorCode, RiverlogError
 
+log = logging.getLogger(__name__)
+
 GRANT_VERSION: Final = 1
 GRANT_ID_BYTES: Final = 16
 MAC_BYTES: Final = 32
-MAX_GRANT_BYTES: Final = 256 * 1024
+MAX_GRANT_BYTES: Final = 16 * 1024
+"""Largest encoded grant (MAC included) either side accepts: a gateway refuses to issue a
+larger one (INVALID_REQUEST: too many topics; the SDK then uses the gateway for that node), a
+node refuses a larger grant frame unread. 16 KiB: 64 topics of the longest names (249
+characters), hundreds of usual ones; small, because a node reads a grant frame from a client
+that has proven nothing yet (its memory, times max.connections, is what anyone can hold)."""
 FRAME_CHARGE_BYTES: Final = 1024
 """What a storage node charges a grant's byte budget for every frame it accepts under it, on top
 of the frame's own length (and, for a fetch, the record bytes it sends): so an empty fetch or
 produce is not free, and one grant cannot pay for unbounded tight-loop polling (decision 0047).
 An SDK counts the same to renew before a frame would be refused."""
-"""Largest encoded grant (MAC included) either side accepts: a gateway refuses to issue a
-larger one (INVALID_REQUEST: too many topics), a node refuses a larger grant frame unread."""
 MIN_KEY_BYTES: Final = 32
 MAX_STR_BYTES: Final = 0xFFFF
 
@@ -224,8 +233,18 @@ def new_key() -> str:
 
 def load_key(path: str | Path) -> bytes:
     """The key in the file at `path` (its text, surrounding whitespace left out);
-    RiverlogError(INVALID_CONFIG) when it cannot be read or is shorter than MIN_KEY_BYTES."""
+    RiverlogError(INVALID_CONFIG) when it cannot be read or is shorter than MIN_KEY_BYTES.
+    Warns (logging) when the file is readable by its group or others: whoever reads the key
+    can sign grants for any topic."""
     try:
+        mode = os.stat(path).st_mode
+        if mode & (stat.S_IRWXG | stat.S_IRWXO):
+            log.warning(
+                "the direct-access key file %s has mode %o: readable beyond its owner, who"
+                " can sign grants for any topic; make it 0400 (or 0600)",
+                path,
+                stat.S_IMODE(mode),
+            )
         key = Path(path).read_bytes().strip()
     except OSError as exc:
         raise RiverlogError(

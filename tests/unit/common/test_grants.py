@@ -136,3 +136,23 @@ def test_key_files(tmp_path: Path) -> None:
         assert info.value.code == ErrorCode.INVALID_CONFIG
     assert new_key() != new_key()
     assert os.path.getsize(good) == 65
+
+
+def test_a_key_file_readable_beyond_its_owner_is_warned_about(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    key = tmp_path / "key"
+    key.write_text(new_key() + "\n")
+    key.chmod(0o400)
+    with caplog.at_level("WARNING", logger="riverlog.common.grants"):
+        load_key(key)
+    assert not caplog.records
+    key.chmod(0o644)
+    with caplog.at_level("WARNING", logger="riverlog.common.grants"):
+        assert len(load_key(key)) == 64  # still loaded: a warning, not a refusal
+    assert "mode 644" in caplog.text
+
+
+def test_a_grant_holds_64_topics_of_the_longest_names() -> None:
+    topics = frozenset(f"{i:02d}" + "t" * 247 for i in range(64))
+    assert len(_grant(topics=topics)) <= MAX_GRANT_BYTES
