@@ -16,11 +16,13 @@ from types import MappingProxyType
 from typing import Final
 
 from riverlog.common.errors import ErrorCode, RiverlogError
-from riverlog.common.zerocopy import MAX_REQUEST_FRAME
 
 from .remote_log_config import IMPL_PREFIX, NODE_LONGS, RemoteLogConfig, is_remote_key
 
 LONG_MAX: Final = 2**63 - 1
+MAX_REQUEST_FRAME: Final = (1 << 24) - 1
+"""The zero-copy framing's largest request (riverlog.common.zerocopy's, whose module this
+domain module may not import: it reads protobuf)."""
 
 # Broker keys that only set a default for a topic-level key (Kafka's LogConfig synonyms).
 TOPIC_DEFAULT_SYNONYMS: Final[Mapping[str, str]] = MappingProxyType(

@@ -8,7 +8,7 @@ produce and fetch paths pay nothing for them."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from prometheus_client.core import Metric
@@ -42,6 +42,7 @@ DIRECT_NAMES = (
     "riverlog_direct_grants",
     "riverlog_direct_bytes",
     "riverlog_direct_budget_refusals",
+    "riverlog_direct_connections_closed",
 )
 # Tiered storage's families (served when remote.log.storage.system.enable).
 TIERED_NAMES = (
@@ -60,11 +61,13 @@ class DirectPort(Protocol):
     def accepted(self) -> int: ...
     @property
     def grants(self) -> GrantLedger | None: ...
+    @property
+    def closed(self) -> Mapping[str, int]: ...
 
 
 def direct_snapshot(node_id: int, port: DirectPort | None) -> list[Metric]:
     """The direct port's families (event loop only); empty without a direct port."""
-    connections, grants, sent, refusals = (family(n) for n in DIRECT_NAMES)
+    connections, grants, sent, refusals, closed = (family(n) for n in DIRECT_NAMES)
     ledger = port.grants if port is not None else None
     if port is None or ledger is None:
         return []
@@ -75,7 +78,9 @@ def direct_snapshot(node_id: int, port: DirectPort | None) -> list[Metric]:
     sent.add_metric([node, "read"], ledger.bytes_read)
     sent.add_metric([node, "write"], ledger.bytes_written)
     refusals.add_metric([node], ledger.exhausted)
-    return [connections, grants, sent, refusals]
+    for reason, count in port.closed.items():
+        closed.add_metric([node, reason], count)
+    return [connections, grants, sent, refusals, closed]
 
 
 class TieringStats(Protocol):

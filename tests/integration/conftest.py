@@ -91,6 +91,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
                 "rsm.config.dir": str(root / "tier"),
                 "remote.log.manager.task.interval.ms": "500",
                 "log.retention.check.interval.ms": "1000",
+                # The direct port closes a connection without a grant after 2 s, not 10, so
+                # storage/test_direct_port.py proves it without a cluster of its own (the
+                # SDK sends its grant as soon as it connects).
+                "direct.grant.timeout.ms": "2000",
             },
         },
     ) as local:

@@ -179,6 +179,8 @@ class DirectCounters:
     bytes_read: float
     bytes_written: float
     budget_refusals: float
+    closed_limit: float
+    closed_no_grant: float
 
 
 def direct_counters(cluster: LocalCluster, node_id: int) -> DirectCounters:
@@ -206,4 +208,6 @@ def direct_counters(cluster: LocalCluster, node_id: int) -> DirectCounters:
         bytes_read=get("riverlog_direct_bytes_total", ("operation", "read")),
         bytes_written=get("riverlog_direct_bytes_total", ("operation", "write")),
         budget_refusals=get("riverlog_direct_budget_refusals_total"),
+        closed_limit=get("riverlog_direct_connections_closed_total", ("reason", "limit")),
+        closed_no_grant=get("riverlog_direct_connections_closed_total", ("reason", "no_grant")),
     )

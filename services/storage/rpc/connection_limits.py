@@ -75,8 +75,15 @@ class ConnectionGuard:
         self._sweeper: asyncio.Task[None] | None = None
         self.refused = 0
         """Connections closed at accept (over a cap)."""
-        self.timed_out = 0
-        """Connections closed for want of a grant in time, or idle."""
+        self.no_grant = 0
+        """Connections closed for want of a grant in time."""
+        self.idle = 0
+        """Granted connections closed as idle."""
+
+    @property
+    def closed(self) -> dict[str, int]:
+        """The connections this guard closed, by reason (riverlog_direct_connections_closed)."""
+        return {"limit": self.refused, "no_grant": self.no_grant, "idle": self.idle}
 
     @property
     def open(self) -> int:
@@ -128,15 +135,16 @@ class ConnectionGuard:
         idle_s = self.limits.idle_timeout_ms / 1000
         for watched in list(self._open):
             if not watched.granted:
-                why = "no grant" if now - watched.opened >= grant_s else None
+                if now - watched.opened < grant_s:
+                    continue
+                self.no_grant += 1
+                why = f"no grant within {self.limits.grant_timeout_ms} ms"
             elif now - watched.last >= idle_s and not watched.busy and not watched.owed():
-                why = "idle"
+                self.idle += 1
+                why = f"idle for {self.limits.idle_timeout_ms} ms"
             else:
-                why = None
-            if why is None:
                 continue
             log.info("direct %s: closing the connection (%s)", watched.ip, why)
-            self.timed_out += 1
             self.release(watched)
             # Its reader sees the end of the stream and closes its side.
             with contextlib.suppress(OSError):

@@ -127,6 +127,11 @@ class ZeroCopyServer:
         """Connections accepted since start (riverlog_zero_copy_connections): how often
         clients such as gateways had to open one rather than reuse one."""
 
+    @property
+    def closed(self) -> dict[str, int]:
+        """Connections the direct port's limits closed, by reason (none without limits)."""
+        return self.guard.closed if self.guard is not None else {}
+
     async def start(self) -> None:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

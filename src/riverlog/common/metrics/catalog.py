@@ -148,6 +148,13 @@ _SPECS = (
         "kafka.server:type=socket-server-metrics,listener=*,name=connection-creation-total",
     ),
     MetricSpec(
+        "riverlog_direct_connections_closed", C, ("node_id", "reason"), ("storage",),
+        "direct-port connections the node closed: `limit` at accept (max.connections, "
+        "max.connections.per.ip), `no_grant` (no grant within direct.grant.timeout.ms), "
+        "`idle` (connections.max.idle.ms)",
+        "kafka.server:type=socket-server-metrics,listener=*,name=connection-close-total",
+    ),
+    MetricSpec(
         "riverlog_direct_grants", C, ("node_id", "result"), ("storage",),
         "grant frames this storage node's direct port accepted or refused (bad signature, "
         "another node's, expired); a refused one leaves the connection's previous grant",

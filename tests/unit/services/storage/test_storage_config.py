@@ -7,7 +7,7 @@ import pytest
 
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.services.storage.app import config_from_args
-from riverlog.services.storage.config import LONG_MAX, StorageConfig
+from riverlog.services.storage.config import LONG_MAX, ConnectionLimits, StorageConfig
 
 BASE = ["--node-id", "3", "--log-dirs", "/tmp/a,/tmp/b", "--metadata", "h:1,h:2"]
 
@@ -135,3 +135,25 @@ def test_transaction_partition_verification_key() -> None:
         [*BASE, "--config", "transaction.partition.verification.enable=false"]
     )
     assert config.transaction_partition_verification_enable is False
+
+
+def test_direct_port_limits_and_host() -> None:
+    config, _ = config_from_args(BASE)
+    assert config.direct_limits == ConnectionLimits(1000, 100, 10_000, 600_000, 8_388_608)
+    assert config.direct_host == "127.0.0.1"  # --host's
+    config, _ = config_from_args(
+        [
+            *BASE,
+            "--direct-host", "0.0.0.0",
+            "--config", "max.connections=50",
+            "--config", "max.connections.per.ip=5",
+            "--config", "direct.grant.timeout.ms=2000",
+            "--config", "connections.max.idle.ms=60000",
+            "--config", "direct.max.request.bytes=1048576",
+        ]
+    )  # fmt: skip
+    assert config.direct_host == "0.0.0.0"
+    assert config.direct_limits == ConnectionLimits(50, 5, 2000, 60_000, 1_048_576)
+    for bad in ("direct.max.request.bytes=16777216", "max.connections=0"):
+        with pytest.raises(SystemExit):
+            config_from_args([*BASE, "--config", bad])
