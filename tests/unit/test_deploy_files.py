@@ -52,6 +52,7 @@ K8S_KINDS = {
     ("apps/v1", "StatefulSet"),
     ("apps/v1", "Deployment"),
     ("kustomize.config.k8s.io/v1beta1", "Kustomization"),
+    ("networking.k8s.io/v1", "NetworkPolicy"),
 }
 
 
@@ -430,6 +431,46 @@ def test_k8s_mounts_the_generated_direct_access_secret() -> None:
             port = int(_flag(container["args"], "--direct-port"))
             assert port in {p["containerPort"] for p in container["ports"]}
             assert port in {p["port"] for p in _services()["riverlog-storage"]["spec"]["ports"]}
+
+
+def test_k8s_storage_internal_ports_admit_only_riverlog_pods() -> None:
+    """Decision 0047: a storage node's gRPC and zero-copy ports trust their callers, so only
+    the Riverlog processes (not the console, a client) reach them; its direct port and
+    /metrics are open. The policy selects the storage pods and covers every port they serve."""
+    [policy] = [d for _, d in _k8s_docs() if d["kind"] == "NetworkPolicy"]
+    [storage] = [w for w, _, role in _riverlog_containers() if role == "storage"]
+    pod_labels = storage["spec"]["template"]["metadata"]["labels"]
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    assert selector.items() <= pod_labels.items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    rules: dict[int, list[dict[str, Any]] | None] = {}
+    for rule in policy["spec"]["ingress"]:
+        for port in rule["ports"]:
+            rules[port["port"]] = rule.get("from")
+    [container] = storage["spec"]["template"]["spec"]["containers"]
+    served = {p["containerPort"] for p in container["ports"]}
+    assert set(rules) == served == {9092, 9094, 9097, 9404}
+    assert rules[9097] is None and rules[9404] is None  # from anywhere
+    labels_of = {
+        w["metadata"]["name"]: w["spec"]["template"]["metadata"]["labels"] for w in _workloads()
+    }
+    for port in (9092, 9094):
+        [peer] = rules[port] or []
+        match = peer["podSelector"]["matchLabels"]
+        excluded = {
+            v
+            for e in peer["podSelector"].get("matchExpressions", [])
+            if e["operator"] == "NotIn"
+            for v in e["values"]
+        }
+        admitted = {
+            name
+            for name, labels in labels_of.items()
+            if match.items() <= labels.items()
+            and labels.get("app.kubernetes.io/name") not in excluded
+        }
+        assert {"riverlog-storage", "riverlog-gateway", "riverlog-metadata"} <= admitted
+        assert "riverlog-console" not in admitted
 
 
 # -- scaling (deploy/README.md, "Scaling") -------------------------------------------------

@@ -234,16 +234,20 @@ def new_key() -> str:
 def load_key(path: str | Path) -> bytes:
     """The key in the file at `path` (its text, surrounding whitespace left out);
     RiverlogError(INVALID_CONFIG) when it cannot be read or is shorter than MIN_KEY_BYTES.
-    Warns (logging) when the file is readable by its group or others: whoever reads the key
-    can sign grants for any topic."""
+    Warns (logging) when the file is readable by others, or by a group other than the
+    process's own (Kubernetes mounts a Secret 0440 with the pod's fsGroup, its runAsGroup):
+    whoever reads the key can sign grants for any topic."""
     try:
-        mode = os.stat(path).st_mode
-        if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        info = os.stat(path)
+        shared = info.st_mode & stat.S_IRWXO or (
+            info.st_mode & stat.S_IRWXG and info.st_gid != os.getegid()
+        )
+        if shared:
             log.warning(
-                "the direct-access key file %s has mode %o: readable beyond its owner, who"
-                " can sign grants for any topic; make it 0400 (or 0600)",
+                "the direct-access key file %s has mode %o: readable beyond its owner, and"
+                " whoever reads it can sign grants for any topic; make it 0400",
                 path,
-                stat.S_IMODE(mode),
+                stat.S_IMODE(info.st_mode),
             )
         key = Path(path).read_bytes().strip()
     except OSError as exc:

@@ -147,10 +147,14 @@ def test_a_key_file_readable_beyond_its_owner_is_warned_about(
     with caplog.at_level("WARNING", logger="riverlog.common.grants"):
         load_key(key)
     assert not caplog.records
-    key.chmod(0o644)
+    key.chmod(0o440)  # the process's own group (a Kubernetes Secret with fsGroup)
+    with caplog.at_level("WARNING", logger="riverlog.common.grants"):
+        load_key(key)
+    assert not caplog.records
+    key.chmod(0o604)
     with caplog.at_level("WARNING", logger="riverlog.common.grants"):
         assert len(load_key(key)) == 64  # still loaded: a warning, not a refusal
-    assert "mode 644" in caplog.text
+    assert "mode 604" in caplog.text
 
 
 def test_a_grant_holds_64_topics_of_the_longest_names() -> None:
