@@ -4,7 +4,8 @@ the session cluster, with raw sockets: connections from one address past
 connections end; a client that sends no grant, or only a grant frame's header, is closed after
 `direct.grant.timeout.ms` (2 s on the session cluster); a grant frame over MAX_GRANT_BYTES, and
 a granted connection's produce frame over `direct.max.request.bytes` (default 8 MiB), are
-refused on their headers, before the node reads (or allocates) their bodies."""
+refused on their headers, before the node reads (or allocates) their bodies. And GetMetadata
+tells clients each node's direct port but not its internal zero-copy port."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from direct_client import (
     ask_grant,
     direct_counters,
     leader_of,
+    storage_nodes,
 )
 
 from riverlog.cluster import LocalCluster
@@ -108,3 +110,11 @@ def test_oversized_grant_and_produce_headers_are_refused_unread(
         # keep the connection open.
         conn.sock.sendall(_header(KIND_PRODUCE, DIRECT_MAX_REQUEST + 1))
         assert conn.closed_by_peer()
+
+
+def test_clients_are_told_the_direct_port_not_the_internal_zero_copy_port(
+    cluster: LocalCluster,
+) -> None:
+    nodes = storage_nodes(cluster)
+    assert nodes and all(n.direct_port > 0 and n.zero_copy_port == 0 for n in nodes.values())
+    assert all(cluster.storage(i).info["zero_copy_port"] for i in nodes)  # yet they serve one
