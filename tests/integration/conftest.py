@@ -91,10 +91,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
                 "rsm.config.dir": str(root / "tier"),
                 "remote.log.manager.task.interval.ms": "500",
                 "log.retention.check.interval.ms": "1000",
-                # The direct port closes a connection without a grant after 2 s, not 10, so
-                # storage/test_direct_port.py proves it without a cluster of its own (the
-                # SDK sends its grant as soon as it connects).
-                "direct.grant.timeout.ms": "2000",
+                # The direct port closes a connection without a grant after 5 s, not 10, so
+                # storage/test_direct_port_limits.py proves it without a cluster of its own
+                # (the SDK asks for its grant before it connects; raw-socket tests that connect
+                # first and then ask the gateway still have seconds to spare).
+                "direct.grant.timeout.ms": "5000",
             },
         },
     ) as local:

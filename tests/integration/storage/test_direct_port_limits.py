@@ -2,7 +2,7 @@
 the session cluster, with raw sockets: connections from one address past
 `max.connections.per.ip` (default 100) are closed at accept and the cap frees up as
 connections end; a client that sends no grant, or only a grant frame's header, is closed after
-`direct.grant.timeout.ms` (2 s on the session cluster); a grant frame over MAX_GRANT_BYTES, and
+`direct.grant.timeout.ms` (5 s on the session cluster); a grant frame over MAX_GRANT_BYTES, and
 a granted connection's produce frame over `direct.max.request.bytes` (default 8 MiB), are
 refused on their headers, before the node reads (or allocates) their bodies. And GetMetadata
 tells clients each node's direct port but not its internal zero-copy port."""
