@@ -190,3 +190,58 @@ def test_the_consumer_follows_a_leader_change(small_grants: LocalCluster) -> Non
     assert [r.offset for r in out] == list(range(1000))
     assert [int(r.value[:8]) for r in out] == [*range(500), *range(500)]
     assert direct_counters(small_grants, other).bytes_read > before.bytes_read
+
+
+def test_a_tiny_first_batch_costs_no_refetches(
+    cluster: LocalCluster, gateway_address: str, new_topic: NewTopic
+) -> None:
+    """A topic whose first batch is tiny: the first answer is larger than the next ones, so
+    the next are read into its buffer, reused and larger than them (answers of 256 KiB and
+    more get kept buffers). Reading past an answer's end took the next answer's first bytes
+    and broke the connection's framing (a bogus length: the connection failed and its fetches
+    were sent again after a backoff; or a length under the cap: a wait for bytes that never
+    came, until request.timeout.ms). The consumer holds its poll after the first answer until
+    the node has sent the pipelined ones, so they wait in the socket back to back. Every
+    answer is read on one connection, and the fetches are about the answers the records
+    need."""
+    topic = new_topic()
+    tp = TopicPartition(topic, 0)
+    node = leader_of(cluster, topic).node_id
+    target = {"bootstrap.servers": gateway_address}
+    count = 6000  # ~6 MiB: some sixteen answers of 384 KiB, four in flight at a time
+    config = {**target, "linger.ms": 5, "batch.size": 32 * 1024, "delivery.timeout.ms": 60_000}
+    with Producer(config) as producer:
+        producer.send(topic, b"warm", partition=0).result(30)
+        for i in range(count):
+            producer.send(topic, b"%08d" % i + VALUE, partition=0)
+        producer.flush(60)
+    before = direct_counters(cluster, node)
+    part = 384 * 1024
+    size = count * (len(VALUE) + 8 + 30)  # the records' bytes in batches, about
+    settings = {**target, "auto.offset.reset": "earliest", "max.partition.fetch.bytes": part}
+    records: list[ConsumerRecord] = []
+    with Consumer(settings) as consumer:
+        consumer.assign([tp])
+        for _ in range(100):
+            records.extend(consumer.poll(timeout_ms=500).get(tp, []))
+            if records:
+                break  # the first answer is in, the next three fetches sent
+        sent = 4 * (part - 34 * 1024)  # four answers, each short of a batch at most
+        for _ in range(200):  # bounded: until the node has sent them
+            if direct_counters(cluster, node).bytes_read - before.bytes_read >= sent:
+                break
+            time.sleep(0.05)
+        for _ in range(200):
+            records.extend(consumer.poll(timeout_ms=500).get(tp, []))
+            if len(records) >= count + 1:
+                break
+        metrics = consumer.metrics()
+    assert [r.offset for r in records] == list(range(count + 1))
+    assert records[0].value == b"warm"
+    assert [int(r.value[:8]) for r in records[1:]] == list(range(count))
+    after = direct_counters(cluster, node)
+    assert after.connections - before.connections == 1  # none failed and none was replaced
+    assert after.bytes_read - before.bytes_read <= size * 1.3  # nothing fetched twice over
+    answers = -(-size // (part - 34 * 1024))
+    # + fills of gaps the span guesses leave (small ones, a batch or two), the end's long poll
+    assert metrics["direct-fetch-total"] <= answers + answers // 2 + 2

@@ -200,3 +200,45 @@ def test_a_wake_after_close_writes_to_no_reused_descriptor() -> None:
     finally:
         for s in reused:
             s.close()
+
+
+def _big_batch(first: int, size: int) -> bytes:
+    builder = BatchBuilder()
+    builder.append(1_700_000_000_000, None, b"%08d" % first + b"x" * size)
+    return builder.build()
+
+
+def test_an_answer_read_into_a_larger_reused_buffer_stops_at_its_end(
+    pair: tuple[socket.socket, socket.socket], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kept buffer larger than the next answer (a topic whose first answer carried a tiny
+    batch more than the following ones) is filled with that answer only: reading into the
+    whole buffer took the next answer's first bytes too, and the connection lost its framing
+    (a bogus length failed it, or a wait for bytes that never came held it until the fetch's
+    deadline)."""
+    monkeypatch.setattr(AnswerBuffers, "SMALLEST", 4096)  # answers that fit the socket pair's
+    client, server = pair  # buffers: both are there before the first read
+    link = _Link(1, client, AnswerBuffers())
+    keeper = Keeper()
+    large = _big_batch(0, 12_000)
+    first = DirectCall(1, 5, float("inf"), False)
+    link.pending.append(first)
+    assert _feed(server, link, keeper, _fetch_answer([(0, large)]), 0) == [first]
+    first_buffer = first.result().data
+    assert bytes(first_buffer) == large
+    first_id = id(first_buffer)
+    del first_buffer
+    first.response = None  # its records decoded: the buffer is free for the next answers
+    smaller, last = _big_batch(1, 10_000), _big_batch(2, 100)
+    calls = [DirectCall(1, 5, float("inf"), False) for _ in range(2)]
+    link.pending.extend(calls)
+    server.sendall(_fetch_answer([(0, smaller)]) + _fetch_answer([(0, last)]))  # both at once
+    done: list[DirectCall] = []
+    link.read(keeper, done.append)  # type: ignore[arg-type]
+    assert done == calls and not link.pending
+    second, third = (call.result() for call in calls)
+    assert id(second.data) == first_id and len(second.data) > len(smaller)  # reused, larger
+    data, start, end = second.records(0)
+    assert (start, end) == (0, len(smaller)) and bytes(data[start:end]) == smaller
+    data, start, end = third.records(0)
+    assert bytes(data[start:end]) == last
