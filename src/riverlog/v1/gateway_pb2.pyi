@@ -136,7 +136,7 @@ class GrantDataAccessRequest(_message.Message):
     def __init__(self, operation: _Optional[_Union[DataAccessOperation, str]] = ..., topics: _Optional[_Iterable[str]] = ..., node_id: _Optional[int] = ...) -> None: ...
 
 class GrantDataAccessResponse(_message.Message):
-    __slots__ = ("error_code", "error_message", "grant", "expires_at_ms", "byte_budget", "throttle_time_ms", "host", "direct_port")
+    __slots__ = ("error_code", "error_message", "grant", "expires_at_ms", "byte_budget", "throttle_time_ms", "host", "direct_port", "lifetime_ms")
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     GRANT_FIELD_NUMBER: _ClassVar[int]
@@ -145,6 +145,7 @@ class GrantDataAccessResponse(_message.Message):
     THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     DIRECT_PORT_FIELD_NUMBER: _ClassVar[int]
+    LIFETIME_MS_FIELD_NUMBER: _ClassVar[int]
     error_code: _errors_pb2.ErrorCode
     error_message: str
     grant: bytes
@@ -153,4 +154,5 @@ class GrantDataAccessResponse(_message.Message):
     throttle_time_ms: int
     host: str
     direct_port: int
-    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., grant: _Optional[bytes] = ..., expires_at_ms: _Optional[int] = ..., byte_budget: _Optional[int] = ..., throttle_time_ms: _Optional[int] = ..., host: _Optional[str] = ..., direct_port: _Optional[int] = ...) -> None: ...
+    lifetime_ms: int
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., grant: _Optional[bytes] = ..., expires_at_ms: _Optional[int] = ..., byte_budget: _Optional[int] = ..., throttle_time_ms: _Optional[int] = ..., host: _Optional[str] = ..., direct_port: _Optional[int] = ..., lifetime_ms: _Optional[int] = ...) -> None: ...
