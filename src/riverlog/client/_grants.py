@@ -1,30 +1,42 @@
 """Grants for direct data access (decision 0047): what lets the SDK send fetch (or produce)
-frames straight to a partition leader's direct port instead of through a gateway.
+frames straight to a partition leader's direct port instead of through a gateway. One keeper
+serves the consumer (READ) and the producer (WRITE); each keeps its own connections.
 
 A grant is asked of the gateway (`GrantDataAccess`) per (storage node, operation), naming every
 topic the client uses on that node (a topic not covered yet asks for a new one covering the
-old ones too). The next one is asked in the background, while the current one serves, once
-half its bytes are used or shortly before it expires (the node answers
-DELEGATION_TOKEN_EXPIRED once they are all spent, which costs a round trip); an answer that it
-expired drops it. Where direct access cannot be had the answer is None and the caller uses the
-gateway for that node: the cluster offers none (DELEGATION_TOKEN_AUTH_DISABLED, or a gateway
-without the RPC), the node has no direct port, or the gateway refused (a topic not authorized,
-an unknown node), asked again after metadata.max.age.ms; a failed call is retried after
-retry.backoff.ms, doubling up to that. The grant's throttle_time_ms (the byte-rate quota it
-was charged to) is recorded with the gateway's other throttles, so the client pauses as after
-a throttled fetch.
+old ones too). The keeper never waits: `lookup` answers at once with the grant to use, PENDING
+(one is on its way: the consumer fetches through the gateway this time, the producer waits;
+the answer's arrival calls `on_ready`) or None (use the gateway for that node).
 
-Thread-safe: a lock around everything but the look-up of a grant that needs nothing done.
+Renewal: once `renew_fraction` of the current grant's bytes are used, or of its lifetime has
+passed, the next one is asked in the background and kept aside when it comes; the current one
+serves until it is spent (the local count reaches its budget, or the node answered
+DELEGATION_TOKEN_EXPIRED) or is within `expiry_slack_s` of its expiry, and only then is the
+next one taken: the budget already charged to the quota is used to the end. A grant is not
+used before its throttle time has passed (`DataGrant.usable_at`, the callers check). Its
+lifetime is the gateway's `lifetime_ms`, counted on the client's monotonic clock from the
+answer (a client's wall clock far off does not make it expire at once); an older gateway's
+answer without it falls back to `expires_at_ms` against the wall clock.
+
+Where direct access cannot be had the answer is None: the cluster offers none
+(DELEGATION_TOKEN_AUTH_DISABLED, or a gateway without the RPC: every node, for
+`fallback_s`), the node has no direct port or is unknown or unreachable (that node, for
+`fallback_s`), a grant below `min_budget` (a quota capped it: that node until the grant would
+have expired), a topic refused (TOPIC_AUTHORIZATION_FAILED: that topic on that node, for
+`fallback_s`; the other topics keep their grant), a failed call (that node, for `backoff_s`
+doubling up to `backoff_max_s`, unless a current grant still serves), the quota holding the
+client back (an answer without a grant: until its throttle time has passed).
+
+Thread-safe: a lock around everything; the grant futures' callbacks only call `on_ready`.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
-from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import Any, Final
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
 
 import grpc
 
@@ -33,18 +45,59 @@ from riverlog.v1 import gateway_pb2
 
 from ._connection import GatewayConnection, rpc_error
 
-__all__ = ["READ", "WRITE", "DataGrant", "GrantKeeper"]
+__all__ = [
+    "PENDING",
+    "READ",
+    "WRITE",
+    "DataGrant",
+    "GrantFuture",
+    "GrantKeeper",
+    "GrantSettings",
+    "gateway_asker",
+]
 
 READ: Final = gateway_pb2.DATA_ACCESS_READ
 WRITE: Final = gateway_pb2.DATA_ACCESS_WRITE
 
-RENEW_BEFORE_S: Final = 5.0
-"""A grant is renewed this long before it expires (or at half its life, if that is shorter)."""
-RENEW_SPENT: Final = 0.5
-"""...or once this share of its byte budget was read or sent by this client (fetches in flight
-may take a good part of the rest before the new grant is there)."""
-EXPIRY_SLACK_S: Final = 1.0
-"""A grant is not used this close to its expiry (clocks and frames in flight)."""
+
+class _Pending:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "PENDING"
+
+
+PENDING: Final = _Pending()
+"""`lookup`'s answer while a grant is on its way."""
+
+
+class GrantFuture(Protocol):
+    """A GrantDataAccess call on its way (a gRPC future, or a test's)."""
+
+    def done(self) -> bool: ...
+    def result(self, timeout: float | None = None) -> Any: ...
+    def add_done_callback(self, fn: Callable[[Any], object]) -> Any: ...
+    def cancel(self) -> bool: ...
+
+
+Asker = Callable[[int, frozenset[str]], GrantFuture]
+"""Starts GrantDataAccess for (node, topics); raises if it cannot be sent."""
+
+
+@dataclass(frozen=True, slots=True)
+class GrantSettings:
+    renew_fraction: float = 0.5
+    """The next grant is asked once this share of the current one's bytes, or life, is used."""
+    expiry_slack_s: float = 1.0
+    """A grant is not used this close to its expiry (clocks, frames in flight)."""
+    min_budget: int = 0
+    """A grant below this many bytes is not used (the producer: max.request.size, since a
+    frame may overdraw a budget by its own size): the gateway until it would have expired."""
+    fallback_s: float = 300.0
+    """metadata.max.age.ms: how long a refusal sends a node (or topic) to the gateway."""
+    backoff_s: float = 0.1
+    backoff_max_s: float = 1.0
+    """After a failed call: the gateway for backoff_s, doubling up to backoff_max_s."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,115 +111,221 @@ class DataGrant:
     byte_budget: int
     host: str
     port: int
-    renew_at: float  # time.monotonic(): ask for the next one (meanwhile this one serves)
-    usable_until: float  # time.monotonic()
+    usable_at: float  # monotonic: its throttle time has passed (not used before)
+    renew_at: float  # monotonic: ask for the next one (meanwhile this one serves)
+    usable_until: float  # monotonic: its expiry less the slack
     serial: int
 
 
+@dataclass(eq=False, slots=True)
+class _Node:
+    current: DataGrant | None = None
+    spent: int = 0  # bytes used under `current`
+    next: DataGrant | None = None  # asked ahead, taken once `current` is spent
+    pending: GrantFuture | None = None
+    pending_topics: frozenset[str] = frozenset()
+    wanted: set[str] = field(default_factory=set)  # topics to cover at the next ask
+    refused: dict[str, float] = field(default_factory=dict)  # topic -> the gateway until
+    gateway_until: float = 0.0
+    ask_after: float = 0.0  # no new ask before (a throttle, a failed call)
+    failures: int = 0
+
+
 class GrantKeeper:
-    """The grants of one client for one operation (READ or WRITE). A grant due for renewal
-    keeps serving while the next one is asked for in the background (a gRPC future, taken at a
-    later `grant` call); a missing one, or one that does not cover a topic, is asked for at
-    once (the call blocks)."""
+    """The grants of one client for one operation (READ or WRITE), by node."""
 
     def __init__(
         self,
-        conn: GatewayConnection,
-        operation: gateway_pb2.DataAccessOperation,
-        *,
-        request_timeout_ms: int,
-        retry_backoff_ms: int,
-        metadata_max_age_ms: int,
+        ask: Asker,
+        settings: GrantSettings,
+        on_ready: Callable[[], None] = lambda: None,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
-        self._conn = conn
-        self._operation = operation
-        self._timeout_s = request_timeout_ms / 1000
-        self._backoff_s = max(retry_backoff_ms, 1) / 1000
-        self._retry_s = metadata_max_age_ms / 1000
+        self._ask_fn = ask
+        self._settings = settings
+        self._on_ready = on_ready
+        self._clock = clock
+        self._wall = wall_clock
         self._lock = threading.Lock()
-        self._grants: dict[int, DataGrant] = {}
-        self._spent: dict[int, int] = {}  # bytes used under the node's current grant
-        self._renewing: dict[int, tuple[frozenset[str], Future[Any]]] = {}
-        self._not_before: dict[int, float] = {}  # node -> no direct access until (monotonic)
-        self._failures: dict[int, int] = {}
+        self._nodes: dict[int, _Node] = {}
         self._disabled_until = 0.0  # the whole cluster: no direct access until
         self._serial = 0
         self.granted = 0
         """Grants obtained since the start (tests and metrics: the direct path was taken)."""
+        self.renewed = 0
+        """...of which replaced an earlier grant of the same node."""
 
-    def grant(self, node_id: int, topics: Iterable[str]) -> DataGrant | None:
-        """A grant for `node_id` covering `topics`, asked for now if need be; None: use the
-        gateway for that node."""
-        now = time.monotonic()
-        current = self._grants.get(node_id)
-        if (
-            current is not None
-            and now < current.renew_at
-            and current.topics.issuperset(topics)
-            and self._spent.get(node_id, 0) < current.byte_budget * RENEW_SPENT
-        ):
-            return current  # the common case: no lock
+    # ---- the callers' side ------------------------------------------------------------
+
+    def lookup(
+        self, node_id: int, topics: Iterable[str], now: float | None = None
+    ) -> DataGrant | _Pending | None:
+        """The grant to use for `topics` on `node_id` (check its `usable_at`), PENDING (one
+        is on its way: `on_ready` is called when it comes), or None (use the gateway)."""
+        if now is None:
+            now = self._clock()
         with self._lock:
-            renewing = self._renewing.get(node_id)
-            if renewing is not None and renewing[1].done():
-                del self._renewing[node_id]
-                self._install(node_id, renewing[0], renewing[1], now)
-            current = self._grants.get(node_id)
-            if current is not None and current.topics.issuperset(topics):
-                if node_id not in self._renewing and (
-                    now >= current.renew_at
-                    or self._spent.get(node_id, 0) >= current.byte_budget * RENEW_SPENT
-                ):
-                    self._renewing[node_id] = (current.topics, self._call(node_id, current.topics))
-                if now < current.usable_until:
-                    return current
-            if now < self._disabled_until or now < self._not_before.get(node_id, 0.0):
+            if now < self._disabled_until:
                 return None
-            wanted = frozenset(topics) | (current.topics if current is not None else frozenset())
-            renewing = self._renewing.pop(node_id, None)
-            if renewing is not None and renewing[0].issuperset(wanted):
-                return self._install(node_id, renewing[0], renewing[1], now)
-            return self._install(node_id, wanted, self._call(node_id, wanted), now)
+            node = self._nodes.get(node_id)
+            if node is None:
+                node = self._nodes[node_id] = _Node()
+            if node.pending is not None and node.pending.done():
+                future, node.pending = node.pending, None
+                self._answered(node_id, node, future, now)
+                if now < self._disabled_until:
+                    return None
+            if now < node.gateway_until:
+                return None
+            names = topics if isinstance(topics, (set, frozenset)) else set(topics)
+            refused = node.refused
+            if refused and any(refused.get(t, 0.0) > now for t in names):
+                return None
+            grant = self._current(node, now)
+            if grant is not None and not grant.topics.issuperset(names):
+                upcoming = node.next
+                if upcoming is not None and upcoming.topics.issuperset(names):
+                    self._switch(node, upcoming)
+                    grant = upcoming
+                else:
+                    node.wanted.update(names)
+                    self._ask(node_id, node, now)
+                    return PENDING if node.pending is not None else None
+            if grant is None:
+                node.wanted.update(names)
+                self._ask(node_id, node, now)
+                return PENDING if node.pending is not None else None
+            if node.next is None and (
+                now >= grant.renew_at
+                or node.spent >= grant.byte_budget * self._settings.renew_fraction
+            ):
+                self._ask(node_id, node, now)
+            return grant
 
-    def _call(self, node_id: int, topics: frozenset[str]) -> Future[Any]:
-        request = gateway_pb2.GrantDataAccessRequest(
-            operation=self._operation, topics=sorted(topics), node_id=node_id
-        )
-        stub, index = self._conn.stub()
-        future: Future[Any] = stub.GrantDataAccess.future(
-            request, timeout=self._timeout_s, metadata=self._conn.metadata
-        )
-        future.add_done_callback(lambda f: self._failed_over(f, index))
-        return future
+    def spend(self, node_id: int, serial: int, nbytes: int) -> None:
+        """`nbytes` were read or sent under grant `serial` of `node_id` (the node charges a
+        fetch answer's records and header, a produce frame's bytes)."""
+        node = self._nodes.get(node_id)
+        if node is not None and node.current is not None and node.current.serial == serial:
+            node.spent += nbytes
 
-    def _failed_over(self, future: Future[Any], index: int) -> None:
-        error = future.exception()
-        if isinstance(error, grpc.RpcError) and GatewayConnection.should_failover(error):
-            self._conn.failover(index)
+    def expired(self, node_id: int, serial: int) -> None:
+        """The node answered DELEGATION_TOKEN_EXPIRED under grant `serial`: it is spent."""
+        with self._lock:
+            node = self._nodes.get(node_id)
+            if node is not None and node.current is not None and node.current.serial == serial:
+                node.spent = max(node.spent, node.current.byte_budget)
 
-    def _install(
-        self, node_id: int, topics: frozenset[str], future: Future[Any], now: float
-    ) -> DataGrant | None:
-        """The grant `future` brings (waiting for it), kept for `node_id`; None if refused."""
+    def unreachable(self, node_id: int) -> None:
+        """The node's direct port refused a connection, or its grant: the gateway for that
+        node for `fallback_s`."""
+        with self._lock:
+            node = self._nodes.setdefault(node_id, _Node())
+            self._fall_back(node, self._clock() + self._settings.fallback_s)
+
+    def direct(self, node_id: int, now: float) -> bool:
+        """Whether `node_id` may be used directly at all now (not sent to the gateway)."""
+        node = self._nodes.get(node_id)
+        return now >= self._disabled_until and (node is None or now >= node.gateway_until)
+
+    def close(self) -> None:
+        with self._lock:
+            pending = [n.pending for n in self._nodes.values() if n.pending is not None]
+            for node in self._nodes.values():
+                node.pending = None
+        for future in pending:
+            future.cancel()
+
+    # ---- inside the lock --------------------------------------------------------------
+
+    def _current(self, node: _Node, now: float) -> DataGrant | None:
+        """The grant serving now: the current one unless spent or near its expiry, then the
+        next one (the lazy switch), if any."""
+        grant = node.current
+        if grant is not None and node.spent < grant.byte_budget and now < grant.usable_until:
+            return grant
+        upcoming = node.next
+        if upcoming is not None and now < upcoming.usable_until:
+            self._switch(node, upcoming)
+            return upcoming
+        if grant is not None:
+            node.wanted.update(grant.topics)  # asked for again with the topics wanted now
+        node.current = node.next = None
+        return None
+
+    def _switch(self, node: _Node, grant: DataGrant) -> None:
+        node.current, node.next, node.spent = grant, None, 0
+
+    def _ask(self, node_id: int, node: _Node, now: float) -> None:
+        if node.pending is not None or now < node.ask_after:
+            return
+        topics = frozenset(node.wanted)
+        if node.current is not None:
+            topics |= node.current.topics
+        if node.next is not None:
+            topics |= node.next.topics
+        topics = frozenset(t for t in topics if node.refused.get(t, 0.0) <= now)
+        if not topics:
+            return
         try:
-            response = future.result()
+            future = self._ask_fn(node_id, topics)
+        except Exception:
+            self._failed(node, now)
+            return
+        node.pending, node.pending_topics = future, topics
+        node.wanted = set()
+        future.add_done_callback(lambda _: self._on_ready())
+
+    def _answered(self, node_id: int, node: _Node, future: GrantFuture, now: float) -> None:
+        topics = node.pending_topics
+        settings = self._settings
+        try:
+            response: gateway_pb2.GrantDataAccessResponse = future.result()
         except Exception as exc:
+            node.wanted.update(topics)
             failed = rpc_error(exc).code
             if failed in (ErrorCode.UNSUPPORTED_VERSION, ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED):
                 self._disable_all(now)  # a gateway without the RPC (UNIMPLEMENTED)
             else:
-                self._refused(node_id, now)
-            return None
+                self._failed(node, now)
+            return
         code = int(response.error_code)
         if code == ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED:
             self._disable_all(now)
-            return None
-        self._conn.throttle.record(self._conn.stub()[1], response.throttle_time_ms)
-        if code != ErrorCode.NONE or not response.direct_port or not response.grant:
-            self._refused(node_id, now, at_once=True)
-            return None
+            return
+        if code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+            # Nothing granted: the topics new in this ask are refused (all of them if none
+            # was new); the gateway reports the refusal per partition, as it always did.
+            known = node.current.topics if node.current is not None else frozenset()
+            refused = (topics - known) or topics
+            for topic in refused:
+                node.refused[topic] = now + settings.fallback_s
+            if refused == topics:
+                node.current = node.next = None
+            node.wanted.update(topics - refused)
+            node.wanted.difference_update(refused)
+            return
+        if code != ErrorCode.NONE or not response.direct_port:
+            self._fall_back(node, now + settings.fallback_s)  # UNKNOWN_NODE, no direct port
+            return
+        throttle_s = max(response.throttle_time_ms, 0) / 1000
+        if not response.grant:  # the quota holds the client back: ask again after it
+            node.wanted.update(topics)
+            node.ask_after = now + throttle_s
+            if self._current(node, now) is None:
+                node.gateway_until = now + throttle_s
+            return
+        if response.lifetime_ms > 0:
+            life_s = response.lifetime_ms / 1000
+        else:  # an older gateway: its wall clock against ours
+            life_s = max(response.expires_at_ms / 1000 - self._wall(), 0.0)
+        if response.byte_budget < settings.min_budget:
+            self._fall_back(node, now + max(life_s, settings.backoff_max_s))
+            node.wanted.update(topics)
+            return
+        node.failures = 0
         self._serial += 1
-        life_s = max(response.expires_at_ms / 1000 - time.time(), 0.0)
         grant = DataGrant(
             node_id=node_id,
             topics=topics,
@@ -174,49 +333,76 @@ class GrantKeeper:
             byte_budget=max(response.byte_budget, 1),
             host=response.host,
             port=response.direct_port,
-            renew_at=now + max(min(life_s - RENEW_BEFORE_S, life_s / 2), 0.0),
-            usable_until=now + life_s - EXPIRY_SLACK_S,
+            usable_at=now + throttle_s,
+            renew_at=now + life_s * settings.renew_fraction,
+            usable_until=now + life_s - settings.expiry_slack_s,
             serial=self._serial,
         )
-        self._grants[node_id] = grant
-        self._spent[node_id] = 0
-        self._failures.pop(node_id, None)
         self.granted += 1
-        return grant
+        current = self._current(node, now)
+        if current is None:
+            node.current, node.spent = grant, 0
+        else:
+            self.renewed += 1
+            if not current.topics.issuperset(topics):
+                self._switch(node, grant)  # it covers a topic the current one does not
+            else:
+                node.next = grant  # taken once the current one is spent
+        if not grant.topics.issuperset(node.wanted):
+            self._ask(node_id, node, now)
+        else:
+            node.wanted = set()
 
     def _disable_all(self, now: float) -> None:
-        self._grants.clear()
-        self._disabled_until = now + self._retry_s
+        for node in self._nodes.values():
+            node.current = node.next = None
+        self._disabled_until = now + self._settings.fallback_s
 
-    def _refused(self, node_id: int, now: float, at_once: bool = False) -> None:
-        """No direct access to `node_id` for a while: metadata.max.age.ms after a refusal,
-        retry.backoff.ms doubling up to it after a failed call."""
-        self._grants.pop(node_id, None)
-        failures = self._failures[node_id] = self._failures.get(node_id, 0) + 1
-        backoff = min(self._backoff_s * 2 ** min(failures, 20), self._retry_s)
-        self._not_before[node_id] = now + (self._retry_s if at_once else backoff)
+    def _fall_back(self, node: _Node, until: float) -> None:
+        if node.current is not None:
+            node.wanted.update(node.current.topics)
+        node.current = node.next = None
+        node.gateway_until = until
 
-    def spend(self, node_id: int, serial: int, nbytes: int) -> None:
-        """`nbytes` were read or sent under grant `serial` of `node_id`."""
-        grant = self._grants.get(node_id)
-        if grant is not None and grant.serial == serial:
-            self._spent[node_id] = self._spent.get(node_id, 0) + nbytes
+    def _failed(self, node: _Node, now: float) -> None:
+        """A failed call: no new ask for retry.backoff.ms doubling up to its maximum; the
+        gateway meanwhile unless a current grant still serves."""
+        settings = self._settings
+        node.failures += 1
+        backoff = min(settings.backoff_s * 2 ** min(node.failures - 1, 20), settings.backoff_max_s)
+        node.ask_after = now + backoff
+        if self._current(node, now) is None:
+            node.gateway_until = now + backoff
 
-    def expired(self, node_id: int, serial: int) -> None:
-        """The node answered DELEGATION_TOKEN_EXPIRED under grant `serial`: ask anew."""
-        with self._lock:
-            grant = self._grants.get(node_id)
-            if grant is not None and grant.serial == serial:
-                del self._grants[node_id]
 
-    def unreachable(self, node_id: int) -> None:
-        """The node's direct port refused a connection, or its grant: the gateway for that
-        node until metadata.max.age.ms has passed."""
-        with self._lock:
-            self._refused(node_id, time.monotonic(), at_once=True)
+def gateway_asker(
+    conn: GatewayConnection, operation: gateway_pb2.DataAccessOperation, timeout_s: float
+) -> Asker:
+    """GrantDataAccess through `conn` (a gRPC future): failover on a dead gateway, and the
+    answer's throttle time recorded with the gateway's other throttles (the client pauses as
+    after a throttled fetch or produce)."""
 
-    def close(self) -> None:
-        with self._lock:
-            renewing, self._renewing = self._renewing, {}
-        for _, future in renewing.values():
-            future.cancel()
+    def ask(node_id: int, topics: frozenset[str]) -> GrantFuture:
+        request = gateway_pb2.GrantDataAccessRequest(
+            operation=operation, topics=sorted(topics), node_id=node_id
+        )
+        stub, index = conn.stub()
+        future: GrantFuture = stub.GrantDataAccess.future(
+            request, timeout=timeout_s, metadata=conn.metadata
+        )
+
+        def done(f: Any) -> None:
+            try:
+                response = f.result()
+            except grpc.RpcError as error:
+                if GatewayConnection.should_failover(error):
+                    conn.failover(index)
+                return
+            except Exception:  # cancelled at close
+                return
+            conn.throttle.record(index, response.throttle_time_ms)
+
+        future.add_done_callback(done)
+        return future
+
+    return ask

@@ -305,9 +305,10 @@ class DirectLinks:
     ) -> DirectCall | None:
         """Send `request` to `node_id`'s direct port; None: not possible now (no grant, no
         connection), send it through the gateway."""
-        grant = self.keeper.grant(node_id, topics)
-        if grant is None:
-            return None
+        now = time.monotonic()
+        grant = self.keeper.lookup(node_id, topics, now)
+        if not isinstance(grant, DataGrant) or now < grant.usable_at:
+            return None  # none, one on its way, or its throttle time not passed: the gateway
         link = self._link(grant)
         if link is None:
             return None

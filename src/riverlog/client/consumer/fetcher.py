@@ -51,7 +51,7 @@ from riverlog.v1 import common_pb2, data_pb2
 
 from .._connection import GatewayConnection, rpc_error
 from .._fetch_answer import records_of
-from .._grants import READ, GrantKeeper
+from .._grants import READ, GrantKeeper, GrantSettings, gateway_asker
 from .._metadata import MetadataCache
 from ..config import ConsumerConfig, partition_fetch_bytes
 from ..errors import OffsetOutOfRangeError
@@ -120,12 +120,17 @@ class Fetcher:
         self._value_deserializer = config.value_deserializer
         self._direct: DirectLinks | None = None  # fetches straight to the leaders (0047)
         if config.direct_access and metadata is not None and not config.client_rack:
+            # A grant on its way never holds poll(): the fetch goes through the gateway
+            # this time (so no wake-up is needed when it comes).
             keeper = GrantKeeper(
-                conn,
-                READ,
-                request_timeout_ms=config.request_timeout_ms,
-                retry_backoff_ms=config.retry_backoff_ms,
-                metadata_max_age_ms=config.metadata_max_age_ms,
+                gateway_asker(conn, READ, config.request_timeout_ms / 1000),
+                GrantSettings(
+                    renew_fraction=0.5,
+                    expiry_slack_s=1.0,
+                    fallback_s=config.metadata_max_age_ms / 1000,
+                    backoff_s=max(config.retry_backoff_ms, 1) / 1000,
+                    backoff_max_s=config.retry_backoff_max_ms / 1000,
+                ),
             )
             self._direct = DirectLinks(keeper, self._timeout_s, config.request_timeout_ms / 1000)
 
