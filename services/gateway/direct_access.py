@@ -7,6 +7,9 @@ signed: every topic named must be a valid name the caller may READ (fetch) or WR
 never an internal topic), the node must be a live storage node with a direct port, and the
 grant's bytes are charged to the caller's fetch or produce byte-rate quota at once (capped at
 one quota sample's worth), the throttle time returned for the client to wait before using it.
+The call is never held: a caller the quota holds back, or whom the grant would take over the
+bound (the bytes are then taken back, as an over-quota fetch's), gets no grant (an empty one,
+error NONE) and the throttle time, and asks again after it.
 The grant names the node, the operation, the topics, the caller (principal, client id), the
 bytes and the expiry (`direct.access.grant.bytes`, `direct.access.grant.ms`), signed with the
 cluster's direct-access key; the node checks the rest.
@@ -50,6 +53,7 @@ class IssuedGrant:
     throttle_time_ms: int
     host: str
     direct_port: int
+    lifetime_ms: int  # expires_at_ms less the issue time (clients count it on their clock)
 
 
 class DataAccess:
@@ -113,9 +117,12 @@ class DataAccess:
                 ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED,
             )
         budget = self._config.direct_access_grant_bytes
+        lifetime_ms = self._config.direct_access_grant_ms
         throttle = 0
         if self._quotas is not None:
-            throttle, budget = await self._quotas.before_grant(ctx, _QUOTA[operation], budget)
+            throttle, budget = self._quotas.judge_grant(ctx, _QUOTA[operation], budget)
+            if budget <= 0:  # the quota holds the caller back: nothing granted, not held
+                return IssuedGrant(b"", 0, 0, throttle, node.host, node.direct_port, 0)
         grant = new_grant(
             node_id=node_id,
             operation=operation,
@@ -124,7 +131,7 @@ class DataAccess:
             topics=names,
             byte_budget=budget,
             now_ms=self._clock.time_ms(),
-            lifetime_ms=self._config.direct_access_grant_ms,
+            lifetime_ms=lifetime_ms,
         )
         signed = sign_grant(grant, key)
         self.issued += 1
@@ -135,6 +142,7 @@ class DataAccess:
             throttle_time_ms=throttle,
             host=node.host,
             direct_port=node.direct_port,
+            lifetime_ms=lifetime_ms,
         )
 
     def _authorize(

@@ -129,23 +129,29 @@ class GatewayQuotas:
                 max_bytes = limit
         return 0, max_bytes
 
-    async def before_grant(
-        self, ctx: RequestContext, kind: QuotaType, budget: int
-    ) -> tuple[int, int]:
+    def judge_grant(self, ctx: RequestContext, kind: QuotaType, budget: int) -> tuple[int, int]:
         """A grant of direct data access (decision 0047) of `budget` bytes for produce or
-        fetch (`kind`): wait while that quota or the request quota holds the entity back, cap
-        the budget at one sample's worth of its quota (as a fetch's max_bytes), and record it
-        at once, as a produce's bytes are recorded before they are forwarded. (throttle time
-        for the answer, the budget granted)."""
+        fetch (`kind`), judged at once as a fetch is, never held (a held call would hold the
+        client's poll or sender): while that quota or the request quota holds the entity back
+        nothing is granted; else the budget is capped at one sample's worth of its quota (as a
+        fetch's max_bytes) and recorded, and if that takes the entity over the bound its bytes
+        are taken back and nothing is granted (Kafka's judgement of a fetch). (throttle time
+        for the answer, the budget granted: 0 = none, ask again after the throttle time)."""
         if not self._any:
             return 0, budget
-        await self._hold((kind, QuotaType.REQUEST), ctx)
         user, client_id = _who(ctx)
+        held = self.remaining_ms((kind, QuotaType.REQUEST), user, client_id)
+        if held > 0:
+            return held, 0
         resolved = self.view.resolve(kind, user, client_id)
         if resolved is not None:
             window = self.view.manager(kind).window
             budget = min(budget, max(int(resolved.bound * window.sample_ms / 1000), 1))
-        return self.view.record_local(kind, user, client_id, budget), budget
+        throttle = self.view.record_local(kind, user, client_id, budget)
+        if self.view.over_quota_ms(kind, user, client_id) <= 0:
+            return throttle, budget
+        self.view.unrecord_local(kind, user, client_id, budget)
+        return max(throttle, 1), 0
 
     def fetched_records(self, ctx: RequestContext, size: int, handler_ns: int) -> tuple[int, bool]:
         """Record a fetch's `size` bytes and judge: the throttle time for the response, and

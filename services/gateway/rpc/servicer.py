@@ -334,6 +334,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             throttle_time_ms=issued.throttle_time_ms,
             host=issued.host,
             direct_port=issued.direct_port,
+            lifetime_ms=issued.lifetime_ms,
         )
 
     async def InitProducerId(
