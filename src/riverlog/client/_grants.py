@@ -93,11 +93,18 @@ class GrantSettings:
     min_budget: int = 0
     """A grant below this many bytes is not used (the producer: max.request.size, since a
     frame may overdraw a budget by its own size): the gateway until it would have expired."""
+    reserve_bytes: int = 0
+    """A grant counts as spent once fewer bytes than this are left (0: once none are): the
+    producer's largest frame, which the node refuses when the budget left cannot pay for it."""
     fallback_s: float = 300.0
     """metadata.max.age.ms: how long a refusal sends a node (or topic) to the gateway."""
     backoff_s: float = 0.1
     backoff_max_s: float = 1.0
     """After a failed call: the gateway for backoff_s, doubling up to backoff_max_s."""
+    collect_in_lookup: bool = True
+    """Whether `lookup` takes a call's answer as soon as it is there; False: only `collect`
+    does (the producer, at the start of a sender turn, so that every partition of one drain
+    sees the same answer and one request is not split between the gateway and a node)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +136,7 @@ class _Node:
     gateway_until: float = 0.0
     ask_after: float = 0.0  # no new ask before (a throttle, a failed call)
     failures: int = 0
+    granted: int = 0
 
 
 class GrantKeeper:
@@ -171,9 +179,8 @@ class GrantKeeper:
             node = self._nodes.get(node_id)
             if node is None:
                 node = self._nodes[node_id] = _Node()
-            if node.pending is not None and node.pending.done():
-                future, node.pending = node.pending, None
-                self._answered(node_id, node, future, now)
+            if self._settings.collect_in_lookup and node.pending is not None:
+                self._collect(node_id, node, now)
                 if now < self._disabled_until:
                     return None
             if now < node.gateway_until:
@@ -196,12 +203,23 @@ class GrantKeeper:
                 node.wanted.update(names)
                 self._ask(node_id, node, now)
                 return PENDING if node.pending is not None else None
+            settings = self._settings
             if node.next is None and (
                 now >= grant.renew_at
-                or node.spent >= grant.byte_budget * self._settings.renew_fraction
+                or node.spent >= grant.byte_budget * settings.renew_fraction
+                or grant.byte_budget - node.spent < 2 * settings.reserve_bytes
             ):
                 self._ask(node_id, node, now)
             return grant
+
+    def collect(self, now: float | None = None) -> None:
+        """Take the answers of the calls that ended (see `collect_in_lookup`)."""
+        if now is None:
+            now = self._clock()
+        with self._lock:
+            for node_id, node in list(self._nodes.items()):
+                if node.pending is not None:
+                    self._collect(node_id, node, now)
 
     def spend(self, node_id: int, serial: int, nbytes: int) -> None:
         """`nbytes` were read or sent under grant `serial` of `node_id` (the node charges a
@@ -215,7 +233,7 @@ class GrantKeeper:
         with self._lock:
             node = self._nodes.get(node_id)
             if node is not None and node.current is not None and node.current.serial == serial:
-                node.spent = max(node.spent, node.current.byte_budget)
+                node.spent = max(node.spent, node.current.byte_budget)  # (past any reserve)
 
     def unreachable(self, node_id: int) -> None:
         """The node's direct port refused a connection, or its grant: the gateway for that
@@ -239,11 +257,21 @@ class GrantKeeper:
 
     # ---- inside the lock --------------------------------------------------------------
 
+    def _collect(self, node_id: int, node: _Node, now: float) -> None:
+        future = node.pending
+        if future is not None and future.done():
+            node.pending = None
+            self._answered(node_id, node, future, now)
+
     def _current(self, node: _Node, now: float) -> DataGrant | None:
         """The grant serving now: the current one unless spent or near its expiry, then the
         next one (the lazy switch), if any."""
         grant = node.current
-        if grant is not None and node.spent < grant.byte_budget and now < grant.usable_until:
+        if (
+            grant is not None
+            and grant.byte_budget - node.spent >= max(self._settings.reserve_bytes, 1)
+            and now < grant.usable_until
+        ):
             return grant
         upcoming = node.next
         if upcoming is not None and now < upcoming.usable_until:
@@ -339,11 +367,12 @@ class GrantKeeper:
             serial=self._serial,
         )
         self.granted += 1
+        self.renewed += node.granted > 0
+        node.granted += 1
         current = self._current(node, now)
         if current is None:
             node.current, node.spent = grant, 0
         else:
-            self.renewed += 1
             if not current.topics.issuperset(topics):
                 self._switch(node, grant)  # it covers a topic the current one does not
             else:

@@ -108,10 +108,27 @@ def test_read_committed_on_the_direct_path(
                 producer.abort_transaction()
             else:
                 producer.flush(30)
-        target = {"bootstrap.servers": gateway_address}
-        records, metrics = _read(target, [tp], 40, isolation_level="read_committed")
-        values = [r.value.decode() for r in records]
-        assert values == [f"commit-{i}" for i in range(20)] * 2
+        settings = {
+            "bootstrap.servers": gateway_address,
+            "auto.offset.reset": "earliest",
+            "fetch.max.wait.ms": 100,
+            "isolation.level": "read_committed",
+        }
+        with Consumer(settings) as consumer:
+            consumer.assign([tp])
+            # twice: the first fetch may go through the gateway while the grant is on its
+            # way (a consumer never waits for one); the second read goes direct
+            for _ in range(2):
+                consumer.seek(tp, 0)
+                records: list[ConsumerRecord] = []
+                for _ in range(100):
+                    for batch in consumer.poll(timeout_ms=500).values():
+                        records.extend(batch)
+                    if len(records) >= 40:
+                        break
+                values = [r.value.decode() for r in records]
+                assert values == [f"commit-{i}" for i in range(20)] * 2
+            metrics = consumer.metrics()
         producer.abort_transaction()
     assert metrics["direct-fetch-total"] > 0
     after = direct_counters(cluster, node)
@@ -149,7 +166,9 @@ def test_grants_are_renewed_with_nothing_lost_or_read_twice(small_grants: LocalC
     tps = [TopicPartition(topic, p) for p in range(2)]
     records, metrics = _read(target, tps, 2000)
     _check_once_in_order(records, 2, 2000)
-    assert metrics["direct-grant-total"] >= 10
+    # grant after grant, each used to its end (a fetch while the next one is on its way goes
+    # through the gateway: the count varies with timing)
+    assert metrics["direct-grant-total"] >= 5 and metrics["direct-fetch-total"] > 0
 
 
 def _leader(admin: AdminClient, topic: str) -> int:
@@ -181,14 +200,17 @@ def test_the_consumer_follows_a_leader_change(small_grants: LocalCluster) -> Non
             time.sleep(0.2)
         assert _leader(admin, topic) == other
         before = direct_counters(small_grants, other)
-        _produce(target, topic, 1, 500)
-        for _ in range(200):
-            for records in consumer.poll(timeout_ms=500).values():
-                out.extend(records)
-            if len(out) >= 1000:
-                break
+        # in two rounds: the first fetches from the new leader may go through the gateway
+        # while its grant is on its way (the consumer never waits for one)
+        for round_end in (750, 1000):
+            _produce(target, topic, 1, 250)
+            for _ in range(200):
+                for records in consumer.poll(timeout_ms=500).values():
+                    out.extend(records)
+                if len(out) >= round_end:
+                    break
     assert [r.offset for r in out] == list(range(1000))
-    assert [int(r.value[:8]) for r in out] == [*range(500), *range(500)]
+    assert [int(r.value[:8]) for r in out] == [*range(500), *range(250), *range(250)]
     assert direct_counters(small_grants, other).bytes_read > before.bytes_read
 
 

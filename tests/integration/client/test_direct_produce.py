@@ -140,7 +140,9 @@ def test_an_expired_answer_renews_and_resends_without_counting_an_attempt(
         producer.flush(30)
         direct = producer._sender.direct  # the grant it holds, to spend behind its back
         assert direct is not None
-        grant = direct._nodes[node.node_id].grant
+        current = direct.keeper._nodes[node.node_id].current
+        assert current is not None
+        grant = current.token
         builder = BatchBuilder()
         builder.append(1_700_000_000_000, None, b"s" * TINY_GRANT_BYTES)
         refusals = direct_counters(cluster, node.node_id).budget_refusals

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from riverlog.client._grants import DataGrant
+from riverlog.client._grants import _Node as _Granted
 from riverlog.client._metadata import INVALIDATED, TopicInfo
 from riverlog.client.config import ProducerConfig
 from riverlog.client.producer.accumulator import RecordAccumulator
@@ -43,7 +45,10 @@ def routes_to(port: int, wakeup: Wakeup, metadata: Metadata | None = None) -> Di
     config = ProducerConfig.from_kafka({"bootstrap.servers": "127.0.0.1:9092"})
     meta: Any = metadata or Metadata(time.monotonic() + 3600)
     routes = DirectRoutes(config, None, meta, wakeup, lambda *_: None)  # type: ignore[arg-type]
-    routes._nodes[NODE] = _Node(NODE, grant=b"g", topics=frozenset({"t"}), budget=1 << 30)
+    inf = float("inf")
+    grant = DataGrant(NODE, frozenset({"t"}), b"g", 1 << 30, "127.0.0.1", port, 0.0, inf, inf, 1)
+    routes.keeper._nodes[NODE] = _Granted(current=grant)  # granted already
+    routes._nodes[NODE] = _Node(NODE)
     routes._nodes[NODE].host, routes._nodes[NODE].port = "127.0.0.1", port
     return routes
 
@@ -129,7 +134,7 @@ def test_aged_metadata_keeps_the_leader_while_it_is_refreshed(wakeup: Wakeup) ->
     metadata = Metadata(time.monotonic() - 1)  # older than metadata.max.age.ms
     routes = routes_to(1, wakeup, metadata)
     node = routes._nodes[NODE]
-    node.conn, node.confirmed = object(), True  # type: ignore[assignment]
+    node.conn, node.confirmed, node.serial = object(), True, 1  # type: ignore[assignment]
     assert routes.route("t", 0, time.monotonic()) == NODE
     assert metadata.refreshes == [["t"]]
     metadata.topics["t"] = metadata.topics["t"]._replace(expires_at=INVALIDATED)

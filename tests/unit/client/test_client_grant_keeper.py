@@ -239,3 +239,24 @@ def test_close_cancels_the_call_on_its_way() -> None:
     keeper.lookup(1, ["t"])
     keeper.close()
     assert gateway.asked[0][2].cancelled()
+
+
+def test_without_collect_in_lookup_an_answer_waits_for_collect() -> None:
+    keeper, gateway, clock, _ = make(collect_in_lookup=False)
+    assert keeper.lookup(1, ["t"]) is PENDING
+    gateway.answer()
+    assert keeper.lookup(1, ["t"]) is PENDING  # one drain sees one state
+    keeper.collect(clock.now)
+    assert isinstance(keeper.lookup(1, ["t"]), DataGrant)
+
+
+def test_a_reserve_takes_the_next_grant_while_the_largest_frame_still_fits() -> None:
+    keeper, gateway, _, _ = make(reserve_bytes=300, renew_fraction=0.9)
+    keeper.lookup(1, ["t"])
+    gateway.answer()
+    first = granted(keeper)
+    keeper.spend(1, first.serial, 450)  # 550 left: under twice the reserve, the next is asked
+    assert granted(keeper) == first and len(gateway.asked) == 2
+    gateway.answer()
+    keeper.spend(1, first.serial, 300)  # 250 left: the largest frame would not fit
+    assert granted(keeper).token == b"token2"

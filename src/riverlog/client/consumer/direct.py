@@ -47,7 +47,7 @@ from riverlog.common.zerocopy import (
 from riverlog.v1 import data_pb2
 
 from .._fetch_answer import FetchAnswer
-from .._grants import DataGrant, GrantKeeper
+from .._grants import PENDING, DataGrant, GrantKeeper
 
 __all__ = ["DirectCall", "DirectLinks"]
 
@@ -290,6 +290,9 @@ class DirectLinks:
         self._buffers = AnswerBuffers()
         self.sent = 0
         """Fetch frames sent since the start (the direct path was taken)."""
+        self.grant_pending = False
+        """Whether the last `submit` went to the gateway only because the node's grant is
+        not there yet (that gateway fetch then takes no pushes: the next one goes direct)."""
 
     @property
     def pending(self) -> bool:
@@ -307,8 +310,12 @@ class DirectLinks:
         connection), send it through the gateway."""
         now = time.monotonic()
         grant = self.keeper.lookup(node_id, topics, now)
-        if not isinstance(grant, DataGrant) or now < grant.usable_at:
-            return None  # none, one on its way, or its throttle time not passed: the gateway
+        # a grant on its way, or its throttle time not passed: the gateway this time only
+        self.grant_pending = grant is PENDING or (
+            isinstance(grant, DataGrant) and now < grant.usable_at
+        )
+        if not isinstance(grant, DataGrant) or self.grant_pending:
+            return None
         link = self._link(grant)
         if link is None:
             return None

@@ -206,8 +206,12 @@ class Fetcher:
             if not planned:
                 return sent
             for group in by_leader(planned, leader_of):
-                if self._direct is not None and self._send_direct(leader_of(group[0]), group):
-                    continue
+                push_credit = config.fetch_push_credit
+                if self._direct is not None:
+                    if self._send_direct(leader_of(group[0]), group):
+                        continue
+                    if self._direct.grant_pending:
+                        push_credit = 0  # this once: the next fetch goes direct, not pushes
                 request = data_pb2.FetchRequest(
                     max_wait_ms=config.fetch_max_wait_ms,
                     min_bytes=config.fetch_min_bytes,
@@ -223,7 +227,7 @@ class Fetcher:
                         for c in group
                     ],
                     rack_id=config.client_rack,  # the gateway may read from this rack's replica
-                    push_credit=config.fetch_push_credit,
+                    push_credit=push_credit,
                 )
                 for c in group:  # this fetch replaces the partition's pushes at the gateway
                     awaited = self._pushes.drop(c.tp)
@@ -238,7 +242,10 @@ class Fetcher:
         """Send `group`'s fetch to its leader's direct port; False: send it to the gateway (no
         leader known, or no direct access to it now)."""
         direct = self._direct
-        if leader < 0 or direct is None:
+        if direct is None:
+            return False
+        direct.grant_pending = False
+        if leader < 0:
             return False
         config = self._config
         request = data_pb2.FetchRequest(

@@ -4,15 +4,18 @@ port under a WRITE grant from the gateway, instead of through the gateway.
 `DirectRoutes` decides, per partition, where its next request goes: the leader's node id (a
 grant covers the topic there and its connection is ready), `GATEWAY` (no direct access in this
 cluster: DELEGATION_TOKEN_AUTH_DISABLED, a refusal, no direct port, a connection refused; the
-metadata is stale; the leader is unknown), or `WAIT` (a grant or its connection is on its way:
-the partition is muted for a moment). Grants are asked per node with every topic the producer
-has sent to there (a new topic asks again), with `GrantDataAccess.future` so the sender thread
-never blocks on the gateway: its answer wakes the sender. A grant is renewed on the same
-connection (a grant frame, pipelined with the produce frames) when three quarters of its
-lifetime or byte budget are used, and at once when the node answers DELEGATION_TOKEN_EXPIRED (the
-sender puts the refused batches back: a renewal is not a delivery failure). A fallback to the
-gateway is asked about again after metadata.max.age.ms (retry.backoff.max.ms for a failed
-call).
+metadata is stale; the leader is unknown), or `WAIT` (a grant or its connection is on its way,
+or the grant's throttle time has not passed: the partition is muted for a moment). The grants
+are the shared `GrantKeeper`'s (`client/_grants.py`: never blocking, its answers wake the
+sender): asked per node with every topic the producer has sent to there (a new topic asks
+again), the next one asked once three quarters of the current one's lifetime or byte budget are
+used and taken once the current one is spent or near its expiry; a topic refused uses the
+gateway alone; a grant below max.request.size (a quota capped it) means the gateway for that
+node. A new grant goes on the same connection (a grant frame) once the frames sent under the old
+one were answered; a DELEGATION_TOKEN_EXPIRED answer marks the grant it was sent under spent
+(the sender puts the refused batches back: a renewal is not a delivery failure). A fallback to
+the gateway is asked about again after metadata.max.age.ms (retry.backoff.max.ms for a failed
+call). Connections are this module's.
 
 Runs on the sender thread only (the grant futures' callbacks only wake it). Every answer, or a
 connection's failure, reaches the sender through `complete(inflight, outcome)`.
@@ -22,13 +25,12 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import grpc
-
-from riverlog.common.errors import ErrorCode, RiverlogError, error_for
+from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.grants import FRAME_CHARGE_BYTES
 from riverlog.common.zerocopy import (
     FRAME_HEADER,
@@ -36,9 +38,10 @@ from riverlog.common.zerocopy import (
     ProduceFramePart,
     produce_frame_pieces,
 )
-from riverlog.v1 import data_pb2, gateway_pb2
+from riverlog.v1 import data_pb2
 
 from .._connection import GatewayConnection
+from .._grants import PENDING, WRITE, DataGrant, GrantKeeper, GrantSettings, gateway_asker
 from .._metadata import INVALIDATED, MetadataCache
 from ..config import ProducerConfig
 from .direct_io import DirectConnection, Wakeup
@@ -56,6 +59,8 @@ for any such answer."""
 CONNECT_TIMEOUT_S: Final = 5.0
 """A direct connect still in progress after this (or request.timeout.ms, if shorter) is given
 up: the node's partitions go through the gateway, as after a refused connect."""
+_EXPIRY_SLACK_S: Final = 1.0  # a grant is not used this close to its expiry
+_EXPIRED: Final = int(ErrorCode.DELEGATION_TOKEN_EXPIRED)
 
 
 class Outcome:
@@ -78,27 +83,18 @@ class Outcome:
 
 @dataclass(eq=False)
 class _Node:
+    """One node's direct connection (its grants are the keeper's)."""
+
     node_id: int
-    grant: bytes = b""
-    topics: frozenset[str] = frozenset()
-    expires_at_ms: int = 0
-    renew_at_ms: int = 0
-    budget: int = 0
-    spent: int = 0
-    usable_at: float = 0.0  # the grant's throttle_time_ms
     host: str = ""
     port: int = 0
-    pending: Any = None  # the GrantDataAccess future on its way
-    pending_topics: frozenset[str] = frozenset()
-    pending_server: int = 0
-    wanted: set[str] = field(default_factory=set)  # topics to ask for next
     conn: DirectConnection | None = None
     confirmed: bool = False  # the node took a grant frame on `conn`
     connected_at: float = 0.0
-    stale: bool = False  # answered DELEGATION_TOKEN_EXPIRED: no frame until renewed
-    gateway_until: float = 0.0
-    refused: dict[str, float] = field(default_factory=dict)  # topic -> gateway until
+    serial: int = 0  # the grant last sent on `conn`
+    grant_frames: deque[int] = field(default_factory=deque)  # serials of unanswered grant frames
     waiting: dict[int, Any] = field(default_factory=dict)  # correlation id -> InFlight
+    serials: dict[int, int] = field(default_factory=dict)  # correlation id -> its grant
     next_id: int = 1
 
 
@@ -115,15 +111,12 @@ class DirectRoutes:
         complete: Callable[[Any, Outcome], None],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._conn = conn
         self._metadata = metadata
         self._wakeup = wakeup
         self._complete = complete
         self._clock = clock
         self._timeout_s = config.request_timeout_ms / 1000
         self._fallback_s = config.metadata_max_age_ms / 1000
-        self._retry_s = config.retry_backoff_max_ms / 1000
-        self._max_request = config.max_request_size
         # The most a frame costs the node's budget (decision 0047): its length plus
         # FRAME_CHARGE_BYTES. The node refuses a frame costing more than the budget left. A
         # frame's batches are at most max.request.size, or one batch of up to batch.size (a
@@ -131,14 +124,39 @@ class DirectRoutes:
         largest = max(config.max_request_size, config.batch_size)
         self._max_cost = largest + _FRAME_SLACK + FRAME_CHARGE_BYTES
         self._nodes: dict[int, _Node] = {}
+        self.keeper = GrantKeeper(
+            gateway_asker(conn, WRITE, self._timeout_s),
+            GrantSettings(
+                renew_fraction=_RENEW_AT,
+                expiry_slack_s=_EXPIRY_SLACK_S,
+                # A budget smaller than the largest frame: the gateway capped it at one quota
+                # sample's worth (a throttled client), and the node refuses a frame costing
+                # more than the budget left: the gateway's per-request accounting serves
+                # instead, until the grant would have expired.
+                min_budget=self._max_cost,
+                reserve_bytes=self._max_cost,
+                fallback_s=self._fallback_s,
+                backoff_s=max(config.retry_backoff_ms, 1) / 1000,
+                backoff_max_s=config.retry_backoff_max_ms / 1000,
+                collect_in_lookup=False,  # `poll`: one answer for a whole drain
+            ),
+            on_ready=wakeup.set,
+            clock=clock,
+        )
         self._refreshing: set[str] = set()
         self._refreshed_at: dict[str, float] = {}  # no refresh of a topic before then
         self._backoff_s = config.retry_backoff_ms / 1000
         self.next_check = float("inf")
         # the SDK's own counts (Producer.metrics): proof of the path taken, in tests too
         self.requests = 0
-        self.grants = 0
-        self.renewals = 0
+
+    @property
+    def grants(self) -> int:
+        return self.keeper.granted
+
+    @property
+    def renewals(self) -> int:
+        return self.keeper.renewed
 
     # ---- routing ----------------------------------------------------------------------
 
@@ -154,20 +172,30 @@ class DirectRoutes:
         if not 0 <= partition < len(info.leaders) or info.leaders[partition] < 0:
             return GATEWAY
         leader = info.leaders[partition]
+        grant = self.keeper.lookup(leader, (topic,), now)
+        if grant is None:
+            return GATEWAY
+        if grant is PENDING:
+            return WAIT  # the grant's answer wakes the sender
+        assert isinstance(grant, DataGrant)
+        if now < grant.usable_at:  # the quota's throttle time
+            self.next_check = min(self.next_check, grant.usable_at)
+            return WAIT
         node = self._nodes.get(leader)
         if node is None:
             node = self._nodes[leader] = _Node(leader)
-        if now < node.gateway_until or node.refused.get(topic, 0.0) > now:
-            return GATEWAY
-        if topic not in node.topics:
-            self._ask(node, topic)
-            return GATEWAY if now < node.gateway_until else WAIT
-        if node.stale or not node.grant or now < node.usable_at:
-            if now < node.usable_at:
-                self.next_check = min(self.next_check, node.usable_at)
-            return WAIT
-        if node.conn is None and not self._connect(node, now):
-            return GATEWAY
+        if node.conn is not None and (node.host, node.port) != (grant.host, grant.port):
+            node.conn.fail(RiverlogError("the node moved", ErrorCode.NETWORK_EXCEPTION))
+        if node.conn is None:
+            if not self._connect(node, grant, now):
+                return GATEWAY
+        elif node.serial != grant.serial:
+            if node.serials:
+                # The frames sent under the old grant are answered first (a bubble once per
+                # grant): one the node refused (66: another connection spent the grant) goes
+                # back to its queue before any frame under the new grant is sent.
+                return WAIT
+            self._send_grant(node, grant)
         return leader if node.confirmed else WAIT
 
     def in_flight(self, node_id: int) -> int:
@@ -195,46 +223,31 @@ class DirectRoutes:
             return
         node.next_id += 1
         node.waiting[correlation_id] = inflight
-        node.spent += sum(map(len, pieces)) + FRAME_CHARGE_BYTES
+        node.serials[correlation_id] = node.serial
         self.requests += 1
         conn.send(pieces)
-        if node.budget - node.spent < self._max_cost:
-            # The node charges each frame its size plus FRAME_CHARGE_BYTES before taking it,
-            # and refuses a frame costing more than the budget left: counting the same (and
-            # the 4-byte headers), renewing while the budget left still pays for the largest
-            # frame, no frame goes out that the node would refuse. A refused frame would be
-            # sent again after later ones, out of order for a producer without idempotence.
-            self.renew(node_id)
-        elif node.spent >= node.budget * _RENEW_AT and node.pending is None:
-            self._ask(node, None)
+        # The node charges each frame its size plus FRAME_CHARGE_BYTES before taking it, and
+        # refuses a frame costing more than the budget left: counting the same (and the 4-byte
+        # headers), the keeper takes the next grant while the budget left still pays for the
+        # largest frame (`reserve_bytes`), so no frame goes out that the node would refuse. A
+        # refused frame would be sent again after later ones, out of order for a producer
+        # without idempotence.
+        self.keeper.spend(node_id, node.serial, sum(map(len, pieces)) + FRAME_CHARGE_BYTES)
 
     def renew(self, node_id: int) -> None:
-        """The node answered DELEGATION_TOKEN_EXPIRED: no frame goes there until a new grant
-        was sent."""
-        node = self._nodes.get(node_id)
-        if node is not None and not node.stale:
-            node.stale = True
-            if node.pending is None:
-                self._ask(node, None)
+        """The node answered DELEGATION_TOKEN_EXPIRED: the grant the frame was sent under was
+        marked spent as the answer was read (`_answer`); the next route takes the next one."""
 
     # ---- the sender's turn ------------------------------------------------------------
 
     def poll(self, now: float) -> None:
-        """Take the grants that arrived, renew those due, and end connections on which a
-        request waited past request.timeout.ms."""
+        """End connections to nodes that fell back to the gateway, and those on which a
+        request waited past request.timeout.ms; take the grants that arrived."""
         self.next_check = float("inf")
-        now_ms = time.time_ns() // 1_000_000
+        self.keeper.collect(now)
         for node in list(self._nodes.values()):
-            pending = node.pending
-            if pending is not None and pending.done():
-                node.pending = None
-                self._granted(node, pending, now)
-            elif pending is None and node.grant:
-                if now_ms >= node.expires_at_ms:
-                    node.stale = True
-                if now_ms >= node.renew_at_ms or node.stale:
-                    self._ask(node, None)
-            if node.conn is not None and not node.grant and not node.waiting:
+            direct = self.keeper.direct(node.node_id, now)
+            if node.conn is not None and not direct and not node.waiting:
                 node.conn.fail(RiverlogError("gateway fallback", ErrorCode.NETWORK_EXCEPTION))
             if node.conn is not None and node.conn.connecting:
                 connect_by = node.connected_at + min(self._timeout_s, CONNECT_TIMEOUT_S)
@@ -244,7 +257,7 @@ class DirectRoutes:
                     self.next_check = min(self.next_check, connect_by)
             elif node.conn is not None and not node.confirmed:
                 if now - node.connected_at > self._timeout_s:  # no answer to the grant frame
-                    self._fall_back(node, now, "no answer to the grant", True)
+                    self._fall_back(node, "no answer to the grant")
             elif node.waiting and node.conn is not None:
                 oldest = next(iter(node.waiting.values()))
                 if now - oldest.sent_at > self._timeout_s:
@@ -256,141 +269,45 @@ class DirectRoutes:
                     )
 
     def close(self) -> None:
+        self.keeper.close()
         for node in self._nodes.values():
-            if node.pending is not None:
-                node.pending.cancel()
             if node.conn is not None:
                 node.conn.fail(RiverlogError("the producer closed", ErrorCode.NETWORK_EXCEPTION))
 
-    # ---- grants -----------------------------------------------------------------------
+    # ---- connections -----------------------------------------------------------------
 
-    def _ask(self, node: _Node, topic: str | None) -> None:
-        """Ask for a grant covering the node's topics (and `topic`), unless one is on its way
-        (then `topic` is asked for next)."""
-        if topic is not None:
-            node.wanted.add(topic)
-        if node.pending is not None:
-            return
-        topics = node.topics | node.wanted
-        node.wanted = set()
-        request = gateway_pb2.GrantDataAccessRequest(
-            operation=gateway_pb2.DATA_ACCESS_WRITE, topics=sorted(topics), node_id=node.node_id
-        )
-        try:
-            stub, server = self._conn.stub()
-            future = stub.GrantDataAccess.future(
-                request, timeout=self._timeout_s, metadata=self._conn.metadata
-            )
-        except Exception as e:  # a closed client
-            log.debug("GrantDataAccess for node %d not sent: %s", node.node_id, e)
-            node.gateway_until = self._clock() + self._retry_s
-            return
-        node.pending, node.pending_topics, node.pending_server = future, topics, server
-        future.add_done_callback(lambda _: self._wakeup.set())
-
-    def _granted(self, node: _Node, future: Any, now: float) -> None:
-        topics = node.pending_topics
-        try:
-            response: gateway_pb2.GrantDataAccessResponse = future.result()
-        except grpc.RpcError as e:
-            if GatewayConnection.should_failover(e):
-                self._conn.failover(node.pending_server)
-            unimplemented = e.code() == grpc.StatusCode.UNIMPLEMENTED  # an older gateway
-            self._fall_back(node, now, f"GrantDataAccess failed: {e.code()}", not unimplemented)
-            return
-        except Exception as e:  # cancelled at close
-            self._fall_back(node, now, f"GrantDataAccess failed: {e}", True)
-            return
-        code = int(response.error_code)
-        if code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
-            # The gateway path reports the refusal per partition, as it always did; topics
-            # granted before keep their grant.
-            refused = (topics - node.topics) or topics
-            for topic in refused:
-                node.refused[topic] = now + self._fallback_s
-            if refused == topics:
-                node.topics = node.topics - refused
-            if node.wanted:
-                self._ask(node, None)
-            return
-        if code != ErrorCode.NONE or not response.direct_port:
-            why = (
-                "the node has no direct port"
-                if code == ErrorCode.NONE
-                else str(error_for(code, response.error_message))
-            )
-            for_good = code in (ErrorCode.NONE, ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED)
-            self._fall_back(node, now, why, not for_good)
-            return
-        # The quota's throttle (Kafka's produce-throttle-time): the sender sends nothing until
-        # it has passed, as after a throttled produce answer.
-        self._conn.throttle.record(node.pending_server, response.throttle_time_ms)
-        now_ms = time.time_ns() // 1_000_000
-        if response.byte_budget < self._max_cost:
-            # A budget smaller than one request: the gateway capped it at one quota sample's
-            # worth (a throttled client), and the node refuses a frame costing more than the
-            # budget left: the gateway's per-request accounting serves instead, until the
-            # grant would have expired.
-            lifetime_s = max((response.expires_at_ms - now_ms) / 1000, self._retry_s)
-            why = f"a grant of {response.byte_budget} bytes (a quota) is below max.request.size"
-            self._fall_back(node, now, why, False, lifetime_s)
-            node.wanted.update(topics)
-            return
-        if node.conn is not None and (node.host, node.port) != (
-            response.host,
-            response.direct_port,
-        ):
-            node.conn.fail(RiverlogError("the node moved", ErrorCode.NETWORK_EXCEPTION))
-        node.host, node.port = response.host, response.direct_port
-        renewal = bool(node.grant)
-        node.grant = response.grant
-        node.topics = topics
-        node.expires_at_ms = response.expires_at_ms
-        node.renew_at_ms = now_ms + int((response.expires_at_ms - now_ms) * _RENEW_AT)
-        node.budget, node.spent = response.byte_budget, 0
-        node.usable_at = now + response.throttle_time_ms / 1000
-        node.stale = False
-        self.grants += 1
-        self.renewals += renewal
-        if node.conn is not None:
-            self._send_grant(node)  # pipelined with the frames: the node takes it in order
-        if node.wanted:
-            self._ask(node, None)
-
-    def _connect(self, node: _Node, now: float) -> bool:
+    def _connect(self, node: _Node, grant: DataGrant, now: float) -> bool:
         """Start connecting (non-blocking: `route` answers WAIT until the grant frame queued
         here was answered); False when the connect failed at once (the gateway then)."""
         try:
             node.conn = DirectConnection(
-                node.host,
-                node.port,
+                grant.host,
+                grant.port,
                 self._wakeup,
                 lambda payload, is_grant: self._answer(node, payload, is_grant),
                 lambda error: self._closed(node, error),
             )
         except RiverlogError as e:
-            self._fall_back(node, now, str(e), False)
+            self._fall_back(node, str(e))
             return False
+        node.host, node.port = grant.host, grant.port
         node.confirmed, node.connected_at = False, now
-        self._send_grant(node)
+        node.grant_frames.clear()
+        self._send_grant(node, grant)
         return True
 
-    def _send_grant(self, node: _Node) -> None:
+    def _send_grant(self, node: _Node, grant: DataGrant) -> None:
         assert node.conn is not None
-        grant = node.grant
-        node.conn.send([FRAME_HEADER.pack(KIND_GRANT << 24 | len(grant)), grant])
+        token = grant.token
+        node.conn.send([FRAME_HEADER.pack(KIND_GRANT << 24 | len(token)), token])
+        node.serial = grant.serial
+        node.grant_frames.append(grant.serial)
 
-    def _fall_back(
-        self, node: _Node, now: float, why: str, brief: bool, until: float | None = None
-    ) -> None:
-        """Use the gateway for this node: for retry.backoff.max.ms after a failed call, else
-        until metadata.max.age.ms (or `until` seconds) has passed."""
-        if until is None:
-            until = self._retry_s if brief else self._fallback_s
-        log.info("node %d: produce via the gateway for %.0f s (%s)", node.node_id, until, why)
-        node.gateway_until = now + until
-        node.wanted.update(node.topics)
-        node.grant, node.topics, node.stale = b"", frozenset(), False
+    def _fall_back(self, node: _Node, why: str) -> None:
+        """Use the gateway for this node until metadata.max.age.ms has passed."""
+        log.info("node %d: produce via the gateway for %.0f s (%s)", node.node_id,
+                 self._fallback_s, why)  # fmt: skip
+        self.keeper.unreachable(node.node_id)
         conn = node.conn
         if conn is not None and not node.waiting:  # else closed once they are answered
             node.conn = None  # (so its close does not fall back once more)
@@ -401,30 +318,34 @@ class DirectRoutes:
     def _answer(self, node: _Node, payload: memoryview, is_grant: bool) -> None:
         if is_grant:
             answer = data_pb2.DataGrantResponse.FromString(bytes(payload))
+            serial = node.grant_frames.popleft() if node.grant_frames else node.serial
             code = int(answer.error_code)
             if code == ErrorCode.NONE:
                 node.confirmed = True
             elif code == ErrorCode.DELEGATION_TOKEN_EXPIRED:
-                self.renew(node.node_id)
+                self.keeper.expired(node.node_id, serial)
             else:
-                why = f"grant refused: {answer.error_message}"
-                self._fall_back(node, self._clock(), why, False)
+                self._fall_back(node, f"grant refused: {answer.error_message}")
             return
         response = data_pb2.ProduceResponse.FromString(bytes(payload))
         inflight = node.waiting.pop(response.correlation_id, None)
+        serial = node.serials.pop(response.correlation_id, node.serial)
         if inflight is None:
             log.warning("node %d answered an unknown request", node.node_id)
             return
+        if any(p.error_code == _EXPIRED for p in response.partitions):
+            self.keeper.expired(node.node_id, serial)  # the sender puts the batches back
         self._complete(inflight, Outcome(response))
 
     def _closed(self, node: _Node, error: RiverlogError) -> None:
         unreachable = node.conn is not None and node.conn.unreachable
-        node.conn, node.confirmed = None, False
+        node.conn, node.confirmed, node.serial = None, False, 0
+        node.serials.clear()
         waiting, node.waiting = node.waiting, {}
         for inflight in waiting.values():
             self._complete(inflight, Outcome(None, RiverlogError(error.message, error.code)))
         if unreachable:  # refused, no route, timed out: the gateway, as a refused connect
-            self._fall_back(node, self._clock(), error.message, False)
+            self._fall_back(node, error.message)
 
     def _refresh(self, topic: str) -> None:
         now = self._clock()
