@@ -212,27 +212,14 @@ class Fetcher:
                         continue
                     if self._direct.grant_pending:
                         push_credit = 0  # this once: the next fetch goes direct, not pushes
-                request = data_pb2.FetchRequest(
-                    max_wait_ms=config.fetch_max_wait_ms,
-                    min_bytes=config.fetch_min_bytes,
-                    max_bytes=config.fetch_max_bytes,
-                    isolation_level=self._isolation,
-                    partitions=[
-                        data_pb2.FetchPartition(
-                            topic=c.tp.topic,
-                            partition=c.tp.partition,
-                            fetch_offset=c.fetch_offset,
-                            partition_max_bytes=c.max_bytes,
-                        )
-                        for c in group
-                    ],
-                    rack_id=config.client_rack,  # the gateway may read from this rack's replica
-                    push_credit=push_credit,
-                )
-                for c in group:  # this fetch replaces the partition's pushes at the gateway
-                    awaited = self._pushes.drop(c.tp)
-                    if awaited is not None:
-                        self._truncate(awaited)
+                request = self._fetch_request(group)
+                request.rack_id = (
+                    config.client_rack
+                )  # the gateway may read from this rack's replica
+                request.push_credit = push_credit
+                self._drop_pushes(
+                    group
+                )  # this fetch replaces the partition's pushes at the gateway
                 future, server = self._conn.submit("Fetch", request, self._timeout_s, self._on_push)
                 self._requests[future] = (server, {c.tp: c for c in group})
                 future.add_done_callback(self._on_done)
@@ -248,7 +235,23 @@ class Fetcher:
         if leader < 0:
             return False
         config = self._config
-        request = data_pb2.FetchRequest(
+        request = self._fetch_request(group)
+        ends = self._ends
+        may_wait = config.fetch_max_wait_ms > 0 and (
+            config.fetch_min_bytes > 1 or any(c.fetch_offset >= ends.get(c.tp, -1) for c in group)
+        )
+        topics = {c.tp.topic for c in group}
+        call = direct.submit(leader, request, topics, may_wait, self._answered.append)
+        if call is None:
+            return False
+        self._drop_pushes(group)  # the gateway's pushes of these partitions are no longer awaited
+        self._requests[call] = (-1, {c.tp: c for c in group})
+        return True
+
+    def _fetch_request(self, group: list[Chunk]) -> data_pb2.FetchRequest:
+        """The fetch of `group`'s chunks, as the gateway and a leader's direct port take it."""
+        config = self._config
+        return data_pb2.FetchRequest(
             max_wait_ms=config.fetch_max_wait_ms,
             min_bytes=config.fetch_min_bytes,
             max_bytes=config.fetch_max_bytes,
@@ -263,20 +266,12 @@ class Fetcher:
                 for c in group
             ],
         )
-        ends = self._ends
-        may_wait = config.fetch_max_wait_ms > 0 and (
-            config.fetch_min_bytes > 1 or any(c.fetch_offset >= ends.get(c.tp, -1) for c in group)
-        )
-        topics = {c.tp.topic for c in group}
-        call = direct.submit(leader, request, topics, may_wait, self._answered.append)
-        if call is None:
-            return False
-        for c in group:  # the gateway's pushes of these partitions are no longer awaited
+
+    def _drop_pushes(self, group: list[Chunk]) -> None:
+        for c in group:
             awaited = self._pushes.drop(c.tp)
             if awaited is not None:
                 self._truncate(awaited)
-        self._requests[call] = (-1, {c.tp: c for c in group})
-        return True
 
     def _leader_hints(self, fetchable: Iterable[TopicPartition]) -> Callable[[Chunk], int]:
         """How to tell a chunk's leader: from the metadata, looked up first for topics not
