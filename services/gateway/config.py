@@ -15,6 +15,8 @@ from typing import Any, Final
 from riverlog.common.errors import ErrorCode, RiverlogError
 
 _MIB: Final = 1024 * 1024
+MIN_GRANT_MS: Final = 10_000
+"""The shortest direct.access.grant.ms the gateway accepts (decision 0047)."""
 _BOOL_KEYS: Final = frozenset(
     {
         "allow_anonymous",
@@ -151,7 +153,8 @@ class GatewayConfig:
 
     direct_access_grant_ms: int = 60_000
     """How long a grant is valid: also how long a revoked ACL may still work on a direct
-    port."""
+    port. At least MIN_GRANT_MS (a shorter grant would expire before a client could use it:
+    clocks, the call's round trip)."""
 
     @property
     def super_user_list(self) -> list[str]:
@@ -199,6 +202,13 @@ class GatewayConfig:
             raise RiverlogError(
                 f"invalid value {config.replica_selector_class!r} for replica.selector.class: "
                 f"expected one of {', '.join(REPLICA_SELECTORS)}",
+                ErrorCode.INVALID_CONFIG,
+            )
+        if config.direct_access_grant_ms < MIN_GRANT_MS:
+            raise RiverlogError(
+                f"invalid value {config.direct_access_grant_ms} for direct.access.grant.ms:"
+                f" must be at least {MIN_GRANT_MS} (a shorter grant expires before clients"
+                " can use it)",
                 ErrorCode.INVALID_CONFIG,
             )
         if config.retry_backoff_max_ms < config.retry_backoff_ms:

@@ -62,16 +62,24 @@ def _code(access: DataAccess, **kwargs: object) -> ErrorCode:
 def test_a_grant_verifies_at_its_node_with_the_configured_bytes_and_lifetime() -> None:
     clock = ManualClock()
     config = GatewayConfig.from_overrides(
-        {"direct.access.grant.bytes": "1000", "direct.access.grant.ms": "5000"}
+        {"direct.access.grant.bytes": "1000", "direct.access.grant.ms": "15000"}
     )
     access = DataAccess(config, _cache(), KEY, clock=clock)
     issued = _grant(access, GrantOperation.WRITE, ("orders", "orders", "new-topic"))
     assert (issued.host, issued.direct_port, issued.byte_budget) == ("10.0.0.1", 7001, 1000)  # type: ignore[attr-defined]
-    assert issued.expires_at_ms == clock.time_ms() + 5000  # type: ignore[attr-defined]
+    assert issued.expires_at_ms == clock.time_ms() + 15000  # type: ignore[attr-defined]
     grant = verify_grant(issued.grant, KEY, 1, clock.time_ms())  # type: ignore[attr-defined]
     assert grant.operation == GrantOperation.WRITE
     assert grant.topics == {"orders", "new-topic"}
     assert (grant.client_id, grant.principal, grant.byte_budget) == ("app", "ANONYMOUS", 1000)
+
+
+def test_a_grant_lifetime_below_the_minimum_is_refused_at_config_load() -> None:
+    with pytest.raises(RiverlogError) as info:
+        GatewayConfig.from_overrides({"direct.access.grant.ms": "1000"})
+    assert info.value.code == ErrorCode.INVALID_CONFIG
+    assert "direct.access.grant.ms" in info.value.message and "10000" in info.value.message
+    assert GatewayConfig.from_overrides({"direct.access.grant.ms": "10000"})
 
 
 def test_no_key_a_tls_gateway_or_a_node_without_a_direct_port_disable_it() -> None:
