@@ -11,12 +11,17 @@ the answer's arrival calls `on_ready`) or None (use the gateway for that node).
 Renewal: once `renew_fraction` of the current grant's bytes are used, or of its lifetime has
 passed, the next one is asked in the background and kept aside when it comes; the current one
 serves until it is spent (the local count reaches its budget, or the node answered
-DELEGATION_TOKEN_EXPIRED) or is within `expiry_slack_s` of its expiry, and only then is the
+DELEGATION_TOKEN_EXPIRED) or is within its slack of its expiry (`expiry_slack_s`, at most a
+tenth of its life), and only then is the
 next one taken: the budget already charged to the quota is used to the end. A grant is not
 used before its throttle time has passed (`DataGrant.usable_at`, the callers check). Its
-lifetime is the gateway's `lifetime_ms`, counted on the client's monotonic clock from the
-answer (a client's wall clock far off does not make it expire at once); an older gateway's
-answer without it falls back to `expires_at_ms` against the wall clock.
+lifetime is the gateway's `lifetime_ms`, counted on the client's monotonic clock from when it
+was asked (always before the node's count starts, however late the answer is collected; a
+client's wall clock far off does not make it expire at once); an older gateway's answer
+without it falls back to `expires_at_ms` against the wall clock. A grant already unusable when
+it arrives sends the node to the gateway for `backoff_max_s` (no loop of asks). A fresh grant
+the node refuses as expired on its grant frame, nothing spent under it (the node's clock ahead
+by more than its life): the gateway for that node for `fallback_s`, with a warning.
 
 Where direct access cannot be had the answer is None: the cluster offers none
 (DELEGATION_TOKEN_AUTH_DISABLED, or a gateway without the RPC: every node, for
@@ -27,11 +32,15 @@ have expired), a topic refused (TOPIC_AUTHORIZATION_FAILED: that topic on that n
 doubling up to `backoff_max_s`, unless a current grant still serves), the quota holding the
 client back (an answer without a grant: until its throttle time has passed).
 
-Thread-safe: a lock around everything; the grant futures' callbacks only call `on_ready`.
+Threads: `lookup`, `collect`, `expired`, `unreachable` and `close` take the lock; `spend` and
+`direct` take none and are called only by the owner's thread (the producer's sender, the
+consumer's poll), as `lookup` is in practice. The grant futures' callbacks only call
+`on_ready`.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -44,6 +53,8 @@ from riverlog.common.errors import ErrorCode
 from riverlog.v1 import gateway_pb2
 
 from ._connection import GatewayConnection, rpc_error
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "PENDING",
@@ -89,7 +100,8 @@ class GrantSettings:
     renew_fraction: float = 0.5
     """The next grant is asked once this share of the current one's bytes, or life, is used."""
     expiry_slack_s: float = 1.0
-    """A grant is not used this close to its expiry (clocks, frames in flight)."""
+    """A grant is not used this close to its expiry (clocks, frames in flight); at most a
+    tenth of the grant's life."""
     min_budget: int = 0
     """A grant below this many bytes is not used (the producer: max.request.size, since a
     frame may overdraw a budget by its own size): the gateway until it would have expired."""
@@ -131,6 +143,7 @@ class _Node:
     next: DataGrant | None = None  # asked ahead, taken once `current` is spent
     pending: GrantFuture | None = None
     pending_topics: frozenset[str] = frozenset()
+    asked_at: float = 0.0  # when `pending` was asked: a grant's life counts from there
     wanted: set[str] = field(default_factory=set)  # topics to cover at the next ask
     refused: dict[str, float] = field(default_factory=dict)  # topic -> the gateway until
     gateway_until: float = 0.0
@@ -228,12 +241,25 @@ class GrantKeeper:
         if node is not None and node.current is not None and node.current.serial == serial:
             node.spent += nbytes
 
-    def expired(self, node_id: int, serial: int) -> None:
-        """The node answered DELEGATION_TOKEN_EXPIRED under grant `serial`: it is spent."""
+    def expired(self, node_id: int, serial: int, grant_frame: bool = False) -> None:
+        """The node answered DELEGATION_TOKEN_EXPIRED under grant `serial`: it is spent.
+        `grant_frame`: the answer was to the grant frame itself; with nothing spent under the
+        grant it was refused fresh (the node's clock ahead by more than its life): asking
+        again would loop, so the gateway for that node for `fallback_s`."""
         with self._lock:
             node = self._nodes.get(node_id)
-            if node is not None and node.current is not None and node.current.serial == serial:
-                node.spent = max(node.spent, node.current.byte_budget)  # (past any reserve)
+            if node is None or node.current is None or node.current.serial != serial:
+                return
+            if grant_frame and node.spent == 0:
+                log.warning(
+                    "node %d refused a fresh grant as expired (its clock ahead of the gateway's"
+                    " by more than the grant's life? clock skew): the gateway for %.0f s",
+                    node_id,
+                    self._settings.fallback_s,
+                )
+                self._fall_back(node, self._clock() + self._settings.fallback_s)
+                return
+            node.spent = max(node.spent, node.current.byte_budget)  # (past any reserve)
 
     def unreachable(self, node_id: int) -> None:
         """The node's direct port refused a connection, or its grant: the gateway for that
@@ -301,7 +327,7 @@ class GrantKeeper:
         except Exception:
             self._failed(node, now)
             return
-        node.pending, node.pending_topics = future, topics
+        node.pending, node.pending_topics, node.asked_at = future, topics, now
         node.wanted = set()
         future.add_done_callback(lambda _: self._on_ready())
 
@@ -346,8 +372,21 @@ class GrantKeeper:
             return
         if response.lifetime_ms > 0:
             life_s = response.lifetime_ms / 1000
+            born = min(node.asked_at, now)  # the node counts from after the ask
         else:  # an older gateway: its wall clock against ours
             life_s = max(response.expires_at_ms / 1000 - self._wall(), 0.0)
+            born = now
+        usable_until = born + life_s - min(settings.expiry_slack_s, life_s / 10)
+        if now >= usable_until:  # unusable on arrival: do not ask again at once
+            log.warning(
+                "node %d: a grant arrived already expired (life %.1f s): the gateway for %.1f s",
+                node_id,
+                life_s,
+                settings.backoff_max_s,
+            )
+            self._fall_back(node, now + settings.backoff_max_s)
+            node.wanted.update(topics)
+            return
         if response.byte_budget < settings.min_budget:
             self._fall_back(node, now + max(life_s, settings.backoff_max_s))
             node.wanted.update(topics)
@@ -362,8 +401,8 @@ class GrantKeeper:
             host=response.host,
             port=response.direct_port,
             usable_at=now + throttle_s,
-            renew_at=now + life_s * settings.renew_fraction,
-            usable_until=now + life_s - settings.expiry_slack_s,
+            renew_at=born + life_s * settings.renew_fraction,
+            usable_until=usable_until,
             serial=self._serial,
         )
         self.granted += 1

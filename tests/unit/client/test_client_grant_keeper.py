@@ -260,3 +260,66 @@ def test_a_reserve_takes_the_next_grant_while_the_largest_frame_still_fits() -> 
     gateway.answer()
     keeper.spend(1, first.serial, 300)  # 250 left: the largest frame would not fit
     assert granted(keeper).token == b"token2"
+
+
+def test_a_short_lifetime_keeps_a_tenth_as_slack_and_is_used() -> None:
+    # A 1 s grant with the default 1 s slack was past usable_until on arrival (review 0047).
+    keeper, gateway, clock, _ = make(collect_in_lookup=False)
+    assert keeper.lookup(1, ["t"]) is PENDING
+    gateway.answer(lifetime_ms=1000)
+    keeper.collect()
+    grant = granted(keeper)
+    assert grant.usable_until == pytest.approx(clock.now + 0.9)
+    assert len(gateway.asked) == 1
+
+
+def test_a_grant_unusable_on_arrival_sends_the_node_to_the_gateway_not_asking_again() -> None:
+    keeper, gateway, clock, _ = make(collect_in_lookup=False, backoff_max_s=2.0)
+    assert keeper.lookup(1, ["t"]) is PENDING
+    gateway.answer(lifetime_ms=1000)
+    clock.now += 1.5  # collected after its life had passed
+    keeper.collect()
+    for _ in range(3):
+        assert keeper.lookup(1, ["t"]) is None
+    assert len(gateway.asked) == 1
+    clock.now += 2.0  # backoff_max_s later: asked again
+    assert keeper.lookup(1, ["t"]) is PENDING and len(gateway.asked) == 2
+
+
+def test_a_fresh_grant_refused_as_expired_on_its_grant_frame_goes_to_the_gateway() -> None:
+    # The node's clock ahead by more than the grant's life: asking again would loop.
+    keeper, gateway, clock, _ = make(collect_in_lookup=False, fallback_s=300.0)
+    assert keeper.lookup(1, ["t"]) is PENDING
+    gateway.answer()
+    keeper.collect()
+    grant = granted(keeper)
+    keeper.expired(1, grant.serial, grant_frame=True)
+    assert keeper.lookup(1, ["t"]) is None and len(gateway.asked) == 1
+    assert not keeper.direct(1, clock.now)
+    clock.now += 300.0
+    assert keeper.lookup(1, ["t"]) is PENDING
+
+
+def test_a_spent_grant_refused_on_its_grant_frame_is_renewed() -> None:
+    keeper, gateway, _, _ = make(collect_in_lookup=False)
+    assert keeper.lookup(1, ["t"]) is PENDING
+    gateway.answer()
+    keeper.collect()
+    grant = granted(keeper)
+    keeper.spend(1, grant.serial, 10)
+    keeper.expired(1, grant.serial, grant_frame=True)  # another connection spent it
+    assert keeper.lookup(1, ["t"]) is PENDING and len(gateway.asked) == 2
+
+
+def test_a_grant_life_counts_from_its_ask_not_its_collection() -> None:
+    # A consumer polling rarely collects the answer late: the node's count began at the ask.
+    keeper, gateway, clock, _ = make()
+    asked = clock.now
+    assert keeper.lookup(1, ["t"]) is PENDING
+    gateway.answer(lifetime_ms=60_000)
+    clock.now = asked + 30
+    grant = granted(keeper)
+    assert grant.usable_until == pytest.approx(asked + 59)
+    assert grant.renew_at == pytest.approx(asked + 30)
+    clock.now = asked + 70
+    assert keeper.lookup(1, ["t"]) is PENDING  # expired: a new one asked
