@@ -171,3 +171,35 @@ def test_a_producer_failing_in_init_closes_its_wakeup(monkeypatch: pytest.Monkey
     assert w._reader.fileno() == w._writer.fileno() == -1
     with pytest.raises((ValueError, OSError)):
         w._selector.select(0)  # closed: epoll fd gone
+
+
+def test_a_grant_paying_for_few_largest_frames_leaves_the_node_on_the_gateway(
+    wakeup: Wakeup,
+) -> None:
+    # A quota caps a grant at one sample's worth; the producer keeps one largest frame in
+    # reserve and renews with two left: a grant of two frames would be used about half.
+    from concurrent.futures import Future
+
+    from riverlog.v1 import gateway_pb2
+
+    config = ProducerConfig.from_kafka({"bootstrap.servers": "127.0.0.1:9092"})
+    meta: Any = Metadata(time.monotonic() + 3600)
+    routes = DirectRoutes(config, None, meta, wakeup, lambda *_: None)  # type: ignore[arg-type]
+    keeper = routes.keeper
+    asked: list[Future[gateway_pb2.GrantDataAccessResponse]] = []
+
+    def ask(node: int, topics: frozenset[str]) -> Future[gateway_pb2.GrantDataAccessResponse]:
+        asked.append(Future())
+        return asked[-1]
+
+    keeper._ask_fn = ask
+    cost = routes._max_cost
+    for node, budget, direct in ((1, 3 * cost, False), (2, 4 * cost, True)):
+        assert keeper.lookup(node, ["t"]) is not None  # PENDING
+        answer = gateway_pb2.GrantDataAccessResponse(
+            grant=b"g", byte_budget=budget, lifetime_ms=60_000, host="h", direct_port=9
+        )
+        asked[-1].set_result(answer)
+        keeper.collect()
+        assert isinstance(keeper.lookup(node, ["t"]), DataGrant) is direct
+    routes.close()

@@ -389,7 +389,8 @@ class DirectLinks:
             self._fail(link, _network(link, exc), done)
         except RiverlogError as exc:
             if exc.code == ErrorCode.DELEGATION_TOKEN_EXPIRED:
-                self.keeper.expired(link.node_id, link.serial)
+                # (on the grant frame: fresh and refused, clock skew → the gateway)
+                self.keeper.expired(link.node_id, link.serial, grant_frame=True)
                 exc = RiverlogError(exc.message, ErrorCode.NETWORK_EXCEPTION)
             elif exc.code != ErrorCode.CORRUPT_MESSAGE:  # the grant refused: the gateway
                 self.keeper.unreachable(link.node_id)

@@ -61,6 +61,8 @@ CONNECT_TIMEOUT_S: Final = 5.0
 up: the node's partitions go through the gateway, as after a refused connect."""
 _EXPIRY_SLACK_S: Final = 1.0  # a grant is not used this close to its expiry
 _EXPIRED: Final = int(ErrorCode.DELEGATION_TOKEN_EXPIRED)
+_MIN_BUDGET_FRAMES: Final = 4
+"""A grant paying for fewer of the largest frames is not used: the gateway instead."""
 
 
 class Outcome:
@@ -129,11 +131,14 @@ class DirectRoutes:
             GrantSettings(
                 renew_fraction=_RENEW_AT,
                 expiry_slack_s=_EXPIRY_SLACK_S,
-                # A budget smaller than the largest frame: the gateway capped it at one quota
-                # sample's worth (a throttled client), and the node refuses a frame costing
-                # more than the budget left: the gateway's per-request accounting serves
-                # instead, until the grant would have expired.
-                min_budget=self._max_cost,
+                # A budget below a few largest frames: the gateway capped it at one quota
+                # sample's worth (a client under a byte-rate quota). The node refuses a frame
+                # costing more than the budget left, so a grant counts as spent with one
+                # largest frame left and is renewed with two left: a budget of one or two
+                # frames would be used about half, each renewal charged in full. The
+                # gateway's exact per-request accounting serves instead, until the grant
+                # would have expired.
+                min_budget=_MIN_BUDGET_FRAMES * self._max_cost,
                 reserve_bytes=self._max_cost,
                 fallback_s=self._fallback_s,
                 backoff_s=max(config.retry_backoff_ms, 1) / 1000,
@@ -323,7 +328,9 @@ class DirectRoutes:
             if code == ErrorCode.NONE:
                 node.confirmed = True
             elif code == ErrorCode.DELEGATION_TOKEN_EXPIRED:
-                self.keeper.expired(node.node_id, serial)
+                # nothing spent under it: refused fresh (clock skew), the keeper sends the
+                # node to the gateway instead of asking again forever
+                self.keeper.expired(node.node_id, serial, grant_frame=True)
             else:
                 self._fall_back(node, f"grant refused: {answer.error_message}")
             return
