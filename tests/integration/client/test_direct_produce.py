@@ -2,16 +2,19 @@
 produce frames to each leader's direct port (its own count and the node's direct counters
 move), with `direct.access=false` and on a TLS cluster (no direct access: the gateway answers
 DELEGATION_TOKEN_AUTH_DISABLED) it takes the gateway, and every record arrives either way. On a
-cluster whose grants cover 64 KiB, the producer renews its grant again and again (each
+cluster whose grants cover 128 KiB, the producer renews its grant again and again (each
 DELEGATION_TOKEN_EXPIRED answer puts the batches back, not counted as a failed attempt) and
 every record is written once, in order, idempotent or not; when another connection spends the
 producer's grant behind its back, the leader answers DELEGATION_TOKEN_EXPIRED, the producer
 renews and sends the batches again, and with retries=0 nothing fails (a renewal is not a
-failed attempt); and a leader change mid-stream moves the producer's frames to the new leader
+failed attempt); a frame whose topic the grant on its connection does not cover (answered
+TOPIC_AUTHORIZATION_FAILED) is retried through the gateway, whose answer decides, not failed;
+and a leader change mid-stream moves the producer's frames to the new leader
 with nothing lost or duplicated."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
 
@@ -28,7 +31,7 @@ from riverlog.common.types import TopicPartition
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
-TINY_GRANT_BYTES = 64 * 1024
+TINY_GRANT_BYTES = 128 * 1024
 
 
 def read_values(config: dict[str, str], topic: str, partition: int, count: int) -> list[bytes]:
@@ -74,9 +77,10 @@ def test_the_producer_takes_the_direct_path_where_the_cluster_offers_it(
 
 @pytest.fixture(scope="module")
 def tiny_grant_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """Two storage nodes whose gateway's grants cover 64 KiB each (direct.access.grant.bytes),
-    so a producer renews often; its max.request.size must be below that (a grant smaller than
-    a request keeps the gateway, as a quota's capped grant does). The tests here create their
+    """Two storage nodes whose gateway's grants cover 128 KiB each (direct.access.grant.bytes),
+    so a producer renews often; its largest frame (max.request.size, batch.size, ~20 KiB
+    here) must cost under a quarter of that (a grant paying for fewer keeps the gateway, as a
+    quota's capped grant does). The tests here create their
     own topics only."""
     with LocalCluster(
         tmp_path_factory.mktemp("tiny-grants"),
@@ -161,6 +165,39 @@ def test_an_expired_answer_renews_and_resends_without_counting_an_attempt(
     assert read_values(config, topic, 0, 400) == values
 
 
+def test_a_direct_authorization_refusal_is_retried_via_the_gateway(
+    tiny_grant_cluster: LocalCluster,
+) -> None:
+    # A renewal's grant frame refused, then frames for a topic only the new grant covers: the
+    # node answers TOPIC_AUTHORIZATION_FAILED although the user is authorized. Made here by
+    # making the keeper believe the connection's grant covers a second topic.
+    cluster = tiny_grant_cluster
+    first = _topic(cluster, 1, 1)
+    node = leader_of(cluster, first).node_id
+    for _ in range(20):  # a second topic on the same node (two nodes: soon)
+        second = _topic(cluster, 1, 1)
+        if leader_of(cluster, second).node_id == node:
+            break
+    else:
+        raise AssertionError("no topic led by the first one's node")
+    config = {"bootstrap.servers": cluster.gateway_address}
+    values = [b"auth-%03d" % i for i in range(50)]
+    with Producer(config, acks=1, retries=0, linger_ms=1, max_request_size=8192) as producer:
+        producer.send(first, b"x").result(30)
+        direct = producer._sender.direct
+        assert direct is not None
+        granted = direct.keeper._nodes[node]
+        assert granted.current is not None
+        granted.current = dataclasses.replace(
+            granted.current, topics=granted.current.topics | {second}
+        )
+        futures = [producer.send(second, v) for v in values]
+        producer.flush(30)
+        offsets = [f.result(10).offset for f in futures]  # retries=0: none failed
+    assert offsets == list(range(50))
+    assert read_values(config, second, 0, 50) == values
+
+
 def test_a_leader_change_mid_stream_moves_the_frames(tiny_grant_cluster: LocalCluster) -> None:
     cluster = tiny_grant_cluster
     topic = _topic(cluster, partitions=1, replication=2)
@@ -171,7 +208,7 @@ def test_a_leader_change_mid_stream_moves_the_frames(tiny_grant_cluster: LocalCl
         replicas = admin.describe_topics([topic])[topic].partitions[0].replicas
     other = next(n for n in replicas if n != first)
     values = [b"rec-%05d" % i for i in range(3000)]
-    # max.request.size below the grants' 64 KiB: a larger one would keep the gateway
+    # largest frame under a quarter of the grants' 128 KiB: a larger one keeps the gateway
     with (
         Producer(config, linger_ms=1, max_request_size=8192) as producer,
         AdminClient(config) as admin,

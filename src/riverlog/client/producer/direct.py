@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -149,6 +149,9 @@ class DirectRoutes:
             clock=clock,
         )
         self._refreshing: set[str] = set()
+        # partitions a direct answer refused (TOPIC_AUTHORIZATION_FAILED): their next
+        # request goes through the gateway, whose answer is authoritative
+        self._gateway_next: set[tuple[str, int]] = set()
         self._refreshed_at: dict[str, float] = {}  # no refresh of a topic before then
         self._backoff_s = config.retry_backoff_ms / 1000
         self.next_check = float("inf")
@@ -167,6 +170,8 @@ class DirectRoutes:
 
     def route(self, topic: str, partition: int, now: float) -> int:
         """Where `topic`-`partition`'s next request goes: a node id, GATEWAY or WAIT."""
+        if self._gateway_next and (topic, partition) in self._gateway_next:
+            return GATEWAY
         info = self._metadata.topics.get(topic)
         if info is None or info.expires_at < now:
             self._refresh(topic)
@@ -202,6 +207,18 @@ class DirectRoutes:
                 return WAIT
             self._send_grant(node, grant)
         return leader if node.confirmed else WAIT
+
+    def via_gateway(self, tp: tuple[str, int]) -> None:
+        """A direct answer refused `tp` (TOPIC_AUTHORIZATION_FAILED: a grant frame refused
+        and the topic only the new grant covers, or a revoked ACL): its next request goes
+        through the gateway, which decides. The partition's direct frames were answered
+        before that request is sent (one route per partition while requests are in flight)."""
+        self._gateway_next.add(tp)
+
+    def sent_via_gateway(self, tps: Iterable[tuple[str, int]]) -> None:
+        """Requests for `tps` went through the gateway: later ones may go direct again."""
+        if self._gateway_next:
+            self._gateway_next.difference_update(tps)
 
     def in_flight(self, node_id: int) -> int:
         node = self._nodes.get(node_id)

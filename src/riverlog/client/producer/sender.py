@@ -394,6 +394,8 @@ class Sender(threading.Thread):
 
     def _send_gateway(self, groups: dict[tuple[str, int], list[ProducerBatch]]) -> None:
         idem = self.idempotence
+        if self._direct is not None:
+            self._direct.sent_via_gateway(groups)
         batches = [batch for group in groups.values() for batch in group]
         contexts = [b.trace_context for b in batches if b.trace_context is not None]
         unary = bool(contexts) or self._acks == common_pb2.ACKS_NONE
@@ -497,6 +499,7 @@ class Sender(threading.Thread):
         answers = {(p.topic, p.partition): p for p in response.partitions}
         if inflight.route != GATEWAY and answers:
             self._renew_if_expired(inflight, answers, now)
+            self._retry_refused_via_gateway(inflight, answers, now)
         if self._acks == common_pb2.ACKS_NONE:
             # acks=0, as Kafka: nothing is acknowledged, so nothing is checked or retried; the
             # records count as sent (offset -1) once the gateway (or the leader) took them.
@@ -559,6 +562,37 @@ class Sender(threading.Thread):
         for tp in expired:
             group = inflight.groups.pop(tp, None)
             for batch in group or ():
+                if idem is not None:
+                    idem.on_retry(batch)
+                self.accumulator.reenqueue(batch, now)
+
+    def _retry_refused_via_gateway(
+        self,
+        inflight: InFlight,
+        answers: dict[tuple[str, int], data_pb2.ProducePartitionResponse],
+        now: float,
+    ) -> None:
+        """A direct answer of TOPIC_AUTHORIZATION_FAILED (nothing appended): the grant the
+        frame went under did not cover the topic (a renewal's grant frame refused, the frame
+        sent under the older grant), or an ACL was revoked. The gateway's answer is
+        authoritative: the batches go back to the front of their partitions and their next
+        request goes through the gateway, which appends them or refuses them for good."""
+        if self._acks == common_pb2.ACKS_NONE:
+            return
+        refused = [
+            tp
+            for tp, a in answers.items()
+            if int(a.error_code) == ErrorCode.TOPIC_AUTHORIZATION_FAILED and tp in inflight.groups
+        ]
+        if not refused:
+            return
+        assert self._direct is not None
+        idem = self.idempotence
+        for tp in refused:
+            log.debug("%s-%d refused on node %d's direct port: retried via the gateway",
+                      tp[0], tp[1], inflight.route)  # fmt: skip
+            self._direct.via_gateway(tp)
+            for batch in inflight.groups.pop(tp):
                 if idem is not None:
                     idem.on_retry(batch)
                 self.accumulator.reenqueue(batch, now)
