@@ -213,3 +213,21 @@ def test_a_refused_connection_fails_with_network_exception() -> None:
         assert [e.code for e in closed] == [ErrorCode.NETWORK_EXCEPTION]
     finally:
         wakeup.close()
+
+
+def test_a_wait_while_set_still_serves_ready_sockets() -> None:
+    # Under load the flag is set at every turn: answers must not wait for a turn without it.
+    left, right = socket.socketpair()
+    served: list[int] = []
+    wakeup = Wakeup()
+    try:
+        wakeup.register(left, 1, served.append)  # selectors.EVENT_READ
+        right.send(b"answer")
+        wakeup.set()
+        assert wakeup.wait(10) is True
+        assert served == [1]
+        wakeup.unregister(left)
+    finally:
+        wakeup.close()
+        left.close()
+        right.close()

@@ -74,9 +74,10 @@ class Wakeup:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Until `set` or `timeout`, serving ready sockets meanwhile (their handlers run here);
-        `timeout` 0 polls the sockets once."""
-        if self._flag and timeout != 0:
-            return True
+        `timeout` 0 polls the sockets once. Set already: the sockets are still polled once
+        (timeout 0), so leaders' answers do not wait turns while the sender is kept busy."""
+        if self._flag:
+            timeout = 0
         for key, mask in self._selector.select(timeout):
             handler = key.data
             if handler is None:
