@@ -9,7 +9,11 @@ the baseline is the RSS after the producer connected and sent one record.
 The buffer only fills when the cluster takes records slower than the application sends them,
 so `--throttle-mb` (default 10) sets a producer_byte_rate quota on the bench's own client id
 for the run (removed after): then the whole of buffer.memory is in use, which is the case the
-bound is for. `--throttle-mb 0` runs unthrottled.
+bound is for. `--throttle-mb 0` runs unthrottled. A quota's rate is measured over its
+whole window (11 samples of 1 s by default, as Kafka's), so a burst below about the window
+times the quota is never throttled: the default of 240 MB (24 times the 10 MB/s quota) makes
+the buffer fill; at the old default of 80 MB the run was never throttled (1.8 M records/s of
+100 B).
 
     python bench/producer_memory_bench.py [--value-size 1024]     # starts a local cluster
     python bench/producer_memory_bench.py --bootstrap HOST:PORT
@@ -110,7 +114,7 @@ def produce(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap")
-    parser.add_argument("--megabytes", type=int, default=80)
+    parser.add_argument("--megabytes", type=int, default=240)
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--value-size", type=int, default=100, help="one size per process")
     parser.add_argument("--throttle-mb", type=float, default=10.0, help="MB/s; 0: none")
