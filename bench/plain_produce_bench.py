@@ -32,12 +32,21 @@ from riverlog.v1 import common_pb2, gateway_pb2, gateway_pb2_grpc
 TOPIC = "plain-produce"
 
 
-def produce(stub: gateway_pb2_grpc.GatewayStub, args: argparse.Namespace, start: int) -> int:
-    """`args.records` records in calls of `args.per_call`; returns the next expected offset."""
+def payloads_of(args: argparse.Namespace) -> list[bytes]:
+    """The values of one round, made before it is timed (as the harness makes them)."""
+    return [i.to_bytes(8, "big") + b"x" * (args.value_size - 8) for i in range(args.records)]
+
+
+def produce(
+    stub: gateway_pb2_grpc.GatewayStub,
+    args: argparse.Namespace,
+    start: int,
+    payloads: list[bytes],
+) -> int:
+    """`payloads` in calls of `args.per_call`; returns the next expected offset."""
     Rec = common_pb2.Record
     Req = gateway_pb2.ProduceRecordsRequest
     acks = common_pb2.ACKS_ALL if args.acks == "all" else common_pb2.ACKS_LEADER
-    payloads = [i.to_bytes(8, "big") + b"x" * (args.value_size - 8) for i in range(args.records)]
     expected, bad = start, 0
     call = stub.ProduceRecords
     for i in range(0, args.records, args.per_call):
@@ -74,10 +83,11 @@ def run(address: str, pids: dict[str, int], args: argparse.Namespace) -> None:
                 break
             time.sleep(0.1)
         expected = 1
+        payloads = payloads_of(args)
         for round_ in range(args.rounds):
             start = time.perf_counter()
             with measured(f"round {round_ + 1}", pids, args.records):
-                expected = produce(stub, args, expected)
+                expected = produce(stub, args, expected, payloads)
             rate = args.records / (time.perf_counter() - start)
             print(f"round {round_ + 1}: {rate:,.0f} records/s")
 
