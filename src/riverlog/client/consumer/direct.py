@@ -42,6 +42,7 @@ from riverlog.common.zerocopy import (
     KIND_FETCH,
     KIND_GRANT,
     MAX_RESPONSE_HEADER_BYTES,
+    encode_frame,
     records_total,
 )
 from riverlog.v1 import data_pb2
@@ -321,9 +322,8 @@ class DirectLinks:
             return None
         frames = []
         if link.serial != grant.serial:
-            frames.append(FRAME_HEADER.pack(KIND_GRANT << 24 | len(grant.token)) + grant.token)
-        payload = request.SerializeToString()
-        frames.append(FRAME_HEADER.pack(KIND_FETCH << 24 | len(payload)) + payload)
+            frames.append(encode_frame(grant.token, KIND_GRANT))
+        frames.append(encode_frame(request.SerializeToString(), KIND_FETCH))
         deadline = time.monotonic() + self._timeout_s
         call = DirectCall(node_id, grant.serial, deadline, may_wait)
         try:

@@ -33,9 +33,9 @@ from typing import Any, Final
 from riverlog.common.errors import ErrorCode, RiverlogError
 from riverlog.common.grants import FRAME_CHARGE_BYTES
 from riverlog.common.zerocopy import (
-    FRAME_HEADER,
     KIND_GRANT,
     ProduceFramePart,
+    encode_frame,
     produce_frame_pieces,
 )
 from riverlog.v1 import data_pb2
@@ -320,8 +320,7 @@ class DirectRoutes:
 
     def _send_grant(self, node: _Node, grant: DataGrant) -> None:
         assert node.conn is not None
-        token = grant.token
-        node.conn.send([FRAME_HEADER.pack(KIND_GRANT << 24 | len(token)), token])
+        node.conn.send([encode_frame(grant.token, KIND_GRANT)])
         node.serial = grant.serial
         node.grant_frames.append(grant.serial)
 
